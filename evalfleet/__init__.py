@@ -1,0 +1,1 @@
+"""evalfleet: watch the quality of LLM applications in production."""

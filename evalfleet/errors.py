@@ -1,0 +1,118 @@
+"""The exceptions evalfleet raises, in one tree.
+
+    EvalfleetError
+    ├── InvalidInput                 will never succeed as it is: fix the input
+    │   ├── InvalidSample            a sample record (line, id, field)
+    │   ├── InvalidMessage           a job message off the broker
+    │   ├── InvalidMetricSpec        a metric file in prompts/
+    │   └── UnknownMetric            a metric name nobody defined
+    └── JudgeError                   the judge call itself failed
+        ├── JudgeUnavailable         retry later: transport, timeout, 429, 5xx
+        └── JudgeRejected            retrying will not help: 400, 401, 403, 404
+
+A judge that answered with an unusable verdict is not an exception: the parser
+returns that failure as a value (see ``workers.verdicts``).
+"""
+
+from __future__ import annotations
+
+
+class EvalfleetError(Exception):
+    """Root of every exception raised by evalfleet."""
+
+
+class InvalidInput(EvalfleetError):
+    """Input that will never be processed as it is."""
+
+
+class InvalidSample(InvalidInput):
+    """A sample record that does not match the sample format.
+
+    Attributes:
+        record: Where the record came from, e.g. ``"line 17"``.
+        sample_id: The record's id when it could be read, else None.
+        field: Dotted path of the offending field (``"context[1]"``), or None for
+            problems with the record as a whole (bad JSON, bad encoding).
+        reason: What is wrong, in words.
+    """
+
+    def __init__(
+        self, reason: str, *, record: str = "", sample_id: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.record = record
+        self.sample_id = sample_id
+        self.field = field
+        self.reason = reason
+        super().__init__(self._describe())
+
+    def _describe(self) -> str:
+        where = [part for part in (self.record,) if part]
+        if self.sample_id is not None:
+            where.append(f"id {self.sample_id!r}")
+        if self.field:
+            where.append(f"field {self.field!r}")
+        prefix = ", ".join(where)
+        return f"{prefix}: {self.reason}" if prefix else self.reason
+
+
+class InvalidMessage(InvalidInput):
+    """A job message that cannot be decoded.
+
+    Attributes:
+        data: The raw message as received.
+    """
+
+    def __init__(self, reason: str, *, data: object = None) -> None:
+        self.data = data
+        super().__init__(reason)
+
+
+class InvalidMetricSpec(InvalidInput):
+    """A metric file that cannot be loaded.
+
+    Attributes:
+        path: The file.
+    """
+
+    def __init__(self, reason: str, *, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {reason}")
+
+
+class UnknownMetric(InvalidInput):
+    """A metric name that no file in prompts/ defines."""
+
+    def __init__(self, name: str, *, known: list[str]) -> None:
+        self.name = name
+        super().__init__(f"unknown metric {name!r} (known: {', '.join(sorted(known))})")
+
+
+class JudgeError(EvalfleetError):
+    """The judge call failed before a reply could be read.
+
+    Attributes:
+        status_code: The HTTP status, when the judge answered with one.
+    """
+
+    def __init__(self, reason: str, *, status_code: int | None = None) -> None:
+        self.status_code = status_code
+        super().__init__(reason)
+
+
+class JudgeUnavailable(JudgeError):
+    """A transient failure: transport error, timeout, 429 or 5xx. Retry later.
+
+    Attributes:
+        retry_after_s: The delay the judge asked for (Retry-After), if any.
+    """
+
+    def __init__(
+        self, reason: str, *, status_code: int | None = None, retry_after_s: float | None = None,
+    ) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(reason, status_code=status_code)
+
+
+class JudgeRejected(JudgeError):
+    """The judge refused the request (bad request, auth, unknown model)."""

@@ -1,0 +1,93 @@
+"""The job message producers enqueue and workers consume, and its queue naming.
+
+A job asks for one sample to be judged on one metric. The prompt version and
+judge model are not in the message: the worker that runs the job decides them
+from its own metric files and settings, and they key the verdict.
+
+Encoding is two pure functions with their own error, :class:`InvalidMessage`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from evalfleet.errors import InvalidMessage, InvalidSample
+from evalfleet.sample import Sample, parse_sample
+
+#: Version of the message layout; bumped on incompatible changes.
+MESSAGE_VERSION = 1
+
+#: Name of the Celery task that evaluates one job.
+EVALUATE_TASK = "evalfleet.evaluate"
+
+#: Prefix of every metric queue: metric ``rag_qa`` is served from ``eval.rag_qa``.
+QUEUE_PREFIX = "eval."
+
+
+def queue_for(metric: str) -> str:
+    """The broker queue that carries jobs for ``metric``."""
+    return f"{QUEUE_PREFIX}{metric}"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One sample to judge on one metric."""
+
+    metric: str
+    """Metric name, e.g. ``rag_qa``."""
+
+    sample: Sample
+    """The sample, already validated and redacted by the producer."""
+
+    enqueued_at: datetime
+    """When the producer accepted it (UTC)."""
+
+    attempt: int = 1
+    """Judge attempt this delivery makes; raised on each retry after a transient failure."""
+
+
+def encode_job(job: Job) -> dict[str, Any]:
+    """Turn a job into the JSON-safe dict sent as the task's only argument."""
+    return {
+        "v": MESSAGE_VERSION,
+        "metric": job.metric,
+        "sample": job.sample.to_json(),
+        "enqueued_at": job.enqueued_at.isoformat(),
+        "attempt": job.attempt,
+    }
+
+
+def decode_job(data: Any) -> Job:
+    """Turn a task argument back into a job.
+
+    Args:
+        data: The dict produced by :func:`encode_job`, after a JSON round trip.
+
+    Returns:
+        The job.
+
+    Raises:
+        InvalidMessage: When the data is not a job this version understands.
+    """
+    if not isinstance(data, dict):
+        raise InvalidMessage("job message is not an object", data=data)
+    if data.get("v") != MESSAGE_VERSION:
+        raise InvalidMessage(f"unsupported job message version {data.get('v')!r}", data=data)
+    metric, attempt = data.get("metric"), data.get("attempt", 1)
+    if not isinstance(metric, str) or not metric:
+        raise InvalidMessage("job message has no metric", data=data)
+    if not isinstance(attempt, int) or attempt < 1:
+        raise InvalidMessage(f"job message has a bad attempt {attempt!r}", data=data)
+    try:
+        sample = parse_sample(data.get("sample"), record="job message")
+        enqueued_at = datetime.fromisoformat(data["enqueued_at"])
+    except (InvalidSample, KeyError, TypeError, ValueError) as exc:
+        raise InvalidMessage(f"job message has a bad sample: {exc}", data=data) from exc
+    return Job(metric=metric, sample=sample, enqueued_at=enqueued_at, attempt=attempt)
+
+
+def new_job(metric: str, sample: Sample) -> Job:
+    """A first-attempt job stamped with the current time."""
+    return Job(metric=metric, sample=sample, enqueued_at=datetime.now(UTC))

@@ -1,0 +1,150 @@
+"""The one settings object, read from the environment and `.env` at start-up.
+
+Every other module receives values from here as arguments; none reads the
+environment itself. Secrets (the API key, passwords inside URLs) are masked in
+``repr`` and can be listed with :meth:`Settings.secret_values` so log filters
+can scrub them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: Broker URL used when none is configured: kombu's file-system transport.
+EMBEDDED_BROKER_URL = "filesystem://"
+
+
+def mask_url(url: str) -> str:
+    """Return ``url`` with any password replaced by ``***``.
+
+    Args:
+        url: A URL such as ``postgresql+psycopg://user:pw@host/db``.
+
+    Returns:
+        The same URL, password masked; unchanged when it has none.
+    """
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+
+
+def url_password(url: str | None) -> str | None:
+    """The password inside ``url``, or None."""
+    return urlsplit(url).password if url else None
+
+
+class Settings(BaseSettings):
+    """Everything evalfleet can be configured with.
+
+    Environment variables carry the ``EVALFLEET_`` prefix except the two the
+    OpenAI client conventionally reads, ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="EVALFLEET_", env_file=".env", extra="ignore", populate_by_name=True,
+    )
+
+    database_url: str | None = None
+    """SQLAlchemy URL of the verdict store; unset means a SQLite file in ``data_dir``."""
+
+    broker_url: str | None = None
+    """Celery broker URL (``redis://``, ``amqp://``); unset means a file-system broker."""
+
+    data_dir: Path = Path(".evalfleet")
+    """Where the embedded defaults (SQLite file, file-system broker) keep their data."""
+
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "openai_base_url"),
+    )
+    """Base URL of the OpenAI-compatible judge, e.g. ``http://127.0.0.1:8400/v1``."""
+
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "openai_api_key"),
+    )
+    """API key sent to the judge."""
+
+    judge_model: str = "gpt-4o-mini"
+    """Default judge model; a metric file or ``judge_models`` may override it."""
+
+    judge_models: dict[str, str] = Field(default_factory=dict)
+    """Per-metric judge model, e.g. ``{"rag_qa": "gpt-4.1"}`` (JSON in the environment)."""
+
+    judge_timeout_s: float = Field(default=60.0, gt=0)
+    """Timeout of one judge HTTP call, connect to last byte."""
+
+    reask_on_invalid: bool = True
+    """Re-ask the judge once, quoting the validation error, when its verdict is unusable."""
+
+    max_attempts: int = Field(default=6, ge=1)
+    """Judge calls per job before a transient failure becomes a dead letter."""
+
+    retry_base_s: float = Field(default=2.0, gt=0)
+    """First backoff delay after a transient judge failure; doubles per attempt."""
+
+    retry_max_s: float = Field(default=300.0, gt=0)
+    """Longest backoff delay (also caps a judge's Retry-After)."""
+
+    visibility_timeout_s: int = Field(default=3600, gt=0)
+    """Redis broker: seconds before an unacknowledged job is handed to another worker.
+    Must exceed the longest job plus ``retry_max_s``."""
+
+    claim_lease_s: float = Field(default=600.0, gt=0)
+    """How long a worker may hold the exclusive claim on one job's verdict key."""
+
+    worker_concurrency: int = Field(default=32, ge=1)
+    """Judge calls one worker process keeps in flight."""
+
+    sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
+    """Share of samples the producer keeps when ``--sample-rate`` is not given."""
+
+    @field_validator("database_url", "broker_url", "openai_base_url", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @property
+    def embedded_database(self) -> bool:
+        """True when no database URL is configured and a SQLite file is used."""
+        return self.database_url is None
+
+    @property
+    def embedded_broker(self) -> bool:
+        """True when no broker URL is configured and the file-system broker is used."""
+        return self.broker_url is None
+
+    def resolved_database_url(self) -> str:
+        """The database URL in effect, falling back to the embedded SQLite file."""
+        if self.database_url is not None:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'evalfleet.db').resolve()}"
+
+    def resolved_broker_url(self) -> str:
+        """The broker URL in effect, falling back to the file-system broker."""
+        return self.broker_url if self.broker_url is not None else EMBEDDED_BROKER_URL
+
+    def judge_model_for(self, metric: str, *, metric_default: str | None) -> str:
+        """The judge model for ``metric``: settings override, then metric file, then global."""
+        return self.judge_models.get(metric) or metric_default or self.judge_model
+
+    def secret_values(self) -> list[str]:
+        """Every secret string in these settings, for log scrubbing."""
+        secrets = [url_password(self.database_url), url_password(self.broker_url)]
+        if self.openai_api_key is not None:
+            secrets.append(self.openai_api_key.get_secret_value())
+        return [s for s in secrets if s]
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            if name in ("database_url", "broker_url", "openai_base_url") and value:
+                yield name, mask_url(value)
+            else:
+                yield name, value

@@ -1,0 +1,1 @@
+"""Producers: read traffic, sample, redact, enqueue."""

@@ -1,0 +1,1 @@
+"""Metric files: one YAML file per metric (data, shipped in the wheel)."""

@@ -1,0 +1,1 @@
+"""Celery workers: render, judge, parse, persist, alert."""
