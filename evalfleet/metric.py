@@ -12,8 +12,10 @@ includes (few-shot examples), so editing either changes the version.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -21,8 +23,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from evalfleet.errors import InvalidMetricSpec, UnknownMetric
+from evalfleet.errors import InvalidMetricSpec, InvalidSample, UnknownMetric
 from evalfleet.message import queue_for
+from evalfleet.sample import Sample
 
 #: Characters of the content hash kept as the prompt version.
 VERSION_LENGTH = 12
@@ -270,9 +273,55 @@ class Metric:
         """The broker queue that carries this metric's jobs."""
         return queue_for(self.spec.name)
 
-    def required_paths(self) -> list[str]:
-        """Sample paths that must be present for this metric."""
-        return [v.source for v in self.spec.variables.values() if v.required and v.source]
+    def resolve_variables(self, sample: Sample) -> dict[str, str]:
+        """Every template variable's text for ``sample``: constants, examples, sample values.
+
+        Raises:
+            InvalidSample: When a required value is missing or blank, naming the field.
+        """
+        values = dict(self.spec.constants)
+        values.update(self.examples_text)
+        for name, variable in self.spec.variables.items():
+            values[name] = _variable_text(variable, sample)
+        return values
+
+
+def _variable_text(variable: VariableSpec, sample: Sample) -> str:
+    if variable.value is not None:
+        return variable.value
+    assert variable.source is not None
+    value = sample_value(sample, variable.source)
+    if value is None or value == "" or value == [] or (isinstance(value, str) and not value.strip()):
+        if variable.required:
+            raise InvalidSample("is required by this metric", sample_id=sample.id,
+                                field=variable.source)
+        return variable.default or ""
+    if isinstance(value, list):
+        return _list_text(value, variable.list_style)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def sample_value(sample: Sample, path: str) -> Any:
+    """The value at ``path`` in ``sample`` (``input``, ``fields.product_title``...), or None."""
+    head, _, key = path.partition(".")
+    if head == "fields":
+        return sample.fields.get(key)
+    if head == "attributes":
+        return sample.attributes.get(key)
+    value = getattr(sample, head)
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _list_text(items: list[Any], style: str) -> str:
+    if style == "json":
+        return json.dumps(items, ensure_ascii=False)
+    texts = [item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
+             for item in items]
+    if style == "lines":
+        return "\n".join(texts)
+    return "\n".join(f"[{n}] {text}" for n, text in enumerate(texts, 1))
 
 
 def load_metric_file(path: Path) -> Metric:
