@@ -403,7 +403,7 @@ def _is_sample_path(path: str) -> bool:
 
 
 def _substitute_constants(data: Any) -> Any:
-    """Resolve ``{CONSTANT}`` in verdict field names and score sources."""
+    """Resolve ``{CONSTANT}`` in verdict field names, reason and failure fields, score sources."""
     if not isinstance(data, dict):
         return data
     constants = data.get("constants") or {}
@@ -418,6 +418,16 @@ def _substitute_constants(data: Any) -> Any:
     output = dict(data.get("output") or {})
     output["fields"] = {resolve(k): v for k, v in (output.get("fields") or {}).items()}
     output["reason_fields"] = [resolve(k) for k in output.get("reason_fields") or []]
+    failure = output.get("failure")
+    if isinstance(failure, dict):
+        # The failure spec names verdict fields too; left unresolved it would point
+        # at a field that does not exist and the file would be rejected.
+        resolved = dict(failure)
+        if "field" in failure:
+            resolved["field"] = resolve(failure["field"])
+        if isinstance(failure.get("reason_fields"), list):
+            resolved["reason_fields"] = [resolve(k) for k in failure["reason_fields"]]
+        output["failure"] = resolved
     scores = {
         name: {**score, "from": resolve(score.get("from"))} if isinstance(score, dict) else score
         for name, score in (data.get("scores") or {}).items()

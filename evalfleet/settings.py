@@ -9,7 +9,7 @@ can scrub them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
@@ -77,6 +77,9 @@ class Settings(BaseSettings):
 
     judge_models: dict[str, str] = Field(default_factory=dict)
     """Per-metric judge model, e.g. ``{"rag_qa": "gpt-4.1"}`` (JSON in the environment)."""
+
+    judge_response_format: Literal["json_schema", "json_object", "text"] = "json_schema"
+    """The most constrained output the judge supports; a metric never asks for more."""
 
     judge_timeout_s: float = Field(default=60.0, gt=0)
     """Timeout of one judge HTTP call, connect to last byte."""

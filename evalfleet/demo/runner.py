@@ -1,0 +1,159 @@
+"""``evalfleet demo``: the whole fleet on one machine, over the bundled sample set.
+
+Steps: pick the embedded defaults where nothing is configured, create the
+schema, start the judge simulator when no judge is configured, enqueue the
+samples, run one worker process until every job has ended as a verdict or a
+dead letter, and print a summary per metric and segment.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from importlib import resources
+from pathlib import Path
+
+from evalfleet.demo.summary import format_summary, summarise
+from evalfleet.errors import InvalidSample
+from evalfleet.judgesim import SimConfig, start_in_thread
+from evalfleet.metric import load_registry
+from evalfleet.settings import Settings, mask_url
+from producers.enqueuer import Enqueuer
+from producers.pipeline import produce
+from producers.source import read_lines
+from workers.store import VerdictStore, migrate, open_store
+
+#: Longest the demo waits for the worker to finish, in seconds.
+DRAIN_TIMEOUT_S = 300.0
+
+#: Metrics the demo enqueues each sample for (those the samples carry inputs for).
+DEMO_METRICS = ("rag_qa",)
+
+
+def run_demo(
+    settings: Settings, *, samples_path: str | None, concurrency: int,
+    echo: Callable[[str], None],
+) -> int:
+    """Run the demo and print its summary.
+
+    Returns:
+        The process exit code: 0 when every job ended as a verdict.
+    """
+    settings = _demo_settings(settings)
+    samples = samples_path or str(resources.files("evalfleet.demo") / "samples.jsonl")
+    with ExitStack() as stack:
+        if settings.openai_base_url is None:
+            settings = settings.model_copy(update={"openai_base_url": _start_simulator(stack)})
+            echo("No OPENAI_BASE_URL is set: started the judge simulator. "
+                 "The scores below are SIMULATED, not real judgements.")
+        echo(f"database: {_describe_database(settings)}; broker: {_describe_broker(settings)}")
+        store = open_store(settings.resolved_database_url())
+        stack.callback(store.close)
+        migrate(store.engine)
+
+        registry = load_registry()
+        metrics = [registry.get(name) for name in DEMO_METRICS]
+        errors: list[InvalidSample] = []
+        enqueuer = Enqueuer(settings)
+        try:
+            stats = produce(read_lines(samples), metrics=metrics, rate=1.0, send=enqueuer.send,
+                            on_error=errors.append)
+        finally:
+            enqueuer.close()
+        for error in errors:
+            echo(f"rejected: {error}")
+        echo(f"enqueued {stats.jobs} jobs from {stats.accepted} samples ({samples})")
+
+        worker = _start_worker(settings, metrics=list(DEMO_METRICS), concurrency=concurrency)
+        stack.callback(_stop, worker)
+        done = _wait_for(store, expected=stats.jobs, worker=worker, echo=echo)
+
+        echo(format_summary(summarise(store.iter_verdicts())))
+        dead = list(store.iter_dead_letters())
+        if dead:
+            echo(f"{len(dead)} dead letters, e.g. {dead[0].error_class}: {dead[0].error}")
+        return 0 if done else 1
+
+
+def _demo_settings(settings: Settings) -> Settings:
+    """Embedded defaults live in a fresh folder, so every demo run starts clean."""
+    if not (settings.embedded_database or settings.embedded_broker):
+        return settings
+    data_dir = settings.data_dir / "demo"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    data_dir.mkdir(parents=True)
+    return settings.model_copy(update={"data_dir": data_dir})
+
+
+def _start_simulator(stack: ExitStack) -> str:
+    sim = start_in_thread(SimConfig.build({"latency": "lognormal", "latency_median_ms": 60,
+                                           "latency_p99_ms": 400}))
+    stack.callback(sim.stop)
+    return sim.base_url
+
+
+def _start_worker(
+    settings: Settings, *, metrics: list[str], concurrency: int,
+) -> subprocess.Popen[bytes]:
+    env = {**os.environ, **settings_environment(settings)}
+    command = [sys.executable, "-m", "evalfleet", "worker", "--queues", ",".join(metrics),
+               "--concurrency", str(concurrency), "--loglevel", "WARNING"]
+    return subprocess.Popen(command, env=env)
+
+
+def settings_environment(settings: Settings) -> dict[str, str]:
+    """The environment variables that reproduce ``settings`` in a child process."""
+    env = {"EVALFLEET_DATA_DIR": str(settings.data_dir.resolve()),
+           "EVALFLEET_JUDGE_MODEL": settings.judge_model}
+    if settings.database_url:
+        env["EVALFLEET_DATABASE_URL"] = settings.database_url
+    if settings.broker_url:
+        env["EVALFLEET_BROKER_URL"] = settings.broker_url
+    if settings.openai_base_url:
+        env["OPENAI_BASE_URL"] = settings.openai_base_url
+    if settings.openai_api_key:
+        env["OPENAI_API_KEY"] = settings.openai_api_key.get_secret_value()
+    return env
+
+
+def _wait_for(store: VerdictStore, *, expected: int, worker: subprocess.Popen[bytes],
+              echo: Callable[[str], None]) -> bool:
+    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        counts = store.counts()
+        if counts.verdicts + counts.dead_letters >= expected:
+            return True
+        if worker.poll() is not None:
+            echo(f"the worker exited early (code {worker.returncode})")
+            return False
+        time.sleep(0.5)
+    echo(f"timed out after {DRAIN_TIMEOUT_S:.0f}s waiting for {expected} verdicts")
+    return False
+
+
+def _stop(worker: subprocess.Popen[bytes]) -> None:
+    if worker.poll() is None:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+
+
+def _describe_database(settings: Settings) -> str:
+    if settings.embedded_database:
+        return f"embedded SQLite file {Path(settings.data_dir) / 'evalfleet.db'}"
+    return mask_url(settings.resolved_database_url())
+
+
+def _describe_broker(settings: Settings) -> str:
+    if settings.embedded_broker:
+        return f"embedded file-system broker in {settings.data_dir / 'broker'}"
+    return mask_url(settings.resolved_broker_url())

@@ -1,0 +1,1 @@
+"""Alembic migrations of the verdict store (run with ``evalfleet migrate``)."""

@@ -1,0 +1,180 @@
+"""Fixtures for tests against the real services: Postgres, Redis and the judge simulator.
+
+A missing service fails the run; nothing here skips. Service addresses can be
+moved with EVALFLEET_TEST_POSTGRES / EVALFLEET_TEST_REDIS (read here only).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis
+
+from evalfleet.demo.runner import settings_environment
+from evalfleet.judgesim import RunningSim, SimConfig, start_in_thread
+from evalfleet.settings import Settings
+from workers.store import VerdictStore, migrate, open_store
+from workers.store.schema import metadata
+
+POSTGRES_ADMIN_URL = os.environ.get("EVALFLEET_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("EVALFLEET_TEST_REDIS", "redis://127.0.0.1:6379/11")
+
+#: Environment variables that would leak the developer's configuration into tests.
+_CONFIG_PREFIXES = ("EVALFLEET_", "OPENAI_")
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Strip evalfleet and OpenAI settings from the environment, and run in a temp dir."""
+    for name in list(os.environ):
+        if name.startswith(_CONFIG_PREFIXES) and not name.startswith("EVALFLEET_TEST_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)  # so no stray .env file is read
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh database for this test session, migrated to head."""
+    name = f"evalfleet_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = POSTGRES_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    url = f"{url}/{name}"
+    store = open_store(url)
+    migrate(store.engine)
+    store.close()
+    yield url
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def database_url(postgres_url: str) -> str:
+    """The session database, emptied for this test."""
+    tables = ", ".join(table.name for table in metadata.sorted_tables)
+    with psycopg.connect(postgres_url.replace("+psycopg", ""), autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
+    return postgres_url
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[VerdictStore]:
+    """A Postgres verdict store on the emptied test database."""
+    verdict_store = open_store(database_url)
+    yield verdict_store
+    verdict_store.close()
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """The test Redis database, flushed for this test."""
+    redis.Redis.from_url(REDIS_URL).flushdb()
+    return REDIS_URL
+
+
+@pytest.fixture(scope="session")
+def sim_session() -> Iterator[RunningSim]:
+    """One judge simulator for the session (fast replies, no faults)."""
+    sim = start_in_thread(SimConfig.build({"latency_ms": 5}))
+    yield sim
+    sim.stop()
+
+
+@pytest.fixture
+def sim(sim_session: RunningSim) -> Iterator[RunningSim]:
+    """The session simulator with counters, scripts and faults reset for this test."""
+    sim_session.reset()
+    yield sim_session
+    sim_session.reset()
+    sim_session.configure(**SimConfig.build({"latency_ms": 5}).as_json())
+
+
+@pytest.fixture
+def settings(database_url: str, redis_url: str, sim: RunningSim, tmp_path: Path) -> Settings:
+    """Settings pointing at the test services, with short retry and recovery times."""
+    return Settings(
+        database_url=database_url, broker_url=redis_url, openai_base_url=sim.base_url,
+        data_dir=tmp_path / "data", judge_timeout_s=10, retry_base_s=0.2, retry_max_s=2.0,
+        visibility_timeout_s=6, claim_lease_s=30, worker_concurrency=8,
+    )
+
+
+class WorkerProcess:
+    """An ``evalfleet worker`` child process with its log captured."""
+
+    def __init__(self, settings: Settings, *, queues: list[str], concurrency: int,
+                 log_path: Path) -> None:
+        env = {**os.environ, **settings_environment(settings)}
+        self.log_path = log_path
+        self._log = log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "evalfleet", "worker", "--queues", ",".join(queues),
+             "--concurrency", str(concurrency), "--loglevel", "INFO"],
+            env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        """Block until the worker logs that it is ready."""
+        wait_until(lambda: b" ready." in self.log_path.read_bytes() or self.process.poll()
+                   is not None, timeout_s=timeout_s, what="worker ready")
+        assert self.process.poll() is None, self.log_path.read_text()
+
+    def kill(self) -> None:
+        """SIGKILL the worker: no shutdown, no acks, nothing flushed."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> None:
+        """Warm shutdown (SIGTERM), then SIGKILL if it hangs."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+
+@pytest.fixture
+def start_worker(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start ``evalfleet worker`` processes; all are stopped at teardown."""
+    started: list[WorkerProcess] = []
+
+    def start(settings: Settings, *, queues: list[str], concurrency: int = 8) -> WorkerProcess:
+        worker = WorkerProcess(settings, queues=queues, concurrency=concurrency,
+                               log_path=tmp_path / f"worker-{len(started)}.log")
+        started.append(worker)
+        worker.wait_ready()
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def wait_until(predicate: Callable[[], object], *, timeout_s: float, what: str,
+               interval_s: float = 0.2) -> None:
+    """Poll ``predicate`` until it is truthy; fail the test after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def run_in_thread(target: Callable[[], None]) -> threading.Thread:
+    """Start ``target`` in a daemon thread."""
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread

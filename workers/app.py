@@ -1,0 +1,116 @@
+"""The Celery application: broker settings that keep jobs safe, and the evaluate task.
+
+Jobs survive worker crashes: they are acknowledged only after their verdict or
+dead letter is stored (late acks), a worker reserves only what it can run, and
+the Redis visibility timeout exceeds the longest retry countdown so a delayed
+job is never handed out twice. There is no result backend: verdicts are the
+results. Payloads are JSON only.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from celery import Celery, Task
+from celery.signals import after_setup_logger, after_setup_task_logger
+
+from evalfleet.broker import broker_transport_options, is_redis
+from evalfleet.errors import InvalidMessage
+from evalfleet.log import install_secret_filter
+from evalfleet.message import EVALUATE_TASK, decode_job, encode_job, queue_for
+from evalfleet.settings import Settings
+from workers.runtime import LazyRuntime, Runtime
+from workers.store import DeadLetter
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings, *, concurrency: int) -> Celery:
+    """A Celery app configured from ``settings``, with the evaluate task registered.
+
+    Args:
+        settings: The settings.
+        concurrency: Jobs one worker process runs at once (sizes connection pools).
+    """
+    app = Celery("evalfleet", broker=settings.resolved_broker_url(), set_as_current=False)
+    app.conf.update(celery_config(settings, concurrency=concurrency))
+    _register_evaluate(app, LazyRuntime(settings, concurrency=concurrency))
+    _scrub_celery_logs(settings.secret_values())
+    return app
+
+
+def celery_config(settings: Settings, *, concurrency: int) -> dict[str, Any]:
+    """The Celery settings evalfleet runs with."""
+    return {
+        "broker_transport_options": broker_transport_options(settings, concurrency=concurrency),
+        "broker_connection_retry_on_startup": True,
+        "task_serializer": "json",
+        "accept_content": ["json"],
+        "result_backend": None,
+        "task_ignore_result": True,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_create_missing_queues": True,
+        "worker_prefetch_multiplier": 1,
+        # Redis only: fetch a job only when a slot is free, so a busy worker does
+        # not sit on jobs an idle one could run.
+        "worker_disable_prefetch": is_redis(settings),
+        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        "worker_send_task_events": False,
+        "task_send_sent_event": False,
+        "worker_hijack_root_logger": True,
+    }
+
+
+def _register_evaluate(app: Celery, runtime: LazyRuntime) -> None:
+    @app.task(name=EVALUATE_TASK, bind=True)
+    def evaluate(task: Task, message: Any) -> str:
+        """Judge one sample on one metric and store the verdict."""
+        return run_message(task, message, runtime.get())
+
+
+def run_message(task: Task, message: Any, runtime: Runtime) -> str:
+    """Run one message through the evaluator and carry out a retry decision.
+
+    Returns:
+        The outcome kind, for Celery's log line.
+    """
+    try:
+        job = decode_job(message)
+    except InvalidMessage as exc:
+        runtime.store.save_dead_letter(_undecodable(message, exc), key=None, owner="")
+        logger.warning("dead letter: %s", exc)
+        return "dead_letter"
+    outcome = runtime.evaluator.run(job, owner=str(task.request.id))
+    if outcome.retry_job is not None:
+        # Publish the retry before this delivery is acknowledged: at worst a
+        # crash in between runs the job twice, and the claim makes that harmless.
+        task.apply_async(
+            args=[encode_job(outcome.retry_job)], queue=queue_for(job.metric),
+            countdown=outcome.countdown_s,
+        )
+        logger.info("retry %s/%s in %.1fs: %s", job.metric, job.sample.id,
+                    outcome.countdown_s, outcome.detail)
+    return outcome.kind
+
+
+def _undecodable(message: Any, exc: InvalidMessage) -> DeadLetter:
+    sample = message.get("sample") if isinstance(message, dict) else None
+    sample_id = sample.get("id") if isinstance(sample, dict) else None
+    metric = message.get("metric") if isinstance(message, dict) else None
+    return DeadLetter(
+        sample_id=sample_id if isinstance(sample_id, str) else None,
+        metric=metric if isinstance(metric, str) else None,
+        error_class="invalid_message", error=str(exc), attempts=0,
+        payload=message, created_at=datetime.now(UTC),
+    )
+
+
+def _scrub_celery_logs(secrets: list[str]) -> None:
+    def install(logger: logging.Logger, **_: Any) -> None:
+        install_secret_filter(secrets, logger=logger)
+
+    after_setup_logger.connect(install, weak=False)
+    after_setup_task_logger.connect(install, weak=False)

@@ -1,0 +1,69 @@
+"""What a worker process builds once and every task reuses: registry, store, judge.
+
+Built lazily on the first task, so it is created after any fork and never at
+import time.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from evalfleet.metric import load_registry
+from evalfleet.settings import Settings
+from workers.evaluation import Evaluator, EvaluatorOptions
+from workers.judge import OpenAIJudge
+from workers.renderer import check_templates
+from workers.store import VerdictStore, open_store
+
+
+@dataclass
+class Runtime:
+    """The long-lived objects of one worker process."""
+
+    evaluator: Evaluator
+    store: VerdictStore
+
+
+def build_runtime(settings: Settings, *, concurrency: int) -> Runtime:
+    """Load metrics, open the store and the judge client for one process.
+
+    Raises:
+        InvalidMetricSpec: When a metric file is broken (the worker must not start).
+    """
+    registry = load_registry()
+    for metric in registry:
+        check_templates(metric)
+    store = open_store(settings.resolved_database_url(), pool_size=concurrency)
+    judge = OpenAIJudge(
+        base_url=settings.openai_base_url,
+        api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else None,
+        timeout_s=settings.judge_timeout_s,
+    )
+    options = EvaluatorOptions(
+        judge_model=settings.judge_model, judge_models=settings.judge_models,
+        response_format_support=settings.judge_response_format,
+        reask_on_invalid=settings.reask_on_invalid, max_attempts=settings.max_attempts,
+        retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s,
+        claim_lease_s=settings.claim_lease_s,
+    )
+    evaluator = Evaluator(registry=registry, store=store, judge=judge, options=options)
+    return Runtime(evaluator=evaluator, store=store)
+
+
+class LazyRuntime:
+    """Builds the :class:`Runtime` on first use, once per process, thread-safely."""
+
+    def __init__(self, settings: Settings, *, concurrency: int) -> None:
+        self._settings = settings
+        self._concurrency = concurrency
+        self._runtime: Runtime | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Runtime:
+        """The runtime, built on the first call."""
+        if self._runtime is None:
+            with self._lock:
+                if self._runtime is None:
+                    self._runtime = build_runtime(self._settings, concurrency=self._concurrency)
+        return self._runtime

@@ -1,0 +1,37 @@
+"""Verdict persistence: the store contract, its Postgres and SQLite implementations."""
+
+from __future__ import annotations
+
+from workers.store.base import (
+    Claim,
+    ClaimState,
+    DeadLetter,
+    StoreCounts,
+    VerdictKey,
+    VerdictRecord,
+    VerdictStore,
+)
+from workers.store.migration import migrate
+from workers.store.postgres import PostgresStore
+from workers.store.sqlite import SqliteStore
+
+__all__ = [
+    "Claim",
+    "ClaimState",
+    "DeadLetter",
+    "PostgresStore",
+    "SqliteStore",
+    "StoreCounts",
+    "VerdictKey",
+    "VerdictRecord",
+    "VerdictStore",
+    "migrate",
+    "open_store",
+]
+
+
+def open_store(url: str, *, pool_size: int = 10) -> VerdictStore:
+    """The store for a SQLAlchemy URL: SQLite for ``sqlite://``, else PostgreSQL."""
+    if url.startswith("sqlite"):
+        return SqliteStore(url)
+    return PostgresStore(url, pool_size=pool_size)

@@ -1,0 +1,34 @@
+"""The export format: one JSON object per verdict (the external contract). Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workers.store.base import VerdictRecord
+
+
+def export_row(record: VerdictRecord) -> dict[str, Any]:
+    """The contract's JSON object for one verdict (plus ``error_class`` and ``timestamp``)."""
+    return {
+        "sample_id": record.key.sample_id,
+        "metric": record.key.metric,
+        "status": record.status,
+        "scores": record.scores,
+        "raw_scores": record.raw_scores,
+        "reason": record.reason,
+        "error": record.error,
+        "error_class": record.error_class,
+        "judge_model": record.key.judge_model,
+        "prompt_version": record.key.prompt_version,
+        "attempts": record.attempts,
+        "latency_ms": record.latency_ms,
+        "prompt_tokens": record.prompt_tokens,
+        "completion_tokens": record.completion_tokens,
+        "created_at": _iso(record.created_at),
+        "timestamp": _iso(record.sample_ts),
+        "attributes": record.attributes,
+    }
+
+
+def _iso(moment: Any) -> str:
+    return str(moment.isoformat().replace("+00:00", "Z"))

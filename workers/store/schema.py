@@ -1,0 +1,101 @@
+"""Tables of the verdict store (SQLAlchemy Core), shared by Postgres and SQLite.
+
+The Alembic migrations in ``migrations/`` create exactly these; a test checks
+that the two agree.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+#: A JSON document: JSONB on Postgres (indexable), JSON text elsewhere.
+JsonDocument = JSON().with_variant(JSONB(), "postgresql")
+
+#: A surrogate key: BIGINT on Postgres; INTEGER on SQLite so it autoincrements.
+SurrogateKey = BigInteger().with_variant(Integer(), "sqlite")
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    },
+)
+
+verdicts = Table(
+    "verdicts", metadata,
+    Column("id", SurrogateKey, primary_key=True, autoincrement=True),
+    Column("sample_id", String(256), nullable=False),
+    Column("metric", String(64), nullable=False),
+    Column("prompt_version", String(32), nullable=False),
+    Column("judge_model", String(128), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("error_class", String(32)),
+    Column("error", Text),
+    Column("reason", Text),
+    Column("scores", JsonDocument, nullable=False),
+    Column("raw_scores", JsonDocument, nullable=False),
+    Column("raw_output", Text),
+    Column("attempts", Integer, nullable=False),
+    Column("latency_ms", Integer, nullable=False),
+    Column("prompt_tokens", Integer),
+    Column("completion_tokens", Integer),
+    Column("attributes", JsonDocument, nullable=False),
+    Column("sample_ts", DateTime(timezone=True), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    # The exactly-once effect: one verdict per sample, metric, prompt and judge.
+    UniqueConstraint("sample_id", "metric", "prompt_version", "judge_model"),
+    Index(None, "metric", "created_at"),
+    Index(None, "metric", "sample_ts"),
+)
+
+verdict_scores = Table(
+    "verdict_scores", metadata,
+    Column(
+        "verdict_id", SurrogateKey, ForeignKey("verdicts.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("name", String(64), primary_key=True),
+    Column("metric", String(64), nullable=False),
+    Column("value", Float),
+    Column("sample_ts", DateTime(timezone=True), nullable=False),
+    # "Mean of score X per segment over the last N minutes" scans this index
+    # range and joins verdicts by primary key for the segment attributes.
+    Index(None, "metric", "name", "sample_ts", postgresql_include=["value", "verdict_id"]),
+)
+
+dead_letters = Table(
+    "dead_letters", metadata,
+    Column("id", SurrogateKey, primary_key=True, autoincrement=True),
+    Column("sample_id", String(256)),
+    Column("metric", String(64)),
+    Column("error_class", String(32), nullable=False),
+    Column("error", Text, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("payload", JsonDocument, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index(None, "metric", "created_at"),
+)
+
+claims = Table(
+    "claims", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("owner", String(128), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)
