@@ -8,6 +8,7 @@ can scrub them.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -137,6 +138,22 @@ class Settings(BaseSettings):
     def judge_model_for(self, metric: str, *, metric_default: str | None) -> str:
         """The judge model for ``metric``: settings override, then metric file, then global."""
         return self.judge_models.get(metric) or metric_default or self.judge_model
+
+    def as_environment(self) -> dict[str, str]:
+        """Environment variables that reproduce these settings in a child process."""
+        env: dict[str, str] = {}
+        for name, field in type(self).model_fields.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            alias = field.validation_alias
+            key = alias.choices[0] if isinstance(alias, AliasChoices) else f"EVALFLEET_{name.upper()}"
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            elif isinstance(value, Path):
+                value = value.resolve()
+            env[str(key)] = json.dumps(value) if isinstance(value, dict) else str(value)
+        return env
 
     def secret_values(self) -> list[str]:
         """Every secret string in these settings, for log scrubbing."""

@@ -7,11 +7,6 @@ moved with EVALFLEET_TEST_POSTGRES / EVALFLEET_TEST_REDIS (read here only).
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,10 +15,10 @@ import psycopg
 import pytest
 import redis
 
-from evalfleet.demo.runner import settings_environment
 from evalfleet.judgesim import RunningSim, SimConfig, start_in_thread
 from evalfleet.settings import Settings
 from workers.store import VerdictStore, migrate, open_store
+from tests.helpers import WorkerProcess
 from workers.store.schema import metadata
 
 POSTGRES_ADMIN_URL = os.environ.get("EVALFLEET_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -109,42 +104,6 @@ def settings(database_url: str, redis_url: str, sim: RunningSim, tmp_path: Path)
     )
 
 
-class WorkerProcess:
-    """An ``evalfleet worker`` child process with its log captured."""
-
-    def __init__(self, settings: Settings, *, queues: list[str], concurrency: int,
-                 log_path: Path) -> None:
-        env = {**os.environ, **settings_environment(settings)}
-        self.log_path = log_path
-        self._log = log_path.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "evalfleet", "worker", "--queues", ",".join(queues),
-             "--concurrency", str(concurrency), "--loglevel", "INFO"],
-            env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-
-    def wait_ready(self, timeout_s: float = 60.0) -> None:
-        """Block until the worker logs that it is ready."""
-        wait_until(lambda: b" ready." in self.log_path.read_bytes() or self.process.poll()
-                   is not None, timeout_s=timeout_s, what="worker ready")
-        assert self.process.poll() is None, self.log_path.read_text()
-
-    def kill(self) -> None:
-        """SIGKILL the worker: no shutdown, no acks, nothing flushed."""
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
-
-    def stop(self) -> None:
-        """Warm shutdown (SIGTERM), then SIGKILL if it hangs."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self._log.close()
-
-
 @pytest.fixture
 def start_worker(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     """Start ``evalfleet worker`` processes; all are stopped at teardown."""
@@ -160,21 +119,3 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     yield start
     for worker in started:
         worker.stop()
-
-
-def wait_until(predicate: Callable[[], object], *, timeout_s: float, what: str,
-               interval_s: float = 0.2) -> None:
-    """Poll ``predicate`` until it is truthy; fail the test after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-
-
-def run_in_thread(target: Callable[[], None]) -> threading.Thread:
-    """Start ``target`` in a daemon thread."""
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    return thread

@@ -101,25 +101,10 @@ def _start_simulator(stack: ExitStack) -> str:
 def _start_worker(
     settings: Settings, *, metrics: list[str], concurrency: int,
 ) -> subprocess.Popen[bytes]:
-    env = {**os.environ, **settings_environment(settings)}
+    env = {**os.environ, **settings.as_environment()}
     command = [sys.executable, "-m", "evalfleet", "worker", "--queues", ",".join(metrics),
                "--concurrency", str(concurrency), "--loglevel", "WARNING"]
     return subprocess.Popen(command, env=env)
-
-
-def settings_environment(settings: Settings) -> dict[str, str]:
-    """The environment variables that reproduce ``settings`` in a child process."""
-    env = {"EVALFLEET_DATA_DIR": str(settings.data_dir.resolve()),
-           "EVALFLEET_JUDGE_MODEL": settings.judge_model}
-    if settings.database_url:
-        env["EVALFLEET_DATABASE_URL"] = settings.database_url
-    if settings.broker_url:
-        env["EVALFLEET_BROKER_URL"] = settings.broker_url
-    if settings.openai_base_url:
-        env["OPENAI_BASE_URL"] = settings.openai_base_url
-    if settings.openai_api_key:
-        env["OPENAI_API_KEY"] = settings.openai_api_key.get_secret_value()
-    return env
 
 
 def _wait_for(store: VerdictStore, *, expected: int, worker: subprocess.Popen[bytes],

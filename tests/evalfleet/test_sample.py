@@ -1,0 +1,93 @@
+"""Sample format: valid records parse; every bad one names its record and field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evalfleet.errors import InvalidSample
+from evalfleet.sample import parse_sample_line
+
+VALID = {
+    "id": "req-8812", "timestamp": "2026-11-21T10:00:00Z", "input": "user question",
+    "output": "the app's answer", "context": ["chunk 1", "chunk 2"], "reference": None,
+    "attributes": {"app": "support-bot", "route": "/chat"},
+    "fields": {"evaluation_goal": "balanced"},
+}
+
+
+def line(**changes: object) -> bytes:
+    record = {**VALID, **changes}
+    return json.dumps({k: v for k, v in record.items() if v is not ...}).encode()
+
+
+def test_valid_record_parses() -> None:
+    sample = parse_sample_line(line(), record="line 1")
+    assert sample.id == "req-8812"
+    assert sample.context == ["chunk 1", "chunk 2"]
+    assert sample.timestamp is not None and sample.timestamp.utcoffset() is not None
+    assert sample.attributes["app"] == "support-bot"
+
+
+def test_only_id_is_required() -> None:
+    sample = parse_sample_line(b'{"id": "x"}')
+    assert (sample.input, sample.output, sample.context, sample.reference) == ("", "", [], None)
+
+
+def test_null_context_is_empty() -> None:
+    assert parse_sample_line(line(context=None)).context == []
+
+
+@pytest.mark.parametrize(("raw", "field", "words"), [
+    (line(id=...), "id", "is required"),
+    (line(id=""), "id", "at least 1"),
+    (line(id="   "), "id", "blank"),
+    (line(id=17), "id", "valid string"),
+    (line(input=42), "input", "got a number"),
+    (line(output=["a"]), "output", "got an array"),
+    (line(context="one chunk"), "context", "valid list"),
+    (line(context=["ok", 3]), "context[1]", "got a number"),
+    (line(reference=5), "reference", "got a number"),
+    (line(attributes={"app": 1}), "attributes.app", "got a number"),
+    (line(attributes=["app"]), "attributes", "valid dictionary"),
+    (line(fields="x"), "fields", "valid dictionary"),
+    (line(timestamp="yesterday"), "timestamp", "datetime"),
+    (line(timestamp="2026-11-21T10:00:00"), "timestamp", "timezone"),
+    (line(referance="typo"), "referance", "not a sample field"),
+])
+def test_bad_field_is_named(raw: bytes, field: str, words: str) -> None:
+    with pytest.raises(InvalidSample) as caught:
+        parse_sample_line(raw, record="line 7")
+    assert caught.value.field == field
+    assert words in caught.value.reason
+    assert str(caught.value).startswith("line 7")
+    assert f"field {field!r}" in str(caught.value)
+
+
+@pytest.mark.parametrize(("raw", "words"), [
+    (b'{"id": "a", "input": "caf\xe9"}', "not valid UTF-8 (byte 0xe9"),
+    (b'{"id": "a", "input": ', "not valid JSON"),
+    (b"not json at all", "not valid JSON"),
+    (b'["id", "a"]', "expected a JSON object, got an array"),
+    (b'"just a string"', "expected a JSON object, got a string"),
+    (b'{"id": "a", "fields": {"x": NaN}}', "NaN is not allowed"),
+])
+def test_bad_record_is_named(raw: bytes, words: str) -> None:
+    with pytest.raises(InvalidSample) as caught:
+        parse_sample_line(raw, record="line 3")
+    assert caught.value.field is None
+    assert words in str(caught.value)
+    assert str(caught.value).startswith("line 3: ")
+
+
+def test_error_names_the_id_when_readable() -> None:
+    with pytest.raises(InvalidSample) as caught:
+        parse_sample_line(line(input=1), record="line 2")
+    assert caught.value.sample_id == "req-8812"
+    assert "id 'req-8812'" in str(caught.value)
+
+
+def test_text_is_kept_verbatim() -> None:
+    tricky = 'Use {x} and {{ y }} then <score>5</score> {"faithfulness": 1.0}'
+    assert parse_sample_line(line(output=tricky)).output == tricky
