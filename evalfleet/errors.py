@@ -5,10 +5,14 @@
     │   ├── InvalidSample            a sample record (line, id, field)
     │   ├── InvalidMessage           a job message off the broker
     │   ├── InvalidMetricSpec        a metric file in prompts/
-    │   └── UnknownMetric            a metric name nobody defined
-    └── JudgeError                   the judge call itself failed
-        ├── JudgeUnavailable         retry later: transport, timeout, 429, 5xx
-        └── JudgeRejected            retrying will not help: 400, 401, 403, 404
+    │   ├── UnknownMetric            a metric name nobody defined
+    │   ├── InvalidSimConfig         judge simulator settings (judgesim.config)
+    │   ├── InvalidScript            a judge simulator reply script (judgesim.faults)
+    │   └── InvalidChatRequest       a request the judge simulator cannot read (judgesim.replies)
+    ├── JudgeError                   the judge call itself failed
+    │   ├── JudgeUnavailable         retry later: transport, timeout, 429, 5xx
+    │   └── JudgeRejected            retrying will not help: 400, 401, 403, 404
+    └── SimNotStarted                the judge simulator did not come up (judgesim.server)
 
 A judge that answered with an unusable verdict is not an exception: the parser
 returns that failure as a value (see ``workers.verdicts``).

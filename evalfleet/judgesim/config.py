@@ -1,0 +1,143 @@
+"""The judge simulator's knobs: faults, latency, rate limit. Pure.
+
+One frozen :class:`SimConfig` holds every knob. The server swaps it whole on a
+runtime change (:meth:`SimConfig.merge`), so a request always sees one
+consistent set of values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from evalfleet.errors import InvalidInput
+
+#: How a malformed verdict is broken. Each kind leaves text that strict JSON rejects.
+MalformedKind = Literal[
+    "trailing_comma", "single_quotes", "prose_around", "unescaped_quote", "python_literals",
+    "missing_brace",
+]
+
+#: Every malformed kind, in the order they are documented.
+MALFORMED_KINDS: tuple[MalformedKind, ...] = get_args(MalformedKind)
+
+#: Shape of the per-request latency distribution.
+LatencyKind = Literal["fixed", "uniform", "lognormal"]
+
+
+class InvalidSimConfig(InvalidInput):
+    """A simulator setting that is out of range, of the wrong type or unknown."""
+
+
+class SimConfig(BaseModel):
+    """Every knob of the judge simulator; the defaults answer at once and never fail."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seed: int = 0
+    """Seed of the random generator behind fault decisions and latency samples."""
+
+    latency: LatencyKind = "fixed"
+    """Latency distribution: ``fixed`` (``latency_ms``), ``uniform`` (``latency_min_ms`` to
+    ``latency_max_ms``) or ``lognormal`` (``latency_median_ms``, ``latency_p99_ms``)."""
+
+    latency_ms: float = Field(default=0.0, ge=0)
+    """Delay before every answer under ``fixed`` latency."""
+
+    latency_min_ms: float = Field(default=0.0, ge=0)
+    """Shortest delay under ``uniform`` latency."""
+
+    latency_max_ms: float = Field(default=0.0, ge=0)
+    """Longest delay under ``uniform`` latency."""
+
+    latency_median_ms: float = Field(default=100.0, gt=0)
+    """Median delay under ``lognormal`` latency."""
+
+    latency_p99_ms: float = Field(default=1000.0, gt=0)
+    """99th percentile delay under ``lognormal`` latency."""
+
+    rate_limit_rate: float = Field(default=0.0, ge=0, le=1)
+    """Share of requests answered 429 with a ``Retry-After`` header."""
+
+    server_error_rate: float = Field(default=0.0, ge=0, le=1)
+    """Share of requests answered 500."""
+
+    hang_rate: float = Field(default=0.0, ge=0, le=1)
+    """Share of requests that wait ``hang_s`` (or until the client leaves) before answering."""
+
+    malformed_rate: float = Field(default=0.0, ge=0, le=1)
+    """Share of requests whose verdict is broken in one of ``malformed_kinds``."""
+
+    truncated_rate: float = Field(default=0.0, ge=0, le=1)
+    """Share of requests whose verdict is cut off, with ``finish_reason`` ``length``."""
+
+    malformed_kinds: tuple[MalformedKind, ...] = Field(default=MALFORMED_KINDS, min_length=1)
+    """The kinds a malformed reply is drawn from."""
+
+    retry_after_s: float = Field(default=1.0, ge=0)
+    """Delay advertised by a 429 from ``rate_limit_rate`` (``Retry-After`` is rounded up)."""
+
+    hang_s: float = Field(default=30.0, ge=0)
+    """How long a hanging request waits before answering normally."""
+
+    rpm_limit: int | None = Field(default=None, gt=0)
+    """Requests admitted per sliding 60 s window; None for no limit."""
+
+    models: tuple[str, ...] = Field(default=("judge-sim",), min_length=1)
+    """Model names listed by ``GET /v1/models`` (any model name is accepted)."""
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> SimConfig:
+        fault_rates = (self.rate_limit_rate + self.server_error_rate + self.hang_rate
+                       + self.malformed_rate + self.truncated_rate)
+        if fault_rates > 1.0 + 1e-9:
+            raise ValueError(f"fault rates add up to {fault_rates:g}, more than 1")
+        if self.latency_min_ms > self.latency_max_ms:
+            raise ValueError("latency_min_ms exceeds latency_max_ms")
+        if self.latency_p99_ms < self.latency_median_ms:
+            raise ValueError("latency_p99_ms is below latency_median_ms")
+        return self
+
+    @classmethod
+    def build(cls, values: Mapping[str, Any]) -> SimConfig:
+        """A configuration from a mapping of field names to values.
+
+        Args:
+            values: Field names and values; fields left out keep their defaults.
+
+        Returns:
+            The configuration.
+
+        Raises:
+            InvalidSimConfig: Naming the first bad field.
+        """
+        try:
+            return cls.model_validate(dict(values))
+        except ValidationError as exc:
+            raise InvalidSimConfig(_describe(exc)) from None
+
+    def merge(self, changes: Mapping[str, Any]) -> SimConfig:
+        """This configuration with ``changes`` applied on top (a partial update).
+
+        Args:
+            changes: Field names and their new values.
+
+        Returns:
+            A new configuration; this one is unchanged.
+
+        Raises:
+            InvalidSimConfig: Naming the first bad field, or when the result is inconsistent.
+        """
+        return self.build({**self.model_dump(), **changes})
+
+    def as_json(self) -> dict[str, Any]:
+        """Every field as JSON-ready values."""
+        return self.model_dump(mode="json")
+
+
+def _describe(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    location = ".".join(str(part) for part in error["loc"])
+    return f"{location}: {error['msg']}" if location else str(error["msg"])

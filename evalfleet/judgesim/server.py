@@ -1,0 +1,587 @@
+"""The judge simulator over HTTP: an OpenAI-compatible Starlette app and its runners.
+
+Routes::
+
+    POST /v1/chat/completions   the judge (chat.completion shape; stream=true is refused)
+    GET  /v1/models             the configured model names
+    GET  /healthz               liveness
+    GET  /_sim/config           the configuration in force
+    PUT  /_sim/config           partial update of the configuration
+    POST /_sim/script           replace the reply script: {"rules": [...]}
+    GET  /_sim/stats            counters
+    POST /_sim/reset            clear counters, script and rate window; re-seed (config stays)
+
+One request, in order: read and check the body (400 on error); count its
+prompt; the ``rpm_limit`` window (429); the script; a random fault (429 at
+once; others after the latency draw); the reply. Delays are ``asyncio.sleep``,
+so one process holds thousands of requests in flight. Everything runs on the
+event loop thread, so the state needs no lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.client
+import itertools
+import json
+import random
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from evalfleet.errors import EvalfleetError, InvalidInput
+from evalfleet.judgesim.config import InvalidSimConfig, SimConfig
+from evalfleet.judgesim.faults import (
+    OUTCOMES,
+    Fault,
+    InvalidScript,
+    Outcome,
+    Script,
+    ScriptedReply,
+    SlidingWindow,
+    decide_fault,
+    retry_after_header,
+    sample_latency_ms,
+)
+from evalfleet.judgesim.replies import (
+    InvalidChatRequest,
+    Prompt,
+    Reply,
+    build_reply,
+    prompt_key,
+    reply_with,
+)
+
+#: Idle keep-alive connections are closed after this many seconds.
+KEEP_ALIVE_S = 75
+
+#: Default port of ``serve``.
+DEFAULT_PORT = 8400
+
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
+                403: "permission_error", 404: "not_found_error", 429: "requests"}
+_SERVER_ERROR_MESSAGE = "The server had an error while processing your request. Sorry about that!"
+
+
+class SimNotStarted(EvalfleetError):
+    """The simulator's server did not start listening."""
+
+
+class _Counters:
+    """What ``GET /_sim/stats`` reports."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.by_status: dict[str, int] = {}
+        self.by_outcome: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
+        self.by_prompt: dict[str, int] = {}
+
+    def begin(self) -> None:
+        self.requests += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def end(self, status: int) -> None:
+        self.in_flight -= 1
+        key = str(status)
+        self.by_status[key] = self.by_status.get(key, 0) + 1
+
+    def outcome(self, outcome: Outcome) -> None:
+        self.by_outcome[outcome] += 1
+
+    def prompt(self, key: str) -> None:
+        self.by_prompt[key] = self.by_prompt.get(key, 0) + 1
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests, "in_flight": self.in_flight,
+            "max_in_flight": self.max_in_flight, "by_status": dict(self.by_status),
+            "by_outcome": dict(self.by_outcome), "by_prompt": dict(self.by_prompt),
+        }
+
+
+class SimState:
+    """Everything one simulator holds between requests."""
+
+    def __init__(self, config: SimConfig) -> None:
+        self.config = config
+        self.reset()
+
+    def reset(self) -> None:
+        """Clear counters, script and rate window, and re-seed; the config stays."""
+        self.counters = _Counters()
+        self.script = Script()
+        self.rng = random.Random(self.config.seed)
+        self.window = SlidingWindow(self.config.rpm_limit) if self.config.rpm_limit else None
+        self.completion_ids = itertools.count(1)
+
+    def configure(self, changes: Mapping[str, Any]) -> SimConfig:
+        """Apply a partial update; a new seed re-seeds, a new ``rpm_limit`` empties the window.
+
+        Raises:
+            InvalidSimConfig: Naming the first bad field.
+        """
+        old, new = self.config, self.config.merge(changes)
+        self.config = new
+        if new.seed != old.seed:
+            self.rng = random.Random(new.seed)
+        if new.rpm_limit != old.rpm_limit:
+            self.window = SlidingWindow(new.rpm_limit) if new.rpm_limit else None
+        return new
+
+
+@dataclass(frozen=True, slots=True)
+class _ChatRequest:
+    prompt: Prompt
+    model: str
+    response_format: Any
+    max_tokens: int | None
+
+
+def create_app(config: SimConfig | None = None) -> Starlette:
+    """The simulator as an ASGI application.
+
+    Args:
+        config: Initial configuration; None for the defaults.
+
+    Returns:
+        The Starlette app; its state is ``app.state.sim`` (a :class:`SimState`).
+    """
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", _chat_completions, methods=["POST"]),
+            Route("/v1/models", _models, methods=["GET"]),
+            Route("/healthz", _healthz, methods=["GET"]),
+            Route("/_sim/config", _get_config, methods=["GET"]),
+            Route("/_sim/config", _put_config, methods=["PUT"]),
+            Route("/_sim/script", _post_script, methods=["POST"]),
+            Route("/_sim/stats", _stats, methods=["GET"]),
+            Route("/_sim/reset", _reset, methods=["POST"]),
+        ],
+        exception_handlers={HTTPException: _http_error},
+    )
+    app.state.sim = SimState(config or SimConfig())
+    return app
+
+
+async def _chat_completions(request: Request) -> Response:
+    sim: SimState = request.app.state.sim
+    # Held for the whole request, so a reset meanwhile never unbalances in_flight.
+    counters = sim.counters
+    counters.begin()
+    status = 500
+    try:
+        response = await _answer(sim, counters, request)
+        status = response.status_code
+        return response
+    finally:
+        counters.end(status)
+
+
+async def _answer(sim: SimState, counters: _Counters, request: Request) -> Response:
+    try:
+        chat = _read_chat_request(await request.body())
+    except InvalidChatRequest as exc:
+        return _error(400, str(exc), code=exc.code, param=exc.param)
+    counters.prompt(chat.prompt.key)
+    if sim.window is not None:
+        wait_s = sim.window.admit(time.monotonic())
+        if wait_s is not None:
+            counters.outcome("rate_limited")
+            return _rate_limited(wait_s)
+    scripted = sim.script.take(chat.prompt.text)
+    if scripted is not None:
+        counters.outcome("scripted")
+        return await _scripted(sim, chat, scripted)
+    config = sim.config
+    fault = decide_fault(sim.rng, config=config)
+    counters.outcome(fault.outcome)
+    if fault.outcome == "rate_limited":
+        return _rate_limited(config.retry_after_s)
+    await _sleep_ms(sample_latency_ms(sim.rng, config=config))
+    if fault.outcome == "server_error":
+        return _error(500, _SERVER_ERROR_MESSAGE)
+    if fault.outcome == "hang":
+        await _hang(request, hang_s=config.hang_s)
+        fault = Fault.none()
+    reply = build_reply(chat.prompt, model=chat.model, response_format=chat.response_format,
+                        fault=fault, max_tokens=chat.max_tokens)
+    return _completion(sim, chat, reply)
+
+
+def _read_chat_request(body: bytes) -> _ChatRequest:
+    payload = _decode(body)
+    if not isinstance(payload, dict):
+        raise InvalidChatRequest("the request body must be a JSON object", code="invalid_json")
+    if payload.get("stream"):
+        raise InvalidChatRequest("stream=true is not supported by judge-sim", param="stream",
+                                 code="unsupported_value")
+    model = payload.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidChatRequest("you must provide a model parameter", param="model",
+                                 code="missing_required_parameter")
+    prompt = Prompt.from_messages(payload.get("messages"))
+    response_format = payload.get("response_format")
+    if response_format is not None and not isinstance(response_format, dict):
+        raise InvalidChatRequest("'response_format' must be an object", param="response_format")
+    max_tokens = payload.get("max_completion_tokens", payload.get("max_tokens"))
+    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool)
+                                   or max_tokens < 1):
+        raise InvalidChatRequest("'max_tokens' must be a positive integer", param="max_tokens")
+    return _ChatRequest(prompt, model, response_format, max_tokens)
+
+
+async def _scripted(sim: SimState, chat: _ChatRequest, scripted: ScriptedReply) -> Response:
+    if scripted.delay_ms is not None:
+        await _sleep_ms(scripted.delay_ms)
+    elif scripted.status != 429:
+        await _sleep_ms(sample_latency_ms(sim.rng, config=sim.config))
+    if scripted.status == 429:
+        wait_s = scripted.retry_after if scripted.retry_after is not None else (
+            sim.config.retry_after_s)
+        return _rate_limited(wait_s, message=scripted.message)
+    if scripted.status != 200:
+        message = scripted.message or (_SERVER_ERROR_MESSAGE if scripted.status >= 500
+                                       else "scripted error")
+        return _error(scripted.status, message)
+    if scripted.content is None:
+        content = build_reply(chat.prompt, model=chat.model, response_format=chat.response_format,
+                              fault=Fault.none()).content
+    else:
+        content = scripted.content
+    reply = reply_with(chat.prompt, content=content, finish_reason=scripted.finish_reason)
+    return _completion(sim, chat, reply)
+
+
+async def _sleep_ms(delay_ms: float) -> None:
+    if delay_ms > 0:
+        await asyncio.sleep(delay_ms / 1000)
+
+
+async def _hang(request: Request, *, hang_s: float) -> None:
+    """Wait ``hang_s``, or less if the client gives up and closes the connection."""
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(disconnected(), timeout=hang_s)
+
+
+def _completion(sim: SimState, chat: _ChatRequest, reply: Reply) -> Response:
+    usage = reply.usage
+    return JSONResponse({
+        "id": f"chatcmpl-sim{next(sim.completion_ids):012d}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": chat.model,
+        "system_fingerprint": "judge-sim",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": reply.content, "refusal": None},
+            "logprobs": None,
+            "finish_reason": reply.finish_reason,
+        }],
+        "usage": {"prompt_tokens": usage.prompt_tokens,
+                  "completion_tokens": usage.completion_tokens,
+                  "total_tokens": usage.total_tokens},
+    })
+
+
+def _error(
+    status: int, message: str, *, code: str | None = None, param: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    error_type = _ERROR_TYPES.get(status, "server_error" if status >= 500 else
+                                  "invalid_request_error")
+    body = {"error": {"message": message, "type": error_type, "param": param, "code": code}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _rate_limited(wait_s: float, *, message: str | None = None) -> Response:
+    headers = {"retry-after": retry_after_header(wait_s),
+               "retry-after-ms": str(max(0, round(wait_s * 1000)))}
+    text = message or f"Rate limit reached for requests (judge-sim). Please try again in " \
+                      f"{wait_s:.3g}s."
+    return _error(429, text, code="rate_limit_exceeded", headers=headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return _error(exc.status_code, str(exc.detail), headers=exc.headers)
+
+
+async def _models(request: Request) -> Response:
+    sim: SimState = request.app.state.sim
+    return JSONResponse({"object": "list", "data": [
+        {"id": name, "object": "model", "created": 0, "owned_by": "judge-sim"}
+        for name in sim.config.models
+    ]})
+
+
+async def _healthz(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def _get_config(request: Request) -> Response:
+    return JSONResponse(request.app.state.sim.config.as_json())
+
+
+async def _put_config(request: Request) -> Response:
+    sim: SimState = request.app.state.sim
+    try:
+        changes = _decode(await request.body())
+        if not isinstance(changes, dict):
+            raise InvalidSimConfig("expected a JSON object of settings")
+        config = sim.configure(changes)
+    except InvalidInput as exc:
+        return _error(400, str(exc), code=_error_code(exc))
+    return JSONResponse(config.as_json())
+
+
+async def _post_script(request: Request) -> Response:
+    sim: SimState = request.app.state.sim
+    try:
+        script = Script.parse(_decode(await request.body()))
+    except InvalidInput as exc:
+        return _error(400, str(exc), code=_error_code(exc))
+    sim.script = script
+    return JSONResponse({"rules": len(script.rules)})
+
+
+def _decode(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise InvalidChatRequest("the request body is not valid JSON",
+                                 code="invalid_json") from None
+
+
+def _error_code(exc: InvalidInput) -> str:
+    return exc.code if isinstance(exc, InvalidChatRequest) else "invalid_value"
+
+
+async def _stats(request: Request) -> Response:
+    return JSONResponse(request.app.state.sim.counters.as_json())
+
+
+async def _reset(request: Request) -> Response:
+    request.app.state.sim.reset()
+    return JSONResponse({"reset": True})
+
+
+def serve(
+    config: SimConfig, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Run the simulator in this thread until interrupted (SIGINT or SIGTERM).
+
+    Prints ``judge-sim listening on http://HOST:PORT/v1`` to stderr once it accepts
+    requests. On SIGINT or SIGTERM it stops gracefully (in-flight requests get 5 s), then
+    uvicorn raises the signal again, so the process ends with the status of that signal.
+
+    Args:
+        config: The initial configuration.
+        host: Address to listen on.
+        port: Port to listen on; 0 picks a free one (the printed line names it).
+        ready: Called with the base URL (ending in ``/v1``) once it accepts requests.
+
+    Raises:
+        OSError: When the address cannot be bound.
+    """
+    sock = _bind(host, port)
+    server = _uvicorn_server(create_app(config), graceful_s=5, quiet=False)
+    base_url = _base_url(host, sock.getsockname()[1])
+
+    def announce() -> None:
+        while not server.started and not server.should_exit:
+            time.sleep(0.01)
+        if server.started:
+            print(f"judge-sim listening on {base_url}", file=sys.stderr, flush=True)
+            if ready is not None:
+                ready(base_url)
+
+    threading.Thread(target=announce, name="judge-sim-announce", daemon=True).start()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        server.should_exit = True
+        sock.close()
+
+
+def run_judge_sim(*, host: str = "127.0.0.1", port: int = DEFAULT_PORT, **options: Any) -> None:
+    """Run the simulator from command-line options (for ``evalfleet judge-sim``).
+
+    Args:
+        host: Address to listen on.
+        port: Port to listen on; 0 picks a free one.
+        **options: :class:`SimConfig` fields by name (``seed``, ``latency``, ``latency_ms``,
+            ``latency_min_ms``, ``latency_max_ms``, ``latency_median_ms``, ``latency_p99_ms``,
+            ``rate_limit_rate``, ``server_error_rate``, ``hang_rate``, ``malformed_rate``,
+            ``truncated_rate``, ``malformed_kinds``, ``retry_after_s``, ``hang_s``,
+            ``rpm_limit``, ``models``). None and empty tuples (click's unset options) keep
+            the default.
+
+    Raises:
+        InvalidSimConfig: Naming the first bad option (unknown, wrong type, out of range).
+        OSError: When the address cannot be bound.
+    """
+    given = {name: value for name, value in options.items() if value is not None and value != ()}
+    serve(SimConfig.build(given), host=host, port=port)
+
+
+class RunningSim:
+    """A simulator serving from a background thread; its methods talk to it over HTTP."""
+
+    def __init__(self, server: uvicorn.Server, thread: threading.Thread, sock: socket.socket,
+                 host: str, port: int) -> None:
+        self._server = server
+        self._thread = thread
+        self._sock = sock
+        self.host = host
+        """Address it listens on."""
+        self.port = port
+        """Port it listens on."""
+        self.base_url = _base_url(host, port)
+        """OpenAI base URL, ending in ``/v1``."""
+
+    def stats(self) -> dict[str, Any]:
+        """The counters of ``GET /_sim/stats``."""
+        result: dict[str, Any] = self._call("GET", "/_sim/stats")
+        return result
+
+    def requests_for(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """How many chat requests carried exactly these messages' contents."""
+        return int(self.stats()["by_prompt"].get(prompt_key(messages), 0))
+
+    def script(self, rules: Sequence[Mapping[str, Any]]) -> None:
+        """Replace the reply script (see ``POST /_sim/script``).
+
+        Raises:
+            InvalidScript: Naming the first bad field.
+        """
+        self._call("POST", "/_sim/script", {"rules": list(rules)}, error=InvalidScript)
+
+    def configure(self, **changes: Any) -> SimConfig:
+        """Change settings at runtime; fields left out keep their values.
+
+        Returns:
+            The configuration now in force.
+
+        Raises:
+            InvalidSimConfig: Naming the first bad field.
+        """
+        return SimConfig.build(self._call("PUT", "/_sim/config", changes, error=InvalidSimConfig))
+
+    def current_config(self) -> SimConfig:
+        """The configuration in force."""
+        return SimConfig.build(self._call("GET", "/_sim/config"))
+
+    def reset(self) -> None:
+        """Clear counters, script and rate window, and re-seed; the configuration stays."""
+        self._call("POST", "/_sim/reset")
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop serving; requests still in flight get about a second to finish."""
+        self._server.should_exit = True
+        self._thread.join(timeout_s)
+        self._sock.close()
+
+    def __enter__(self) -> RunningSim:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _call(self, method: str, path: str, body: Any = None,
+              error: type[EvalfleetError] = EvalfleetError) -> Any:
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=10)
+        try:
+            payload = None if body is None else json.dumps(body)
+            connection.request(method, path, body=payload,
+                               headers={"content-type": "application/json"})
+            response = connection.getresponse()
+            data = json.loads(response.read() or b"null")
+        finally:
+            connection.close()
+        if response.status >= 400:
+            raise error(data["error"]["message"])
+        return data
+
+
+def start_in_thread(
+    config: SimConfig | None = None, *, host: str = "127.0.0.1", port: int = 0,
+    start_timeout_s: float = 10.0,
+) -> RunningSim:
+    """Start a simulator in a daemon thread and wait until it accepts requests.
+
+    Args:
+        config: The initial configuration; None for the defaults.
+        host: Address to listen on.
+        port: Port to listen on; 0 (the default) picks a free one.
+        start_timeout_s: How long to wait for it to listen.
+
+    Returns:
+        The running simulator; call ``stop()`` or use it as a context manager.
+
+    Raises:
+        SimNotStarted: When it is not listening within ``start_timeout_s``.
+        OSError: When the address cannot be bound.
+    """
+    sock = _bind(host, port)
+    server = _uvicorn_server(create_app(config), graceful_s=1, quiet=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="judge-sim",
+                              daemon=True)
+    bound_port = sock.getsockname()[1]
+    thread.start()
+    deadline = time.monotonic() + start_timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            sock.close()
+            raise SimNotStarted(f"judge-sim did not start on {host}:{bound_port}")
+        time.sleep(0.005)
+    return RunningSim(server, thread, sock, host, bound_port)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A bound socket, so the real port is known before the server starts (port 0)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _uvicorn_server(app: Starlette, *, graceful_s: int, quiet: bool) -> uvicorn.Server:
+    # Access logs cost CPU at thousands of requests/s; uvloop and httptools are used
+    # when installed (uvicorn's "auto").
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="off", server_header=False,
+        timeout_keep_alive=KEEP_ALIVE_S, timeout_graceful_shutdown=graceful_s, backlog=4096,
+        log_config=None if quiet else uvicorn.config.LOGGING_CONFIG,
+    )
+    return uvicorn.Server(config)
+
+
+def _base_url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/v1"
