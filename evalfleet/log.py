@@ -54,5 +54,7 @@ def install_secret_filter(secrets: Iterable[str], *, logger: logging.Logger | No
 
 def configure_logging(*, level: str, secrets: Iterable[str]) -> None:
     """Log to stderr at ``level`` with secrets scrubbed (for commands other than the worker)."""
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     install_secret_filter(secrets)

@@ -157,7 +157,7 @@ class OutputSpec(_Model):
     """Text that introduces the final score tag, e.g. ``Score-``; tags with it win."""
 
     reason_fields: tuple[str, ...] = ()
-    """Fields joined into the verdict's reason; for ``score_tag`` the text before the tag is used."""
+    """Fields joined into the verdict's reason (``score_tag``: the text before the tag)."""
 
     failure: FailureSpec | None = None
     """A judge-declared failure, if the metric has one."""
@@ -291,7 +291,7 @@ def _variable_text(variable: VariableSpec, sample: Sample) -> str:
         return variable.value
     assert variable.source is not None
     value = sample_value(sample, variable.source)
-    if value is None or value == "" or value == [] or (isinstance(value, str) and not value.strip()):
+    if value is None or value == [] or (isinstance(value, str) and not value.strip()):
         if variable.required:
             raise InvalidSample("is required by this metric", sample_id=sample.id,
                                 field=variable.source)

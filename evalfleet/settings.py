@@ -147,7 +147,10 @@ class Settings(BaseSettings):
             if value is None:
                 continue
             alias = field.validation_alias
-            key = alias.choices[0] if isinstance(alias, AliasChoices) else f"EVALFLEET_{name.upper()}"
+            key = (
+                alias.choices[0] if isinstance(alias, AliasChoices)
+                else f"EVALFLEET_{name.upper()}"
+            )
             if isinstance(value, SecretStr):
                 value = value.get_secret_value()
             elif isinstance(value, Path):

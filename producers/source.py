@@ -22,5 +22,4 @@ def read_lines(path: str) -> Iterator[tuple[int, bytes]]:
 
 
 def _numbered(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
-    for number, line in enumerate(stream, 1):
-        yield number, line
+    yield from enumerate(stream, 1)

@@ -17,8 +17,8 @@ import redis
 
 from evalfleet.judgesim import RunningSim, SimConfig, start_in_thread
 from evalfleet.settings import Settings
-from workers.store import VerdictStore, migrate, open_store
 from tests.helpers import WorkerProcess
+from workers.store import VerdictStore, migrate, open_store
 from workers.store.schema import metadata
 
 POSTGRES_ADMIN_URL = os.environ.get("EVALFLEET_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -34,8 +34,9 @@ from workers.verdicts.result import RawValue
 #: Error class of a verdict the judge itself declared failed (seed 004).
 JUDGE_DECLARED = "judge_declared"
 
-#: Longest wait before retrying a job whose key another worker holds, in seconds.
-BUSY_RETRY_MAX_S = 30.0
+#: Longest wait before re-checking a job whose key another worker holds, in seconds.
+#: The holder usually finishes within one judge call; the re-check is one query.
+BUSY_RETRY_MAX_S = 5.0
 
 
 @dataclass(frozen=True)

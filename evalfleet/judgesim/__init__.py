@@ -14,6 +14,7 @@ from evalfleet.judgesim.config import (
     MalformedKind,
     SimConfig,
 )
+from evalfleet.judgesim.directive import parse_directives
 from evalfleet.judgesim.faults import (
     OUTCOMES,
     Fault,
@@ -36,7 +37,6 @@ from evalfleet.judgesim.replies import (
     Usage,
     build_reply,
     estimate_tokens,
-    parse_directives,
     prompt_key,
     recognise_prompt,
     reference_missing,
@@ -44,15 +44,8 @@ from evalfleet.judgesim.replies import (
     simulated_scores,
     simulated_verdict,
 )
-from evalfleet.judgesim.server import (
-    RunningSim,
-    SimNotStarted,
-    SimState,
-    create_app,
-    run_judge_sim,
-    serve,
-    start_in_thread,
-)
+from evalfleet.judgesim.runner import RunningSim, run_judge_sim, serve, start_in_thread
+from evalfleet.judgesim.server import SimNotStarted, SimState, create_app
 
 __all__ = [
     "MALFORMED_KINDS",

@@ -3,32 +3,31 @@
 Scores come from the prompt. The message contents are concatenated and
 hashed (sha256); the digest is cut into 2-byte slots and each score reads its
 own slot: floats in 0..1 rounded to 2 decimals, integers in 1..5, booleans.
-A directive anywhere in the prompt overrides verdict keys, so tests and load
-tests can script drops::
-
-    [[judge-sim faithfulness=0.2 answer_relevance=0.9]]
-
-Values are read as JSON scalars (``0.2``, ``true``, ``null``, ``"two words"``);
-anything else is taken as a bare string.
+A ``[[judge-sim key=value]]`` directive in the prompt overrides verdict keys
+(see :mod:`evalfleet.judgesim.directive`).
 
 The built-in judge prompts are recognised by fingerprints and answered in
 their own format (see :data:`PromptFormat`). Other prompts get a verdict
-built from the request's JSON schema, or a short text.
+built from the request's JSON schema (:mod:`evalfleet.judgesim.schema_fill`),
+or a short text. The reply's text, bare or fenced, malformed or truncated, is
+written by :mod:`evalfleet.judgesim.mangle`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import math
+import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from evalfleet.errors import InvalidInput
 from evalfleet.judgesim.config import MalformedKind
+from evalfleet.judgesim.directive import parse_directives
 from evalfleet.judgesim.faults import Fault
+from evalfleet.judgesim.mangle import render_json, render_score_tag, render_text
+from evalfleet.judgesim.schema_fill import fill_verdict
 
 #: Which prompt the simulator recognised, and so the format of its answer.
 #: ``rag_qa``, ``context_precision``, ``bbh_match``, ``rec_faithfulness``: the built-in
@@ -45,8 +44,6 @@ CHARS_PER_TOKEN = 4
 #: Hex characters of the prompt digest kept as the prompt key.
 PROMPT_KEY_LENGTH = 16
 
-_DIRECTIVE = re.compile(r"\[\[judge-sim\b(.*?)\]\]", re.S)
-_ASSIGNMENT = re.compile(r'([A-Za-z_][\w.-]*)=("(?:[^"\\]|\\.)*"|[^\s"]+)')
 _REFERENCE = re.compile(r"^- \*\*Reference Answer\*\*:(.*?)\n- \*\*Generated Answer\*\*:",
                         re.M | re.S)
 _REFERENCE_LINE = re.compile(r"^- \*\*Reference Answer\*\*:(.*)$", re.M)
@@ -72,13 +69,6 @@ _RAG_EXPLANATIONS = {
                             "The answer is close in meaning to the reference answer."),
 }
 _BBH_ERRORS = ("format_error", "hallucination", "wrong_logic", "no_answer")
-_REC_EXTENT = {1: "barely", 2: "poorly", 3: "partly", 4: "mostly", 5: "fully"}
-_TEXT_PREAMBLE = "Here is my evaluation of the answer."
-_UNESCAPED = ' The answer says "yes".'
-_PLACEHOLDER = "\x00unescaped\x00"
-
-#: Longest string a schema's ``minLength`` can ask of a generated verdict, in characters.
-_MAX_STRING_CHARS = 1000
 
 
 class InvalidChatRequest(InvalidInput):
@@ -193,24 +183,6 @@ def estimate_tokens(text: str) -> int:
     return -(-len(text) // CHARS_PER_TOKEN)
 
 
-def parse_directives(text: str) -> dict[str, Any]:
-    """The verdict overrides written as ``[[judge-sim key=value ...]]`` in ``text``.
-
-    Args:
-        text: The prompt text.
-
-    Returns:
-        Verdict keys and their values; a later directive wins over an earlier one.
-    """
-    overrides: dict[str, Any] = {}
-    if "[[judge-sim" not in text:
-        return overrides
-    for directive in _DIRECTIVE.finditer(text):
-        for key, raw in _ASSIGNMENT.findall(directive.group(1)):
-            overrides[key] = _scalar(raw)
-    return overrides
-
-
 def recognise_prompt(
     messages: Sequence[Mapping[str, Any]], *, response_format: Any = None,
 ) -> PromptFormat:
@@ -295,7 +267,7 @@ def build_reply(
     """
     simulation = _simulate(prompt, response_format)
     content, cut_at = _render(simulation, model=model, bare=_is_json_mode(response_format),
-                              fault=fault)
+                              malformed=fault.malformed_kind)
     finish_reason = "stop"
     if fault.outcome == "truncated":
         content, finish_reason = content[:cut_at], "length"
@@ -349,14 +321,6 @@ def _content_text(content: Any, index: int) -> str:
                        if isinstance(part, dict) and isinstance(part.get("text"), str))
     raise InvalidChatRequest(f"messages[{index}].content must be a string or an array of parts",
                              param=f"messages[{index}].content")
-
-
-def _scalar(raw: str) -> Any:
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return raw
-    return value if not isinstance(value, dict | list) else raw
 
 
 def _recognise(prompt: Prompt, response_format: Any) -> PromptFormat:
@@ -417,7 +381,7 @@ def _simulate(prompt: Prompt, response_format: Any) -> _Simulation:
         score = overrides.get("score", _only_value(overrides, _one_to_five(prompt.digest, 0)))
         return _Simulation(prompt_format, {"score": score}, ("score",))
     elif prompt_format == "json_schema":
-        verdict, keys = _from_schema(prompt, _schema_of(response_format) or {})
+        verdict, keys = fill_verdict(_schema_of(response_format) or {}, _slots(prompt.digest))
     else:
         verdict, keys = {"score": _unit(prompt.digest, 0)}, ("score",)
         if prompt_format == "json_object":
@@ -510,223 +474,18 @@ def _last_line(response: str) -> str:
     return lines[-1][:60] if lines else ""
 
 
-def _from_schema(
-    prompt: Prompt, schema: dict[str, Any],
-) -> tuple[dict[str, Any], tuple[str, ...]]:
-    filler = _SchemaFiller(prompt.digest, schema)
-    value = filler.fill(schema, "verdict", 0)
-    verdict = value if isinstance(value, dict) else {"value": value}
-    properties = schema.get("properties")
-    keys = tuple(name for name, spec in (properties or {}).items()
-                 if isinstance(spec, dict) and "enum" not in spec
-                 and filler.main_type(spec) in ("number", "integer", "boolean"))
-    return verdict, keys
-
-
-class _SchemaFiller:
-    """Fills a JSON schema with values read from successive digest slots."""
-
-    def __init__(self, digest: bytes, root: dict[str, Any]) -> None:
-        self.digest = digest
-        self.root = root
-        self.index = 0
-
-    def next_slot(self) -> int:
-        self.index += 1
-        return _slot(self.digest, self.index - 1)
-
-    def fill(self, schema: Any, name: str, depth: int) -> Any:
-        schema = self.resolve(schema)
-        if depth > 8 or not isinstance(schema, dict):
-            return None
-        if "const" in schema:
-            return schema["const"]
-        if isinstance(schema.get("enum"), list) and schema["enum"]:
-            return schema["enum"][self.next_slot() % len(schema["enum"])]
-        for combinator in ("anyOf", "oneOf", "allOf"):
-            options = schema.get(combinator)
-            if isinstance(options, list) and options:
-                chosen = next((o for o in options if self.main_type(o) != "null"), options[0])
-                return self.fill(chosen, name, depth + 1)
-        return self.fill_type(schema, self.main_type(schema), name, depth)
-
-    def fill_type(self, schema: dict[str, Any], kind: str, name: str, depth: int) -> Any:
-        if kind == "object":
-            return {key: self.fill(spec, key, depth + 1)
-                    for key, spec in (schema.get("properties") or {}).items()}
-        if kind == "array":
-            most = _bound(schema, "maxItems")
-            count = int(min(max(1, _bound(schema, "minItems") or 1), 5 if most is None else most))
-            return [self.fill(schema.get("items", {}), name, depth + 1) for _ in range(count)]
-        if kind == "number":
-            return self.number(schema)
-        if kind == "integer":
-            return self.integer(schema)
-        if kind == "boolean":
-            return self.next_slot() % 2 == 1
-        if kind == "null":
-            return None
-        min_length = min(int(_bound(schema, "minLength") or 0), _MAX_STRING_CHARS)
-        text = f"Simulated {name}.".ljust(min_length, ".")
-        max_length = _bound(schema, "maxLength")
-        return text if max_length is None else text[: int(max_length)]
-
-    def number(self, schema: dict[str, Any]) -> float:
-        low = _bound(schema, "minimum", "exclusiveMinimum")
-        high = _bound(schema, "maximum", "exclusiveMaximum")
-        if low is None:
-            low = 0.0 if high is None else high - 1
-        if high is None:
-            high = low + 1
-        value = min(max(round(low + self.next_slot() / 0xFFFF * (high - low), 2), low), high)
-        if value in (_bound(schema, "exclusiveMinimum"), _bound(schema, "exclusiveMaximum")):
-            value = (low + high) / 2
-        return float(value)
-
-    def integer(self, schema: dict[str, Any]) -> int:
-        minimum, above = _bound(schema, "minimum"), _bound(schema, "exclusiveMinimum")
-        maximum, below = _bound(schema, "maximum"), _bound(schema, "exclusiveMaximum")
-        low = math.ceil(minimum) if minimum is not None else (
-            math.floor(above) + 1 if above is not None else 0)
-        high = math.floor(maximum) if maximum is not None else (
-            math.ceil(below) - 1 if below is not None else low + 10)
-        return low + self.next_slot() % max(1, high - low + 1)
-
-    def main_type(self, schema: Any, depth: int = 0) -> str:
-        schema = self.resolve(schema)
-        if depth > 8 or not isinstance(schema, dict):
-            return "null"
-        kind = schema.get("type")
-        if isinstance(kind, list):
-            kind = next((k for k in kind if k != "null"), "null")
-        if isinstance(kind, str):
-            return kind
-        for combinator in ("anyOf", "oneOf", "allOf"):
-            options = schema.get(combinator)
-            if isinstance(options, list) and options:
-                kinds = [self.main_type(option, depth + 1) for option in options]
-                return next((k for k in kinds if k != "null"), "null")
-        return "object" if "properties" in schema else "array" if "items" in schema else "string"
-
-    def resolve(self, schema: Any) -> Any:
-        for _ in range(8):
-            if not isinstance(schema, dict) or not isinstance(schema.get("$ref"), str):
-                return schema
-            node: Any = self.root
-            for part in schema["$ref"].removeprefix("#/").split("/"):
-                node = node.get(part) if isinstance(node, dict) and part else node
-            schema = node
-        return None
-
-
-def _bound(schema: dict[str, Any], *keys: str) -> float | None:
-    """The first of ``keys`` that holds a finite number in ``schema``."""
-    for key in keys:
-        value = schema.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            return value
-    return None
+def _slots(digest: bytes) -> Iterator[int]:
+    """The digest's slots in order, for the schema filler."""
+    return (_slot(digest, index) for index in itertools.count())
 
 
 def _render(
-    simulation: _Simulation, *, model: str, bare: bool, fault: Fault,
+    simulation: _Simulation, *, model: str, bare: bool, malformed: MalformedKind | None,
 ) -> tuple[str, int]:
     """Content for a simulation, and where a truncated reply is cut."""
     verdict = simulation.verdict
     if simulation.format == "rec_faithfulness":
-        return _score_tag_text(verdict["score"], fault.malformed_kind)
+        return render_score_tag(verdict["score"], malformed)
     if simulation.format == "text":
-        text = (f"judge-sim ({model}): no judge prompt recognised; "
-                f"simulated score {verdict['score']}.")
-        return text, len(text) // 2
-    if fault.malformed_kind is not None:
-        content = _malformed_json(verdict, fault.malformed_kind, bare=bare)
-    elif bare:
-        content = json.dumps(verdict, ensure_ascii=False)
-    else:
-        content = _fence(json.dumps(verdict, ensure_ascii=False, indent=2))
-    start = content.find("{")
-    return content, start + max(1, (len(content) - start) // 2)
-
-
-def _fence(verdict_json: str) -> str:
-    return f"{_TEXT_PREAMBLE}\n\n```json\n{verdict_json}\n```"
-
-
-def _score_tag_text(score: Any, malformed: MalformedKind | None) -> tuple[str, int]:
-    in_scale = isinstance(score, int) and not isinstance(score, bool) and 1 <= score <= 5
-    found = "Some pieces" if not in_scale else "No piece" if score == 5 else f"{5 - score} piece(s)"
-    extent = _REC_EXTENT[score] if in_scale else "to some extent"
-    body = (
-        "1. I check each claim of the recommendation explanation summary against the query, "
-        "product title, prices and opinion summary.\n"
-        f"2. {found} of information could not be verified from the input.\n"
-        f"3. The summary follows the Faithfulness metric {extent}.\n"
-    )
-    if malformed in ("prose_around", "trailing_comma"):
-        return f"{body}Score- {score} out of 5", len(body)
-    if malformed in ("missing_brace", "unescaped_quote"):
-        return f"{body}Score- <score>{score}", len(body)
-    if malformed is not None:
-        return f"{body}Score- <score>None</score>", len(body)
-    return f"{body}Score- <score>{score}</score>", len(body) + len("Score- <score>")
-
-
-def _malformed_json(verdict: dict[str, Any], kind: MalformedKind, *, bare: bool) -> str:
-    if kind == "python_literals" and not _has_literal(verdict):
-        kind = "trailing_comma"
-    # The longest text is an explanation, not an id or an enum, so only the syntax breaks.
-    texts = [(len(value), key) for key, value in verdict.items() if isinstance(value, str)]
-    text_key = max(texts)[1] if texts else None
-    if kind == "unescaped_quote" and text_key is None:
-        kind = "trailing_comma"
-    if kind == "prose_around":
-        return f"Sure, here is my verdict: {json.dumps(verdict, ensure_ascii=False)} Hope it helps."
-    if kind == "single_quotes":
-        body = _dump(verdict, quote="'", indent=not bare)
-    elif kind == "python_literals":
-        body = _dump(verdict, python=True, indent=not bare)
-    elif kind == "unescaped_quote":
-        assert text_key is not None
-        body = _dump({**verdict, text_key: _PLACEHOLDER}, indent=not bare)
-        escaped = json.dumps(verdict[text_key], ensure_ascii=False)[:-1]
-        body = body.replace(json.dumps(_PLACEHOLDER), f'{escaped}{_UNESCAPED}"')
-    else:
-        body = _dump(verdict, indent=not bare)
-        closing = body.rindex("}")
-        head = body[:closing].rstrip()
-        body = head if kind == "missing_brace" else head + (",\n}" if not bare else ",}")
-    return body if bare else _fence(body)
-
-
-def _has_literal(value: Any) -> bool:
-    if isinstance(value, dict):
-        return any(_has_literal(item) for item in value.values())
-    if isinstance(value, list):
-        return any(_has_literal(item) for item in value)
-    return value is None or isinstance(value, bool)
-
-
-def _dump(value: Any, *, quote: str = '"', python: bool = False, indent: bool = False) -> str:
-    """JSON-like text with a choice of string quote and of literal spelling."""
-    if isinstance(value, dict):
-        items = [f"{_quoted(str(key), quote)}: {_dump(item, quote=quote, python=python)}"
-                 for key, item in value.items()]
-        return "{\n  " + ",\n  ".join(items) + "\n}" if indent and items else (
-            "{" + ", ".join(items) + "}")
-    if isinstance(value, list):
-        return "[" + ", ".join(_dump(item, quote=quote, python=python) for item in value) + "]"
-    if isinstance(value, str):
-        return _quoted(value, quote)
-    if value is None:
-        return "None" if python else "null"
-    if isinstance(value, bool):
-        return str(value) if python else str(value).lower()
-    return json.dumps(value)
-
-
-def _quoted(text: str, quote: str) -> str:
-    if quote == '"':
-        return json.dumps(text, ensure_ascii=False)
-    escaped = text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n")
-    return f"'{escaped}'"
+        return render_text(model, verdict["score"])
+    return render_json(verdict, bare=bare, malformed=malformed)

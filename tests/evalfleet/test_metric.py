@@ -24,7 +24,7 @@ def test_bundled_metrics_load_with_their_queues() -> None:
 
 
 def test_unknown_metric_lists_the_known_ones() -> None:
-    with pytest.raises(UnknownMetric, match="unknown metric 'nope'.*rag_qa"):
+    with pytest.raises(UnknownMetric, match=r"unknown metric 'nope'.*rag_qa"):
         load_registry().get("nope")
 
 

@@ -1,85 +1,41 @@
-"""Reply building: prompt recognition, derived scores, directives, formats, broken verdicts."""
+"""Reply building: prompt recognition, derived scores, directives applied, usage, prompt keys."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
-from functools import cache
 from typing import Any
 
 import pytest
 
 from evalfleet.judgesim import (
-    MALFORMED_KINDS,
     Fault,
     InvalidChatRequest,
-    MalformedKind,
     Prompt,
     build_reply,
     estimate_tokens,
-    parse_directives,
     prompt_key,
     recognise_prompt,
     reference_missing,
     simulated_scores,
     simulated_verdict,
 )
-from evalfleet.metric import MetricRegistry, load_registry
-from evalfleet.sample import parse_sample
-from workers.renderer import render_messages
+from tests.judgesim.builders import (
+    JSON_OBJECT,
+    JSON_SCHEMA,
+    Messages,
+    digest_slot,
+    rendered,
+    reply,
+    user,
+)
 
-Messages = list[dict[str, Any]]
-
-JSON_SCHEMA = {"type": "json_schema", "json_schema": {"name": "verdict", "schema": {}}}
-JSON_OBJECT = {"type": "json_object"}
 RAG_KEYS = {
     "faithfulness", "faithfulness_explanation", "context_relevance",
     "context_relevance_explanation", "answer_relevance", "answer_relevance_explanation",
     "semantic_similarity", "semantic_similarity_explanation", "evaluation_status", "reason",
     "error",
 }
-SCORE_LINE = re.compile(r"Score- <score>([1-5])</score>\Z")
-
-
-@cache
-def registry() -> MetricRegistry:
-    return load_registry()
-
-
-def rendered(metric: str, **sample: Any) -> Messages:
-    """The messages a built-in metric sends for a sample (defaults filled in)."""
-    record = {
-        "id": "s-1", "input": "What is the capital of France?", "output": "Paris.",
-        "context": ["Paris is the capital of France."], "reference": "Paris",
-        "fields": {"product_title": "Mug", "base_price": "10", "final_price": "8",
-                   "product_opinion_summary": "Sturdy.", "query": "a mug"},
-        **sample,
-    }
-    return [dict(m) for m in render_messages(registry().get(metric), parse_sample(record))]
-
-
-def user(text: str, system: str | None = None) -> Messages:
-    messages = [{"role": "system", "content": system}] if system is not None else []
-    return [*messages, {"role": "user", "content": text}]
-
-
-def digest_slot(messages: Messages, slot: int) -> int:
-    digest = hashlib.sha256("".join(m["content"] for m in messages).encode()).digest()
-    return int.from_bytes(digest[2 * slot: 2 * slot + 2], "big")
-
-
-def reply(messages: Messages, *, response_format: Any = None, fault: Fault | None = None,
-          max_tokens: int | None = None) -> tuple[str, str]:
-    result = build_reply(Prompt.from_messages(messages), model="judge", max_tokens=max_tokens,
-                         response_format=response_format, fault=fault or Fault.none())
-    return result.content, result.finish_reason
-
-
-def fenced_json(content: str) -> Any:
-    match = re.search(r"```json\n(.*)\n```\Z", content, re.S)
-    assert match, content
-    return json.loads(match.group(1))
 
 
 @pytest.mark.parametrize(("messages", "response_format", "expected"), [
@@ -130,23 +86,6 @@ def test_scores_are_deterministic_and_depend_on_the_prompt(metric: str) -> None:
     variants = {json.dumps(simulated_scores(rendered(metric, output=f"Answer {n}.")))
                 for n in range(12)}
     assert len(variants) > 1
-
-
-@pytest.mark.parametrize(("text", "expected"), [
-    ("no directive", {}),
-    ("[[judge-sim faithfulness=0.2 answer_relevance=0.9]]",
-     {"faithfulness": 0.2, "answer_relevance": 0.9}),
-    ("a [[judge-sim is_correct=false reasoning_score=2]] b",
-     {"is_correct": False, "reasoning_score": 2}),
-    ('[[judge-sim semantic_similarity=null comment="two words"]]',
-     {"semantic_similarity": None, "comment": "two words"}),
-    ("[[judge-sim error_type=hallucination]]", {"error_type": "hallucination"}),
-    ("[[judge-sim score=2]] then [[judge-sim score=4]]", {"score": 4}),
-    ("[[judge-sim\nfaithfulness=1]]", {"faithfulness": 1}),
-    ("[judge-sim faithfulness=1]", {}),
-])
-def test_parses_directives(text: str, expected: dict[str, Any]) -> None:
-    assert parse_directives(text) == expected
 
 
 @pytest.mark.parametrize(("metric", "directive", "expected"), [
@@ -238,94 +177,13 @@ def test_bbh_reads_blocks_from_the_user_message() -> None:
     assert verdict["extracted_answer"] == "Therefore (B)"
 
 
-def test_rec_faithfulness_ends_with_the_score_tag() -> None:
-    for n in range(6):
-        messages = rendered("rec_faithfulness", output=f"Summary {n}.")
-        content, finish_reason = reply(messages)
-        match = SCORE_LINE.search(content)
-        assert match and finish_reason == "stop"
-        assert int(match.group(1)) == simulated_scores(messages)["score"]
-        assert len(content.splitlines()) >= 3
+def test_bbh_reads_the_sample_from_the_first_user_message_of_a_reask() -> None:
+    first = rendered("bbh_match", id="r-9", output="So, True.", reference="True")
+    reask = [*first, {"role": "assistant", "content": '{"id": "r-9", "is_correct": "maybe"}'},
+             {"role": "user", "content": "GROUND_TRUTH:\nnot this\n[[judge-sim is_correct=true]]"}]
+    verdict = simulated_verdict(reask)
+    assert verdict["id"] == "r-9" and verdict["extracted_answer"] == "True"
 
-
-SCHEMAS: list[tuple[dict[str, Any], set[str]]] = [
-    ({"type": "object", "properties": {
-        "score": {"type": "number", "minimum": 0, "maximum": 1},
-        "grade": {"type": "integer", "minimum": 1, "maximum": 5},
-        "passed": {"type": "boolean"},
-        "label": {"type": "string", "enum": ["good", "bad"]},
-        "maybe": {"type": ["number", "null"], "minimum": 10, "maximum": 20},
-        "note": {"type": "string", "maxLength": 5},
-        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2},
-        "nested": {"type": "object", "properties": {"x": {"type": "integer", "minimum": -3,
-                                                          "maximum": -1}}},
-     }}, {"score", "grade", "passed", "maybe"}),
-    ({"type": "object", "properties": {
-        "a": {"$ref": "#/$defs/unit"}, "b": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/unit"}]},
-        "c": {"const": "fixed"}, "d": {"type": "number", "exclusiveMinimum": 0,
-                                       "exclusiveMaximum": 0.01},
-        "e": {"type": "array", "items": {"type": "integer"}, "maxItems": 0},
-     }, "$defs": {"unit": {"type": "number", "minimum": 0, "maximum": 1}}}, {"a", "b", "d"}),
-]
-
-
-def satisfies(value: Any, schema: dict[str, Any], root: dict[str, Any]) -> bool:
-    """A small checker for the schema features the simulator supports."""
-    if "$ref" in schema:
-        return satisfies(value, root["$defs"][schema["$ref"].rsplit("/", 1)[1]], root)
-    if "const" in schema:
-        return bool(value == schema["const"])
-    if "anyOf" in schema:
-        return any(satisfies(value, option, root) for option in schema["anyOf"])
-    if "enum" in schema and value not in schema["enum"]:
-        return False
-    kinds = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-    if value is None:
-        return "null" in kinds
-    if isinstance(value, bool):
-        return "boolean" in kinds
-    if isinstance(value, int | float):
-        in_range = (schema.get("minimum", -1e9) <= value <= schema.get("maximum", 1e9)
-                    and schema.get("exclusiveMinimum", -1e9) < value
-                    < schema.get("exclusiveMaximum", 1e9))
-        return in_range and ("number" in kinds or ("integer" in kinds and isinstance(value, int)))
-    if isinstance(value, str):
-        return "string" in kinds and len(value) <= schema.get("maxLength", 1e9)
-    if isinstance(value, list):
-        return ("array" in kinds and len(value) >= schema.get("minItems", 0)
-                and all(satisfies(item, schema["items"], root) for item in value))
-    return "object" in kinds and set(value) == set(schema["properties"]) and all(
-        satisfies(value[key], spec, root) for key, spec in schema["properties"].items())
-
-
-@pytest.mark.parametrize(("schema", "score_keys"), SCHEMAS)
-def test_json_schema_verdict_satisfies_the_schema(schema: dict[str, Any],
-                                                  score_keys: set[str]) -> None:
-    response_format = {"type": "json_schema", "json_schema": {"name": "v", "schema": schema}}
-    for n in range(10):
-        messages = user(f"Judge answer {n}.")
-        content, _ = reply(messages, response_format=response_format)
-        verdict = json.loads(content)
-        assert satisfies(verdict, schema, schema), verdict
-        scores = simulated_scores(messages, response_format=response_format)
-        assert set(scores) == score_keys
-        assert {key: verdict[key] for key in score_keys} == scores
-
-
-@pytest.mark.parametrize(("response_format", "fenced"), [
-    (None, True), ({"type": "text"}, True), (JSON_OBJECT, False), (JSON_SCHEMA, False),
-])
-@pytest.mark.parametrize("metric", ["rag_qa", "context_precision", "bbh_match"])
-def test_json_verdicts_are_bare_in_json_mode_and_fenced_after_prose_in_text_mode(
-    metric: str, response_format: Any, fenced: bool,
-) -> None:
-    messages = rendered(metric)
-    content, finish_reason = reply(messages, response_format=response_format)
-    verdict = fenced_json(content) if fenced else json.loads(content)
-    assert verdict == simulated_verdict(messages) and finish_reason == "stop"
-    if fenced:
-        prose = content.split("```", 1)[0].strip()
-        assert prose.endswith(".") and prose.count(".") == 1
 
 
 @pytest.mark.parametrize(("messages", "response_format"), [
@@ -338,60 +196,6 @@ def test_unrecognised_prompts_get_a_short_reply(messages: Messages, response_for
         assert len(content) < 200 and str(score) in content
     else:
         assert json.loads(content)["score"] == score
-
-
-@pytest.mark.parametrize("kind", MALFORMED_KINDS)
-@pytest.mark.parametrize("response_format", [None, JSON_SCHEMA])
-@pytest.mark.parametrize("metric", ["rag_qa", "context_precision", "bbh_match"])
-def test_malformed_verdicts_are_not_valid_json(metric: str, response_format: Any,
-                                               kind: MalformedKind) -> None:
-    messages = rendered(metric)
-    valid, _ = reply(messages, response_format=response_format)
-    content, finish_reason = reply(messages, response_format=response_format,
-                                   fault=Fault.malformed(kind))
-    assert finish_reason == "stop" and content != valid
-    body = content if response_format or kind == "prose_around" else (
-        content.split("```json\n", 1)[1].rsplit("\n```", 1)[0])
-    with pytest.raises(ValueError):
-        json.loads(body)
-
-
-@pytest.mark.parametrize(("kind", "marker"), [
-    ("trailing_comma", ",}"), ("single_quotes", "'faithfulness': "), ("prose_around", "Sure,"),
-    ("unescaped_quote", '"yes"'), ("python_literals", "None"), ("missing_brace", None),
-])
-def test_each_malformed_kind_breaks_the_verdict_its_own_way(kind: MalformedKind,
-                                                            marker: str | None) -> None:
-    content, _ = reply(rendered("rag_qa"), response_format=JSON_OBJECT,
-                       fault=Fault.malformed(kind))
-    if marker is None:
-        assert content.startswith("{") and not content.endswith("}")
-    else:
-        assert marker in content
-
-
-@pytest.mark.parametrize("kind", MALFORMED_KINDS)
-def test_malformed_score_tag_has_no_valid_score(kind: MalformedKind) -> None:
-    content, finish_reason = reply(rendered("rec_faithfulness"), fault=Fault.malformed(kind))
-    assert not SCORE_LINE.search(content) and finish_reason == "stop"
-
-
-@pytest.mark.parametrize(("metric", "response_format"), [
-    ("rag_qa", JSON_SCHEMA), ("rag_qa", None), ("context_precision", JSON_OBJECT),
-    ("bbh_match", None), ("rec_faithfulness", None),
-])
-def test_truncated_reply_is_cut_inside_the_verdict(metric: str, response_format: Any) -> None:
-    messages = rendered(metric)
-    valid, _ = reply(messages, response_format=response_format)
-    content, finish_reason = reply(messages, response_format=response_format,
-                                   fault=Fault.truncated())
-    assert finish_reason == "length"
-    assert valid.startswith(content) and len(content) < len(valid)
-    if metric == "rec_faithfulness":
-        assert content.endswith("<score>")
-    else:
-        with pytest.raises(ValueError):
-            json.loads(content[content.index("{"):])
 
 
 def test_max_tokens_cuts_the_reply() -> None:
@@ -432,11 +236,3 @@ def test_prompt_key_is_sha256_of_the_concatenated_contents(messages: Messages) -
 def test_bad_messages_are_rejected(messages: Any) -> None:
     with pytest.raises(InvalidChatRequest):
         Prompt.from_messages(messages)
-
-
-def test_bbh_reads_the_sample_from_the_first_user_message_of_a_reask() -> None:
-    first = rendered("bbh_match", id="r-9", output="So, True.", reference="True")
-    reask = [*first, {"role": "assistant", "content": '{"id": "r-9", "is_correct": "maybe"}'},
-             {"role": "user", "content": "GROUND_TRUTH:\nnot this\n[[judge-sim is_correct=true]]"}]
-    verdict = simulated_verdict(reask)
-    assert verdict["id"] == "r-9" and verdict["extracted_answer"] == "True"

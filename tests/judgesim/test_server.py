@@ -1,12 +1,9 @@
-"""The simulator over real HTTP: httpx and the real openai client against a running server."""
+"""The simulator app over real HTTP: httpx and the real openai client against it."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -17,14 +14,10 @@ import openai
 import pytest
 
 from evalfleet.judgesim import (
-    InvalidScript,
-    InvalidSimConfig,
     RunningSim,
-    SimConfig,
     prompt_key,
     simulated_scores,
     simulated_verdict,
-    start_in_thread,
 )
 
 RAG_PROMPT = (
@@ -42,21 +35,6 @@ def rag(question: str = "Capital of France?", reference: str = "Paris",
         answer: str = "Paris.") -> list[dict[str, Any]]:
     content = RAG_PROMPT.format(question=question, reference=reference, answer=answer)
     return [{"role": "user", "content": content}]
-
-
-@pytest.fixture(scope="module")
-def running() -> Iterator[RunningSim]:
-    sim = start_in_thread(SimConfig())
-    yield sim
-    sim.stop()
-
-
-@pytest.fixture
-def judge(running: RunningSim) -> RunningSim:
-    """The module's simulator, reset to the default configuration."""
-    running.reset()
-    running.configure(**SimConfig().as_json())
-    return running
 
 
 @pytest.fixture
@@ -312,33 +290,13 @@ def test_max_tokens_cuts_the_reply(judge: RunningSim) -> None:
     assert choice.finish_reason == "length" and len(choice.message.content) == 20
 
 
-def test_runtime_config_and_script_validation(judge: RunningSim, http: httpx.Client) -> None:
-    assert judge.configure(latency_ms=1).latency_ms == 1
-    with pytest.raises(InvalidSimConfig, match="malformed_rate"):
-        judge.configure(malformed_rate=7)
-    with pytest.raises(InvalidScript):
-        judge.script([{"match": "x", "replies": []}])
-    assert http.put("/../_sim/config", content=b"[").status_code == 400
+def test_bad_settings_scripts_and_routes_get_error_bodies(http: httpx.Client) -> None:
+    bad_config = http.put("/../_sim/config", content=b"[")
+    assert bad_config.status_code == 400 and bad_config.json()["error"]["code"] == "invalid_json"
+    bad_script = http.post("/../_sim/script", json={"rules": [{"match": "x", "replies": []}]})
+    assert bad_script.status_code == 400 and bad_script.json()["error"]["message"]
     missing = http.get("/nowhere")
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found_error"
-
-
-def test_command_line_entry_prints_its_address(tmp_path: Any) -> None:
-    code = ("from evalfleet.judgesim import run_judge_sim; "
-            "run_judge_sim(host='127.0.0.1', port=0, seed=None, models=(), latency_ms=1)")
-    process = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
-    try:
-        assert process.stderr is not None
-        line = process.stderr.readline().strip()
-        assert line.startswith("judge-sim listening on http://127.0.0.1:") and line.endswith("/v1")
-        base_url = line.rsplit(" ", 1)[1]
-        with httpx.Client(base_url=base_url, trust_env=False) as client:
-            assert client.get("/models").status_code == 200
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-    # uvicorn stops gracefully, then re-raises the signal so the exit status tells why.
-    assert process.returncode == -signal.SIGTERM
 
 
 def test_reset_during_a_request_keeps_counters_balanced(judge: RunningSim) -> None:

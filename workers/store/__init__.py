@@ -13,6 +13,7 @@ from workers.store.base import (
 )
 from workers.store.migration import migrate
 from workers.store.postgres import PostgresStore
+from workers.store.sql import SqlStore
 from workers.store.sqlite import SqliteStore
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "ClaimState",
     "DeadLetter",
     "PostgresStore",
+    "SqlStore",
     "SqliteStore",
     "StoreCounts",
     "VerdictKey",
@@ -30,7 +32,7 @@ __all__ = [
 ]
 
 
-def open_store(url: str, *, pool_size: int = 10) -> VerdictStore:
+def open_store(url: str, *, pool_size: int = 10) -> SqlStore:
     """The store for a SQLAlchemy URL: SQLite for ``sqlite://``, else PostgreSQL."""
     if url.startswith("sqlite"):
         return SqliteStore(url)

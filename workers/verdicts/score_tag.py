@@ -1,0 +1,180 @@
+"""Read a score-tag verdict (``Score- <score>4</score>``) from a judge's reply. Pure.
+
+The judge explains, then ends with the score in a tag. Its reply also tends to
+repeat the prompt: the rubric lines (``<score>4</score> - The summary contains
+only one...``), the format example (``e.g Score- <score>5</score>``), tags in
+backticks or quotes. Those are not scores and are skipped. Tags introduced by
+the metric's label (``Score-``) win over bare ones; two different labelled
+scores are ambiguous, never averaged or picked from.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from evalfleet.metric import Metric
+from evalfleet.sample import Sample
+from workers.verdicts.coerce import coerce_verdict
+from workers.verdicts.result import ParseFailure, Verdict
+from workers.verdicts.scan import strip_think
+
+_CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
+#: Words that introduce an example score rather than give one, as the prompt does
+#: ("e.g Score- <score>5</score>", "following the format: Score- <score>5</score>").
+_EXAMPLE_CUE = re.compile(
+    r"(?:\be\.?\s?g\b\.?|\bfor (?:example|instance)|\bsuch as|\bformat\s*:)\s*[,:]?\s*$",
+    re.IGNORECASE,
+)
+_RUBRIC_PREFIX = re.compile(r"[\s>]*")
+_RUBRIC_SUFFIX = re.compile(r"[ \t]*[-\u2013\u2014][ \t]+\S")
+_DIGIT = re.compile(r"\d")
+_OPEN_QUOTES = "\"'\u201c\u2018\u00ab"
+_CLOSE_QUOTES = "\"'\u201d\u2019\u00bb"
+
+
+@dataclass(frozen=True)
+class _Tag:
+    start: int
+    """Where the tag, or the label in front of it, begins."""
+
+    end: int
+    value: str
+    labelled: bool
+
+
+def parse_score_tag(text: str, *, metric: Metric, sample: Sample) -> Verdict | ParseFailure:
+    """Find the one score tag that is the judge's verdict.
+
+    Args:
+        text: The judge's reply (finish reason already checked).
+        metric: A metric with a ``score_tag`` output.
+        sample: The judged sample.
+
+    Returns:
+        The verdict (reason: the text before the final tag), or the failure:
+        ``empty``, ``truncated``, ``no_verdict``, ``schema`` or ``ambiguous``.
+    """
+    output = metric.spec.output
+    visible = strip_think(text)
+    if not visible.strip():
+        return ParseFailure("empty", "the reply is empty apart from reasoning")
+    label = _label_pattern(output.label)
+    if _ends_inside_tag(visible, tag=output.tag, label=label):
+        return ParseFailure("truncated", f"the reply ends inside a <{output.tag}> tag")
+    found = _find_tags(visible, tag=output.tag, label=label)
+    code = [(span.start(), span.end()) for span in _CODE.finditer(visible)]
+    tags = [tag for tag in found if _counts(tag, visible, code=code)]
+    counted = [tag for tag in tags if tag.labelled] or tags
+    if not counted:
+        where = " outside text quoted from the prompt" if found else ""
+        return ParseFailure(
+            "no_verdict", f"the reply has no <{output.tag}>N</{output.tag}> score{where}",
+        )
+    values = {_comparable(tag.value) for tag in counted}
+    if len(values) > 1:
+        shown = " and ".join(sorted(tag.value.strip() for tag in _first_of_each(counted)))
+        return ParseFailure("ambiguous", f"the reply gives different scores: {shown}")
+    final = counted[-1]
+    (field,) = output.fields
+    outcome = coerce_verdict({field: _tag_value(final.value)}, metric=metric, sample=sample)
+    if not isinstance(outcome, Verdict):
+        return ParseFailure("schema", "; ".join(outcome))
+    reason = visible[:final.start].strip() or None
+    return Verdict(
+        fields=outcome.fields, scores=outcome.scores, raw_scores=outcome.raw_scores,
+        reason=reason, judge_failure=False,
+    )
+
+
+def _label_pattern(label: str | None) -> re.Pattern[str] | None:
+    """``Score-`` also matches ``Score:``, ``Score -``, ``**Score:**``, any case."""
+    if not label:
+        return None
+    word = re.escape(label.strip().rstrip("-:\u2013 ").strip())
+    return re.compile(
+        rf"(?:[*_]{{1,2}})?\b{word}\s*[-:\u2013]\s*(?:[*_]{{1,2}})?\s*$", re.IGNORECASE,
+    )
+
+
+def _find_tags(text: str, *, tag: str, label: re.Pattern[str] | None) -> list[_Tag]:
+    name = re.escape(tag)
+    pattern = re.compile(rf"<\s*{name}\s*>([^<>]*)<\s*/\s*{name}\s*>", re.IGNORECASE)
+    found = []
+    for match in pattern.finditer(text):
+        # A placeholder (<score></score>, <score>N</score>) holds no digit: not a score.
+        if not _DIGIT.search(_normalise_digits(match.group(1))):
+            continue
+        before = text[max(0, match.start() - 40):match.start()]
+        labelled = label.search(before) if label else None
+        start = match.start() - (len(before) - labelled.start()) if labelled else match.start()
+        found.append(_Tag(start, match.end(), match.group(1), labelled is not None))
+    return found
+
+
+def _counts(tag: _Tag, text: str, *, code: list[tuple[int, int]]) -> bool:
+    """False for tags quoted from the prompt: rubric lines, examples, code, quotes."""
+    line_start = text.rfind("\n", 0, tag.start) + 1
+    line_end = text.find("\n", tag.end)
+    prefix = text[line_start:tag.start]
+    suffix = text[tag.end:len(text) if line_end < 0 else line_end]
+    # A rubric line opens with a bare tag: "<score>4</score> - The summary ...".
+    if not tag.labelled and _RUBRIC_PREFIX.fullmatch(prefix) and _RUBRIC_SUFFIX.match(suffix):
+        return False
+    if _EXAMPLE_CUE.search(prefix[-40:]):
+        return False
+    in_code = any(start <= tag.start and tag.end <= end for start, end in code)
+    return not (in_code or _quoted(prefix, suffix))
+
+
+def _quoted(prefix: str, suffix: str) -> bool:
+    before, after = prefix.rstrip(), suffix.lstrip()
+    if before[-1:] and before[-1] in _OPEN_QUOTES and after[:1] and after[0] in _CLOSE_QUOTES:
+        return True
+    # Inside a quotation that opened earlier on the line: "... <score>5</score> ..."
+    if prefix.count('"') % 2 == 1 and '"' in suffix:
+        return True
+    return prefix.count("\u201c") > prefix.count("\u201d") and "\u201d" in suffix
+
+
+def _ends_inside_tag(text: str, *, tag: str, label: re.Pattern[str] | None) -> bool:
+    name = re.escape(tag)
+    tail = text.rstrip()
+    # An opening tag with no closing tag after it on its line: "Score- <score>4</sc".
+    if re.search(rf"<\s*{name}\s*>[^<>\n]*(?:<\s*/?\s*\w*\s*)?$", tail, re.IGNORECASE):
+        return True
+    partial = "".join(f"(?:{re.escape(char)}" for char in tag) + ")?" * len(tag)
+    cut = re.search(rf"<\s*{partial}$", tail, re.IGNORECASE)
+    return bool(cut and label and label.search(tail[:cut.start()]))
+
+
+def _normalise_digits(value: str) -> str:
+    # NFKC folds full-width digits (U+FF14 for 4) into ASCII ones.
+    return unicodedata.normalize("NFKC", value).strip()
+
+
+def _tag_value(value: str) -> int | float | str:
+    """The tag's content as a JSON value would be: 4 -> 4, 4.0 -> 4.0, else the text."""
+    bare = _normalise_digits(value)
+    if re.fullmatch(r"[+-]?\d+", bare):
+        return int(bare)
+    if re.fullmatch(r"[+-]?(?:\d+\.\d*|\.\d+)", bare):
+        return float(bare)
+    return bare
+
+
+def _comparable(value: str) -> float | str:
+    """One key per score, so that "4", "4.0" and a full-width 4 count as the same value."""
+    bare = _normalise_digits(value)
+    try:
+        return float(bare)
+    except ValueError:
+        return bare
+
+
+def _first_of_each(tags: list[_Tag]) -> list[_Tag]:
+    seen: dict[float | str, _Tag] = {}
+    for tag in tags:
+        seen.setdefault(_comparable(tag.value), tag)
+    return list(seen.values())
