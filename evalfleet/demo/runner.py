@@ -70,8 +70,11 @@ def run_demo(
             echo(f"rejected: {error}")
         echo(f"enqueued {stats.jobs} jobs from {stats.accepted} samples ({samples})")
 
-        worker = _start_worker(settings, metrics=list(DEMO_METRICS), concurrency=concurrency)
+        log_path = settings.data_dir / "worker.log"
+        worker = _start_worker(settings, metrics=list(DEMO_METRICS), concurrency=concurrency,
+                               log_path=log_path)
         stack.callback(_stop, worker)
+        echo(f"worker started (log: {log_path})")
         done = _wait_for(store, expected=stats.jobs, worker=worker, echo=echo)
 
         echo(format_summary(summarise(store.iter_verdicts())))
@@ -99,12 +102,13 @@ def _start_simulator(stack: ExitStack) -> str:
 
 
 def _start_worker(
-    settings: Settings, *, metrics: list[str], concurrency: int,
+    settings: Settings, *, metrics: list[str], concurrency: int, log_path: Path,
 ) -> subprocess.Popen[bytes]:
     env = {**os.environ, **settings.as_environment()}
     command = [sys.executable, "-m", "evalfleet", "worker", "--queues", ",".join(metrics),
-               "--concurrency", str(concurrency), "--loglevel", "WARNING"]
-    return subprocess.Popen(command, env=env)
+               "--concurrency", str(concurrency), "--loglevel", "INFO"]
+    with log_path.open("ab") as log:
+        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def _wait_for(store: VerdictStore, *, expected: int, worker: subprocess.Popen[bytes],
