@@ -1,0 +1,194 @@
+"""The evaluator against Postgres and the judge simulator over HTTP.
+
+Each test scripts the simulator's replies and checks what ends up stored: the
+verdict, the re-ask, the retry decision or the dead letter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from evalfleet.judgesim import RunningSim, simulated_scores
+from evalfleet.message import Job, new_job
+from evalfleet.metric import load_registry
+from evalfleet.sample import parse_sample
+from workers.evaluation import Evaluator, EvaluatorOptions
+from workers.judge import OpenAIJudge
+from workers.renderer import render_messages
+from workers.store import SqlStore
+
+SAMPLE = {"id": "req-1", "input": "How long is the refund window?",
+          "output": "30 days.", "context": ["Refunds are accepted within 30 days."],
+          "reference": "30 days", "attributes": {"app": "bot"}}
+
+GOOD_RAG = ('{"faithfulness": 0.9, "context_relevance": 0.8, "answer_relevance": 1.0, '
+            '"semantic_similarity": 0.7, "evaluation_status": "success", "reason": null, '
+            '"error": null}')
+
+
+@pytest.fixture
+def evaluator(store: SqlStore, sim: RunningSim) -> Iterator[Evaluator]:
+    judge = OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=5)
+    options = EvaluatorOptions(judge_model="judge-sim", max_attempts=3, retry_base_s=0.5,
+                               retry_max_s=10)
+    yield Evaluator(registry=load_registry(), store=store, judge=judge, options=options,
+                    jitter=lambda: 0.0)
+    judge.close()
+
+
+def job(metric: str = "rag_qa", **changes: Any) -> Job:
+    return new_job(metric, parse_sample({**SAMPLE, **changes}))
+
+
+def script(sim: RunningSim, *replies: dict[str, Any]) -> None:
+    sim.script([{"match": "", "replies": list(replies), "then": "repeat_last"}])
+
+
+def stored(store: SqlStore) -> list[Any]:
+    return list(store.iter_verdicts())
+
+
+def test_a_good_reply_is_stored_with_its_scores(evaluator: Evaluator, store: SqlStore,
+                                                sim: RunningSim) -> None:
+    outcome = evaluator.run(job(), owner="m1")
+    assert (outcome.kind, outcome.detail) == ("stored", "ok")
+    (verdict,) = stored(store)
+    messages = render_messages(load_registry().get("rag_qa"), parse_sample(SAMPLE))
+    assert verdict.scores == simulated_scores(messages)
+    assert verdict.attempts == 1 and verdict.prompt_tokens and verdict.latency_ms >= 0
+    assert verdict.key.prompt_version == load_registry().get("rag_qa").version
+    assert sim.requests_for(messages) == 1
+
+
+def test_a_redelivered_job_does_not_call_the_judge(evaluator: Evaluator,
+                                                   sim: RunningSim) -> None:
+    the_job = job()
+    assert evaluator.run(the_job, owner="m1").kind == "stored"
+    assert evaluator.run(the_job, owner="m2").kind == "duplicate"
+    assert sim.stats()["requests"] == 1
+
+
+def test_a_job_held_by_another_worker_is_rechecked_later(evaluator: Evaluator,
+                                                         store: SqlStore) -> None:
+    the_job = job()
+    key = evaluator.verdict_key(the_job, load_registry().get("rag_qa"))
+    store.claim(key, owner="other", lease_s=60, now=datetime.now(UTC))
+    outcome = evaluator.run(the_job, owner="m1")
+    assert outcome.kind == "retry" and outcome.retry_job == the_job
+    assert 0 < outcome.countdown_s <= 5
+
+
+def test_an_unusable_reply_is_reasked_once_with_the_problem(evaluator: Evaluator,
+                                                            store: SqlStore,
+                                                            sim: RunningSim) -> None:
+    script(sim, {"status": 200, "content": '{"faithfulness": 1.7}'},
+           {"status": 200, "content": GOOD_RAG})
+    assert evaluator.run(job(), owner="m1").detail == "ok"
+    (verdict,) = stored(store)
+    assert verdict.scores == {"faithfulness": 0.9, "context_relevance": 0.8,
+                              "answer_relevance": 1.0, "semantic_similarity": 0.7}
+    assert verdict.attempts == 2
+    assert sim.stats()["requests"] == 2
+
+
+def test_two_unusable_replies_make_a_failed_verdict_with_the_raw_output(
+    evaluator: Evaluator, store: SqlStore, sim: RunningSim,
+) -> None:
+    script(sim, {"status": 200, "content": "I think it is fine."},
+           {"status": 200, "content": '{"faithfulness": 0.9, "context_rel',
+            "finish_reason": "length"})
+    assert evaluator.run(job(), owner="m1").detail == "failed"
+    (verdict,) = stored(store)
+    assert verdict.status == "failed" and verdict.error_class == "truncated"
+    assert "first reply" in (verdict.error or "")
+    assert verdict.raw_output == '{"faithfulness": 0.9, "context_rel'
+    assert verdict.scores == dict.fromkeys(verdict.scores)  # every score null, none guessed
+    assert sim.stats()["requests"] == 2
+
+
+def test_a_judge_declared_failure_is_a_verdict(evaluator: Evaluator, store: SqlStore,
+                                               sim: RunningSim) -> None:
+    script(sim, {"status": 200, "content": (
+        '{"faithfulness": null, "context_relevance": null, "answer_relevance": null, '
+        '"semantic_similarity": null, "evaluation_status": "failed", '
+        '"reason": "Input parsing error: missing user question.", "error": null}')})
+    assert evaluator.run(job(), owner="m1").detail == "failed"
+    (verdict,) = stored(store)
+    assert verdict.error_class == "judge_declared"
+    assert "missing user question" in (verdict.reason or "")
+    assert sim.stats()["requests"] == 1  # a valid verdict: no re-ask
+
+
+def test_rate_limited_job_is_retried_after_retry_after(evaluator: Evaluator, store: SqlStore,
+                                                       sim: RunningSim) -> None:
+    script(sim, {"status": 429, "retry_after": 4})
+    the_job = job()
+    outcome = evaluator.run(the_job, owner="m1")
+    assert outcome.kind == "retry"
+    assert outcome.countdown_s == pytest.approx(4.0)
+    assert outcome.retry_job is not None and outcome.retry_job.attempt == 2
+    assert stored(store) == []
+    # The claim was released: the retry (another message) can take the key at once.
+    script(sim, {"status": 200, "content": GOOD_RAG})
+    assert evaluator.run(outcome.retry_job, owner="m2").detail == "ok"
+    (verdict,) = stored(store)
+    assert verdict.attempts == 2
+
+
+def test_server_errors_back_off_exponentially_then_dead_letter(evaluator: Evaluator,
+                                                               store: SqlStore,
+                                                               sim: RunningSim) -> None:
+    script(sim, {"status": 500})
+    current, countdowns = job(), []
+    for _ in range(2):
+        outcome = evaluator.run(current, owner=f"m{current.attempt}")
+        assert outcome.kind == "retry" and outcome.retry_job is not None
+        countdowns.append(outcome.countdown_s)
+        current = outcome.retry_job
+    assert countdowns == [0.25, 0.5]  # base 0.5 s, doubled, lower half of the jitter
+    outcome = evaluator.run(current, owner="m3")
+    assert (outcome.kind, outcome.detail) == ("dead_letter", "judge_unavailable")
+    (letter,) = store.iter_dead_letters()
+    assert letter.attempts == 3 and letter.payload["sample"]["id"] == "req-1"
+    assert "gave up after 3 attempts" in letter.error
+    assert stored(store) == []
+
+
+@pytest.mark.parametrize("status", [400, 401, 404])
+def test_rejections_become_dead_letters_at_once(status: int, evaluator: Evaluator,
+                                                store: SqlStore, sim: RunningSim) -> None:
+    script(sim, {"status": status})
+    outcome = evaluator.run(job(), owner="m1")
+    assert (outcome.kind, outcome.detail) == ("dead_letter", "judge_rejected")
+    (letter,) = store.iter_dead_letters()
+    assert str(status) in letter.error
+    assert sim.stats()["requests"] == 1
+
+
+def test_unknown_metric_becomes_a_dead_letter(evaluator: Evaluator, store: SqlStore) -> None:
+    assert evaluator.run(job("retired_metric"), owner="m1").detail == "unknown_metric"
+    (letter,) = store.iter_dead_letters()
+    assert letter.metric == "retired_metric"
+
+
+def test_a_sample_missing_a_required_input_becomes_a_dead_letter(
+    evaluator: Evaluator, store: SqlStore, sim: RunningSim,
+) -> None:
+    assert evaluator.run(job("rec_faithfulness"), owner="m1").detail == "invalid_sample"
+    (letter,) = store.iter_dead_letters()
+    assert "fields.product_title" in letter.error
+    assert sim.stats()["requests"] == 0
+
+
+def test_per_metric_judge_model_keys_the_verdict(store: SqlStore, sim: RunningSim) -> None:
+    judge = OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=5)
+    options = EvaluatorOptions(judge_model="judge-a", judge_models={"rag_qa": "judge-b"})
+    evaluator = Evaluator(registry=load_registry(), store=store, judge=judge, options=options)
+    evaluator.run(job(), owner="m1")
+    judge.close()
+    (verdict,) = stored(store)
+    assert verdict.key.judge_model == "judge-b"
