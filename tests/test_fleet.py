@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from click.testing import CliRunner
 
@@ -177,6 +178,76 @@ def test_sample_text_reaches_the_judge_verbatim_and_leaves_the_verdict_alone(
     assert sim.stats()["by_prompt"] == {prompt_key(messages): 1}
     (verdict,) = export(settings)
     assert verdict["raw_scores"] == expected_scores(sample)
+
+
+def product_fields(n: int) -> dict[str, str]:
+    return {"product_title": f"Trail runner {n}", "base_price": "$120", "final_price": "$96",
+            "product_opinion_summary": "Light, grippy on wet rock, runs half a size small."}
+
+
+def test_every_builtin_metric_end_to_end(
+    settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
+    tmp_path: Path,
+) -> None:
+    samples = [{**s, "reference": s["reference"] or "(B)", "fields": product_fields(n)}
+               for n, s in enumerate(make_samples(20))]
+    metrics = ["rag_qa", "context_precision", "bbh_match", "rec_faithfulness"]
+    arguments = [arg for name in metrics for arg in ("--metric", name)]
+    result = cli(settings, "produce", str(write_jsonl(tmp_path / "s.jsonl", samples)),
+                 *arguments)
+    assert result.exit_code == 0, result.output
+    start_worker(settings, queues=metrics, concurrency=16)
+    wait_until(lambda: len(export(settings)) == 80, timeout_s=120, what="80 verdicts")
+    registry = load_registry()
+    by_key = {(v["metric"], v["sample_id"]): v for v in export(settings)}
+    for name in metrics:
+        metric = registry.get(name)
+        for sample in samples:
+            verdict = by_key[(name, sample["id"])]
+            assert verdict["status"] == "ok", verdict
+            assert verdict["prompt_version"] == metric.version
+            predicted = simulated_scores(render_messages(metric, parse_sample(sample)))
+            for score, spec in metric.spec.scores.items():
+                raw = predicted[spec.source]
+                low, high = spec.scale
+                normalised = float(raw) if isinstance(raw, bool) else (raw - low) / (high - low)
+                assert verdict["raw_scores"][score] == raw
+                assert verdict["scores"][score] == pytest.approx(normalised)
+    assert sim.stats()["requests"] == 80
+
+
+def test_truncated_judge_output_ends_as_failed_verdicts_after_one_reask(
+    settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
+    tmp_path: Path,
+) -> None:
+    sim.configure(truncated_rate=1.0)
+    assert cli(settings, "produce", str(write_jsonl(tmp_path / "s.jsonl", make_samples(20))),
+               "--metric", "rag_qa").exit_code == 0
+    start_worker(settings, queues=["rag_qa"])
+    wait_until(lambda: len(export(settings)) == 20, timeout_s=60, what="20 verdicts")
+    verdicts = export(settings)
+    assert {(v["status"], v["error_class"]) for v in verdicts} == {("failed", "truncated")}
+    assert all(v["attempts"] == 2 and v["raw_output"] for v in verdicts)
+    assert all(v["scores"] == dict.fromkeys(v["scores"]) for v in verdicts)
+    assert sim.stats()["requests"] == 40
+
+
+def test_malformed_judge_output_is_repaired(
+    settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
+    tmp_path: Path,
+) -> None:
+    sim.configure(malformed_rate=1.0, malformed_kinds=["trailing_comma", "single_quotes",
+                                                       "prose_around", "python_literals"])
+    samples = make_samples(20)
+    assert cli(settings, "produce", str(write_jsonl(tmp_path / "s.jsonl", samples)),
+               "--metric", "rag_qa").exit_code == 0
+    start_worker(settings, queues=["rag_qa"])
+    wait_until(lambda: len(export(settings)) == 20, timeout_s=60, what="20 verdicts")
+    by_id = {v["sample_id"]: v for v in export(settings)}
+    for sample in samples:
+        assert by_id[sample["id"]]["status"] == "ok"
+        assert by_id[sample["id"]]["raw_scores"] == expected_scores(sample)
+    assert sim.stats()["requests"] == 20
 
 
 def test_produce_reports_bad_lines_and_enqueues_the_rest(

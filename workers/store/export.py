@@ -8,7 +8,11 @@ from workers.store.base import VerdictRecord
 
 
 def export_row(record: VerdictRecord) -> dict[str, Any]:
-    """The contract's JSON object for one verdict (plus ``error_class`` and ``timestamp``)."""
+    """The contract's JSON object for one verdict.
+
+    Beyond the contract's keys it carries ``error_class``, ``raw_output`` (the
+    judge's last reply, verbatim) and ``timestamp`` (the sample's).
+    """
     return {
         "sample_id": record.key.sample_id,
         "metric": record.key.metric,
@@ -18,6 +22,7 @@ def export_row(record: VerdictRecord) -> dict[str, Any]:
         "reason": record.reason,
         "error": record.error,
         "error_class": record.error_class,
+        "raw_output": record.raw_output,
         "judge_model": record.key.judge_model,
         "prompt_version": record.key.prompt_version,
         "attempts": record.attempts,
