@@ -97,7 +97,7 @@ def produce(state: _Context, file: str, metric_names: tuple[str, ...],
     from producers.pipeline import produce as run_produce
     from producers.source import read_lines
 
-    registry = load_registry()
+    registry = load_registry(state.settings.metrics_dir)
     try:
         metrics = [registry.get(name) for name in dict.fromkeys(metric_names)]
     except EvalfleetError as exc:
@@ -152,7 +152,7 @@ def worker(state: _Context, queues: str, concurrency: int | None, pool: str,
     from evalfleet.metric import load_registry
     from workers.app import create_app
 
-    registry = load_registry()
+    registry = load_registry(state.settings.metrics_dir)
     names = [name.strip() for name in queues.split(",") if name.strip()]
     try:
         for name in names:
@@ -202,7 +202,8 @@ def metrics(ctx: click.Context) -> None:
         return
     from evalfleet.metric import load_registry
 
-    for metric in load_registry():
+    state = ctx.ensure_object(_Context)
+    for metric in load_registry(state.settings.metrics_dir):
         scores = ", ".join(metric.spec.scores)
         click.echo(f"{metric.name:<20} {metric.queue:<26} {metric.version}  scores: {scores}")
 
@@ -211,7 +212,8 @@ def metrics(ctx: click.Context) -> None:
 @click.argument("name")
 @click.option("--sample", "sample_path", type=click.Path(dir_okay=False, allow_dash=True),
               default=None, help="JSONL file (or -): render the messages for its first record.")
-def metrics_show(name: str, sample_path: str | None) -> None:
+@pass_context
+def metrics_show(state: _Context, name: str, sample_path: str | None) -> None:
     """Show metric NAME: its file, version, scores, and the messages a sample renders to."""
     from evalfleet.metric import load_registry
     from evalfleet.sample import parse_sample_line
@@ -219,7 +221,7 @@ def metrics_show(name: str, sample_path: str | None) -> None:
     from workers.renderer import render_messages
 
     try:
-        metric = load_registry().get(name)
+        metric = load_registry(state.settings.metrics_dir).get(name)
     except EvalfleetError as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(f"metric:  {metric.name} (queue {metric.queue}, prompt version {metric.version})")

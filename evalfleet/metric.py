@@ -383,16 +383,26 @@ class MetricRegistry:
         return iter(self._metrics[name] for name in self.names())
 
 
-def load_registry(directory: Path | None = None) -> MetricRegistry:
-    """Load every ``*.yaml`` metric file in ``directory`` (default: the bundled ``prompts/``).
+def load_registry(extra_dir: Path | None = None) -> MetricRegistry:
+    """Load the bundled metric files, then those in ``extra_dir``.
+
+    A file in ``extra_dir`` adds a metric, or replaces the bundled metric of the
+    same name.
 
     Raises:
         InvalidMetricSpec: When any file is invalid.
     """
-    if directory is None:
-        directory = Path(str(resources.files("prompts")))
+    metrics = {m.name: m for m in _load_dir(Path(str(resources.files("prompts"))))}
+    if extra_dir is not None:
+        if not extra_dir.is_dir():
+            raise InvalidMetricSpec("metrics directory does not exist", path=str(extra_dir))
+        metrics.update({m.name: m for m in _load_dir(extra_dir)})
+    return MetricRegistry(metrics.values())
+
+
+def _load_dir(directory: Path) -> list[Metric]:
     files = sorted(p for p in directory.glob("*.yaml") if not p.name.endswith(".examples.yaml"))
-    return MetricRegistry(load_metric_file(path) for path in files)
+    return [load_metric_file(path) for path in files]
 
 
 def _is_sample_path(path: str) -> bool:

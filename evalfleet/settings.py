@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     )
     """API key sent to the judge."""
 
+    metrics_dir: Path | None = None
+    """Extra metric files (``*.yaml``); they add metrics or replace bundled ones by name."""
+
     judge_model: str = "gpt-4o-mini"
     """Default judge model; a metric file or ``judge_models`` may override it."""
 

@@ -216,6 +216,54 @@ def test_every_builtin_metric_end_to_end(
     assert sim.stats()["requests"] == 80
 
 
+TONE_METRIC = """
+name: tone
+description: Is the answer polite? A metric added as a file, with no code.
+judge: {response_format: json_schema, max_tokens: 200}
+variables:
+  answer: {from: output, required: true}
+messages:
+  - role: system
+    syntax: none
+    template: You grade the politeness of customer support answers.
+  - role: user
+    syntax: jinja
+    template: |
+      Rate the politeness of this answer from 1 to 5 and explain briefly.
+      Answer: {{ answer }}
+      Reply with JSON: {"politeness": <1-5>, "why": "<one sentence>"}
+output:
+  format: json
+  fields:
+    politeness: {type: integer, minimum: 1, maximum: 5}
+    why: {type: string}
+  reason_fields: [why]
+scores:
+  politeness: {from: politeness, scale: [1, 5]}
+"""
+
+
+def test_a_metric_added_as_a_file_runs_end_to_end(
+    settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
+    tmp_path: Path,
+) -> None:
+    metrics_dir = tmp_path / "metrics"
+    metrics_dir.mkdir()
+    (metrics_dir / "tone.yaml").write_text(TONE_METRIC)
+    settings = settings.model_copy(update={"metrics_dir": metrics_dir})
+    listing = cli(settings, "metrics")
+    assert "tone                 eval.tone" in listing.output
+    samples = make_samples(10)
+    assert cli(settings, "produce", str(write_jsonl(tmp_path / "s.jsonl", samples)),
+               "--metric", "tone").exit_code == 0
+    start_worker(settings, queues=["tone"])
+    wait_until(lambda: len(export(settings)) == 10, timeout_s=60, what="10 verdicts")
+    for verdict in export(settings, "--metric", "tone"):
+        assert verdict["status"] == "ok", verdict
+        assert verdict["raw_scores"]["politeness"] in range(1, 6)
+        assert verdict["scores"]["politeness"] == (verdict["raw_scores"]["politeness"] - 1) / 4
+
+
 def test_truncated_judge_output_ends_as_failed_verdicts_after_one_reask(
     settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
     tmp_path: Path,

@@ -31,7 +31,7 @@ def build_runtime(settings: Settings, *, concurrency: int) -> Runtime:
     Raises:
         InvalidMetricSpec: When a metric file is broken (the worker must not start).
     """
-    registry = load_registry()
+    registry = load_registry(settings.metrics_dir)
     for metric in registry:
         check_templates(metric)
     store = open_store(settings.resolved_database_url(), pool_size=concurrency)

@@ -33,7 +33,7 @@ from workers.store import VerdictStore, migrate, open_store
 DRAIN_TIMEOUT_S = 300.0
 
 #: Metrics the demo enqueues each sample for (those the samples carry inputs for).
-DEMO_METRICS = ("rag_qa",)
+DEMO_METRICS = ("rag_qa", "context_precision")
 
 
 def run_demo(
@@ -57,7 +57,7 @@ def run_demo(
         stack.callback(store.close)
         migrate(store.engine)
 
-        registry = load_registry()
+        registry = load_registry(settings.metrics_dir)
         metrics = [registry.get(name) for name in DEMO_METRICS]
         errors: list[InvalidSample] = []
         enqueuer = Enqueuer(settings)

@@ -83,3 +83,21 @@ def test_defaults_and_lists() -> None:
     assert values["context"] == "[1] one\n[2] two"
     assert values["evaluation_goal"] == "balanced"
     assert values["reference"] == ""
+
+
+def test_extra_directory_adds_and_replaces_metrics(tmp_path: Path) -> None:
+    replaced = copy_metric(tmp_path)
+    replaced.write_text(replaced.read_text().replace("### Task", "### Task (ours)"))
+    shutil.copy(BUNDLED / "rec_faithfulness.yaml", tmp_path / "rec_copy.yaml")
+    (tmp_path / "rec_copy.yaml").write_text(
+        (tmp_path / "rec_copy.yaml").read_text().replace("name: rec_faithfulness",
+                                                         "name: rec_copy"))
+    registry = load_registry(tmp_path)
+    assert "rec_copy" in registry.names()
+    assert registry.get("rag_qa").path == str(replaced)
+    assert registry.get("rag_qa").version != load_registry().get("rag_qa").version
+
+
+def test_missing_extra_directory_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(InvalidMetricSpec, match="does not exist"):
+        load_registry(tmp_path / "nope")
