@@ -12,6 +12,7 @@
     ├── JudgeError                   the judge call itself failed
     │   ├── JudgeUnavailable         retry later: transport, timeout, 429, 5xx
     │   └── JudgeRejected            retrying will not help: 400, 401, 403, 404
+    ├── StoreUnavailable             retry later: the database cannot be reached
     └── SimNotStarted                the judge simulator did not come up (judgesim.server)
 
 A judge that answered with an unusable verdict is not an exception: the parser
@@ -120,3 +121,7 @@ class JudgeUnavailable(JudgeError):
 
 class JudgeRejected(JudgeError):
     """The judge refused the request (bad request, auth, unknown model)."""
+
+
+class StoreUnavailable(EvalfleetError):
+    """The verdict store cannot be reached (connection refused, lost, server down)."""

@@ -22,7 +22,10 @@ from workers.store import VerdictStore, migrate, open_store
 from workers.store.schema import metadata
 
 POSTGRES_ADMIN_URL = os.environ.get("EVALFLEET_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
-REDIS_URL = os.environ.get("EVALFLEET_TEST_REDIS", "redis://127.0.0.1:6379/11")
+REDIS_SERVER_URL = os.environ.get("EVALFLEET_TEST_REDIS", "redis://127.0.0.1:6379")
+
+#: Key that marks a Redis database as taken by a running test session.
+_REDIS_LOCK = "evalfleet-test-session"
 
 #: Environment variables that would leak the developer's configuration into tests.
 _CONFIG_PREFIXES = ("EVALFLEET_", "OPENAI_")
@@ -70,11 +73,27 @@ def store(database_url: str) -> Iterator[VerdictStore]:
     verdict_store.close()
 
 
+@pytest.fixture(scope="session")
+def redis_session_url() -> Iterator[str]:
+    """A Redis database of its own for this test session (sessions may run side by side)."""
+    session = uuid.uuid4().hex
+    for db in range(1, 16):
+        client = redis.Redis.from_url(f"{REDIS_SERVER_URL}/{db}")
+        if client.set(_REDIS_LOCK, session, nx=True, ex=6 * 3600):
+            yield f"{REDIS_SERVER_URL}/{db}"
+            client.flushdb()
+            return
+    raise RuntimeError("every Redis database 1-15 is taken by another test session")
+
+
 @pytest.fixture
-def redis_url() -> str:
-    """The test Redis database, flushed for this test."""
-    redis.Redis.from_url(REDIS_URL).flushdb()
-    return REDIS_URL
+def redis_url(redis_session_url: str) -> str:
+    """This session's Redis database, flushed for this test."""
+    client = redis.Redis.from_url(redis_session_url)
+    session = client.get(_REDIS_LOCK)
+    client.flushdb()
+    client.set(_REDIS_LOCK, session or b"", ex=6 * 3600)
+    return redis_session_url
 
 
 @pytest.fixture(scope="session")

@@ -14,17 +14,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 from celery import Celery, Task
+from celery.exceptions import Reject
 from celery.signals import after_setup_logger, after_setup_task_logger
 
 from evalfleet.broker import broker_transport_options, is_redis
-from evalfleet.errors import InvalidMessage
+from evalfleet.errors import InvalidMessage, StoreUnavailable
 from evalfleet.log import install_secret_filter
-from evalfleet.message import EVALUATE_TASK, decode_job, encode_job, queue_for
+from evalfleet.message import EVALUATE_TASK, Job, decode_job, encode_job, queue_for
 from evalfleet.settings import Settings
 from workers.runtime import LazyRuntime, Runtime
 from workers.store import DeadLetter
 
 logger = logging.getLogger(__name__)
+
+#: Seconds before a job runs again when the database could not be reached.
+STORE_RETRY_S = 10.0
 
 
 def create_app(settings: Settings, *, concurrency: int) -> Celery:
@@ -65,14 +69,18 @@ def celery_config(settings: Settings, *, concurrency: int) -> dict[str, Any]:
 
 
 def _register_evaluate(app: Celery, runtime: LazyRuntime) -> None:
-    @app.task(name=EVALUATE_TASK, bind=True)
+    # shared=False: the task belongs to this app only, with this app's runtime.
+    @app.task(name=EVALUATE_TASK, bind=True, shared=False)
     def evaluate(task: Task, message: Any) -> str:
         """Judge one sample on one metric and store the verdict."""
         return run_message(task, message, runtime.get())
 
 
 def run_message(task: Task, message: Any, runtime: Runtime) -> str:
-    """Run one message through the evaluator and carry out a retry decision.
+    """Run one message through the evaluator and carry out what it decides.
+
+    Nothing is acknowledged unless it ended as a verdict, a dead letter or a
+    re-published job: when even that fails, the message goes back to the queue.
 
     Returns:
         The outcome kind, for Celery's log line.
@@ -80,20 +88,48 @@ def run_message(task: Task, message: Any, runtime: Runtime) -> str:
     try:
         job = decode_job(message)
     except InvalidMessage as exc:
-        runtime.store.save_dead_letter(_undecodable(message, exc), key=None, owner="")
         logger.warning("dead letter: %s", exc)
+        _keep_as_dead_letter(runtime, _undecodable(message, exc))
         return "dead_letter"
-    outcome = runtime.evaluator.run(job, owner=str(task.request.id))
+    try:
+        outcome = runtime.evaluator.run(job, owner=str(task.request.id))
+    except StoreUnavailable as exc:
+        # Same message id, so a claim this delivery holds is still its own.
+        logger.warning("%s; %s/%s runs again in %ss", exc, job.metric, job.sample.id,
+                       STORE_RETRY_S)
+        _publish(task, job, countdown_s=STORE_RETRY_S, task_id=str(task.request.id))
+        return "retry"
+    except Exception as exc:  # a bug must not lose the job: keep it for replay
+        logger.exception("dead letter: %s/%s failed unexpectedly", job.metric, job.sample.id)
+        _keep_as_dead_letter(runtime, DeadLetter(
+            sample_id=job.sample.id, metric=job.metric, error_class="internal_error",
+            error=f"{type(exc).__name__}: {exc}", attempts=job.attempt,
+            payload=encode_job(job), created_at=datetime.now(UTC),
+        ))
+        return "dead_letter"
     if outcome.retry_job is not None:
         # Publish the retry before this delivery is acknowledged: at worst a
         # crash in between runs the job twice, and the claim makes that harmless.
-        task.apply_async(
-            args=[encode_job(outcome.retry_job)], queue=queue_for(job.metric),
-            countdown=outcome.countdown_s,
-        )
+        _publish(task, outcome.retry_job, countdown_s=outcome.countdown_s)
         logger.info("retry %s/%s in %.1fs: %s", job.metric, job.sample.id,
                     outcome.countdown_s, outcome.detail)
     return outcome.kind
+
+
+def _publish(task: Task, job: Job, *, countdown_s: float, task_id: str | None = None) -> None:
+    try:
+        task.apply_async(args=[encode_job(job)], queue=queue_for(job.metric),
+                         countdown=countdown_s, task_id=task_id)
+    except Exception as exc:
+        # Put the message back rather than acknowledge a job that went nowhere.
+        raise Reject(f"cannot re-publish: {exc}", requeue=True) from exc
+
+
+def _keep_as_dead_letter(runtime: Runtime, letter: DeadLetter) -> None:
+    try:
+        runtime.store.save_dead_letter(letter, key=None, owner="")
+    except Exception as exc:
+        raise Reject(f"cannot store the dead letter: {exc}", requeue=True) from exc
 
 
 def _undecodable(message: Any, exc: InvalidMessage) -> DeadLetter:

@@ -6,12 +6,15 @@ Every write is one short transaction; no connection is held across a judge call.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, Table, delete, exists, func, select
 from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.exc import InterfaceError, OperationalError
 
+from evalfleet.errors import StoreUnavailable
 from workers.store.base import (
     Claim,
     ClaimState,
@@ -37,10 +40,20 @@ class SqlStore(VerdictStore):
         """The dialect's INSERT construct (it carries ``on_conflict_*``)."""
         raise NotImplementedError
 
+    @contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        with _unavailable_on_disconnect(), self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        with _unavailable_on_disconnect(), self.engine.connect() as conn:
+            yield conn
+
     def claim(self, key: VerdictKey, *, owner: str, lease_s: float, now: datetime) -> Claim:
         """See :meth:`VerdictStore.claim`."""
         now = to_utc(now)
-        with self.engine.begin() as conn:
+        with self._transaction() as conn:
             if conn.execute(select(exists().where(*_key_filter(key)))).scalar():
                 return Claim(ClaimState.DONE)
             digest, expires_at = key.digest(), now + timedelta(seconds=lease_s)
@@ -64,7 +77,7 @@ class SqlStore(VerdictStore):
 
     def release(self, key: VerdictKey, *, owner: str) -> None:
         """See :meth:`VerdictStore.release`."""
-        with self.engine.begin() as conn:
+        with self._transaction() as conn:
             _drop_claim(conn, key, owner)
 
     def save_verdict(self, record: VerdictRecord, *, owner: str) -> bool:
@@ -73,7 +86,7 @@ class SqlStore(VerdictStore):
         row = _verdict_row(record) | {"sample_ts": sample_ts}
         statement = self.insert(verdicts).values(**row).on_conflict_do_nothing()
         statement = statement.returning(verdicts.c.id)
-        with self.engine.begin() as conn:
+        with self._transaction() as conn:
             verdict_id = conn.execute(statement).scalar()
             # Only real values go to the aggregation table; nulls stay in the verdict.
             score_rows = [
@@ -88,7 +101,7 @@ class SqlStore(VerdictStore):
 
     def save_dead_letter(self, letter: DeadLetter, *, key: VerdictKey | None, owner: str) -> None:
         """See :meth:`VerdictStore.save_dead_letter`."""
-        with self.engine.begin() as conn:
+        with self._transaction() as conn:
             conn.execute(dead_letters.insert().values(
                 sample_id=letter.sample_id, metric=letter.metric, error_class=letter.error_class,
                 error=letter.error, attempts=letter.attempts, payload=letter.payload,
@@ -109,7 +122,7 @@ class SqlStore(VerdictStore):
             query = query.where(verdicts.c.created_at >= to_utc(since))
         if until is not None:
             query = query.where(verdicts.c.created_at < to_utc(until))
-        with self.engine.connect() as conn:
+        with self._connection() as conn:
             result = conn.execution_options(yield_per=STREAM_BATCH_ROWS).execute(query)
             for row in result.mappings():
                 yield _verdict_record(row)
@@ -119,7 +132,7 @@ class SqlStore(VerdictStore):
         query = select(dead_letters).order_by(dead_letters.c.id)
         if metric is not None:
             query = query.where(dead_letters.c.metric == metric)
-        with self.engine.connect() as conn:
+        with self._connection() as conn:
             for row in conn.execute(query).mappings():
                 yield DeadLetter(
                     sample_id=row["sample_id"], metric=row["metric"],
@@ -130,7 +143,7 @@ class SqlStore(VerdictStore):
 
     def counts(self) -> StoreCounts:
         """See :meth:`VerdictStore.counts`."""
-        with self.engine.connect() as conn:
+        with self._connection() as conn:
             return StoreCounts(
                 verdicts=conn.execute(select(func.count()).select_from(verdicts)).scalar_one(),
                 dead_letters=conn.execute(
@@ -140,6 +153,15 @@ class SqlStore(VerdictStore):
     def close(self) -> None:
         """See :meth:`VerdictStore.close`."""
         self.engine.dispose()
+
+
+@contextmanager
+def _unavailable_on_disconnect() -> Iterator[None]:
+    """Translate "the database cannot be reached" into :class:`StoreUnavailable`."""
+    try:
+        yield
+    except (OperationalError, InterfaceError) as exc:
+        raise StoreUnavailable(f"the database is unavailable: {type(exc.orig).__name__}") from exc
 
 
 def to_utc(moment: datetime) -> datetime:

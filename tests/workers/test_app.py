@@ -1,0 +1,108 @@
+"""The Celery edge: broker settings that keep jobs safe, and no job acknowledged into nowhere."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from celery import Celery, Task
+
+from evalfleet.message import EVALUATE_TASK, encode_job, new_job
+from evalfleet.sample import parse_sample
+from evalfleet.settings import Settings
+from workers.app import celery_config, create_app, run_message
+from workers.runtime import Runtime, build_runtime
+from workers.store import SqlStore
+
+SAMPLE = {"id": "req-1", "input": "q", "output": "a"}
+
+
+def test_redis_settings_keep_jobs_across_crashes(settings: Settings) -> None:
+    config = celery_config(settings, concurrency=256)
+    assert config["task_acks_late"] and config["task_reject_on_worker_lost"]
+    assert config["worker_prefetch_multiplier"] == 1 and config["worker_disable_prefetch"]
+    assert config["worker_cancel_long_running_tasks_on_connection_loss"]
+    assert config["result_backend"] is None and config["task_ignore_result"]
+    assert config["accept_content"] == ["json"] and config["task_serializer"] == "json"
+    options = config["broker_transport_options"]
+    assert options["visibility_timeout"] > settings.retry_max_s
+    # Late acks from many threads at once exhaust a pool sized for the default
+    # of 10 connections ("Too many connections", duplicate runs).
+    assert options["max_connections"] >= 256 + 32
+
+
+def test_embedded_broker_needs_no_server(tmp_path: Path) -> None:
+    config = celery_config(Settings(data_dir=tmp_path), concurrency=4)
+    assert not config["worker_disable_prefetch"]
+    assert Path(config["broker_transport_options"]["data_folder_in"]).is_dir()
+
+
+@pytest.fixture
+def task(settings: Settings) -> Iterator[tuple[Celery, Task]]:
+    app = create_app(settings, concurrency=4)
+    evaluate = app.tasks[EVALUATE_TASK]
+    evaluate.push_request(id="message-1")
+    yield app, evaluate
+    evaluate.pop_request()
+    app.close()
+
+
+def queued(redis_url: str, queue: str = "eval.rag_qa") -> list[dict[str, object]]:
+    return [json.loads(raw) for raw in redis.Redis.from_url(redis_url).lrange(queue, 0, -1)]
+
+
+def test_an_unreachable_database_sends_the_job_round_again(
+    settings: Settings, task: tuple[Celery, Task], redis_url: str,
+) -> None:
+    unreachable = settings.model_copy(
+        update={"database_url": "postgresql+psycopg://postgres@127.0.0.1:1/evalfleet"})
+    runtime = build_runtime(unreachable, concurrency=1)
+    message = encode_job(new_job("rag_qa", parse_sample(SAMPLE)))
+    assert run_message(task[1], message, runtime) == "retry"
+    (republished,) = queued(redis_url)
+    headers = republished["headers"]
+    assert isinstance(headers, dict)
+    assert headers["id"] == "message-1" and headers["eta"] is not None
+
+
+def test_an_undecodable_message_becomes_a_dead_letter(
+    settings: Settings, task: tuple[Celery, Task], store: SqlStore,
+) -> None:
+    runtime = build_runtime(settings, concurrency=1)
+    assert run_message(task[1], {"v": 1, "metric": "rag_qa"}, runtime) == "dead_letter"
+    (letter,) = store.iter_dead_letters()
+    assert letter.error_class == "invalid_message" and letter.metric == "rag_qa"
+    assert letter.payload == {"v": 1, "metric": "rag_qa"}
+
+
+BROKEN_METRIC = """
+name: broken
+variables:
+  answer: {from: output}
+messages:
+  - role: user
+    syntax: jinja
+    template: "{{ answer.__class__.__mro__ }}"
+output:
+  format: json
+  fields:
+    score: {type: number, minimum: 0, maximum: 1}
+scores:
+  score: {from: score}
+"""
+
+
+def test_an_unexpected_error_keeps_the_job_as_a_dead_letter(
+    settings: Settings, task: tuple[Celery, Task], store: SqlStore, tmp_path: Path,
+) -> None:
+    (tmp_path / "broken.yaml").write_text(BROKEN_METRIC)
+    runtime: Runtime = build_runtime(settings.model_copy(update={"metrics_dir": tmp_path}),
+                                     concurrency=1)
+    message = encode_job(new_job("broken", parse_sample(SAMPLE)))
+    assert run_message(task[1], message, runtime) == "dead_letter"
+    (letter,) = store.iter_dead_letters()
+    assert letter.error_class == "internal_error"
+    assert letter.payload == message
