@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: Broker URL used when none is configured: kombu's file-system transport.
@@ -100,12 +100,14 @@ class Settings(BaseSettings):
     retry_max_s: float = Field(default=300.0, gt=0)
     """Longest backoff delay (also caps a judge's Retry-After)."""
 
-    visibility_timeout_s: int = Field(default=3600, gt=0)
-    """Redis broker: seconds before an unacknowledged job is handed to another worker.
-    Must exceed the longest job plus ``retry_max_s``."""
+    visibility_timeout_s: int = Field(default=900, gt=0)
+    """Redis broker: seconds before an unacknowledged job is handed to another worker
+    (how long the jobs of a crashed worker wait). Must exceed the longest job (two judge
+    calls) plus ``retry_max_s``, or a job waiting out its retry is handed out twice."""
 
-    claim_lease_s: float = Field(default=600.0, gt=0)
-    """How long a worker may hold the exclusive claim on one job's verdict key."""
+    claim_lease_s: float = Field(default=300.0, gt=0)
+    """How long a worker may hold the exclusive claim on one job's verdict key; must
+    exceed the longest job (two judge calls)."""
 
     worker_concurrency: int = Field(default=32, ge=1)
     """Judge calls one worker process keeps in flight."""
@@ -117,6 +119,22 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _timeouts_fit_together(self) -> Settings:
+        longest_job_s = 2 * self.judge_timeout_s  # a call and its re-ask
+        if self.visibility_timeout_s <= longest_job_s + self.retry_max_s:
+            raise ValueError(
+                f"visibility_timeout_s ({self.visibility_timeout_s}) must exceed two judge "
+                f"calls plus retry_max_s ({longest_job_s:g} + {self.retry_max_s:g} s), or "
+                "jobs are handed out twice",
+            )
+        if self.claim_lease_s <= longest_job_s:
+            raise ValueError(
+                f"claim_lease_s ({self.claim_lease_s:g}) must exceed two judge calls "
+                f"({longest_job_s:g} s), or another worker takes over a job still running",
+            )
+        return self
 
     @property
     def embedded_database(self) -> bool:

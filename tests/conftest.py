@@ -118,8 +118,8 @@ def settings(database_url: str, redis_url: str, sim: RunningSim, tmp_path: Path)
     """Settings pointing at the test services, with short retry and recovery times."""
     return Settings(
         database_url=database_url, broker_url=redis_url, openai_base_url=sim.base_url,
-        data_dir=tmp_path / "data", judge_timeout_s=10, retry_base_s=0.2, retry_max_s=2.0,
-        visibility_timeout_s=6, claim_lease_s=30, worker_concurrency=8,
+        data_dir=tmp_path / "data", judge_timeout_s=2, retry_base_s=0.2, retry_max_s=2.0,
+        visibility_timeout_s=7, claim_lease_s=30, worker_concurrency=8,
     )
 
 

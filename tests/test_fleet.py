@@ -146,7 +146,7 @@ def test_sigkill_mid_batch_loses_and_duplicates_nothing(
     stored_at_kill = store.counts().verdicts
     assert stored_at_kill < 200
     # Jobs the dead worker held are handed out again once older than the visibility
-    # timeout (6 s here); a starting worker restores them at once.
+    # timeout (7 s here); a starting worker restores them at once.
     time.sleep(settings.visibility_timeout_s + 1)
     start_worker(settings, queues=["rag_qa"], concurrency=8)
     wait_until(lambda: store.counts().verdicts == 200, timeout_s=120, what="200 verdicts")

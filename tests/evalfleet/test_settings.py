@@ -83,3 +83,13 @@ def test_invalid_values_are_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVALFLEET_SAMPLE_RATE", "1.5")
     with pytest.raises(ValueError, match="sample_rate"):
         Settings()
+
+
+@pytest.mark.parametrize(("values", "words"), [
+    ({"visibility_timeout_s": 400, "judge_timeout_s": 60, "retry_max_s": 300},
+     "visibility_timeout_s \\(400\\) must exceed two judge calls plus retry_max_s"),
+    ({"claim_lease_s": 100, "judge_timeout_s": 60}, "claim_lease_s \\(100\\) must exceed"),
+])
+def test_timeouts_must_fit_together(values: dict[str, float], words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        Settings(**values)  # type: ignore[arg-type]
