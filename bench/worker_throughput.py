@@ -80,11 +80,13 @@ def run_one(*, concurrency: int, jobs: int, base_url: str, latency_ms: float,
     settings = fresh_services(base_url)
     enqueue(settings, jobs)
     store = open_store(settings.resolved_database_url())
-    log = Path(f"/tmp/evalfleet-bench-worker-{concurrency}.log").open("wb")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "evalfleet", "worker", "--queues", "rag_qa",
-         "--concurrency", str(concurrency), "--pool", pool, "--loglevel", "WARNING"],
-        env={**os.environ, **settings.as_environment()}, stdout=log, stderr=subprocess.STDOUT)
+    log_path = Path(f"/tmp/evalfleet-bench-worker-{concurrency}.log")
+    with log_path.open("wb") as log:  # the child keeps its own copy of the descriptor
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "evalfleet", "worker", "--queues", "rag_qa",
+             "--concurrency", str(concurrency), "--pool", pool, "--loglevel", "WARNING"],
+            env={**os.environ, **settings.as_environment()}, stdout=log,
+            stderr=subprocess.STDOUT)
     try:
         while store.counts().verdicts == 0:
             time.sleep(0.01)
@@ -92,7 +94,7 @@ def run_one(*, concurrency: int, jobs: int, base_url: str, latency_ms: float,
         while store.counts().verdicts < jobs:
             time.sleep(0.05)
             if worker.poll() is not None:
-                raise RuntimeError(f"worker exited, see {log.name}")
+                raise RuntimeError(f"worker exited, see {log_path}")
         elapsed = time.monotonic() - started
         measured = jobs - done_start.verdicts
         return {"rate": measured / elapsed,

@@ -6,6 +6,7 @@ broker's folders above all), so they are built here, from the settings, once.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from evalfleet.settings import Settings
@@ -44,7 +45,7 @@ def broker_transport_options(settings: Settings, *, concurrency: int) -> dict[st
     return {}
 
 
-def embedded_broker_folder(settings: Settings) -> Any:
+def embedded_broker_folder(settings: Settings) -> Path:
     """Where the file-system broker keeps its messages."""
     return (settings.data_dir / "broker").resolve()
 

@@ -8,14 +8,16 @@ dead letter, and print a summary per metric and segment.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
@@ -27,7 +29,7 @@ from evalfleet.settings import Settings, mask_url
 from producers.enqueuer import Enqueuer
 from producers.pipeline import produce
 from producers.source import read_lines
-from workers.store import VerdictStore, migrate, open_store
+from workers.store import DeadLetter, VerdictRecord, VerdictStore, migrate, open_store
 
 #: Longest the demo waits for the worker to finish, in seconds.
 DRAIN_TIMEOUT_S = 300.0
@@ -59,11 +61,14 @@ def run_demo(
 
         registry = load_registry(settings.metrics_dir)
         metrics = [registry.get(name) for name in DEMO_METRICS]
+        # In a shared database, tag this run's ids so its verdicts are new and its own.
+        started_at = datetime.now(UTC)
+        tag = "" if settings.embedded_database else f"@{started_at:%Y%m%dT%H%M%S}"
         errors: list[InvalidSample] = []
         enqueuer = Enqueuer(settings)
         try:
-            stats = produce(read_lines(samples), metrics=metrics, rate=1.0, send=enqueuer.send,
-                            on_error=errors.append)
+            stats = produce(_tagged(read_lines(samples), tag), metrics=metrics, rate=1.0,
+                            send=enqueuer.send, on_error=errors.append)
         finally:
             enqueuer.close()
         for error in errors:
@@ -75,10 +80,11 @@ def run_demo(
                                log_path=log_path)
         stack.callback(_stop, worker)
         echo(f"worker started (log: {log_path})")
-        done = _wait_for(store, expected=stats.jobs, worker=worker, echo=echo)
+        run = _Run(store, started_at=started_at, tag=tag)
+        done = _wait_for(run, expected=stats.jobs, worker=worker, echo=echo)
 
-        echo(format_summary(summarise(store.iter_verdicts())))
-        dead = list(store.iter_dead_letters())
+        echo(format_summary(summarise(run.verdicts())))
+        dead = run.dead_letters()
         if dead:
             echo(f"{len(dead)} dead letters, e.g. {dead[0].error_class}: {dead[0].error}")
         return 0 if done else 1
@@ -107,16 +113,41 @@ def _start_worker(
     env = {**os.environ, **settings.as_environment()}
     command = [sys.executable, "-m", "evalfleet", "worker", "--queues", ",".join(metrics),
                "--concurrency", str(concurrency), "--loglevel", "INFO"]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
-def _wait_for(store: VerdictStore, *, expected: int, worker: subprocess.Popen[bytes],
+def _tagged(lines: Iterable[tuple[int, bytes]], tag: str) -> Iterator[tuple[int, bytes]]:
+    """The sample lines with ``tag`` appended to every id."""
+    for number, line in lines:
+        if tag and line.strip():
+            record = json.loads(line)
+            record["id"] = f"{record['id']}{tag}"
+            line = json.dumps(record, ensure_ascii=False).encode()
+        yield number, line
+
+
+class _Run:
+    """This demo run's verdicts and dead letters, told apart by time and id tag."""
+
+    def __init__(self, store: VerdictStore, *, started_at: datetime, tag: str) -> None:
+        self._store, self._started_at, self._tag = store, started_at, tag
+
+    def verdicts(self) -> list[VerdictRecord]:
+        return [v for v in self._store.iter_verdicts(since=self._started_at)
+                if v.key.sample_id.endswith(self._tag)]
+
+    def dead_letters(self) -> list[DeadLetter]:
+        return [d for d in self._store.iter_dead_letters()
+                if d.created_at >= self._started_at and (d.sample_id or "").endswith(self._tag)]
+
+
+def _wait_for(run: _Run, *, expected: int, worker: subprocess.Popen[bytes],
               echo: Callable[[str], None]) -> bool:
     deadline = time.monotonic() + DRAIN_TIMEOUT_S
     while time.monotonic() < deadline:
-        counts = store.counts()
-        if counts.verdicts + counts.dead_letters >= expected:
+        if len(run.verdicts()) + len(run.dead_letters()) >= expected:
             return True
         if worker.poll() is not None:
             echo(f"the worker exited early (code {worker.returncode})")
