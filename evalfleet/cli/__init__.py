@@ -1,0 +1,40 @@
+"""The ``evalfleet`` command line: one thin module per command, settings built once."""
+
+from __future__ import annotations
+
+import click
+
+from evalfleet.cli.context import CliState
+from evalfleet.cli.demo import demo
+from evalfleet.cli.judge_sim import judge_sim
+from evalfleet.cli.metrics import metrics
+from evalfleet.cli.produce import produce
+from evalfleet.cli.store import export, migrate
+from evalfleet.cli.worker import worker
+from evalfleet.log import configure_logging
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--log-level", default="WARNING", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+@click.pass_context
+def main(ctx: click.Context, log_level: str) -> None:
+    """evalfleet: judge sampled production traffic with an LLM, store verdicts, alert on drops.
+
+    Configuration comes from the environment and .env (see the README).
+    """
+    state = ctx.ensure_object(CliState)
+    configure_logging(level=log_level, secrets=_secrets_of(state))
+
+
+def _secrets_of(state: CliState) -> list[str]:
+    try:
+        return state.settings.secret_values()
+    except click.ClickException:  # reported by the command that needs the settings
+        return []
+
+
+for _command in (migrate, produce, worker, export, metrics, demo, judge_sim):
+    main.add_command(_command)

@@ -1,0 +1,58 @@
+"""What every command shares: the settings (built once, on first use) and time parsing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import click
+from pydantic import ValidationError
+
+from evalfleet.settings import Settings
+
+#: Relative time units accepted by --since / --until.
+_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class CliState:
+    """Per-invocation state: the settings, read from the environment on first use."""
+
+    def __init__(self) -> None:
+        self._settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        """The settings; invalid ones end the command with a clear error."""
+        if self._settings is None:
+            try:
+                self._settings = Settings()
+            except ValidationError as exc:
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
+                    for error in exc.errors()
+                )
+                raise click.ClickException(f"invalid settings: {problems}") from None
+        return self._settings
+
+
+pass_state = click.make_pass_decorator(CliState, ensure=True)
+
+
+def parse_time(text: str | None, *, now: datetime | None = None) -> datetime | None:
+    """Parse an ISO 8601 time (zone required) or a relative ``15m``/``2h``/``7d`` ago.
+
+    Raises:
+        ValueError: When ``text`` is neither.
+    """
+    if text is None:
+        return None
+    now = now or datetime.now(UTC)
+    unit = _UNITS_S.get(text[-1:])
+    if unit is not None and text[:-1].isdigit():
+        return now - timedelta(seconds=int(text[:-1]) * unit)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an ISO 8601 time or a duration like 15m") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"{text!r} has no timezone; add Z or +00:00")
+    return moment

@@ -1,0 +1,57 @@
+"""``evalfleet metrics``: list metrics, show one rendered for a sample."""
+
+from __future__ import annotations
+
+import click
+
+from evalfleet.cli.context import CliState, pass_state
+from evalfleet.errors import EvalfleetError
+
+
+@click.group(invoke_without_command=True)
+@click.pass_context
+def metrics(ctx: click.Context) -> None:
+    """List the metrics with their queues and prompt versions (or see `show`)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from evalfleet.metric import load_registry
+
+    state = ctx.ensure_object(CliState)
+    for metric in load_registry(state.settings.metrics_dir):
+        scores = ", ".join(metric.spec.scores)
+        click.echo(f"{metric.name:<20} {metric.queue:<26} {metric.version}  scores: {scores}")
+
+
+@metrics.command("show")
+@click.argument("name")
+@click.option("--sample", "sample_path", type=click.Path(dir_okay=False, allow_dash=True),
+              default=None, help="JSONL file (or -): render the messages for its first record.")
+@pass_state
+def metrics_show(state: CliState, name: str, sample_path: str | None) -> None:
+    """Show metric NAME: its file, version, scores, and the messages a sample renders to."""
+    from evalfleet.metric import load_registry
+    from evalfleet.sample import parse_sample_line
+    from producers.source import read_lines
+    from workers.renderer import render_messages
+
+    try:
+        metric = load_registry(state.settings.metrics_dir).get(name)
+    except EvalfleetError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(f"metric:  {metric.name} (queue {metric.queue}, prompt version {metric.version})")
+    click.echo(f"file:    {metric.path}")
+    click.echo(f"scores:  {', '.join(metric.spec.scores)}")
+    fields = ", ".join(metric.spec.output.fields)
+    click.echo(f"output:  {metric.spec.output.format}, fields {fields}")
+    if sample_path is None:
+        return
+    first = next(((n, line) for n, line in read_lines(sample_path) if line.strip()), None)
+    if first is None:
+        raise click.UsageError(f"{sample_path}: no records")
+    try:
+        sample = parse_sample_line(first[1], record=f"line {first[0]}")
+        messages = render_messages(metric, sample)
+    except EvalfleetError as exc:
+        raise click.ClickException(f"{sample_path}: {exc}") from None
+    for message in messages:
+        click.echo(f"\n----- {message['role']} -----\n{message['content']}")

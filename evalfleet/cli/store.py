@@ -1,0 +1,48 @@
+"""Schema and verdict export: ``evalfleet migrate`` and ``evalfleet export``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from evalfleet.cli.context import CliState, parse_time, pass_state
+
+
+@click.command()
+@pass_state
+def migrate(state: CliState) -> None:
+    """Create or upgrade the verdict store's schema (Alembic)."""
+    from workers.store import migrate as run_migrations
+    from workers.store import open_store
+
+    store = open_store(state.settings.resolved_database_url())
+    try:
+        run_migrations(store.engine)
+    finally:
+        store.close()
+    click.echo(f"schema is up to date ({store.engine.url.render_as_string(hide_password=True)})")
+
+
+@click.command()
+@click.option("--metric", default=None, help="Only this metric.")
+@click.option("--since", default=None, help="Created at or after: ISO 8601 time or 15m/2h/7d ago.")
+@click.option("--until", default=None, help="Created before: ISO 8601 time or 15m/2h/7d ago.")
+@pass_state
+def export(state: CliState, metric: str | None, since: str | None, until: str | None) -> None:
+    """Write verdicts to stdout as JSONL, oldest first."""
+    from workers.store import open_store
+    from workers.store.export import export_row
+
+    try:
+        since_at, until_at = parse_time(since), parse_time(until)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    store = open_store(state.settings.resolved_database_url())
+    out = sys.stdout
+    try:
+        for record in store.iter_verdicts(metric=metric, since=since_at, until=until_at):
+            out.write(json.dumps(export_row(record), ensure_ascii=False) + "\n")
+    finally:
+        store.close()

@@ -1,0 +1,43 @@
+"""``evalfleet worker``: run a Celery worker on some metric queues."""
+
+from __future__ import annotations
+
+import click
+
+from evalfleet.cli.context import CliState, pass_state
+from evalfleet.errors import EvalfleetError
+
+
+@click.command()
+@click.option("--queues", "-Q", required=True,
+              help="Metric names to consume, comma-separated (queue eval.<metric> each).")
+@click.option("--concurrency", "-c", type=click.IntRange(1, 4096), default=None,
+              help="Jobs in flight in this process (default: EVALFLEET_WORKER_CONCURRENCY).")
+@click.option("--pool", type=click.Choice(["threads", "prefork", "solo"]), default="threads",
+              show_default=True, help="Celery execution pool.")
+@click.option("--loglevel", "-l", default="INFO", show_default=True)
+@pass_state
+def worker(state: CliState, queues: str, concurrency: int | None, pool: str,
+           loglevel: str) -> None:
+    """Run a worker that judges jobs from the given metric queues."""
+    from evalfleet.message import queue_for
+    from evalfleet.metric import load_registry
+    from workers.app import create_app
+
+    registry = load_registry(state.settings.metrics_dir)
+    names = [name.strip() for name in queues.split(",") if name.strip()]
+    try:
+        for name in names:
+            registry.get(name)
+    except EvalfleetError as exc:
+        raise click.UsageError(str(exc)) from None
+    settings = state.settings
+    concurrency = concurrency or settings.worker_concurrency
+    app = create_app(settings, concurrency=concurrency)
+    app.worker_main([
+        "worker", "--queues", ",".join(queue_for(name) for name in names),
+        "--concurrency", str(concurrency), "--pool", pool, "--loglevel", loglevel,
+        "--hostname", f"evalfleet-{'-'.join(names)}@%h",
+        # Gossip, mingle and heartbeats cost broker traffic and buy nothing here.
+        "--without-gossip", "--without-mingle", "--without-heartbeat",
+    ])
