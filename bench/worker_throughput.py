@@ -23,11 +23,11 @@ from pathlib import Path
 
 import psycopg
 import redis
+from celery import Celery
 
-from evalfleet.message import new_job
+from evalfleet.message import EVALUATE_TASK, Job, encode_batch, new_job
 from evalfleet.sample import parse_sample
 from evalfleet.settings import Settings
-from producers.enqueuer import Enqueuer
 from workers.store import migrate, open_store
 
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -41,19 +41,21 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--latency-ms", type=float, default=500)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
-    parser.add_argument("--pool", default="threads")
+    parser.add_argument("--batch-size", type=int, default=16, help="Jobs per message.")
+    parser.add_argument("--judge-client", choices=["http", "openai"], default="http")
     args = parser.parse_args()
 
     sim, base_url = start_simulator(args.latency_ms)
     print(f"setup: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"python {platform.python_version()}, pool {args.pool}, {args.jobs} rag_qa jobs, "
+          f"python {platform.python_version()}, judge client {args.judge_client}, "
+          f"{args.jobs} rag_qa jobs in messages of {args.batch_size}, "
           f"judge latency {args.latency_ms:g} ms (simulator in its own process)")
     print(f"{'C':>6} {'verdicts/s':>11} {'C/L':>8} {'of C/L':>7} {'CPU ms/verdict':>15} "
           f"{'peak RSS MB':>12}")
     try:
         for concurrency in args.concurrency:
             row = run_one(concurrency=concurrency, jobs=args.jobs, base_url=base_url,
-                          latency_ms=args.latency_ms, pool=args.pool)
+                          batch_size=args.batch_size, judge_client=args.judge_client)
             ceiling = concurrency / (args.latency_ms / 1000)
             print(f"{concurrency:>6} {row['rate']:>11.1f} {ceiling:>8.1f} "
                   f"{row['rate'] / ceiling:>7.0%} {row['cpu_ms']:>15.2f} {row['rss_mb']:>12.0f}",
@@ -75,16 +77,17 @@ def start_simulator(latency_ms: float) -> tuple[subprocess.Popen[str], str]:
     raise RuntimeError("the simulator did not start")
 
 
-def run_one(*, concurrency: int, jobs: int, base_url: str, latency_ms: float,
-            pool: str) -> dict[str, float]:
-    settings = fresh_services(base_url)
+def run_one(*, concurrency: int, jobs: int, base_url: str, batch_size: int,
+            judge_client: str) -> dict[str, float]:
+    settings = fresh_services(base_url).model_copy(
+        update={"batch_size": batch_size, "judge_client": judge_client})
     enqueue(settings, jobs)
     store = open_store(settings.resolved_database_url())
     log_path = Path(f"/tmp/evalfleet-bench-worker-{concurrency}.log")
     with log_path.open("wb") as log:  # the child keeps its own copy of the descriptor
         worker = subprocess.Popen(
             [sys.executable, "-m", "evalfleet", "worker", "--queues", "rag_qa",
-             "--concurrency", str(concurrency), "--pool", pool, "--loglevel", "WARNING"],
+             "--concurrency", str(concurrency), "--loglevel", "WARNING"],
             env={**os.environ, **settings.as_environment()}, stdout=log,
             stderr=subprocess.STDOUT)
     try:
@@ -114,6 +117,7 @@ def fresh_services(base_url: str) -> Settings:
     settings = Settings(
         database_url=f"postgresql+psycopg://postgres@127.0.0.1:5432/{DATABASE}",
         broker_url=REDIS_URL, openai_base_url=base_url, judge_model="judge-sim",
+        judge_timeout_s=30, retry_max_s=60, visibility_timeout_s=900,
     )
     store = open_store(settings.resolved_database_url())
     migrate(store.engine)
@@ -122,14 +126,22 @@ def fresh_services(base_url: str) -> Settings:
 
 
 def enqueue(settings: Settings, jobs: int) -> None:
-    enqueuer = Enqueuer(settings)
-    for n in range(jobs):
-        enqueuer.send(new_job("rag_qa", parse_sample({
-            "id": f"bench-{n}", "input": f"How long is the return window for order {n}?",
-            "output": "30 days from delivery.", "context": ["Returns: 30 days from delivery."],
-            "reference": "30 days", "attributes": {"app": "bench", "route": "/chat"},
-        })))
-    enqueuer.close()
+    """Publish the jobs as the producers do: batches of ``batch_size`` per message."""
+    app = Celery("bench-producer", broker=settings.resolved_broker_url(), set_as_current=False)
+    batch: list[Job] = []
+    with app.producer_or_acquire() as producer:
+        for n in range(jobs):
+            batch.append(new_job("rag_qa", parse_sample({
+                "id": f"bench-{n}", "input": f"How long is the return window for order {n}?",
+                "output": "30 days from delivery.",
+                "context": ["Returns: 30 days from delivery."],
+                "reference": "30 days", "attributes": {"app": "bench", "route": "/chat"},
+            })))
+            if len(batch) == settings.batch_size or n == jobs - 1:
+                app.send_task(EVALUATE_TASK, args=[encode_batch(batch)], queue="eval.rag_qa",
+                              producer=producer)
+                batch = []
+    app.close()
 
 
 def cpu_s(pid: int) -> float:

@@ -8,11 +8,17 @@
     │   ├── UnknownMetric            a metric name nobody defined
     │   ├── InvalidSimConfig         judge simulator settings (judgesim.config)
     │   ├── InvalidScript            a judge simulator reply script (judgesim.faults)
-    │   └── InvalidChatRequest       a request the judge simulator cannot read (judgesim.replies)
+    │   ├── InvalidChatRequest       a request the judge simulator cannot read (judgesim.replies)
+    │   ├── InvalidAlertRule         an alert rules file (workers.alerts.rule)
+    │   └── InvalidSamplingConfig    a producer sampling config file (producers.policy)
     ├── JudgeError                   the judge call itself failed
     │   ├── JudgeUnavailable         retry later: transport, timeout, 429, 5xx
     │   └── JudgeRejected            retrying will not help: 400, 401, 403, 404
     ├── StoreUnavailable             retry later: the database cannot be reached
+    ├── BrokerUnavailable            retry later: a producer cannot reach the broker
+    ├── DeliveryFailed               an alert receiver did not take a notification
+    │   ├── ReceiverUnavailable      retry later: transport, timeout, 429, 5xx
+    │   └── ReceiverRejected         retrying will not help: any other 4xx
     └── SimNotStarted                the judge simulator did not come up (judgesim.server)
 
 A judge that answered with an unusable verdict is not an exception: the parser
@@ -120,8 +126,91 @@ class JudgeUnavailable(JudgeError):
 
 
 class JudgeRejected(JudgeError):
-    """The judge refused the request (bad request, auth, unknown model)."""
+    """The judge refused the request (bad request, auth, unknown model, no quota).
+
+    Attributes:
+        code: The error code the judge gave (``insufficient_quota``...), if any.
+    """
+
+    def __init__(
+        self, reason: str, *, status_code: int | None = None, code: str | None = None,
+    ) -> None:
+        self.code = code
+        super().__init__(reason, status_code=status_code)
+
+    @property
+    def is_access_problem(self) -> bool:
+        """Auth or quota: every call to this judge will fail until someone acts."""
+        return self.status_code in (401, 403) or self.code in (
+            "insufficient_quota", "billing_hard_limit_reached")
 
 
 class StoreUnavailable(EvalfleetError):
     """The verdict store cannot be reached (connection refused, lost, server down)."""
+
+
+class BrokerUnavailable(EvalfleetError):
+    """A producer cannot reach the broker (connection refused, lost, timed out).
+
+    Nothing of the batch that raised it counts as accepted; publish it again later.
+    """
+
+
+class InvalidSamplingConfig(InvalidInput):
+    """A producer sampling config file that cannot be used.
+
+    Attributes:
+        path: The file.
+        location: Dotted path of the offending key (``metrics.rag_qa.rate``), or None.
+    """
+
+    def __init__(self, reason: str, *, path: str, location: str | None = None) -> None:
+        self.path = path
+        self.location = location
+        where = f"{path}, {location}" if location else path
+        super().__init__(f"{where}: {reason}")
+
+
+class InvalidAlertRule(InvalidInput):
+    """An alert rules file that cannot be loaded.
+
+    Attributes:
+        path: The file.
+        rule: The rule's name (or its position, ``rules[3]``), None for the file as a whole.
+        field: Dotted path of the offending field, or None.
+    """
+
+    def __init__(
+        self, reason: str, *, path: str, rule: str | None = None, field: str | None = None,
+    ) -> None:
+        self.path = path
+        self.rule = rule
+        self.field = field
+        where = [path]
+        if rule:
+            where.append(f"rule {rule!r}")
+        if field:
+            where.append(f"field {field!r}")
+        super().__init__(f"{', '.join(where)}: {reason}")
+
+
+class DeliveryFailed(EvalfleetError):
+    """An alert receiver did not accept a notification.
+
+    Attributes:
+        receiver: The receiver's name.
+        status_code: The HTTP status, when the receiver answered with one.
+    """
+
+    def __init__(self, reason: str, *, receiver: str, status_code: int | None = None) -> None:
+        self.receiver = receiver
+        self.status_code = status_code
+        super().__init__(f"receiver {receiver!r}: {reason}")
+
+
+class ReceiverUnavailable(DeliveryFailed):
+    """A transient failure (transport, timeout, 429, 5xx): deliver again later."""
+
+
+class ReceiverRejected(DeliveryFailed):
+    """The receiver refused the notification (4xx other than 429): retrying will not help."""

@@ -82,6 +82,10 @@ class Settings(BaseSettings):
     judge_models: dict[str, str] = Field(default_factory=dict)
     """Per-metric judge model, e.g. ``{"rag_qa": "gpt-4.1"}`` (JSON in the environment)."""
 
+    judge_client: Literal["http", "openai"] = "http"
+    """``http``: the lean aiohttp client, many calls in flight per process (default);
+    ``openai``: the ``openai`` package, one call at a time per worker thread."""
+
     judge_response_format: Literal["json_schema", "json_object", "text"] = "json_schema"
     """The most constrained output the judge supports; a metric never asks for more."""
 
@@ -109,13 +113,112 @@ class Settings(BaseSettings):
     """How long a worker may hold the exclusive claim on one job's verdict key; must
     exceed the longest job (two judge calls)."""
 
-    worker_concurrency: int = Field(default=32, ge=1)
+    worker_concurrency: int = Field(default=256, ge=1)
     """Judge calls one worker process keeps in flight."""
+
+    batch_size: int = Field(default=16, ge=1, le=1000)
+    """Jobs per broker message from producers; also sizes a worker's task threads."""
 
     sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
     """Share of samples the producer keeps when ``--sample-rate`` is not given."""
 
-    @field_validator("database_url", "broker_url", "openai_base_url", mode="before")
+    sampling_config: Path | None = None
+    """Producer sampling config (YAML or JSON): per-metric rates, filters, segment
+    minimums, delays, queue limits and redaction; re-read when the file changes."""
+
+    max_queue_depth: int = Field(default=100_000, ge=0)
+    """Jobs a metric queue may hold before producers shed (0: no limit); the sampling
+    config may set it per metric."""
+
+    shed_policy: Literal["drop_new", "lower_rate"] = "drop_new"
+    """What producers do above ``max_queue_depth``: drop new jobs, or lower the sampling
+    rate in proportion to the excess; the sampling config may set it per metric."""
+
+    max_field_chars: int = Field(default=65_536, ge=1)
+    """Longest text a producer accepts in one field (input, output, reference, each
+    context item, each attribute and ``fields`` value), in characters."""
+
+    field_char_limits: dict[str, int] = Field(default_factory=dict)
+    """Per-field overrides of ``max_field_chars``, JSON: ``{"context": 200000,
+    "fields.product_opinion_summary": 20000}``."""
+
+    max_context_items: int = Field(default=256, ge=1)
+    """Most retrieved chunks a producer accepts in one sample's ``context``."""
+
+    dedupe_window_s: float = Field(default=3600.0, ge=0)
+    """Producers enqueue one job per sample id and metric within this window (0: off);
+    shared through Redis when the broker is Redis."""
+
+    dedupe_memory_ids: int = Field(default=100_000, ge=1)
+    """Ids the in-memory deduplication remembers (non-Redis brokers, one-shot produce)."""
+
+    producer_batch_size: int = Field(default=500, ge=1)
+    """Jobs a producer publishes in one broker round trip."""
+
+    producer_broker_timeout_s: float = Field(default=5.0, gt=0)
+    """Socket timeout of a producer's broker calls, so a hung broker fails fast."""
+
+    ingest_tokens: SecretStr | None = None
+    """Bearer tokens ``evalfleet ingest`` accepts, comma-separated."""
+
+    ingest_tokens_file: Path | None = None
+    """A file of bearer tokens for ``evalfleet ingest``, one per line (``#`` comments)."""
+
+    ingest_max_request_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
+    """Largest request body ``evalfleet ingest`` reads; larger ones get 413."""
+
+    ingest_max_batch: int = Field(default=1000, ge=1)
+    """Most samples in one ``evalfleet ingest`` request; more get 413."""
+
+    sdk_buffer_size: int = Field(default=10_000, ge=1)
+    """Samples the SDK (``producers.submit``) buffers in memory before it drops new ones."""
+
+    sdk_max_wait_s: float = Field(default=60.0, gt=0)
+    """How long the SDK keeps a buffered sample while the broker is down before dropping it."""
+
+    alert_rules_file: Path | None = None
+    """Alert rules (YAML); unset means the defaults shipped in ``workers/alerts/rules.yaml``."""
+
+    alertmanager_url: str | None = None
+    """Alertmanager base URL (``http://alertmanager:9093``): a receiver named
+    ``alertmanager`` that every rule without its own receivers notifies."""
+
+    alert_webhook_secret: SecretStr | None = None
+    """Key of the HMAC-SHA256 signature sent with each generic webhook notification."""
+
+    alert_external_url: str = "http://localhost:3000/d/evalfleet-quality"
+    """Where people look at an alert (the Grafana dashboard); each alert's ``generatorURL``."""
+
+    alert_tick_s: float = Field(default=15.0, gt=0)
+    """How often the beat asks the alert engine to evaluate the rules that are due."""
+
+    alert_delivery_attempts: int = Field(default=4, ge=1)
+    """HTTP attempts per notification within one cycle; later cycles try again."""
+
+    alert_retry_base_s: float = Field(default=1.0, ge=0)
+    """Delay after a failed delivery attempt; doubles per attempt, with jitter."""
+
+    alert_retry_max_s: float = Field(default=60.0, ge=0)
+    """Longest delay between two delivery attempts."""
+
+    alert_delivery_timeout_s: float = Field(default=10.0, gt=0)
+    """Timeout of one notification HTTP request."""
+
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    """Port of the Prometheus ``/metrics`` endpoint of workers and the beat; 0 turns it off."""
+
+    metrics_segment_keys: list[str] = Field(default_factory=lambda: ["app"])
+    """Sample attributes that become labels of the verdict and score metrics."""
+
+    metrics_max_segment_values: int = Field(default=50, ge=1)
+    """Distinct values kept per segment label; later values are counted as ``other``."""
+
+    judge_prices_usd: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    """USD per million prompt and completion tokens by judge model, for the cost metric,
+    e.g. ``{"gpt-4o-mini": [0.15, 0.6]}``."""
+
+    @field_validator("database_url", "broker_url", "openai_base_url", "alertmanager_url",
+                     mode="before")
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
@@ -176,19 +279,25 @@ class Settings(BaseSettings):
                 value = value.get_secret_value()
             elif isinstance(value, Path):
                 value = value.resolve()
-            env[str(key)] = json.dumps(value) if isinstance(value, dict) else str(value)
+            env[str(key)] = json.dumps(value) if isinstance(value, dict | list) else str(value)
         return env
 
     def secret_values(self) -> list[str]:
         """Every secret string in these settings, for log scrubbing."""
-        secrets = [url_password(self.database_url), url_password(self.broker_url)]
+        secrets = [url_password(self.database_url), url_password(self.broker_url),
+                   url_password(self.alertmanager_url)]
         if self.openai_api_key is not None:
             secrets.append(self.openai_api_key.get_secret_value())
+        if self.alert_webhook_secret is not None:
+            secrets.append(self.alert_webhook_secret.get_secret_value())
+        if self.ingest_tokens is not None:
+            secrets.extend(t.strip() for t in self.ingest_tokens.get_secret_value().split(","))
         return [s for s in secrets if s]
 
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():
-            if name in ("database_url", "broker_url", "openai_base_url") and value:
+            if name in ("database_url", "broker_url", "openai_base_url", "alertmanager_url") \
+                    and value:
                 yield name, mask_url(value)
             else:
                 yield name, value

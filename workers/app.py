@@ -10,6 +10,8 @@ results. Payloads are JSON only.
 from __future__ import annotations
 
 import logging
+import math
+from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,7 +22,14 @@ from celery.signals import after_setup_logger, after_setup_task_logger
 from evalfleet.broker import broker_transport_options, is_redis
 from evalfleet.errors import InvalidMessage, StoreUnavailable
 from evalfleet.log import install_secret_filter
-from evalfleet.message import EVALUATE_TASK, Job, decode_job, encode_job, queue_for
+from evalfleet.message import (
+    EVALUATE_TASK,
+    Job,
+    decode_batch,
+    encode_batch,
+    encode_job,
+    queue_for,
+)
 from evalfleet.settings import Settings
 from workers.runtime import LazyRuntime, Runtime
 from workers.store import DeadLetter
@@ -43,6 +52,18 @@ def create_app(settings: Settings, *, concurrency: int) -> Celery:
     _register_evaluate(app, LazyRuntime(settings, concurrency=concurrency))
     _scrub_celery_logs(settings.secret_values())
     return app
+
+
+def task_slots(settings: Settings, *, concurrency: int) -> int:
+    """Celery threads for ``concurrency`` judge calls in flight.
+
+    With the HTTP runner a task thread only waits for its batch, so two batches'
+    worth of threads per judge slot keeps the slots busy while batches finish;
+    with the openai client each thread makes one call at a time.
+    """
+    if settings.judge_client == "openai":
+        return concurrency
+    return max(2, 2 * math.ceil(concurrency / settings.batch_size))
 
 
 def celery_config(settings: Settings, *, concurrency: int) -> dict[str, Any]:
@@ -72,64 +93,74 @@ def _register_evaluate(app: Celery, runtime: LazyRuntime) -> None:
     # shared=False: the task belongs to this app only, with this app's runtime.
     @app.task(name=EVALUATE_TASK, bind=True, shared=False)
     def evaluate(task: Task, message: Any) -> str:
-        """Judge one sample on one metric and store the verdict."""
+        """Judge the samples of one message on their metric and store the verdicts."""
         return run_message(task, message, runtime.get())
 
 
 def run_message(task: Task, message: Any, runtime: Runtime) -> str:
-    """Run one message through the evaluator and carry out what it decides.
+    """Run one message (a job or a batch) through the evaluator and carry out its decisions.
 
-    Nothing is acknowledged unless it ended as a verdict, a dead letter or a
+    Nothing is acknowledged unless each job ended as a verdict, a dead letter or a
     re-published job: when even that fails, the message goes back to the queue.
 
     Returns:
-        The outcome kind, for Celery's log line.
+        The outcome kinds with their counts, for Celery's log line.
     """
     try:
-        job = decode_job(message)
+        jobs = decode_batch(message)
     except InvalidMessage as exc:
         logger.warning("dead letter: %s", exc)
-        _keep_as_dead_letter(runtime, _undecodable(message, exc))
+        _keep_as_dead_letters(runtime, [_undecodable(message, exc)])
         return "dead_letter"
+    message_id = str(task.request.id)
     try:
-        outcome = runtime.evaluator.run(job, owner=str(task.request.id))
+        outcomes = runtime.evaluator.run_batch(jobs, owner=message_id)
     except StoreUnavailable as exc:
-        # Same message id, so a claim this delivery holds is still its own.
-        logger.warning("%s; %s/%s runs again in %ss", exc, job.metric, job.sample.id,
+        # Same message id, so the claims this delivery holds are still its own.
+        logger.warning("%s; %d %s job(s) run again in %ss", exc, len(jobs), jobs[0].metric,
                        STORE_RETRY_S)
-        _publish(task, job, countdown_s=STORE_RETRY_S, task_id=str(task.request.id))
+        _publish(task, jobs, countdown_s=STORE_RETRY_S, task_id=message_id)
         return "retry"
-    except Exception as exc:  # a bug must not lose the job: keep it for replay
-        logger.exception("dead letter: %s/%s failed unexpectedly", job.metric, job.sample.id)
-        _keep_as_dead_letter(runtime, DeadLetter(
-            sample_id=job.sample.id, metric=job.metric, error_class="internal_error",
-            error=f"{type(exc).__name__}: {exc}", attempts=job.attempt,
-            payload=encode_job(job), created_at=datetime.now(UTC),
-        ))
+    except Exception as exc:  # a bug must not lose the jobs: keep them for replay
+        logger.exception("dead letter: %d %s job(s) failed unexpectedly", len(jobs),
+                         jobs[0].metric)
+        _keep_as_dead_letters(runtime, [_internal_error(job, exc) for job in jobs])
         return "dead_letter"
-    if outcome.retry_job is not None:
-        # Publish the retry before this delivery is acknowledged: at worst a
-        # crash in between runs the job twice, and the claim makes that harmless.
-        _publish(task, outcome.retry_job, countdown_s=outcome.countdown_s)
-        logger.info("retry %s/%s in %.1fs: %s", job.metric, job.sample.id,
-                    outcome.countdown_s, outcome.detail)
-    return outcome.kind
+    for outcome in outcomes:
+        if outcome.retry_job is not None:
+            # Publish the retry before this delivery is acknowledged: at worst a crash
+            # in between runs the job twice, and the claim makes that harmless.
+            _publish(task, [outcome.retry_job], countdown_s=outcome.countdown_s)
+            logger.info("retry %s/%s in %.1fs: %s", outcome.retry_job.metric,
+                        outcome.retry_job.sample.id, outcome.countdown_s, outcome.detail)
+    kinds = Counter(outcome.kind for outcome in outcomes)
+    return ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
 
 
-def _publish(task: Task, job: Job, *, countdown_s: float, task_id: str | None = None) -> None:
+def _publish(
+    task: Task, jobs: list[Job], *, countdown_s: float, task_id: str | None = None,
+) -> None:
     try:
-        task.apply_async(args=[encode_job(job)], queue=queue_for(job.metric),
+        task.apply_async(args=[encode_batch(jobs)], queue=queue_for(jobs[0].metric),
                          countdown=countdown_s, task_id=task_id)
     except Exception as exc:
         # Put the message back rather than acknowledge a job that went nowhere.
         raise Reject(f"cannot re-publish: {exc}", requeue=True) from exc
 
 
-def _keep_as_dead_letter(runtime: Runtime, letter: DeadLetter) -> None:
+def _keep_as_dead_letters(runtime: Runtime, letters: list[DeadLetter]) -> None:
     try:
-        runtime.store.save_dead_letter(letter, key=None, owner="")
+        runtime.store.save(dead_letters=letters, owner="")
     except Exception as exc:
         raise Reject(f"cannot store the dead letter: {exc}", requeue=True) from exc
+
+
+def _internal_error(job: Job, exc: Exception) -> DeadLetter:
+    return DeadLetter(
+        sample_id=job.sample.id, metric=job.metric, error_class="internal_error",
+        error=f"{type(exc).__name__}: {exc}", attempts=job.attempt, payload=encode_job(job),
+        created_at=datetime.now(UTC),
+    )
 
 
 def _undecodable(message: Any, exc: InvalidMessage) -> DeadLetter:

@@ -1,21 +1,22 @@
-"""One job from claim to stored verdict: the worker's logic, free of Celery.
+"""A batch of jobs from claim to stored verdicts: the worker's logic, free of Celery.
 
-The steps, in order: resolve the metric and the verdict key; claim the key (or
-find the verdict already stored); render the prompt; call the judge, with one
-re-ask when its verdict is unusable; store the verdict. Transient judge
-failures come back as a retry decision for the task to carry out; anything that
-cannot become a verdict becomes a dead letter.
+The steps, in order: resolve each job's metric and verdict key; claim the keys
+(or find verdicts already stored) in one round trip; render the prompts; call
+the judge for all of them at once, with one re-ask for each unusable verdict;
+store verdicts and dead letters in one transaction. Transient judge failures
+come back as retry decisions for the task to carry out; anything that cannot
+become a verdict becomes a dead letter.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal, NamedTuple
 
-from evalfleet.errors import InvalidSample, JudgeRejected, JudgeUnavailable, UnknownMetric
+from evalfleet.errors import InvalidSample, JudgeError, JudgeRejected, UnknownMetric
 from evalfleet.message import Job, encode_job
 from evalfleet.metric import Metric, MetricRegistry
 from workers.backoff import compute_backoff
@@ -50,7 +51,7 @@ class EvaluatorOptions:
     max_attempts: int = 6
     retry_base_s: float = 2.0
     retry_max_s: float = 300.0
-    claim_lease_s: float = 600.0
+    claim_lease_s: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -64,11 +65,13 @@ class Outcome:
     """For ``retry``: the job to enqueue again."""
     countdown_s: float = 0.0
     """For ``retry``: how long to wait before it runs."""
+    record: VerdictRecord | None = None
+    """For ``stored``: the verdict."""
 
     @classmethod
-    def stored(cls, status: str) -> Outcome:
+    def stored(cls, record: VerdictRecord) -> Outcome:
         """A verdict (``ok`` or ``failed``) was stored."""
-        return cls("stored", status)
+        return cls("stored", record.status, record=record)
 
     @classmethod
     def duplicate(cls) -> Outcome:
@@ -87,12 +90,47 @@ class Outcome:
 
 
 @dataclass
-class _Exchange:
-    """The judge calls made for one delivery and where they ended."""
+class _Pending:
+    """A claimed job on its way through the judge."""
 
+    index: int
+    job: Job
+    metric: Metric
+    key: VerdictKey
+    request: JudgeRequest
     replies: list[JudgeReply] = field(default_factory=list)
     result: Verdict | ParseFailure | None = None
     first_failure: ParseFailure | None = None
+    error: JudgeError | None = None
+
+    def take(self, answer: JudgeReply | JudgeError) -> None:
+        """Record one judge answer and parse it."""
+        if isinstance(answer, JudgeError):
+            self.error = answer
+            return
+        self.replies.append(answer)
+        self.result = parse_verdict(answer.text, metric=self.metric, sample=self.job.sample,
+                                    finish_reason=answer.finish_reason)
+
+    def follow_up(self) -> JudgeRequest:
+        """The re-ask: the conversation so far plus what was wrong with the reply."""
+        assert isinstance(self.result, ParseFailure)
+        messages: list[ChatMessage] = [
+            *self.request.messages,
+            ChatMessage(role="assistant", content=self.replies[-1].text or ""),
+            ChatMessage(role="user", content=reask_prompt(self.result, metric=self.metric)),
+        ]
+        return replace(self.request, messages=messages)
+
+
+@dataclass
+class _Batch:
+    """What one batch comes to: an outcome per job and the rows to write."""
+
+    outcomes: list[Outcome | None]
+    verdicts: list[VerdictRecord] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    release: list[VerdictKey] = field(default_factory=list)
 
 
 class Evaluator:
@@ -111,40 +149,30 @@ class Evaluator:
         self._jitter = jitter
 
     def run(self, job: Job, *, owner: str) -> Outcome:
-        """Process one delivery of ``job``.
+        """Process one delivery of one job (see :meth:`run_batch`)."""
+        return self.run_batch([job], owner=owner)[0]
+
+    def run_batch(self, jobs: Sequence[Job], *, owner: str) -> list[Outcome]:
+        """Process one delivery of a batch of jobs.
 
         Args:
-            job: The job.
-            owner: Unique per broker message (its id): who holds the claim.
+            jobs: The jobs of one broker message.
+            owner: Unique per broker message (its id): who holds the claims.
 
         Returns:
-            What happened; a ``retry`` outcome must be enqueued by the caller.
+            One outcome per job, in order; ``retry`` outcomes must be enqueued by the
+            caller.
         """
-        try:
-            metric = self.registry.get(job.metric)
-        except UnknownMetric as exc:
-            return self._dead_letter(job, "unknown_metric", str(exc), key=None, owner=owner)
-        key = self.verdict_key(job, metric)
-        claim = self.store.claim(key, owner=owner, lease_s=self.options.claim_lease_s,
-                                 now=self._clock())
-        if claim.state is ClaimState.DONE:
-            return Outcome.duplicate()
-        if claim.state is ClaimState.BUSY:
-            countdown_s = min(BUSY_RETRY_MAX_S, claim.retry_in_s + 1.0)
-            return Outcome.retry(job, countdown_s=countdown_s, reason="claimed by another worker")
-        try:
-            messages = render_messages(metric, job.sample)
-        except InvalidSample as exc:
-            return self._dead_letter(job, "invalid_sample", str(exc), key=key, owner=owner)
-        try:
-            exchange = self._ask_judge(metric, job, messages, model=key.judge_model)
-        except JudgeUnavailable as exc:
-            return self._after_transient_failure(job, key, exc, owner=owner)
-        except JudgeRejected as exc:
-            return self._dead_letter(job, "judge_rejected", str(exc), key=key, owner=owner)
-        record = self._record(job, key, metric, exchange)
-        self.store.save_verdict(record, owner=owner)
-        return Outcome.stored(record.status)
+        batch = _Batch(outcomes=[None] * len(jobs))
+        pending = self._claim_and_render(jobs, batch, owner=owner)
+        self._ask_judge(pending)
+        for item in pending:
+            self._conclude(item, batch)
+        if batch.verdicts or batch.dead_letters or batch.release:
+            self.store.save(verdicts=batch.verdicts, dead_letters=batch.dead_letters,
+                            release=batch.release, owner=owner)
+        assert all(outcome is not None for outcome in batch.outcomes)
+        return [outcome for outcome in batch.outcomes if outcome is not None]
 
     def verdict_key(self, job: Job, metric: Metric) -> VerdictKey:
         """The key the verdict of ``job`` is stored under on this worker."""
@@ -154,68 +182,108 @@ class Evaluator:
         )
         return VerdictKey(job.sample.id, metric.name, metric.version, model)
 
-    def _ask_judge(
-        self, metric: Metric, job: Job, messages: list[ChatMessage], *, model: str,
-    ) -> _Exchange:
-        judge_options = metric.spec.judge
-        request = JudgeRequest(
-            messages=messages, model=model, temperature=judge_options.temperature,
-            max_tokens=judge_options.max_tokens,
-            response_format=response_format_for(
-                metric, supported=self.options.response_format_support,
-            ),
-        )
-        exchange = _Exchange()
-        reply = self.judge.complete(request)
-        exchange.replies.append(reply)
-        exchange.result = parse_verdict(
-            reply.text, metric=metric, sample=job.sample, finish_reason=reply.finish_reason,
-        )
-        if isinstance(exchange.result, ParseFailure) and self.options.reask_on_invalid:
-            exchange.first_failure = exchange.result
-            follow_up: list[ChatMessage] = [
-                *messages,
-                ChatMessage(role="assistant", content=reply.text or ""),
-                ChatMessage(role="user", content=reask_prompt(exchange.result, metric=metric)),
-            ]
-            reply = self.judge.complete(replace(request, messages=follow_up))
-            exchange.replies.append(reply)
-            exchange.result = parse_verdict(
-                reply.text, metric=metric, sample=job.sample, finish_reason=reply.finish_reason,
-            )
-        return exchange
+    def _claim_and_render(self, jobs: Sequence[Job], batch: _Batch, *,
+                          owner: str) -> list[_Pending]:
+        resolved: list[tuple[int, Job, Metric, VerdictKey]] = []
+        seen: set[VerdictKey] = set()
+        for index, job in enumerate(jobs):
+            try:
+                metric = self.registry.get(job.metric)
+            except UnknownMetric as exc:
+                self._dead_letter(batch, index, job, "unknown_metric", str(exc))
+                continue
+            key = self.verdict_key(job, metric)
+            if key in seen:  # the same job twice in one message: judge it once
+                batch.outcomes[index] = Outcome.duplicate()
+                continue
+            seen.add(key)
+            resolved.append((index, job, metric, key))
+        claims = self.store.claim([key for *_, key in resolved], owner=owner,
+                                  lease_s=self.options.claim_lease_s, now=self._clock())
+        pending: list[_Pending] = []
+        for (index, job, metric, key), claim in zip(resolved, claims, strict=True):
+            if claim.state is ClaimState.DONE:
+                batch.outcomes[index] = Outcome.duplicate()
+            elif claim.state is ClaimState.BUSY:
+                countdown_s = min(BUSY_RETRY_MAX_S, claim.retry_in_s + 1.0)
+                batch.outcomes[index] = Outcome.retry(
+                    job, countdown_s=countdown_s, reason="claimed by another worker")
+            else:
+                try:
+                    request = self._request(metric, job, model=key.judge_model)
+                except InvalidSample as exc:
+                    self._dead_letter(batch, index, job, "invalid_sample", str(exc), key=key)
+                    continue
+                pending.append(_Pending(index, job, metric, key, request))
+        return pending
 
-    def _after_transient_failure(
-        self, job: Job, key: VerdictKey, exc: JudgeUnavailable, *, owner: str,
-    ) -> Outcome:
+    def _request(self, metric: Metric, job: Job, *, model: str) -> JudgeRequest:
+        options = metric.spec.judge
+        return JudgeRequest(
+            messages=render_messages(metric, job.sample), model=model,
+            temperature=options.temperature, max_tokens=options.max_tokens,
+            response_format=response_format_for(
+                metric, supported=self.options.response_format_support),
+        )
+
+    def _ask_judge(self, pending: list[_Pending]) -> None:
+        """All first calls at once, then one re-ask for each unusable reply, at once."""
+        for item, answer in zip(pending, self.judge.complete_many(
+                [item.request for item in pending]), strict=True):
+            item.take(answer)
+        if not self.options.reask_on_invalid:
+            return
+        reask = [item for item in pending if isinstance(item.result, ParseFailure)
+                 and item.error is None]
+        for item in reask:
+            item.first_failure = item.result  # type: ignore[assignment]
+        for item, answer in zip(reask, self.judge.complete_many(
+                [item.follow_up() for item in reask]), strict=True):
+            item.take(answer)
+
+    def _conclude(self, item: _Pending, batch: _Batch) -> None:
+        if isinstance(item.error, JudgeRejected):
+            self._dead_letter(batch, item.index, item.job, "judge_rejected", str(item.error),
+                              key=item.key)
+        elif item.error is not None:
+            self._after_transient_failure(item, batch)
+        else:
+            record = self._record(item)
+            batch.verdicts.append(record)
+            batch.outcomes[item.index] = Outcome.stored(record)
+
+    def _after_transient_failure(self, item: _Pending, batch: _Batch) -> None:
+        job, error = item.job, item.error
+        assert error is not None
         if job.attempt >= self.options.max_attempts:
-            error = f"gave up after {job.attempt} attempts: {exc}"
-            return self._dead_letter(job, "judge_unavailable", error, key=key, owner=owner)
-        self.store.release(key, owner=owner)
+            self._dead_letter(batch, item.index, job, "judge_unavailable",
+                              f"gave up after {job.attempt} attempts: {error}", key=item.key)
+            return
+        batch.release.append(item.key)
         countdown_s = compute_backoff(
             job.attempt, base_s=self.options.retry_base_s, cap_s=self.options.retry_max_s,
-            retry_after_s=exc.retry_after_s, jitter=self._jitter(),
+            retry_after_s=getattr(error, "retry_after_s", None), jitter=self._jitter(),
         )
-        next_job = replace(job, attempt=job.attempt + 1)
-        return Outcome.retry(next_job, countdown_s=countdown_s, reason=str(exc))
+        batch.outcomes[item.index] = Outcome.retry(
+            replace(job, attempt=job.attempt + 1), countdown_s=countdown_s, reason=str(error))
 
     def _dead_letter(
-        self, job: Job, error_class: str, error: str, *, key: VerdictKey | None, owner: str,
-    ) -> Outcome:
-        letter = DeadLetter(
+        self, batch: _Batch, index: int, job: Job, error_class: str, error: str, *,
+        key: VerdictKey | None = None,
+    ) -> None:
+        batch.dead_letters.append(DeadLetter(
             sample_id=job.sample.id, metric=job.metric, error_class=error_class, error=error,
             attempts=job.attempt, payload=encode_job(job), created_at=self._clock(),
-        )
-        self.store.save_dead_letter(letter, key=key, owner=owner)
-        return Outcome.dead_letter(error_class)
+        ))
+        if key is not None:
+            batch.release.append(key)
+        batch.outcomes[index] = Outcome.dead_letter(error_class)
 
-    def _record(
-        self, job: Job, key: VerdictKey, metric: Metric, exchange: _Exchange,
-    ) -> VerdictRecord:
-        judgement = _judgement(exchange, score_names=list(metric.spec.scores))
-        replies = exchange.replies
+    def _record(self, item: _Pending) -> VerdictRecord:
+        judgement = _judgement(item, score_names=list(item.metric.spec.scores))
+        replies, job = item.replies, item.job
         return VerdictRecord(
-            key=key, status=judgement.status, error_class=judgement.error_class,
+            key=item.key, status=judgement.status, error_class=judgement.error_class,
             error=judgement.error, reason=judgement.reason, scores=judgement.scores,
             raw_scores=judgement.raw_scores, raw_output=replies[-1].text,
             attempts=job.attempt - 1 + len(replies),
@@ -236,9 +304,9 @@ class _Judgement(NamedTuple):
     raw_scores: dict[str, RawValue]
 
 
-def _judgement(exchange: _Exchange, *, score_names: list[str]) -> _Judgement:
+def _judgement(item: _Pending, *, score_names: list[str]) -> _Judgement:
     """Status, error and scores of the verdict a judge exchange ended with."""
-    result = exchange.result
+    result = item.result
     no_scores: dict[str, float | None] = dict.fromkeys(score_names)
     if isinstance(result, Verdict) and not result.judge_failure:
         return _Judgement("ok", None, None, result.reason, result.scores, result.raw_scores)
@@ -247,8 +315,8 @@ def _judgement(exchange: _Exchange, *, score_names: list[str]) -> _Judgement:
         return _Judgement("failed", JUDGE_DECLARED, error, result.reason, no_scores, {})
     assert isinstance(result, ParseFailure)
     error = result.message
-    if exchange.first_failure is not None:
-        error = f"{error} (first reply: {exchange.first_failure.message})"
+    if item.first_failure is not None:
+        error = f"{error} (first reply: {item.first_failure.message})"
     return _Judgement("failed", result.error_class, error, None, no_scores, {})
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from evalfleet.metric import load_registry
 from evalfleet.settings import Settings
 from workers.evaluation import Evaluator, EvaluatorOptions
-from workers.judge import OpenAIJudge
+from workers.judge import AsyncHttpJudge, JudgeClient, JudgeRunner, OpenAIJudge
 from workers.renderer import check_templates
 from workers.store import VerdictStore, open_store
 
@@ -35,11 +35,7 @@ def build_runtime(settings: Settings, *, concurrency: int) -> Runtime:
     for metric in registry:
         check_templates(metric)
     store = open_store(settings.resolved_database_url(), pool_size=concurrency)
-    judge = OpenAIJudge(
-        base_url=settings.openai_base_url,
-        api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else None,
-        timeout_s=settings.judge_timeout_s,
-    )
+    judge = build_judge(settings, concurrency=concurrency)
     options = EvaluatorOptions(
         judge_model=settings.judge_model, judge_models=settings.judge_models,
         response_format_support=settings.judge_response_format,
@@ -49,6 +45,17 @@ def build_runtime(settings: Settings, *, concurrency: int) -> Runtime:
     )
     evaluator = Evaluator(registry=registry, store=store, judge=judge, options=options)
     return Runtime(evaluator=evaluator, store=store)
+
+
+def build_judge(settings: Settings, *, concurrency: int) -> JudgeClient:
+    """The judge client the settings ask for: the lean HTTP runner, or the openai client."""
+    api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    if settings.judge_client == "openai":
+        return OpenAIJudge(base_url=settings.openai_base_url, api_key=api_key,
+                           timeout_s=settings.judge_timeout_s)
+    client = AsyncHttpJudge(base_url=settings.openai_base_url, api_key=api_key,
+                            timeout_s=settings.judge_timeout_s, max_connections=concurrency)
+    return JudgeRunner(client, concurrency=concurrency)
 
 
 class LazyRuntime:

@@ -12,17 +12,19 @@ from evalfleet.errors import EvalfleetError
 @click.option("--queues", "-Q", required=True,
               help="Metric names to consume, comma-separated (queue eval.<metric> each).")
 @click.option("--concurrency", "-c", type=click.IntRange(1, 4096), default=None,
-              help="Jobs in flight in this process (default: EVALFLEET_WORKER_CONCURRENCY).")
-@click.option("--pool", type=click.Choice(["threads", "prefork", "solo"]), default="threads",
-              show_default=True, help="Celery execution pool.")
+              help="Judge calls in flight in this process "
+                   "(default: EVALFLEET_WORKER_CONCURRENCY).")
 @click.option("--loglevel", "-l", default="INFO", show_default=True)
 @pass_state
-def worker(state: CliState, queues: str, concurrency: int | None, pool: str,
-           loglevel: str) -> None:
-    """Run a worker that judges jobs from the given metric queues."""
+def worker(state: CliState, queues: str, concurrency: int | None, loglevel: str) -> None:
+    """Run a worker that judges jobs from the given metric queues.
+
+    One process keeps CONCURRENCY judge calls in flight on one asyncio loop;
+    Celery's thread pool only hands it batches (see the README's Performance).
+    """
     from evalfleet.message import queue_for
     from evalfleet.metric import load_registry
-    from workers.app import create_app
+    from workers.app import create_app, task_slots
 
     registry = load_registry(state.settings.metrics_dir)
     names = [name.strip() for name in queues.split(",") if name.strip()]
@@ -36,7 +38,8 @@ def worker(state: CliState, queues: str, concurrency: int | None, pool: str,
     app = create_app(settings, concurrency=concurrency)
     app.worker_main([
         "worker", "--queues", ",".join(queue_for(name) for name in names),
-        "--concurrency", str(concurrency), "--pool", pool, "--loglevel", loglevel,
+        "--concurrency", str(task_slots(settings, concurrency=concurrency)),
+        "--pool", "threads", "--loglevel", loglevel,
         "--hostname", f"evalfleet-{'-'.join(names)}@%h",
         # Gossip, mingle and heartbeats cost broker traffic and buy nothing here.
         "--without-gossip", "--without-mingle", "--without-heartbeat",

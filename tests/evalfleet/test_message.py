@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 from evalfleet.errors import InvalidMessage
-from evalfleet.message import Job, decode_job, encode_job, new_job, queue_for
+from evalfleet.message import (
+    Job,
+    decode_batch,
+    decode_job,
+    encode_batch,
+    encode_job,
+    new_job,
+    queue_for,
+)
 from evalfleet.sample import parse_sample
 
 
@@ -46,3 +54,34 @@ def test_bad_messages(data: Any, words: str) -> None:
     with pytest.raises(InvalidMessage, match=words) as caught:
         decode_job(data)
     assert caught.value.data == data
+
+
+def test_batch_round_trip_through_json() -> None:
+    jobs = [new_job("rag_qa", parse_sample({"id": f"s-{n}", "input": "q"})) for n in range(3)]
+    message = json.loads(json.dumps(encode_batch(jobs)))
+    assert message["metric"] == "rag_qa" and len(message["jobs"]) == 3
+    assert decode_batch(message) == jobs
+
+
+def test_a_single_job_message_decodes_as_a_batch_of_one() -> None:
+    job = new_job("rag_qa", parse_sample({"id": "a"}))
+    assert decode_batch(encode_job(job)) == [job]
+
+
+def test_batches_hold_one_metric() -> None:
+    jobs = [new_job(m, parse_sample({"id": "a"})) for m in ("rag_qa", "bbh_match")]
+    with pytest.raises(ValueError, match="exactly one metric"):
+        encode_batch(jobs)
+    with pytest.raises(ValueError, match="exactly one metric"):
+        encode_batch([])
+
+
+@pytest.mark.parametrize(("data", "words"), [
+    ({"v": 1, "metric": "rag_qa", "jobs": []}, "no jobs"),
+    ({"v": 1, "metric": "rag_qa", "jobs": "x"}, "no jobs"),
+    ({"v": 1, "metric": "rag_qa", "jobs": [{"sample": {"id": "a"}}]}, "bad sample"),
+    ({"v": 1, "metric": "rag_qa", "jobs": [5]}, "not an object"),
+])
+def test_bad_batches(data: Any, words: str) -> None:
+    with pytest.raises(InvalidMessage, match=words):
+        decode_batch(data)

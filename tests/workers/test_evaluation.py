@@ -17,7 +17,7 @@ from evalfleet.message import Job, new_job
 from evalfleet.metric import load_registry
 from evalfleet.sample import parse_sample
 from workers.evaluation import Evaluator, EvaluatorOptions
-from workers.judge import OpenAIJudge
+from workers.judge import AsyncHttpJudge, JudgeClient, JudgeRunner, OpenAIJudge
 from workers.renderer import render_messages
 from workers.store import SqlStore
 
@@ -30,14 +30,25 @@ GOOD_RAG = ('{"faithfulness": 0.9, "context_relevance": 0.8, "answer_relevance":
             '"error": null}')
 
 
+@pytest.fixture(params=["http", "openai"])
+def judge(request: pytest.FixtureRequest, sim: RunningSim) -> Iterator[JudgeClient]:
+    """Every evaluator test runs with both judge clients."""
+    client: JudgeClient
+    if request.param == "http":
+        client = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+                                            max_connections=8), concurrency=8)
+    else:
+        client = OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=5)
+    yield client
+    client.close()
+
+
 @pytest.fixture
-def evaluator(store: SqlStore, sim: RunningSim) -> Iterator[Evaluator]:
-    judge = OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=5)
+def evaluator(store: SqlStore, judge: JudgeClient) -> Iterator[Evaluator]:
     options = EvaluatorOptions(judge_model="judge-sim", max_attempts=3, retry_base_s=0.5,
                                retry_max_s=10)
     yield Evaluator(registry=load_registry(), store=store, judge=judge, options=options,
                     jitter=lambda: 0.0)
-    judge.close()
 
 
 def job(metric: str = "rag_qa", **changes: Any) -> Job:
@@ -76,7 +87,7 @@ def test_a_job_held_by_another_worker_is_rechecked_later(evaluator: Evaluator,
                                                          store: SqlStore) -> None:
     the_job = job()
     key = evaluator.verdict_key(the_job, load_registry().get("rag_qa"))
-    store.claim(key, owner="other", lease_s=60, now=datetime.now(UTC))
+    store.claim([key], owner="other", lease_s=60, now=datetime.now(UTC))
     outcome = evaluator.run(the_job, owner="m1")
     assert outcome.kind == "retry" and outcome.retry_job == the_job
     assert 0 < outcome.countdown_s <= 5
@@ -169,6 +180,28 @@ def test_rejections_become_dead_letters_at_once(status: int, evaluator: Evaluato
     assert sim.stats()["requests"] == 1
 
 
+def test_a_batch_is_judged_together_and_stored_once(evaluator: Evaluator, store: SqlStore,
+                                                    sim: RunningSim) -> None:
+    jobs = [job(id=f"req-{n}") for n in range(10)]
+    assert evaluator.run(jobs[3], owner="earlier").kind == "stored"
+    outcomes = evaluator.run_batch([*jobs, jobs[5]], owner="m1")
+    kinds = [outcome.kind for outcome in outcomes]
+    assert kinds == ["stored"] * 3 + ["duplicate"] + ["stored"] * 6 + ["duplicate"]
+    assert store.counts().verdicts == 10
+    assert sim.stats()["requests"] == 10
+
+
+def test_one_bad_job_does_not_hold_back_its_batch(evaluator: Evaluator, store: SqlStore,
+                                                  sim: RunningSim) -> None:
+    sim.script([{"match": "Refunds take 9 days", "replies": [{"status": 503}],
+                 "then": "repeat_last"}])
+    jobs = [job(id="a"), job(id="b", context=["Refunds take 9 days."]),
+            job("rec_faithfulness", id="c"), job(id="d")]
+    kinds = [o.kind for o in evaluator.run_batch(jobs, owner="m1")]
+    assert kinds == ["stored", "retry", "dead_letter", "stored"]
+    assert store.counts().verdicts == 2 and store.counts().dead_letters == 1
+
+
 def test_unknown_metric_becomes_a_dead_letter(evaluator: Evaluator, store: SqlStore) -> None:
     assert evaluator.run(job("retired_metric"), owner="m1").detail == "unknown_metric"
     (letter,) = store.iter_dead_letters()
@@ -184,11 +217,9 @@ def test_a_sample_missing_a_required_input_becomes_a_dead_letter(
     assert sim.stats()["requests"] == 0
 
 
-def test_per_metric_judge_model_keys_the_verdict(store: SqlStore, sim: RunningSim) -> None:
-    judge = OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=5)
+def test_per_metric_judge_model_keys_the_verdict(store: SqlStore, judge: JudgeClient) -> None:
     options = EvaluatorOptions(judge_model="judge-a", judge_models={"rag_qa": "judge-b"})
     evaluator = Evaluator(registry=load_registry(), store=store, judge=judge, options=options)
     evaluator.run(job(), owner="m1")
-    judge.close()
     (verdict,) = stored(store)
     assert verdict.key.judge_model == "judge-b"

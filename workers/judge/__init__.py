@@ -1,8 +1,11 @@
-"""Judge clients: the contract and its OpenAI-compatible implementation."""
+"""Judge clients: the contract, the lean HTTP client and its runner, the openai client."""
 
 from __future__ import annotations
 
 from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
+from workers.judge.http_judge import AsyncHttpJudge
 from workers.judge.openai_judge import OpenAIJudge
+from workers.judge.runner import JudgeRunner
 
-__all__ = ["JudgeClient", "JudgeReply", "JudgeRequest", "OpenAIJudge"]
+__all__ = ["AsyncHttpJudge", "JudgeClient", "JudgeReply", "JudgeRequest", "JudgeRunner",
+           "OpenAIJudge"]

@@ -1,4 +1,4 @@
-"""The judge client contract: one chat completion in, one reply out.
+"""The judge client contract: chat completions in, replies (or judge errors) out.
 
 Implementations translate their library's exceptions into
 :class:`~evalfleet.errors.JudgeUnavailable` (retry later) and
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evalfleet.errors import JudgeError
 from workers.renderer import ChatMessage
 
 
@@ -26,6 +27,16 @@ class JudgeRequest:
     max_tokens: int
     response_format: dict[str, Any] | None = None
     """The OpenAI ``response_format`` argument, or None for plain text."""
+
+    def payload(self) -> dict[str, Any]:
+        """The JSON body of ``POST /chat/completions``."""
+        body: dict[str, Any] = {
+            "model": self.model, "messages": list(self.messages),
+            "temperature": self.temperature, "max_tokens": self.max_tokens,
+        }
+        if self.response_format is not None:
+            body["response_format"] = self.response_format
+        return body
 
 
 @dataclass(frozen=True)
@@ -48,12 +59,13 @@ class JudgeClient(ABC):
     """Sends chat completions to a judge."""
 
     @abstractmethod
-    def complete(self, request: JudgeRequest) -> JudgeReply:
-        """Send one request.
+    def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
+        """Send the requests (concurrently where the client can) and wait for all.
 
-        Raises:
-            JudgeUnavailable: Transport error, timeout, 429 or 5xx; carries Retry-After.
-            JudgeRejected: 400, 401, 403, 404, 422 or an exhausted quota.
+        Returns:
+            One entry per request, in order: the reply, or the
+            :class:`~evalfleet.errors.JudgeError` that request ended with
+            (``JudgeUnavailable`` carries Retry-After).
         """
 
     def close(self) -> None:  # noqa: B027 - optional hook, no-op by default

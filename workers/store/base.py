@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -105,34 +105,36 @@ class VerdictStore(ABC):
     """Persistence of verdicts, dead letters and claims."""
 
     @abstractmethod
-    def claim(self, key: VerdictKey, *, owner: str, lease_s: float, now: datetime) -> Claim:
-        """Check for an existing verdict and, if none, take the key for ``lease_s`` seconds.
+    def claim(
+        self, keys: Sequence[VerdictKey], *, owner: str, lease_s: float, now: datetime,
+    ) -> list[Claim]:
+        """For each key, check for a verdict and, if none, take the key for ``lease_s`` seconds.
+
+        One round trip for the whole batch.
 
         Args:
-            key: The verdict key of the job.
-            owner: Who claims (worker and job id); a claim by the same owner renews.
-            lease_s: How long the claim holds before others may take it over.
+            keys: Verdict keys of the jobs (distinct).
+            owner: Who claims (the broker message id); a claim by the same owner renews.
+            lease_s: How long a claim holds before others may take it over.
             now: The current time.
 
         Returns:
-            DONE when a verdict exists, CLAIMED when the caller holds the key, else BUSY.
+            One claim per key, in order: DONE when a verdict exists, CLAIMED when the
+            caller holds the key, else BUSY.
         """
 
     @abstractmethod
-    def release(self, key: VerdictKey, *, owner: str) -> None:
-        """Give up a claim without a verdict (the job will be retried)."""
-
-    @abstractmethod
-    def save_verdict(self, record: VerdictRecord, *, owner: str) -> bool:
-        """Store a verdict and its scores and drop the claim, atomically.
+    def save(
+        self, *, verdicts: Sequence[VerdictRecord] = (), dead_letters: Sequence[DeadLetter] = (),
+        release: Sequence[VerdictKey] = (), owner: str,
+    ) -> int:
+        """In one transaction: store verdicts (a key that has one already is skipped) with
+        their scores, store dead letters, and drop ``owner``'s claims on the verdicts' keys
+        and on ``release``.
 
         Returns:
-            True if stored; False if a verdict with the same key already existed.
+            How many verdicts were new.
         """
-
-    @abstractmethod
-    def save_dead_letter(self, letter: DeadLetter, *, key: VerdictKey | None, owner: str) -> None:
-        """Store a dead letter and drop the claim on ``key``, atomically."""
 
     @abstractmethod
     def iter_verdicts(

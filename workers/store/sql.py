@@ -5,12 +5,12 @@ Every write is one short transaction; no connection is held across a judge call.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, Table, delete, exists, func, select
+from sqlalchemy import Engine, Table, delete, func, select, tuple_
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import InterfaceError, OperationalError
 
@@ -24,7 +24,14 @@ from workers.store.base import (
     VerdictRecord,
     VerdictStore,
 )
-from workers.store.schema import claims, dead_letters, verdict_scores, verdicts
+from workers.store.schema import claims, verdict_scores
+from workers.store.schema import dead_letters as dead_letters_table
+from workers.store.schema import verdicts as verdicts_table
+
+_KEY_COLUMNS = (
+    verdicts_table.c.sample_id, verdicts_table.c.metric, verdicts_table.c.prompt_version,
+    verdicts_table.c.judge_model,
+)
 
 #: Rows fetched per round trip when streaming an export.
 STREAM_BATCH_ROWS = 1000
@@ -50,78 +57,80 @@ class SqlStore(VerdictStore):
         with _unavailable_on_disconnect(), self.engine.connect() as conn:
             yield conn
 
-    def claim(self, key: VerdictKey, *, owner: str, lease_s: float, now: datetime) -> Claim:
+    def claim(
+        self, keys: Sequence[VerdictKey], *, owner: str, lease_s: float, now: datetime,
+    ) -> list[Claim]:
         """See :meth:`VerdictStore.claim`."""
+        if not keys:
+            return []
         now = to_utc(now)
+        expires_at = now + timedelta(seconds=lease_s)
         with self._transaction() as conn:
-            if conn.execute(select(exists().where(*_key_filter(key)))).scalar():
-                return Claim(ClaimState.DONE)
-            digest, expires_at = key.digest(), now + timedelta(seconds=lease_s)
-            # Take the key if it is free, expired, or already ours.
-            take = (
-                self.insert(claims).values(key=digest, owner=owner, expires_at=expires_at)
-                .on_conflict_do_update(
+            done = _existing_verdicts(conn, keys)
+            todo = {key.digest(): key for key in keys if key not in done}
+            taken: set[str] = set()
+            if todo:
+                # Take each key that is free, expired, or already ours.
+                take = self.insert(claims).on_conflict_do_update(
                     index_elements=[claims.c.key],
                     set_={"owner": owner, "expires_at": expires_at},
                     where=(claims.c.expires_at < now) | (claims.c.owner == owner),
-                )
-                .returning(claims.c.owner)
-            )
-            if conn.execute(take).first() is not None:
-                return Claim(ClaimState.CLAIMED)
-            expires_at = conn.execute(
-                select(claims.c.expires_at).where(claims.c.key == digest),
-            ).scalar_one()
-            remaining_s = (to_utc(expires_at) - now).total_seconds()
-            return Claim(ClaimState.BUSY, retry_in_s=max(0.0, remaining_s))
+                ).returning(claims.c.key)
+                rows = [{"key": digest, "owner": owner, "expires_at": expires_at}
+                        for digest in todo]
+                taken = set(conn.execute(take, rows).scalars())
+            busy = [digest for digest in todo if digest not in taken]
+            held: dict[str, datetime] = {
+                digest: until for digest, until in conn.execute(
+                    select(claims.c.key, claims.c.expires_at).where(claims.c.key.in_(busy)))
+            } if busy else {}
+        return [_claim_state(key, done=done, taken=taken, held=held, now=now) for key in keys]
 
-    def release(self, key: VerdictKey, *, owner: str) -> None:
-        """See :meth:`VerdictStore.release`."""
+    def save(
+        self, *, verdicts: Sequence[VerdictRecord] = (), dead_letters: Sequence[DeadLetter] = (),
+        release: Sequence[VerdictKey] = (), owner: str,
+    ) -> int:
+        """See :meth:`VerdictStore.save`."""
+        inserted = 0
         with self._transaction() as conn:
-            _drop_claim(conn, key, owner)
+            if verdicts:
+                inserted = self._insert_verdicts(conn, verdicts)
+            if dead_letters:
+                rows = [_dead_letter_row(letter) for letter in dead_letters]
+                conn.execute(dead_letters_table.insert(), rows)
+            keys = [record.key.digest() for record in verdicts] + [k.digest() for k in release]
+            if keys:
+                conn.execute(delete(claims).where(claims.c.key.in_(keys), claims.c.owner == owner))
+        return inserted
 
-    def save_verdict(self, record: VerdictRecord, *, owner: str) -> bool:
-        """See :meth:`VerdictStore.save_verdict`."""
-        sample_ts = to_utc(record.sample_ts)
-        row = _verdict_row(record) | {"sample_ts": sample_ts}
-        statement = self.insert(verdicts).values(**row).on_conflict_do_nothing()
-        statement = statement.returning(verdicts.c.id)
-        with self._transaction() as conn:
-            verdict_id = conn.execute(statement).scalar()
-            # Only real values go to the aggregation table; nulls stay in the verdict.
-            score_rows = [
-                {"verdict_id": verdict_id, "name": name, "metric": record.key.metric,
-                 "value": value, "sample_ts": sample_ts}
-                for name, value in record.scores.items() if value is not None
-            ]
-            if verdict_id is not None and score_rows:
-                conn.execute(verdict_scores.insert(), score_rows)
-            _drop_claim(conn, record.key, owner)
-        return verdict_id is not None
-
-    def save_dead_letter(self, letter: DeadLetter, *, key: VerdictKey | None, owner: str) -> None:
-        """See :meth:`VerdictStore.save_dead_letter`."""
-        with self._transaction() as conn:
-            conn.execute(dead_letters.insert().values(
-                sample_id=letter.sample_id, metric=letter.metric, error_class=letter.error_class,
-                error=letter.error, attempts=letter.attempts, payload=letter.payload,
-                created_at=to_utc(letter.created_at),
-            ))
-            if key is not None:
-                _drop_claim(conn, key, owner)
+    def _insert_verdicts(self, conn: Connection, records: Sequence[VerdictRecord]) -> int:
+        statement = self.insert(verdicts_table).on_conflict_do_nothing().returning(
+            verdicts_table.c.id, *_KEY_COLUMNS)
+        new_ids = {VerdictKey(*row[1:]): row[0]
+                   for row in conn.execute(statement, [_verdict_row(r) for r in records])}
+        # Only real values go to the aggregation table; nulls stay in the verdict.
+        score_rows = [
+            {"verdict_id": new_ids[record.key], "name": name, "metric": record.key.metric,
+             "value": value, "sample_ts": to_utc(record.sample_ts)}
+            for record in records if record.key in new_ids
+            for name, value in record.scores.items() if value is not None
+        ]
+        if score_rows:
+            conn.execute(verdict_scores.insert(), score_rows)
+        return len(new_ids)
 
     def iter_verdicts(
         self, *, metric: str | None = None, since: datetime | None = None,
         until: datetime | None = None,
     ) -> Iterator[VerdictRecord]:
         """See :meth:`VerdictStore.iter_verdicts`."""
-        query = select(verdicts).order_by(verdicts.c.created_at, verdicts.c.id)
+        query = select(verdicts_table).order_by(verdicts_table.c.created_at, verdicts_table.c.id)
         if metric is not None:
-            query = query.where(verdicts.c.metric == metric)
+            query = query.where(verdicts_table.c.metric == metric)
         if since is not None:
-            query = query.where(verdicts.c.created_at >= to_utc(since))
+            query = query.where(verdicts_table.c.created_at >= to_utc(since))
         if until is not None:
-            query = query.where(verdicts.c.created_at < to_utc(until))
+            query = query.where(verdicts_table.c.created_at < to_utc(until))
         with self._connection() as conn:
             result = conn.execution_options(yield_per=STREAM_BATCH_ROWS).execute(query)
             for row in result.mappings():
@@ -129,9 +138,9 @@ class SqlStore(VerdictStore):
 
     def iter_dead_letters(self, *, metric: str | None = None) -> Iterator[DeadLetter]:
         """See :meth:`VerdictStore.iter_dead_letters`."""
-        query = select(dead_letters).order_by(dead_letters.c.id)
+        query = select(dead_letters_table).order_by(dead_letters_table.c.id)
         if metric is not None:
-            query = query.where(dead_letters.c.metric == metric)
+            query = query.where(dead_letters_table.c.metric == metric)
         with self._connection() as conn:
             for row in conn.execute(query).mappings():
                 yield DeadLetter(
@@ -145,9 +154,9 @@ class SqlStore(VerdictStore):
         """See :meth:`VerdictStore.counts`."""
         with self._connection() as conn:
             return StoreCounts(
-                verdicts=conn.execute(select(func.count()).select_from(verdicts)).scalar_one(),
+                verdicts=conn.execute(select(func.count()).select_from(verdicts_table)).scalar_one(),
                 dead_letters=conn.execute(
-                    select(func.count()).select_from(dead_letters)).scalar_one(),
+                    select(func.count()).select_from(dead_letters_table)).scalar_one(),
             )
 
     def close(self) -> None:
@@ -171,17 +180,33 @@ def to_utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
-def _key_filter(key: VerdictKey) -> tuple[Any, ...]:
-    return (
-        verdicts.c.sample_id == key.sample_id,
-        verdicts.c.metric == key.metric,
-        verdicts.c.prompt_version == key.prompt_version,
-        verdicts.c.judge_model == key.judge_model,
-    )
+def _existing_verdicts(conn: Connection, keys: Sequence[VerdictKey]) -> set[VerdictKey]:
+    found = conn.execute(select(*_KEY_COLUMNS).where(
+        tuple_(*_KEY_COLUMNS).in_([tuple(_key_tuple(key)) for key in keys])))
+    return {VerdictKey(*row) for row in found}
 
 
-def _drop_claim(conn: Connection, key: VerdictKey, owner: str) -> None:
-    conn.execute(delete(claims).where(claims.c.key == key.digest(), claims.c.owner == owner))
+def _key_tuple(key: VerdictKey) -> tuple[str, str, str, str]:
+    return (key.sample_id, key.metric, key.prompt_version, key.judge_model)
+
+
+def _claim_state(key: VerdictKey, *, done: set[VerdictKey], taken: set[str],
+                 held: dict[str, datetime], now: datetime) -> Claim:
+    if key in done:
+        return Claim(ClaimState.DONE)
+    digest = key.digest()
+    if digest in taken:
+        return Claim(ClaimState.CLAIMED)
+    remaining_s = (to_utc(held[digest]) - now).total_seconds() if digest in held else 0.0
+    return Claim(ClaimState.BUSY, retry_in_s=max(0.0, remaining_s))
+
+
+def _dead_letter_row(letter: DeadLetter) -> dict[str, Any]:
+    return {
+        "sample_id": letter.sample_id, "metric": letter.metric,
+        "error_class": letter.error_class, "error": letter.error, "attempts": letter.attempts,
+        "payload": letter.payload, "created_at": to_utc(letter.created_at),
+    }
 
 
 def _verdict_row(record: VerdictRecord) -> dict[str, Any]:
@@ -193,7 +218,7 @@ def _verdict_row(record: VerdictRecord) -> dict[str, Any]:
         "raw_output": record.raw_output, "attempts": record.attempts,
         "latency_ms": record.latency_ms, "prompt_tokens": record.prompt_tokens,
         "completion_tokens": record.completion_tokens, "attributes": record.attributes,
-        "created_at": to_utc(record.created_at),
+        "sample_ts": to_utc(record.sample_ts), "created_at": to_utc(record.created_at),
     }
 
 

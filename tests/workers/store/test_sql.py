@@ -11,6 +11,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from workers.store import (
+    Claim,
     ClaimState,
     DeadLetter,
     SqliteStore,
@@ -51,32 +52,54 @@ def record(key: VerdictKey = KEY, **changes: object) -> VerdictRecord:
     return VerdictRecord(**values)  # type: ignore[arg-type]
 
 
+def claim_one(store: VerdictStore, key: VerdictKey, owner: str, now: datetime = NOW) -> Claim:
+    (claim,) = store.claim([key], owner=owner, lease_s=60, now=now)
+    return claim
+
+
 def test_claim_then_verdict_then_done(any_store: VerdictStore) -> None:
-    assert any_store.claim(KEY, owner="a", lease_s=60, now=NOW).state is ClaimState.CLAIMED
-    busy = any_store.claim(KEY, owner="b", lease_s=60, now=NOW + timedelta(seconds=10))
+    assert claim_one(any_store, KEY, "a").state is ClaimState.CLAIMED
+    busy = claim_one(any_store, KEY, "b", NOW + timedelta(seconds=10))
     assert busy.state is ClaimState.BUSY and busy.retry_in_s == pytest.approx(50)
-    assert any_store.claim(KEY, owner="a", lease_s=60, now=NOW).state is ClaimState.CLAIMED
-    assert any_store.save_verdict(record(), owner="a") is True
-    assert any_store.claim(KEY, owner="b", lease_s=60, now=NOW).state is ClaimState.DONE
+    assert claim_one(any_store, KEY, "a").state is ClaimState.CLAIMED
+    assert any_store.save(verdicts=[record()], owner="a") == 1
+    assert claim_one(any_store, KEY, "b").state is ClaimState.DONE
+
+
+def test_claims_for_a_batch_in_order(any_store: VerdictStore) -> None:
+    keys = [VerdictKey(f"req-{n}", "rag_qa", "v", "m") for n in range(5)]
+    any_store.save(verdicts=[record(keys[1])], owner="x")
+    claim_one(any_store, keys[3], "other")
+    states = [c.state for c in any_store.claim(keys, owner="a", lease_s=60, now=NOW)]
+    assert states == [ClaimState.CLAIMED, ClaimState.DONE, ClaimState.CLAIMED, ClaimState.BUSY,
+                      ClaimState.CLAIMED]
+    assert any_store.claim([], owner="a", lease_s=60, now=NOW) == []
 
 
 def test_expired_claim_can_be_taken_over(any_store: VerdictStore) -> None:
-    any_store.claim(KEY, owner="a", lease_s=60, now=NOW)
+    claim_one(any_store, KEY, "a")
     later = NOW + timedelta(seconds=61)
-    assert any_store.claim(KEY, owner="b", lease_s=60, now=later).state is ClaimState.CLAIMED
+    assert claim_one(any_store, KEY, "b", later).state is ClaimState.CLAIMED
 
 
 def test_released_claim_is_free(any_store: VerdictStore) -> None:
-    any_store.claim(KEY, owner="a", lease_s=60, now=NOW)
-    any_store.release(KEY, owner="a")
-    assert any_store.claim(KEY, owner="b", lease_s=60, now=NOW).state is ClaimState.CLAIMED
+    claim_one(any_store, KEY, "a")
+    any_store.save(release=[KEY], owner="a")
+    assert claim_one(any_store, KEY, "b").state is ClaimState.CLAIMED
+
+
+def test_only_the_owner_releases(any_store: VerdictStore) -> None:
+    claim_one(any_store, KEY, "a")
+    any_store.save(release=[KEY], owner="b")
+    assert claim_one(any_store, KEY, "b").state is ClaimState.BUSY
 
 
 def test_one_verdict_per_key(any_store: VerdictStore) -> None:
-    assert any_store.save_verdict(record(), owner="a") is True
-    assert any_store.save_verdict(record(reason="second"), owner="b") is False
+    assert any_store.save(verdicts=[record()], owner="a") == 1
+    assert any_store.save(verdicts=[record(reason="second")], owner="b") == 0
     other_model = VerdictKey(KEY.sample_id, KEY.metric, KEY.prompt_version, "judge-2")
-    assert any_store.save_verdict(record(other_model), owner="a") is True
+    assert any_store.save(verdicts=[record(other_model), record(reason="third")],
+                          owner="a") == 1
     stored = list(any_store.iter_verdicts())
     assert [(r.key.judge_model, r.reason) for r in stored] == [("judge-1", "fine"),
                                                                ("judge-2", "fine")]
@@ -85,15 +108,16 @@ def test_one_verdict_per_key(any_store: VerdictStore) -> None:
 
 def test_verdict_round_trip(any_store: VerdictStore) -> None:
     original = record()
-    any_store.save_verdict(original, owner="a")
+    any_store.save(verdicts=[original], owner="a")
     (stored,) = any_store.iter_verdicts()
     assert stored == original
 
 
 def test_export_filters(any_store: VerdictStore) -> None:
-    for n in range(5):
-        key = VerdictKey(f"req-{n}", "rag_qa" if n % 2 else "bbh_match", "v", "m")
-        any_store.save_verdict(record(key, created_at=NOW + timedelta(minutes=n)), owner="a")
+    any_store.save(verdicts=[
+        record(VerdictKey(f"req-{n}", "rag_qa" if n % 2 else "bbh_match", "v", "m"),
+               created_at=NOW + timedelta(minutes=n))
+        for n in range(5)], owner="a")
     assert [r.key.sample_id for r in any_store.iter_verdicts(metric="rag_qa")] == ["req-1",
                                                                                    "req-3"]
     since = [r.key.sample_id for r in any_store.iter_verdicts(since=NOW + timedelta(minutes=3))]
@@ -103,17 +127,17 @@ def test_export_filters(any_store: VerdictStore) -> None:
 
 
 def test_dead_letter_drops_the_claim(any_store: VerdictStore) -> None:
-    any_store.claim(KEY, owner="a", lease_s=60, now=NOW)
+    claim_one(any_store, KEY, "a")
     letter = DeadLetter(sample_id="req-1", metric="rag_qa", error_class="judge_rejected",
                         error="404", attempts=1, payload={"v": 1}, created_at=NOW)
-    any_store.save_dead_letter(letter, key=KEY, owner="a")
+    any_store.save(dead_letters=[letter], release=[KEY], owner="a")
     assert list(any_store.iter_dead_letters()) == [letter]
-    assert any_store.claim(KEY, owner="b", lease_s=60, now=NOW).state is ClaimState.CLAIMED
+    assert claim_one(any_store, KEY, "b").state is ClaimState.CLAIMED
     assert any_store.counts().dead_letters == 1
 
 
 def test_only_real_scores_are_aggregated(store: VerdictStore) -> None:
-    store.save_verdict(record(), owner="a")
+    store.save(verdicts=[record()], owner="a")
     with store.engine.connect() as conn:  # type: ignore[attr-defined]
         rows = conn.exec_driver_sql(
             "SELECT name, value FROM verdict_scores ORDER BY name").all()

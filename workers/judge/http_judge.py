@@ -1,0 +1,113 @@
+"""A lean OpenAI-compatible judge client on aiohttp: one session, keep-alive, no models.
+
+The hot path of a worker: it builds the JSON body, posts it, and reads four
+fields of the answer. About 0.2 ms of CPU per call against 3 ms for the
+``openai`` client's async twin (``bench/judge_client.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import aiohttp
+
+from evalfleet.errors import JudgeError, JudgeUnavailable
+from workers.backoff import parse_retry_after
+from workers.judge.base import JudgeReply, JudgeRequest
+from workers.judge.status import classify_status
+
+#: Where requests go when no base URL is configured.
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+#: Sent when no API key is configured (local judges such as the simulator ignore it).
+PLACEHOLDER_API_KEY = "not-needed"
+
+
+class AsyncHttpJudge:
+    """Sends one chat completion at a time on a shared aiohttp session (use in one loop)."""
+
+    def __init__(
+        self, *, base_url: str | None, api_key: str | None, timeout_s: float,
+        max_connections: int,
+    ) -> None:
+        self._url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+        self._headers = {
+            "Authorization": f"Bearer {api_key or PLACEHOLDER_API_KEY}",
+            "Content-Type": "application/json",
+        }
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def endpoint(self) -> str:
+        """The URL requests go to (names this judge in limits and circuit breakers)."""
+        return self._url
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        """Send one request.
+
+        Raises:
+            JudgeUnavailable: Transport error, timeout, 429, 5xx, unreadable answer.
+            JudgeRejected: 400, 401, 403, 404, 422 or an exhausted quota.
+        """
+        started = time.perf_counter()
+        status, headers, raw = await self._post(json.dumps(request.payload()))
+        latency_ms = round((time.perf_counter() - started) * 1000)
+        if status != 200:
+            raise _status_error(status, headers, raw)
+        return _reply(raw, latency_ms=latency_ms)
+
+    async def _post(self, body: str) -> tuple[int, Any, bytes]:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
+        try:
+            async with self._session.post(self._url, data=body, headers=self._headers) as answer:
+                return answer.status, answer.headers, await answer.read()
+        except TimeoutError:
+            raise JudgeUnavailable("judge call timed out") from None
+        except aiohttp.ClientError as exc:
+            raise JudgeUnavailable(f"cannot reach the judge: {type(exc).__name__}: {exc}") from exc
+
+    async def close(self) -> None:
+        """Close the session and its connections."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _status_error(status: int, headers: Any, raw: bytes) -> JudgeError:
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    message = _error_message(body) or raw[:200].decode("utf-8", "replace")
+    return classify_status(status, message=message, body=body,
+                           retry_after_s=parse_retry_after(headers))
+
+
+def _error_message(body: Any) -> str | None:
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    return None
+
+
+def _reply(raw: bytes, *, latency_ms: int) -> JudgeReply:
+    try:
+        data = json.loads(raw)
+        choice = data["choices"][0]
+        content = choice["message"].get("content")
+        usage = data.get("usage") or {}
+        return JudgeReply(
+            text=content if isinstance(content, str) else None,
+            finish_reason=choice.get("finish_reason"),
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"), latency_ms=latency_ms,
+        )
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise JudgeUnavailable(f"unreadable judge reply ({type(exc).__name__})") from None
+

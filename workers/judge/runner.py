@@ -1,0 +1,55 @@
+"""Many judge calls in flight from one worker process, on one private asyncio loop.
+
+Celery's task threads hand their batches to :class:`JudgeRunner` and wait; the
+loop keeps up to ``concurrency`` HTTP calls open at once. Hundreds of calls in
+flight cost one thread and some sockets, not hundreds of threads or processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+
+from evalfleet.errors import JudgeError
+from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
+from workers.judge.http_judge import AsyncHttpJudge
+
+#: Seconds to wait for in-flight calls when the runner closes.
+CLOSE_TIMEOUT_S = 10.0
+
+
+class JudgeRunner(JudgeClient):
+    """A thread-safe, blocking face over an :class:`AsyncHttpJudge` running on its own loop."""
+
+    def __init__(self, client: AsyncHttpJudge, *, concurrency: int) -> None:
+        self._client = client
+        self._loop = asyncio.new_event_loop()
+        self._slots = asyncio.Semaphore(concurrency)
+        self._thread = threading.Thread(target=self._loop.run_forever, name="judge-loop",
+                                        daemon=True)
+        self._thread.start()
+
+    def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
+        """See :meth:`JudgeClient.complete_many`. Blocks the calling thread, not the loop."""
+        if not requests:
+            return []
+        return asyncio.run_coroutine_threadsafe(self._gather(requests), self._loop).result()
+
+    async def _gather(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
+        return list(await asyncio.gather(*(self._one(request) for request in requests)))
+
+    async def _one(self, request: JudgeRequest) -> JudgeReply | JudgeError:
+        async with self._slots:
+            try:
+                return await self._client.complete(request)
+            except JudgeError as exc:
+                return exc
+
+    def close(self) -> None:
+        """See :meth:`JudgeClient.close`."""
+        if not self._loop.is_running():
+            return
+        asyncio.run_coroutine_threadsafe(self._client.close(), self._loop).result(CLOSE_TIMEOUT_S)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(CLOSE_TIMEOUT_S)

@@ -1,0 +1,48 @@
+"""What an HTTP error status from a judge means for the job. Pure.
+
+One mapping for every judge client: 429, 5xx and a few transient statuses are
+worth retrying; an exhausted quota, bad requests, auth failures and unknown
+models are not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalfleet.errors import JudgeError, JudgeRejected, JudgeUnavailable
+
+#: Statuses worth retrying besides 429 and 5xx.
+TRANSIENT_STATUSES = frozenset({408, 409, 425})
+
+#: Error codes that mean "no more money": retrying burns the queue for nothing.
+QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
+
+
+def classify_status(
+    status: int, *, message: str, body: Any, retry_after_s: float | None,
+) -> JudgeError:
+    """The error a judge's non-2xx answer becomes.
+
+    Args:
+        status: The HTTP status.
+        message: A short description for logs and dead letters.
+        body: The decoded error body, if any (OpenAI's ``{"error": {"code": ...}}``).
+        retry_after_s: The delay the judge asked for, if any.
+    """
+    code = error_code(body)
+    if code in QUOTA_CODES:
+        return JudgeRejected(f"judge quota exhausted ({code})", status_code=status, code=code)
+    if status == 429 or status >= 500 or status in TRANSIENT_STATUSES:
+        return JudgeUnavailable(f"judge answered {status}: {message}", status_code=status,
+                                retry_after_s=retry_after_s)
+    return JudgeRejected(f"judge answered {status}: {message}", status_code=status, code=code)
+
+
+def error_code(body: Any) -> str | None:
+    """The ``code`` (or ``type``) of an OpenAI-style error body, if any."""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            code = error.get("code") or error.get("type")
+            return str(code) if code else None
+    return None
