@@ -13,6 +13,7 @@
     │   └── InvalidSamplingConfig    a producer sampling config file (producers.policy)
     ├── JudgeError                   the judge call itself failed
     │   ├── JudgeUnavailable         retry later: transport, timeout, 429, 5xx
+    │   ├── JudgeDeferred            not sent: rate budget spent or circuit open; retry later
     │   └── JudgeRejected            retrying will not help: 400, 401, 403, 404
     ├── StoreUnavailable             retry later: the database cannot be reached
     ├── BrokerUnavailable            retry later: a producer cannot reach the broker
@@ -123,6 +124,19 @@ class JudgeUnavailable(JudgeError):
     ) -> None:
         self.retry_after_s = retry_after_s
         super().__init__(reason, status_code=status_code)
+
+
+class JudgeDeferred(JudgeError):
+    """The call was not sent: the fleet's rate budget is spent or the judge's circuit is
+    open. Not the job's fault, so it does not count as an attempt.
+
+    Attributes:
+        retry_after_s: When sending is expected to be possible again.
+    """
+
+    def __init__(self, reason: str, *, retry_after_s: float) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(reason)
 
 
 class JudgeRejected(JudgeError):

@@ -86,6 +86,26 @@ class Settings(BaseSettings):
     """``http``: the lean aiohttp client, many calls in flight per process (default);
     ``openai``: the ``openai`` package, one call at a time per worker thread."""
 
+    judge_rpm: float | None = Field(default=None, gt=0)
+    """Requests per minute the whole fleet may send to the judge, per model (unset: no
+    limit); shared through Redis when there is one."""
+
+    judge_tpm: float | None = Field(default=None, gt=0)
+    """Tokens per minute the whole fleet may use, per model (prompt estimate plus
+    ``max_tokens`` before a call, corrected from the reported usage after it)."""
+
+    judge_rate_limits: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """Per-model limits overriding the two above, JSON: ``{"gpt-4.1": {"rpm": 500,
+    "tpm": 30000}}``."""
+
+    limiter_url: str | None = None
+    """Redis holding the fleet's rate budgets; unset: the broker when it is Redis, else
+    each process keeps its own."""
+
+    rate_limit_max_wait_s: float = Field(default=2.0, ge=0)
+    """Longest a call waits for rate budget while holding a slot; a longer wait sends
+    its job back to the queue with that countdown."""
+
     judge_response_format: Literal["json_schema", "json_object", "text"] = "json_schema"
     """The most constrained output the judge supports; a metric never asks for more."""
 
@@ -218,6 +238,7 @@ class Settings(BaseSettings):
     e.g. ``{"gpt-4o-mini": [0.15, 0.6]}``."""
 
     @field_validator("database_url", "broker_url", "openai_base_url", "alertmanager_url",
+                     "limiter_url",
                      mode="before")
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:

@@ -16,7 +16,13 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal, NamedTuple
 
-from evalfleet.errors import InvalidSample, JudgeError, JudgeRejected, UnknownMetric
+from evalfleet.errors import (
+    InvalidSample,
+    JudgeDeferred,
+    JudgeError,
+    JudgeRejected,
+    UnknownMetric,
+)
 from evalfleet.message import Job, encode_job
 from evalfleet.metric import Metric, MetricRegistry
 from workers.backoff import compute_backoff
@@ -255,17 +261,22 @@ class Evaluator:
     def _after_transient_failure(self, item: _Pending, batch: _Batch) -> None:
         job, error = item.job, item.error
         assert error is not None
-        if job.attempt >= self.options.max_attempts:
+        deferred = isinstance(error, JudgeDeferred)  # never sent: not an attempt
+        if job.attempt >= self.options.max_attempts and not deferred:
             self._dead_letter(batch, item.index, job, "judge_unavailable",
                               f"gave up after {job.attempt} attempts: {error}", key=item.key)
             return
         batch.release.append(item.key)
-        countdown_s = compute_backoff(
-            job.attempt, base_s=self.options.retry_base_s, cap_s=self.options.retry_max_s,
-            retry_after_s=getattr(error, "retry_after_s", None), jitter=self._jitter(),
-        )
-        batch.outcomes[item.index] = Outcome.retry(
-            replace(job, attempt=job.attempt + 1), countdown_s=countdown_s, reason=str(error))
+        if deferred:
+            countdown_s, next_job = getattr(error, "retry_after_s", 0.0), job
+        else:
+            countdown_s = compute_backoff(
+                job.attempt, base_s=self.options.retry_base_s, cap_s=self.options.retry_max_s,
+                retry_after_s=getattr(error, "retry_after_s", None), jitter=self._jitter(),
+            )
+            next_job = replace(job, attempt=job.attempt + 1)
+        batch.outcomes[item.index] = Outcome.retry(next_job, countdown_s=countdown_s,
+                                                   reason=str(error))
 
     def _dead_letter(
         self, batch: _Batch, index: int, job: Job, error_class: str, error: str, *,

@@ -9,10 +9,13 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from evalfleet.broker import is_redis
 from evalfleet.metric import load_registry
 from evalfleet.settings import Settings
 from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeClient, JudgeRunner, OpenAIJudge
+from workers.judge.runner import Pacing
+from workers.limiter import Budget, LocalRateLimiter, RateLimiter, RedisRateLimiter
 from workers.renderer import check_templates
 from workers.store import VerdictStore, open_store
 
@@ -55,7 +58,24 @@ def build_judge(settings: Settings, *, concurrency: int) -> JudgeClient:
                            timeout_s=settings.judge_timeout_s)
     client = AsyncHttpJudge(base_url=settings.openai_base_url, api_key=api_key,
                             timeout_s=settings.judge_timeout_s, max_connections=concurrency)
-    return JudgeRunner(client, concurrency=concurrency)
+    pacing = Pacing(limiter=build_limiter(settings), max_wait_s=settings.rate_limit_max_wait_s,
+                    budget_for=lambda model: budget_for(settings, model))
+    return JudgeRunner(client, concurrency=concurrency, pacing=pacing)
+
+
+def build_limiter(settings: Settings) -> RateLimiter | None:
+    """The fleet's shared limiter in Redis, else one for this process; None without limits."""
+    if not (settings.judge_rpm or settings.judge_tpm or settings.judge_rate_limits):
+        return None
+    url = settings.limiter_url or (settings.broker_url if is_redis(settings) else None)
+    return RedisRateLimiter(url) if url else LocalRateLimiter()
+
+
+def budget_for(settings: Settings, model: str) -> Budget:
+    """The rate limits of ``model``: its own entry, else the fleet-wide defaults."""
+    own = settings.judge_rate_limits.get(model, {})
+    return Budget(requests_per_minute=own.get("rpm", settings.judge_rpm),
+                  tokens_per_minute=own.get("tpm", settings.judge_tpm))
 
 
 class LazyRuntime:

@@ -67,6 +67,9 @@ class SimNotStarted(EvalfleetError):
     """The simulator's server did not start listening."""
 
 
+#: Arrival ticks (100 ms each) kept in the stats: the last hour with traffic.
+ARRIVAL_TICKS_KEPT = 36_000
+
 class _Counters:
     """What ``GET /_sim/stats`` reports."""
 
@@ -77,8 +80,14 @@ class _Counters:
         self.by_status: dict[str, int] = {}
         self.by_outcome: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
         self.by_prompt: dict[str, int] = {}
+        self.arrivals: dict[int, int] = {}
 
     def begin(self) -> None:
+        # Arrival counts per 100 ms of wall time, for rate checks over any window.
+        tick = int(time.time() * 10)
+        self.arrivals[tick] = self.arrivals.get(tick, 0) + 1
+        if len(self.arrivals) > ARRIVAL_TICKS_KEPT:
+            del self.arrivals[next(iter(self.arrivals))]  # ticks arrive in order
         self.requests += 1
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -99,6 +108,7 @@ class _Counters:
             "requests": self.requests, "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight, "by_status": dict(self.by_status),
             "by_outcome": dict(self.by_outcome), "by_prompt": dict(self.by_prompt),
+            "arrivals_per_100ms": {str(tick): n for tick, n in sorted(self.arrivals.items())},
         }
 
 

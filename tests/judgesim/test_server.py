@@ -308,3 +308,12 @@ def test_reset_during_a_request_keeps_counters_balanced(judge: RunningSim) -> No
         assert pending.result().choices[0].finish_reason == "stop"
     stats = judge.stats()
     assert stats["in_flight"] == 0 and stats["requests"] == 0
+
+
+def test_arrivals_are_counted_per_100ms(judge: RunningSim) -> None:
+    before = time.time()
+    for n in range(5):
+        complete(judge, rag(question=f"Arrival {n}?"))
+    arrivals = judge.stats()["arrivals_per_100ms"]
+    assert sum(arrivals.values()) == 5
+    assert all(int(before * 10) <= int(tick) <= int(time.time() * 10) for tick in arrivals)

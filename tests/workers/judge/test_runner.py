@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from evalfleet.errors import JudgeRejected, JudgeUnavailable
+from evalfleet.errors import JudgeDeferred, JudgeRejected, JudgeUnavailable
 from evalfleet.judgesim import RunningSim
+from workers.breaker import CircuitBreaker
 from workers.judge import AsyncHttpJudge, JudgeReply, JudgeRequest, JudgeRunner
+from workers.judge.runner import Pacing
+from workers.limiter import Budget, LocalRateLimiter
 
 
 @pytest.fixture
@@ -65,3 +69,45 @@ def test_timeouts_and_unreachable_judges_are_transient(sim: RunningSim) -> None:
     nowhere.close()
     assert isinstance(timed_out, JudgeUnavailable) and "timed out" in str(timed_out)
     assert isinstance(refused, JudgeUnavailable) and "cannot reach" in str(refused)
+
+
+def test_a_call_that_would_wait_too_long_is_deferred_unsent(sim: RunningSim) -> None:
+    pacing = Pacing(limiter=LocalRateLimiter(), max_wait_s=0.5,
+                    budget_for=lambda model: Budget(requests_per_minute=60))
+    paced = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+                                       max_connections=8), concurrency=8, pacing=pacing)
+    answers = paced.complete_many([request(n) for n in range(5)])
+    paced.close()
+    sent = [a for a in answers if isinstance(a, JudgeReply)]
+    deferred = [a for a in answers if isinstance(a, JudgeDeferred)]
+    assert len(sent) == 1 and len(deferred) == 4  # 1 a second: the next is 0.75 s away
+    assert all(d.retry_after_s > 0.5 for d in deferred)
+    assert sim.stats()["requests"] == 1
+
+
+def test_the_circuit_opens_on_a_down_judge_and_closes_after_a_good_probe(
+    sim: RunningSim,
+) -> None:
+    breaker = CircuitBreaker(failure_threshold=3, open_s=0.3)
+    guarded = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+                                         max_connections=2), concurrency=1, breaker=breaker)
+    sim.script([{"match": "", "replies": [{"status": 503}], "then": "repeat_last"}])
+    answers = [guarded.complete_many([request(n)])[0] for n in range(5)]
+    assert [type(a).__name__ for a in answers] == ["JudgeUnavailable"] * 3 + ["JudgeDeferred"] * 2
+    assert sim.stats()["requests"] == 3 and breaker.state == "open"
+    sim.reset()
+    time.sleep(0.35)  # the circuit's pause, so the next call is the probe
+    (probe,) = guarded.complete_many([request(9)])
+    guarded.close()
+    assert isinstance(probe, JudgeReply) and breaker.state == "closed"
+
+
+def test_rate_limits_do_not_open_the_circuit(sim: RunningSim) -> None:
+    breaker = CircuitBreaker(failure_threshold=2)
+    guarded = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+                                         max_connections=2), concurrency=1, breaker=breaker)
+    sim.script([{"match": "", "replies": [{"status": 429, "retry_after": 1}],
+                 "then": "repeat_last"}])
+    guarded.complete_many([request(n) for n in range(4)])
+    guarded.close()
+    assert breaker.state == "closed"

@@ -1,0 +1,63 @@
+"""Rate arithmetic: the generic cell rate algorithm, as plain functions. Pure.
+
+A limit of R units per minute spaces units ``60 / R`` seconds apart. The state
+is one number per limit, the theoretical arrival time (TAT): when the budget
+is next free if traffic ran exactly at the limit. A request may go at
+``TAT - burst``; if that is later than now, the caller waits, or goes away and
+comes back. Going moves the TAT on by ``cost * interval``. Over any window of
+W seconds at most ``(W + burst) / interval`` units start, plus the cost of one
+request, so a small burst keeps every window close to the limit while a queue
+of waiting callers keeps it full.
+
+The Redis implementation runs the same arithmetic in a Lua script, atomically
+for the whole fleet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What reserving ``cost`` units would do to one limit."""
+
+    tat_s: float
+    """The limit's TAT after the reservation."""
+
+    wait_s: float
+    """How long the caller must wait before sending (0: now)."""
+
+
+def plan(*, tat_s: float | None, now_s: float, cost: float, interval_s: float,
+         burst_s: float) -> Plan:
+    """Plan a reservation of ``cost`` units on one limit.
+
+    Args:
+        tat_s: The stored TAT, or None for a limit never used (or expired).
+        now_s: The current time.
+        cost: Units wanted (1 request, or N tokens).
+        interval_s: Seconds per unit at the limit (60 / units per minute).
+        burst_s: How far ahead of the limit's pace a reservation may start.
+
+    Returns:
+        The new TAT and the wait.
+    """
+    start = now_s if tat_s is None else max(tat_s, now_s)
+    return Plan(tat_s=start + cost * interval_s, wait_s=max(0.0, start - burst_s - now_s))
+
+
+def refund(*, tat_s: float | None, now_s: float, units: float, interval_s: float) -> float | None:
+    """The TAT after giving back ``units`` (negative: charging more), never before now.
+
+    Used when the real token count of a call is known: the estimate made before
+    the call is corrected by the difference.
+    """
+    if tat_s is None:
+        return None
+    return max(now_s, tat_s - units * interval_s)
+
+
+def interval_for(per_minute: float | None) -> float:
+    """Seconds per unit for a per-minute limit; 0 means unlimited."""
+    return 60.0 / per_minute if per_minute else 0.0
