@@ -102,6 +102,10 @@ class Settings(BaseSettings):
     """Redis holding the fleet's rate budgets; unset: the broker when it is Redis, else
     each process keeps its own."""
 
+    judge_access_pause_s: float = Field(default=300.0, gt=0)
+    """When the judge refuses access (401, 403, exhausted quota) a worker stops consuming
+    that metric's queue for this long, then tries again; the jobs wait in the queue."""
+
     rate_limit_max_wait_s: float = Field(default=2.0, ge=0)
     """Longest a call waits for rate budget while holding a slot; a longer wait sends
     its job back to the queue with that countdown."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
+import time
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
@@ -133,8 +135,29 @@ def run_message(task: Task, message: Any, runtime: Runtime) -> str:
             _publish(task, [outcome.retry_job], countdown_s=outcome.countdown_s)
             logger.info("retry %s/%s in %.1fs: %s", outcome.retry_job.metric,
                         outcome.retry_job.sample.id, outcome.countdown_s, outcome.detail)
+    paused = [outcome for outcome in outcomes if outcome.kind == "paused"]
+    if paused:
+        _pause_queue(task, runtime, queue=queue_for(jobs[0].metric), reason=paused[0].detail)
     kinds = Counter(outcome.kind for outcome in outcomes)
     return ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+
+
+def _pause_queue(task: Task, runtime: Runtime, *, queue: str, reason: str) -> None:
+    """Stop this worker consuming ``queue`` for a while: its judge refuses access."""
+    pause_s = runtime.evaluator.options.access_pause_s
+    now = time.monotonic()
+    with runtime.lock:
+        if runtime.paused_until.get(queue, 0.0) > now:
+            return
+        runtime.paused_until[queue] = now + pause_s
+    logger.error("pausing %s for %.0f s, its judge refuses access: %s", queue, pause_s, reason)
+    hostname = task.request.hostname
+    control = task.app.control
+    control.cancel_consumer(queue, destination=[hostname])
+    resume = threading.Timer(pause_s, control.add_consumer, args=(queue,),
+                             kwargs={"destination": [hostname]})
+    resume.daemon = True
+    resume.start()
 
 
 def _publish(

@@ -58,13 +58,14 @@ class EvaluatorOptions:
     retry_base_s: float = 2.0
     retry_max_s: float = 300.0
     claim_lease_s: float = 300.0
+    access_pause_s: float = 300.0
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What became of one delivery of a job. Build with the named constructors."""
 
-    kind: Literal["stored", "duplicate", "retry", "dead_letter"]
+    kind: Literal["stored", "duplicate", "retry", "paused", "dead_letter"]
     detail: str = ""
     """Verdict status, dead-letter error class, or why a retry is due."""
     retry_job: Job | None = None
@@ -88,6 +89,12 @@ class Outcome:
     def retry(cls, job: Job, *, countdown_s: float, reason: str) -> Outcome:
         """Run ``job`` again after ``countdown_s`` seconds."""
         return cls("retry", reason, retry_job=job, countdown_s=countdown_s)
+
+    @classmethod
+    def paused(cls, job: Job, *, reason: str) -> Outcome:
+        """The judge refused access (auth, quota): put ``job`` back in the queue and stop
+        consuming that queue for a while (``EvaluatorOptions.access_pause_s``)."""
+        return cls("paused", reason, retry_job=job)
 
     @classmethod
     def dead_letter(cls, error_class: str) -> Outcome:
@@ -248,7 +255,11 @@ class Evaluator:
             item.take(answer)
 
     def _conclude(self, item: _Pending, batch: _Batch) -> None:
-        if isinstance(item.error, JudgeRejected):
+        if isinstance(item.error, JudgeRejected) and item.error.is_access_problem:
+            # Every call would fail the same way: keep the job, stop the metric.
+            batch.release.append(item.key)
+            batch.outcomes[item.index] = Outcome.paused(item.job, reason=str(item.error))
+        elif isinstance(item.error, JudgeRejected):
             self._dead_letter(batch, item.index, item.job, "judge_rejected", str(item.error),
                               key=item.key)
         elif item.error is not None:

@@ -7,7 +7,7 @@ import time.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from evalfleet.broker import is_redis
 from evalfleet.metric import load_registry
@@ -26,6 +26,9 @@ class Runtime:
 
     evaluator: Evaluator
     store: VerdictStore
+    paused_until: dict[str, float] = field(default_factory=dict)
+    """Queues this process stopped consuming, and until when (monotonic seconds)."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def build_runtime(settings: Settings, *, concurrency: int) -> Runtime:
@@ -44,7 +47,7 @@ def build_runtime(settings: Settings, *, concurrency: int) -> Runtime:
         response_format_support=settings.judge_response_format,
         reask_on_invalid=settings.reask_on_invalid, max_attempts=settings.max_attempts,
         retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s,
-        claim_lease_s=settings.claim_lease_s,
+        claim_lease_s=settings.claim_lease_s, access_pause_s=settings.judge_access_pause_s,
     )
     evaluator = Evaluator(registry=registry, store=store, judge=judge, options=options)
     return Runtime(evaluator=evaluator, store=store)

@@ -196,6 +196,10 @@ class ScriptedReply(_ScriptModel):
     message: str | None = None
     """Error message of a non-200 reply."""
 
+    code: str | None = None
+    """Error code of a non-200 reply, e.g. ``insufficient_quota`` (a 429 with a code is
+    sent as that error, without Retry-After)."""
+
 
 class ScriptRule(_ScriptModel):
     """Replies given, in order, to requests whose prompt contains ``match``."""

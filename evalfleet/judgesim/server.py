@@ -248,14 +248,14 @@ async def _scripted(sim: SimState, chat: _ChatRequest, scripted: ScriptedReply) 
         await _sleep_ms(scripted.delay_ms)
     elif scripted.status != 429:
         await _sleep_ms(sample_latency_ms(sim.rng, config=sim.config))
-    if scripted.status == 429:
+    if scripted.status == 429 and scripted.code is None:
         wait_s = scripted.retry_after if scripted.retry_after is not None else (
             sim.config.retry_after_s)
         return _rate_limited(wait_s, message=scripted.message)
     if scripted.status != 200:
         message = scripted.message or (_SERVER_ERROR_MESSAGE if scripted.status >= 500
                                        else "scripted error")
-        return _error(scripted.status, message)
+        return _error(scripted.status, message, code=scripted.code)
     if scripted.content is None:
         content = build_reply(chat.prompt, model=chat.model, response_format=chat.response_format,
                               fault=Fault.none()).content

@@ -169,7 +169,7 @@ def test_server_errors_back_off_exponentially_then_dead_letter(evaluator: Evalua
     assert stored(store) == []
 
 
-@pytest.mark.parametrize("status", [400, 401, 404])
+@pytest.mark.parametrize("status", [400, 404, 422])
 def test_rejections_become_dead_letters_at_once(status: int, evaluator: Evaluator,
                                                 store: SqlStore, sim: RunningSim) -> None:
     script(sim, {"status": status})
@@ -200,6 +200,23 @@ def test_one_bad_job_does_not_hold_back_its_batch(evaluator: Evaluator, store: S
     kinds = [o.kind for o in evaluator.run_batch(jobs, owner="m1")]
     assert kinds == ["stored", "retry", "dead_letter", "stored"]
     assert store.counts().verdicts == 2 and store.counts().dead_letters == 1
+
+
+@pytest.mark.parametrize("reply", [
+    {"status": 401}, {"status": 403},
+    {"status": 429, "code": "insufficient_quota", "message": "You exceeded your quota."},
+])
+def test_access_problems_pause_instead_of_dead_lettering(
+    reply: dict[str, Any], evaluator: Evaluator, store: SqlStore, sim: RunningSim,
+) -> None:
+    script(sim, reply)
+    the_job = job()
+    outcome = evaluator.run(the_job, owner="m1")
+    assert outcome.kind == "paused" and outcome.retry_job == the_job
+    assert store.counts().dead_letters == 0 and store.counts().verdicts == 0
+    # The claim was released, so the job can run as soon as access is back.
+    sim.reset()
+    assert evaluator.run(the_job, owner="m2").kind == "stored"
 
 
 def test_unknown_metric_becomes_a_dead_letter(evaluator: Evaluator, store: SqlStore) -> None:
