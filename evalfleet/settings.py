@@ -110,6 +110,18 @@ class Settings(BaseSettings):
     """Longest a call waits for rate budget while holding a slot; a longer wait sends
     its job back to the queue with that countdown."""
 
+    model_prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    """US dollars per million tokens (prompt, completion) per judge model, JSON:
+    ``{"gpt-4o-mini": [0.15, 0.60]}``; verdicts of other models carry no cost."""
+
+    daily_budgets_usd: dict[str, float] = Field(default_factory=dict)
+    """Per-metric daily budget in US dollars, JSON: ``{"rag_qa": 50}``. Near it producers
+    lower the metric's sampling rate (accepted jobs are still judged)."""
+
+    budget_soft_fraction: float = Field(default=0.8, ge=0, le=1)
+    """Share of a daily budget after which producers start lowering the sampling rate,
+    reaching zero when the budget is spent."""
+
     judge_response_format: Literal["json_schema", "json_object", "text"] = "json_schema"
     """The most constrained output the judge supports; a metric never asks for more."""
 

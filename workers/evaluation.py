@@ -10,12 +10,14 @@ become a verdict becomes a dead letter.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal, NamedTuple
 
+from evalfleet.budget import Price, budget_day, cost_usd
 from evalfleet.errors import (
     InvalidSample,
     JudgeDeferred,
@@ -25,6 +27,7 @@ from evalfleet.errors import (
 )
 from evalfleet.message import Job, encode_job
 from evalfleet.metric import Metric, MetricRegistry
+from evalfleet.spend import SpendLedger
 from workers.backoff import compute_backoff
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.renderer import ChatMessage, render_messages
@@ -37,6 +40,8 @@ from workers.verdicts import (
     response_format_for,
 )
 from workers.verdicts.result import RawValue
+
+logger = logging.getLogger(__name__)
 
 #: Error class of a verdict the judge itself declared failed (seed 004).
 JUDGE_DECLARED = "judge_declared"
@@ -59,6 +64,8 @@ class EvaluatorOptions:
     retry_max_s: float = 300.0
     claim_lease_s: float = 300.0
     access_pause_s: float = 300.0
+    prices: dict[str, Price] = field(default_factory=dict)
+    """Judge model prices, to cost each verdict."""
 
 
 @dataclass(frozen=True)
@@ -152,12 +159,13 @@ class Evaluator:
     def __init__(
         self, *, registry: MetricRegistry, store: VerdictStore, judge: JudgeClient,
         options: EvaluatorOptions, clock: Callable[[], datetime] | None = None,
-        jitter: Callable[[], float] = random.random,
+        jitter: Callable[[], float] = random.random, spend: SpendLedger | None = None,
     ) -> None:
         self.registry = registry
         self.store = store
         self.judge = judge
         self.options = options
+        self.spend = spend
         self._clock = clock or (lambda: datetime.now(UTC))
         self._jitter = jitter
 
@@ -184,8 +192,21 @@ class Evaluator:
         if batch.verdicts or batch.dead_letters or batch.release:
             self.store.save(verdicts=batch.verdicts, dead_letters=batch.dead_letters,
                             release=batch.release, owner=owner)
+        self._count_spend(batch.verdicts)
         assert all(outcome is not None for outcome in batch.outcomes)
         return [outcome for outcome in batch.outcomes if outcome is not None]
+
+    def _count_spend(self, records: Sequence[VerdictRecord]) -> None:
+        amounts: dict[str, float] = {}
+        for record in records:
+            if record.cost_usd:
+                amounts[record.key.metric] = amounts.get(record.key.metric, 0.0) + record.cost_usd
+        if self.spend is None or not amounts:
+            return
+        try:
+            self.spend.add(amounts, day=budget_day())
+        except Exception as exc:  # the verdicts are stored; a budget counter may lag
+            logger.warning("cannot count spend: %s", exc)
 
     def verdict_key(self, job: Job, metric: Metric) -> VerdictKey:
         """The key the verdict of ``job`` is stored under on this worker."""
@@ -304,16 +325,19 @@ class Evaluator:
     def _record(self, item: _Pending) -> VerdictRecord:
         judgement = _judgement(item, score_names=list(item.metric.spec.scores))
         replies, job = item.replies, item.job
+        prompt_tokens = _total(reply.prompt_tokens for reply in replies)
+        completion_tokens = _total(reply.completion_tokens for reply in replies)
         return VerdictRecord(
             key=item.key, status=judgement.status, error_class=judgement.error_class,
             error=judgement.error, reason=judgement.reason, scores=judgement.scores,
             raw_scores=judgement.raw_scores, raw_output=replies[-1].text,
             attempts=job.attempt - 1 + len(replies),
             latency_ms=sum(reply.latency_ms for reply in replies),
-            prompt_tokens=_total(reply.prompt_tokens for reply in replies),
-            completion_tokens=_total(reply.completion_tokens for reply in replies),
+            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
             attributes=dict(job.sample.attributes),
             sample_ts=job.sample.timestamp or job.enqueued_at, created_at=self._clock(),
+            cost_usd=cost_usd(self.options.prices.get(item.key.judge_model),
+                              prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
         )
 
 

@@ -10,8 +10,10 @@ import threading
 from dataclasses import dataclass, field
 
 from evalfleet.broker import is_redis
+from evalfleet.budget import Price
 from evalfleet.metric import load_registry
 from evalfleet.settings import Settings
+from evalfleet.spend import SpendLedger
 from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeClient, JudgeRunner, OpenAIJudge
 from workers.judge.runner import Pacing
@@ -48,8 +50,11 @@ def build_runtime(settings: Settings, *, concurrency: int) -> Runtime:
         reask_on_invalid=settings.reask_on_invalid, max_attempts=settings.max_attempts,
         retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s,
         claim_lease_s=settings.claim_lease_s, access_pause_s=settings.judge_access_pause_s,
+        prices={model: Price(*price) for model, price in settings.model_prices.items()},
     )
-    evaluator = Evaluator(registry=registry, store=store, judge=judge, options=options)
+    spend = SpendLedger(settings.resolved_broker_url()) if is_redis(settings) else None
+    evaluator = Evaluator(registry=registry, store=store, judge=judge, options=options,
+                          spend=spend)
     return Runtime(evaluator=evaluator, store=store)
 
 

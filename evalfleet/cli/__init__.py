@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import click
 
+from evalfleet.cli.alerts import alerts
+from evalfleet.cli.beat import beat
 from evalfleet.cli.context import CliState
 from evalfleet.cli.demo import demo
+from evalfleet.cli.ingest import ingest
 from evalfleet.cli.judge_sim import judge_sim
 from evalfleet.cli.metrics import metrics
 from evalfleet.cli.produce import produce
-from evalfleet.cli.store import export, migrate
+from evalfleet.cli.store import cost, export, migrate
 from evalfleet.cli.worker import worker
 from evalfleet.log import configure_logging
 
@@ -36,5 +39,6 @@ def _secrets_of(state: CliState) -> list[str]:
         return []
 
 
-for _command in (migrate, produce, worker, export, metrics, demo, judge_sim):
+for _command in (migrate, produce, worker, export, cost, metrics, demo, judge_sim, alerts, beat,
+                 ingest):
     main.add_command(_command)

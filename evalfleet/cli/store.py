@@ -46,3 +46,30 @@ def export(state: CliState, metric: str | None, since: str | None, until: str | 
             out.write(json.dumps(export_row(record), ensure_ascii=False) + "\n")
     finally:
         store.close()
+
+
+@click.command()
+@click.option("--days", type=click.IntRange(1, 366), default=7, show_default=True,
+              help="How many UTC days back, today included.")
+@pass_state
+def cost(state: CliState, days: int) -> None:
+    """Judge spend per metric and UTC day: verdicts, tokens, US dollars."""
+    from datetime import UTC, datetime, timedelta
+
+    from workers.store import open_store
+
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    store = open_store(state.settings.resolved_database_url())
+    try:
+        rows = store.daily_costs(since=today - timedelta(days=days - 1))
+    finally:
+        store.close()
+    budgets = state.settings.daily_budgets_usd
+    click.echo(f"{'day':<10}  {'metric':<20} {'verdicts':>9} {'prompt tok':>11} "
+               f"{'compl. tok':>10} {'cost USD':>10} {'USD/verdict':>11} {'budget':>8}")
+    for row in rows:
+        per_verdict = row.cost_usd / row.verdicts if row.verdicts else 0.0
+        budget = budgets.get(row.metric)
+        click.echo(f"{row.day.isoformat():<10}  {row.metric:<20} {row.verdicts:>9} "
+                   f"{row.prompt_tokens:>11} {row.completion_tokens:>10} {row.cost_usd:>10.4f} "
+                   f"{per_verdict:>11.6f} {'-' if budget is None else f'{budget:.2f}':>8}")

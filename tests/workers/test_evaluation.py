@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
+from evalfleet.budget import Price, budget_day
 from evalfleet.judgesim import RunningSim, simulated_scores
 from evalfleet.message import Job, new_job
 from evalfleet.metric import load_registry
 from evalfleet.sample import parse_sample
+from evalfleet.spend import SpendLedger
 from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeClient, JudgeRunner, OpenAIJudge
 from workers.renderer import render_messages
@@ -217,6 +219,22 @@ def test_access_problems_pause_instead_of_dead_lettering(
     # The claim was released, so the job can run as soon as access is back.
     sim.reset()
     assert evaluator.run(the_job, owner="m2").kind == "stored"
+
+
+def test_verdicts_are_costed_and_counted_against_the_day(
+    store: SqlStore, judge: JudgeClient, redis_url: str,
+) -> None:
+    ledger = SpendLedger(redis_url)
+    options = EvaluatorOptions(judge_model="judge-sim",
+                               prices={"judge-sim": Price(1.0, 2.0)})
+    evaluator = Evaluator(registry=load_registry(), store=store, judge=judge, options=options,
+                          spend=ledger)
+    evaluator.run_batch([job(id="a"), job(id="b")], owner="m1")
+    verdicts = stored(store)
+    expected = [(v.prompt_tokens * 1.0 + v.completion_tokens * 2.0) / 1e6 for v in verdicts]
+    assert [v.cost_usd for v in verdicts] == pytest.approx(expected)
+    assert ledger.spent("rag_qa", day=budget_day()) == pytest.approx(sum(expected))
+    ledger.close()
 
 
 def test_unknown_metric_becomes_a_dead_letter(evaluator: Evaluator, store: SqlStore) -> None:

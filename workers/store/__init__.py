@@ -5,6 +5,7 @@ from __future__ import annotations
 from workers.store.base import (
     Claim,
     ClaimState,
+    DailyCost,
     DeadLetter,
     StoreCounts,
     VerdictKey,
@@ -19,6 +20,7 @@ from workers.store.sqlite import SqliteStore
 __all__ = [
     "Claim",
     "ClaimState",
+    "DailyCost",
     "DeadLetter",
     "PostgresStore",
     "SqlStore",

@@ -12,7 +12,7 @@ import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 
@@ -78,6 +78,8 @@ class VerdictRecord:
     attributes: dict[str, str]
     sample_ts: datetime
     created_at: datetime
+    cost_usd: float | None = None
+    """What the judge calls cost, from the model's price (None: price unknown)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,19 @@ class DeadLetter:
     attempts: int
     payload: Any
     created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DailyCost:
+    """One metric's judging on one UTC day."""
+
+    day: date
+    metric: str
+    verdicts: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    """Summed over the verdicts that have a price."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +161,10 @@ class VerdictStore(ABC):
     @abstractmethod
     def iter_dead_letters(self, *, metric: str | None = None) -> Iterator[DeadLetter]:
         """Stream dead letters in creation order."""
+
+    @abstractmethod
+    def daily_costs(self, *, since: datetime) -> list[DailyCost]:
+        """Verdicts, tokens and cost per metric and UTC day, for verdicts created since."""
 
     @abstractmethod
     def counts(self) -> StoreCounts:

@@ -29,6 +29,7 @@ def export_row(record: VerdictRecord) -> dict[str, Any]:
         "latency_ms": record.latency_ms,
         "prompt_tokens": record.prompt_tokens,
         "completion_tokens": record.completion_tokens,
+        "cost_usd": record.cost_usd,
         "created_at": _iso(record.created_at),
         "timestamp": _iso(record.sample_ts),
         "attributes": record.attributes,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Table, create_engine
+from sqlalchemy import Table, create_engine, func
 from sqlalchemy.dialects.postgresql import insert
 
 from workers.store.sql import SqlStore
@@ -19,6 +19,10 @@ class PostgresStore(SqlStore):
             pool_pre_ping=True, pool_recycle=1800,
         )
         super().__init__(engine)
+
+    def day_of(self, column: Any) -> Any:
+        """The UTC day of a ``timestamptz`` column, whatever the session's time zone."""
+        return func.date(func.timezone("UTC", column))
 
     def insert(self, table: Table) -> Any:
         """PostgreSQL's INSERT, with ``on_conflict_do_nothing`` / ``_do_update``."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -56,6 +57,7 @@ verdicts = Table(
     Column("latency_ms", Integer, nullable=False),
     Column("prompt_tokens", Integer),
     Column("completion_tokens", Integer),
+    Column("cost_usd", Float),
     Column("attributes", JsonDocument, nullable=False),
     Column("sample_ts", DateTime(timezone=True), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
@@ -98,4 +100,61 @@ claims = Table(
     Column("key", String(64), primary_key=True),
     Column("owner", String(128), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+# --- Alerts (workers/alerts/): Postgres only, created on SQLite too so migrations agree.
+
+alert_states = Table(
+    "alert_states", metadata,
+    Column("rule", String(128), primary_key=True),
+    Column("segment_key", String(64), primary_key=True),
+    Column("segment", JsonDocument, nullable=False),
+    Column("state", String(24), nullable=False),
+    Column("since", DateTime(timezone=True), nullable=False),
+    Column("breaches", Integer, nullable=False),
+    Column("clears", Integer, nullable=False),
+    Column("breach_started_at", DateTime(timezone=True)),
+    Column("fired_at", DateTime(timezone=True)),
+    Column("notified_at", DateTime(timezone=True)),
+    Column("evaluated_at", DateTime(timezone=True), nullable=False),
+    Column("transitions", Integer, nullable=False),
+    Column("announced", Boolean, nullable=False),
+    Column("finding", JsonDocument, nullable=False),
+)
+
+alert_exclusions = Table(
+    "alert_exclusions", metadata,
+    Column("id", SurrogateKey, primary_key=True, autoincrement=True),
+    Column("rule", String(128), nullable=False),
+    Column("segment_key", String(64), nullable=False),
+    # The segment's labels: a sample belongs to it when its attributes contain them.
+    Column("segment", JsonDocument, nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("ended_at", DateTime(timezone=True)),
+    Index(None, "rule", "segment_key"),
+)
+
+alert_notifications = Table(
+    "alert_notifications", metadata,
+    Column("id", SurrogateKey, primary_key=True, autoincrement=True),
+    Column("idempotency_key", String(64), nullable=False, unique=True),
+    Column("rule", String(128), nullable=False),
+    Column("segment_key", String(64), nullable=False),
+    Column("receiver", String(128), nullable=False),
+    Column("kind", String(24), nullable=False),
+    Column("alert", JsonDocument, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=False),
+    Column("delivered_at", DateTime(timezone=True)),
+    Column("failed_at", DateTime(timezone=True)),
+    Column("last_error", Text),
+    Index(None, "delivered_at", "next_attempt_at"),
+)
+
+alert_rule_runs = Table(
+    "alert_rule_runs", metadata,
+    Column("rule", String(128), primary_key=True),
+    Column("slot", BigInteger, nullable=False),
+    Column("evaluated_at", DateTime(timezone=True), nullable=False),
 )

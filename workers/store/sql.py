@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, Table, delete, func, select, tuple_
@@ -18,6 +18,7 @@ from evalfleet.errors import StoreUnavailable
 from workers.store.base import (
     Claim,
     ClaimState,
+    DailyCost,
     DeadLetter,
     StoreCounts,
     VerdictKey,
@@ -150,6 +151,28 @@ class SqlStore(VerdictStore):
                     created_at=to_utc(row["created_at"]),
                 )
 
+    def day_of(self, column: Any) -> Any:
+        """SQL for the UTC day of a timestamp column (dialects differ)."""
+        raise NotImplementedError
+
+    def daily_costs(self, *, since: datetime) -> list[DailyCost]:
+        """See :meth:`VerdictStore.daily_costs`."""
+        v = verdicts_table.c
+        day = self.day_of(v.created_at).label("day")
+        query = (
+            select(day, v.metric, func.count(), func.coalesce(func.sum(v.prompt_tokens), 0),
+                   func.coalesce(func.sum(v.completion_tokens), 0),
+                   func.coalesce(func.sum(v.cost_usd), 0.0))
+            .where(v.created_at >= to_utc(since)).group_by(day, v.metric).order_by(day, v.metric)
+        )
+        with self._connection() as conn:
+            return [
+                DailyCost(day=_as_date(row[0]), metric=row[1], verdicts=row[2],
+                          prompt_tokens=int(row[3]), completion_tokens=int(row[4]),
+                          cost_usd=float(row[5]))
+                for row in conn.execute(query)
+            ]
+
     def counts(self) -> StoreCounts:
         """See :meth:`VerdictStore.counts`."""
         with self._connection() as conn:
@@ -171,6 +194,10 @@ def _unavailable_on_disconnect() -> Iterator[None]:
         yield
     except (OperationalError, InterfaceError) as exc:
         raise StoreUnavailable(f"the database is unavailable: {type(exc.orig).__name__}") from exc
+
+
+def _as_date(value: Any) -> date:
+    return value if isinstance(value, date) else date.fromisoformat(str(value))
 
 
 def to_utc(moment: datetime) -> datetime:
@@ -217,7 +244,8 @@ def _verdict_row(record: VerdictRecord) -> dict[str, Any]:
         "reason": record.reason, "scores": record.scores, "raw_scores": record.raw_scores,
         "raw_output": record.raw_output, "attempts": record.attempts,
         "latency_ms": record.latency_ms, "prompt_tokens": record.prompt_tokens,
-        "completion_tokens": record.completion_tokens, "attributes": record.attributes,
+        "completion_tokens": record.completion_tokens, "cost_usd": record.cost_usd,
+        "attributes": record.attributes,
         "sample_ts": to_utc(record.sample_ts), "created_at": to_utc(record.created_at),
     }
 
@@ -230,5 +258,5 @@ def _verdict_record(row: RowMapping) -> VerdictRecord:
         raw_output=row["raw_output"], attempts=row["attempts"], latency_ms=row["latency_ms"],
         prompt_tokens=row["prompt_tokens"], completion_tokens=row["completion_tokens"],
         attributes=row["attributes"], sample_ts=to_utc(row["sample_ts"]),
-        created_at=to_utc(row["created_at"]),
+        created_at=to_utc(row["created_at"]), cost_usd=row["cost_usd"],
     )

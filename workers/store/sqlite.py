@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Table, create_engine, event
+from sqlalchemy import Table, create_engine, event, func
 from sqlalchemy.dialects.sqlite import insert
 from sqlalchemy.engine import make_url
 
@@ -28,6 +28,10 @@ class SqliteStore(SqlStore):
         # to write can fail at once with "database is locked" under concurrency.
         event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
         super().__init__(engine)
+
+    def day_of(self, column: Any) -> Any:
+        """The day of a timestamp column (stored as UTC text)."""
+        return func.date(column)
 
     def insert(self, table: Table) -> Any:
         """SQLite's INSERT, with ``on_conflict_do_nothing`` / ``_do_update``."""

@@ -136,6 +136,22 @@ def test_dead_letter_drops_the_claim(any_store: VerdictStore) -> None:
     assert any_store.counts().dead_letters == 1
 
 
+def test_daily_costs(any_store: VerdictStore) -> None:
+    day_one, day_two = NOW - timedelta(days=1), NOW
+    any_store.save(verdicts=[
+        record(VerdictKey("a", "rag_qa", "v", "m"), created_at=day_one, cost_usd=0.002),
+        record(VerdictKey("b", "rag_qa", "v", "m"), created_at=day_one, cost_usd=0.003),
+        record(VerdictKey("c", "rag_qa", "v", "m"), created_at=day_two, cost_usd=None),
+        record(VerdictKey("d", "bbh_match", "v", "m"), created_at=day_two, cost_usd=0.01),
+    ], owner="a")
+    rows = any_store.daily_costs(since=NOW - timedelta(days=7))
+    assert [(r.day.isoformat(), r.metric, r.verdicts, r.prompt_tokens) for r in rows] == [
+        ("2026-11-21", "rag_qa", 2, 200), ("2026-11-22", "bbh_match", 1, 100),
+        ("2026-11-22", "rag_qa", 1, 100)]
+    assert [r.cost_usd for r in rows] == pytest.approx([0.005, 0.01, 0.0])
+    assert any_store.daily_costs(since=NOW) == rows[1:]
+
+
 def test_only_real_scores_are_aggregated(store: VerdictStore) -> None:
     store.save(verdicts=[record()], owner="a")
     with store.engine.connect() as conn:  # type: ignore[attr-defined]
