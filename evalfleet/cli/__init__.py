@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import click
 
-from evalfleet.cli.alerts import alerts
-from evalfleet.cli.beat import beat
 from evalfleet.cli.context import CliState
 from evalfleet.cli.demo import demo
-from evalfleet.cli.ingest import ingest
 from evalfleet.cli.judge_sim import judge_sim
 from evalfleet.cli.metrics import metrics
 from evalfleet.cli.produce import produce
@@ -39,6 +36,5 @@ def _secrets_of(state: CliState) -> list[str]:
         return []
 
 
-for _command in (migrate, produce, worker, export, cost, metrics, demo, judge_sim, alerts, beat,
-                 ingest):
+for _command in (migrate, produce, worker, export, cost, metrics, demo, judge_sim):
     main.add_command(_command)
