@@ -249,10 +249,6 @@ class Settings(BaseSettings):
     metrics_max_segment_values: int = Field(default=50, ge=1)
     """Distinct values kept per segment label; later values are counted as ``other``."""
 
-    judge_prices_usd: dict[str, tuple[float, float]] = Field(default_factory=dict)
-    """USD per million prompt and completion tokens by judge model, for the cost metric,
-    e.g. ``{"gpt-4o-mini": [0.15, 0.6]}``."""
-
     @field_validator("database_url", "broker_url", "openai_base_url", "alertmanager_url",
                      "limiter_url",
                      mode="before")

@@ -32,6 +32,7 @@ from workers.backoff import compute_backoff
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.renderer import ChatMessage, render_messages
 from workers.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, VerdictStore
+from workers.telemetry import Telemetry
 from workers.verdicts import (
     ParseFailure,
     Verdict,
@@ -160,12 +161,14 @@ class Evaluator:
         self, *, registry: MetricRegistry, store: VerdictStore, judge: JudgeClient,
         options: EvaluatorOptions, clock: Callable[[], datetime] | None = None,
         jitter: Callable[[], float] = random.random, spend: SpendLedger | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.registry = registry
         self.store = store
         self.judge = judge
         self.options = options
         self.spend = spend
+        self.telemetry = telemetry
         self._clock = clock or (lambda: datetime.now(UTC))
         self._jitter = jitter
 
@@ -193,8 +196,30 @@ class Evaluator:
             self.store.save(verdicts=batch.verdicts, dead_letters=batch.dead_letters,
                             release=batch.release, owner=owner)
         self._count_spend(batch.verdicts)
+        self._observe(batch.verdicts, pending)
         assert all(outcome is not None for outcome in batch.outcomes)
         return [outcome for outcome in batch.outcomes if outcome is not None]
+
+    def _observe(self, records: Sequence[VerdictRecord], pending: Sequence[_Pending]) -> None:
+        """Count verdicts, scores, lag, tokens, cost and judge failures (Prometheus)."""
+        if self.telemetry is None:
+            return
+        for record in records:
+            self.telemetry.record_verdict(
+                metric=record.key.metric, status=record.status, error_class=record.error_class,
+                attributes=record.attributes, scores=record.scores, sample_ts=record.sample_ts,
+                created_at=record.created_at)
+            self.telemetry.record_cost(
+                metric=record.key.metric, judge_model=record.key.judge_model,
+                prompt_tokens=record.prompt_tokens, completion_tokens=record.completion_tokens,
+                cost_usd=record.cost_usd)
+        for item in pending:
+            if item.error is not None:
+                self.telemetry.record_judge_error(metric=item.metric.name,
+                                                  error_class=_error_class(item.error))
+            if item.first_failure is not None:  # an unusable reply, re-asked
+                self.telemetry.record_judge_error(metric=item.metric.name,
+                                                  error_class=item.first_failure.error_class)
 
     def _count_spend(self, records: Sequence[VerdictRecord]) -> None:
         amounts: dict[str, float] = {}
@@ -364,6 +389,15 @@ def _judgement(item: _Pending, *, score_names: list[str]) -> _Judgement:
     if item.first_failure is not None:
         error = f"{error} (first reply: {item.first_failure.message})"
     return _Judgement("failed", result.error_class, error, None, no_scores, {})
+
+
+def _error_class(error: JudgeError) -> str:
+    """The class a judge error is counted under."""
+    if isinstance(error, JudgeDeferred):
+        return "judge_deferred"
+    if isinstance(error, JudgeRejected):
+        return "judge_access" if error.is_access_problem else "judge_rejected"
+    return "judge_unavailable"
 
 
 def _total(values: Iterable[int | None]) -> int | None:

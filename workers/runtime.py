@@ -20,6 +20,7 @@ from workers.judge.runner import Pacing
 from workers.limiter import Budget, LocalRateLimiter, RateLimiter, RedisRateLimiter
 from workers.renderer import check_templates
 from workers.store import VerdictStore, open_store
+from workers.telemetry import configure_telemetry
 
 
 @dataclass
@@ -53,8 +54,10 @@ def build_runtime(settings: Settings, *, concurrency: int) -> Runtime:
         prices={model: Price(*price) for model, price in settings.model_prices.items()},
     )
     spend = SpendLedger(settings.resolved_broker_url()) if is_redis(settings) else None
+    telemetry = configure_telemetry(segment_keys=settings.metrics_segment_keys,
+                                    max_segment_values=settings.metrics_max_segment_values)
     evaluator = Evaluator(registry=registry, store=store, judge=judge, options=options,
-                          spend=spend)
+                          spend=spend, telemetry=telemetry)
     return Runtime(evaluator=evaluator, store=store)
 
 

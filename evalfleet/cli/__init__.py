@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from evalfleet.cli.alerts import alerts
+from evalfleet.cli.beat import beat
 from evalfleet.cli.context import CliState
 from evalfleet.cli.demo import demo
 from evalfleet.cli.judge_sim import judge_sim
@@ -36,5 +38,5 @@ def _secrets_of(state: CliState) -> list[str]:
         return []
 
 
-for _command in (migrate, produce, worker, export, cost, metrics, demo, judge_sim):
+for _command in (migrate, produce, worker, export, cost, metrics, demo, judge_sim, alerts, beat):
     main.add_command(_command)

@@ -36,6 +36,13 @@ def worker(state: CliState, queues: str, concurrency: int | None, loglevel: str)
     settings = state.settings
     concurrency = concurrency or settings.worker_concurrency
     app = create_app(settings, concurrency=concurrency)
+    if settings.metrics_port:
+        from evalfleet.broker import is_redis
+        from workers.telemetry import start_metrics_server
+
+        start_metrics_server(
+            settings.metrics_port, queues=[queue_for(name) for name in names],
+            redis_url=settings.resolved_broker_url() if is_redis(settings) else None)
     app.worker_main([
         "worker", "--queues", ",".join(queue_for(name) for name in names),
         "--concurrency", str(task_slots(settings, concurrency=concurrency)),

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from evalfleet.budget import Price, budget_day
 from evalfleet.judgesim import RunningSim, simulated_scores
@@ -22,6 +23,7 @@ from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeClient, JudgeRunner, OpenAIJudge
 from workers.renderer import render_messages
 from workers.store import SqlStore
+from workers.telemetry import Telemetry
 
 SAMPLE = {"id": "req-1", "input": "How long is the refund window?",
           "output": "30 days.", "context": ["Refunds are accepted within 30 days."],
@@ -235,6 +237,25 @@ def test_verdicts_are_costed_and_counted_against_the_day(
     assert [v.cost_usd for v in verdicts] == pytest.approx(expected)
     assert ledger.spent("rag_qa", day=budget_day()) == pytest.approx(sum(expected))
     ledger.close()
+
+
+def test_verdicts_and_judge_failures_are_counted(store: SqlStore, judge: JudgeClient,
+                                                 sim: RunningSim) -> None:
+    registry = CollectorRegistry()
+    telemetry = Telemetry(registry=registry, segment_keys=["app"], max_segment_values=10)
+    evaluator = Evaluator(registry=load_registry(), store=store, judge=judge,
+                          options=EvaluatorOptions(judge_model="judge-sim"), telemetry=telemetry)
+    sim.script([{"match": "Refunds take 9 days", "replies": [{"status": 503}],
+                 "then": "repeat_last"}])
+    evaluator.run_batch([job(id="a"), job(id="b"), job(id="c", context=["Refunds take 9 days."])],
+                        owner="m1")
+    value = registry.get_sample_value
+    assert value("evalfleet_verdicts_total", {"metric": "rag_qa", "status": "ok",
+                                             "error_class": "", "app": "bot"}) == 2
+    assert value("evalfleet_judge_errors_total", {"metric": "rag_qa",
+                                                  "error_class": "judge_unavailable"}) == 1
+    assert (value("evalfleet_judge_tokens_total", {"metric": "rag_qa", "model": "judge-sim",
+                                                   "kind": "prompt"}) or 0) > 0
 
 
 def test_unknown_metric_becomes_a_dead_letter(evaluator: Evaluator, store: SqlStore) -> None:

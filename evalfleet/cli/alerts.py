@@ -1,0 +1,94 @@
+"""``evalfleet alerts``: evaluate the alert rules once (``check``) or show states (``list``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from evalfleet.cli.context import CliState, parse_time, pass_state
+from evalfleet.errors import EvalfleetError
+
+
+@click.group()
+def alerts() -> None:
+    """Alert rules on score drops: evaluate them, list their states."""
+
+
+@alerts.command("check")
+@click.option("--at", "at_text", default=None,
+              help="Evaluate as of this time (ISO 8601, or 15m/2h ago); default now.")
+@click.option("--no-deliver", is_flag=True, help="Queue notifications without sending them.")
+@pass_state
+def alerts_check(state: CliState, at_text: str | None, no_deliver: bool) -> None:
+    """Evaluate every rule once, deliver notifications and print a table (for cron and tests).
+
+    Exits with status 1 when any segment is firing.
+    """
+    from workers.alerts import open_alert_engine
+
+    try:
+        at = parse_time(at_text)
+        engine = open_alert_engine(state.settings, deliver=not no_deliver)
+    except (ValueError, EvalfleetError) as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        report = engine.check(at=at)
+    finally:
+        engine.close()
+    click.echo(f"alerts evaluated at {report.at.isoformat()}")
+    rows = [[row.rule, row.segment, row.previous, row.state, str(row.n), _num(row.mean),
+             _num(row.baseline_mean), _num(row.effect), _num(row.q_value), row.test or "",
+             ",".join(row.events)] for row in report.rows]
+    click.echo(render_table(["rule", "segment", "was", "state", "n", "mean", "baseline",
+                             "effect", "q", "test", "notified"], rows))
+    for name in report.skipped:
+        click.echo(f"{name}: already evaluated in this cycle by another evaluator")
+    delivery = report.delivery
+    for label, counts in (("delivered", delivery.delivered), ("retrying", delivery.retrying),
+                          ("failed", delivery.failed)):
+        for receiver, count in sorted(counts.items()):
+            click.echo(f"notifications {label}: {receiver} {count}")
+    if any(row.state == "firing" for row in report.rows):
+        raise SystemExit(1)
+
+
+@alerts.command("list")
+@click.option("--all", "show_all", is_flag=True, help="Include segments that are ok.")
+@pass_state
+def alerts_list(state: CliState, show_all: bool) -> None:
+    """Show the current state of every rule and segment (not ok ones unless --all)."""
+    from workers.alerts.ledger import load_states
+    from workers.store import open_store
+
+    store = open_store(state.settings.resolved_database_url(), pool_size=1)
+    try:
+        with store.engine.connect() as conn:
+            stored = load_states(conn)
+    finally:
+        store.close()
+    rows = [
+        [s.rule, str(s.segment), s.state.state, s.state.since.isoformat(timespec="seconds"),
+         str(s.finding.get("n", 0)), _num(s.finding.get("mean")),
+         _num(s.finding.get("baseline_mean")), s.evaluated_at.isoformat(timespec="seconds")]
+        for s in stored if show_all or s.state.state != "ok"
+    ]
+    click.echo(render_table(["rule", "segment", "state", "since", "n", "mean", "baseline",
+                             "evaluated"], rows))
+
+
+def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain-text table with aligned columns."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows,
+                                                                        strict=False)]
+    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=True))
+             .rstrip() for line in (header, *rows)]
+    return "\n".join(lines)
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return "-"
+    value = float(value)
+    return f"{value:.2g}" if 0 < abs(value) < 0.001 else f"{value:.3f}"

@@ -1,0 +1,46 @@
+"""``evalfleet beat``: the alert engine's clock and its single worker, in one process."""
+
+from __future__ import annotations
+
+import click
+
+from evalfleet.cli.context import CliState, pass_state
+from evalfleet.errors import EvalfleetError
+
+
+@click.command()
+@click.option("--loglevel", "-l", default="INFO", show_default=True)
+@pass_state
+def beat(state: CliState, loglevel: str) -> None:
+    """Evaluate the alert rules every EVALFLEET_ALERT_TICK_S seconds and deliver notifications.
+
+    Runs Celery beat embedded in a one-slot worker on the evalfleet.alerts queue. Safe
+    to run twice: each rule is evaluated once per cycle and each transition notified once.
+    """
+    from evalfleet.broker import is_redis
+    from evalfleet.message import queue_for
+    from evalfleet.metric import load_registry
+    from workers.alerts import load_rule_set
+    from workers.alerts.schedule import ALERT_QUEUE, register_alert_beat
+    from workers.alerts.telemetry import default_alert_telemetry
+    from workers.app import create_app
+    from workers.telemetry import start_metrics_server
+
+    settings = state.settings
+    try:
+        load_rule_set(settings)  # fail now, not on the first tick
+    except EvalfleetError as exc:
+        raise click.UsageError(str(exc)) from None
+    app = create_app(settings, concurrency=1)
+    register_alert_beat(app, settings)
+    default_alert_telemetry()
+    queues = [queue_for(name) for name in load_registry(settings.metrics_dir).names()]
+    start_metrics_server(settings.metrics_port, queues=queues,
+                         redis_url=settings.resolved_broker_url() if is_redis(settings) else None)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    app.worker_main([
+        "worker", "--beat", "--queues", ALERT_QUEUE, "--concurrency", "1", "--pool", "solo",
+        "--schedule", str(settings.data_dir / "celerybeat-schedule"), "--loglevel", loglevel,
+        "--hostname", "evalfleet-alerts@%h",
+        "--without-gossip", "--without-mingle", "--without-heartbeat",
+    ])
