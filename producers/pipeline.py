@@ -1,36 +1,203 @@
-"""From raw lines to jobs: validate, check each metric's inputs, sample, enqueue."""
+"""From raw records to jobs: screen, redact, dispatch; count every outcome.
+
+A :class:`Pipeline` handles one batch of records (JSONL lines, decoded JSON from
+an HTTP request) and says what became of each: ``accepted`` (at least one job
+published), ``sampled_out``, ``shed``, ``duplicate`` or ``rejected`` with errors
+naming the record, id and field. :func:`run_lines` drives it over a file;
+:func:`produce` is the simple per-job form the demo uses.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any, Literal
 
 from evalfleet.errors import InvalidSample
-from evalfleet.message import Job, new_job
+from evalfleet.message import Job
 from evalfleet.metric import Metric
-from evalfleet.sample import parse_sample_line
-from producers.sampler import is_sampled
+from producers import telemetry
+from producers.dedupe import MemoryDeduper
+from producers.depth import CachedQueueDepth, UnknownQueueDepth
+from producers.dispatcher import Dispatcher, JobFate
+from producers.limits import FieldLimits
+from producers.policy import Fallbacks, Policy, default_policy
+from producers.quota import SegmentQuota
+from producers.screen import Admitted, Rejected, SampledOut, Screen
+
+RecordStatus = Literal["accepted", "sampled_out", "shed", "duplicate", "rejected"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordResult:
+    """What became of one record."""
+
+    index: int
+    """Position in the batch, from 0."""
+    record: str
+    """Where it came from (``line 9``, ``samples[3]``)."""
+    sample_id: str | None
+    """Its id, when it could be read."""
+    status: RecordStatus
+    """``accepted`` when at least one job was published."""
+    errors: tuple[InvalidSample, ...] = ()
+    """What was wrong (also for an accepted record when one metric lacked inputs)."""
+    jobs: tuple[JobFate, ...] = ()
+    """The fate of each picked metric."""
+    valid: bool = True
+    """True when the record is a valid sample (even if it lacked a metric's inputs)."""
+    segment: str | None = None
+    """Its segment label, when valid."""
+    redactions: Mapping[str, int] = field(default_factory=dict)
+    """PII matches redacted, per kind."""
 
 
 @dataclass
 class ProduceStats:
-    """Counts of one produce run."""
+    """Running counts of a produce run (also the summary ``evalfleet produce`` prints)."""
 
     lines: int = 0
-    """Non-blank lines read."""
+    """Non-blank records read."""
     accepted: int = 0
     """Valid records (whether sampled in or out)."""
     rejected: int = 0
-    """Lines with at least one error."""
+    """Records with at least one error."""
     sampled_out: int = 0
-    """Valid records left out by the sampling rate."""
+    """Valid records no metric kept."""
     enqueued: dict[str, int] = field(default_factory=dict)
     """Jobs published, per metric."""
+    shed: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Jobs shed under backpressure, per (metric, segment)."""
+    duplicates: Counter[str] = field(default_factory=Counter)
+    """Jobs left out as repeats within the deduplication window, per metric."""
+    redactions: Counter[str] = field(default_factory=Counter)
+    """PII matches redacted, per kind."""
 
     @property
     def jobs(self) -> int:
         """Jobs published in all."""
         return sum(self.enqueued.values())
+
+    def add(self, results: Iterable[RecordResult]) -> None:
+        """Count ``results`` in."""
+        for result in results:
+            self.lines += 1
+            self.accepted += result.valid
+            self.rejected += bool(result.errors)
+            self.sampled_out += result.status == "sampled_out"
+            self.redactions.update(result.redactions)
+            for fate in result.jobs:
+                if fate.status == "enqueued":
+                    self.enqueued[fate.metric] = self.enqueued.get(fate.metric, 0) + 1
+                elif fate.status == "shed":
+                    self.shed[(fate.metric, result.segment or "")] += 1
+                else:
+                    self.duplicates[fate.metric] += 1
+
+
+class Pipeline:
+    """Screens, redacts and dispatches batches of records. Thread-safe."""
+
+    def __init__(
+        self, *, screen: Screen, dispatcher: Dispatcher, policy: Callable[[], Policy],
+        metrics: Sequence[str] | None = None, rate: float | None = None, source: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """Wire the stages.
+
+        Args:
+            screen: Validation, limits, sampling, redaction.
+            dispatcher: Deduplication, backpressure, publishing.
+            policy: Returns the policy in effect (a reloader's ``current``).
+            metrics: The metrics to produce for; None means those the policy lists.
+            rate: A rate overriding the policy's (``--sample-rate``).
+            source: Label of the source in telemetry (``file``, ``follow``, ``ingest``).
+            clock: Wall-clock time source (segment windows).
+        """
+        self._screen = screen
+        self._dispatcher = dispatcher
+        self._policy = policy
+        self._metrics = list(metrics) if metrics is not None else None
+        self._rate = rate
+        self._source = source
+        self._clock = clock
+
+    def process(self, records: Sequence[tuple[str, Any]]) -> list[RecordResult]:
+        """Handle one batch.
+
+        Args:
+            records: ``(record label, raw)`` pairs; raw is a JSONL line (bytes) or
+                decoded JSON.
+
+        Returns:
+            One result per record, in order.
+
+        Raises:
+            BrokerUnavailable: When the batch could not be published; none of it counts
+                as accepted.
+        """
+        policy = self._policy()
+        metrics = self._metrics if self._metrics is not None else policy.metric_names
+        now_s = self._clock()
+        screened = [self._screen.admit(raw, record=label, policy=policy, metrics=metrics,
+                                       now_s=now_s, rate=self._rate) for label, raw in records]
+        admitted = [self._screen.redact(item, policy=policy) for item in screened
+                    if isinstance(item, Admitted)]
+        fates = iter(self._dispatcher.dispatch(admitted, policy=policy))
+        redacted = iter(admitted)
+        results = []
+        for index, item in enumerate(screened):
+            if isinstance(item, Admitted):
+                results.append(_admitted_result(index, next(redacted), next(fates)))
+            else:
+                results.append(_other_result(index, item))
+        self._count(results)
+        return results
+
+    def _count(self, results: list[RecordResult]) -> None:
+        for result in results:
+            telemetry.RECORDS.labels(self._source, result.status).inc()
+            for kind, count in result.redactions.items():
+                telemetry.REDACTIONS.labels(kind).inc(count)
+
+
+def run_lines(
+    lines: Iterable[tuple[int, bytes]], *, pipeline: Pipeline, batch_size: int,
+    on_error: Callable[[InvalidSample], None],
+    on_progress: Callable[[ProduceStats], None] | None = None,
+    stats: ProduceStats | None = None,
+) -> ProduceStats:
+    """Run numbered JSONL lines through ``pipeline`` in batches.
+
+    Args:
+        lines: ``(line number, bytes)`` pairs; blank lines are skipped.
+        pipeline: The pipeline.
+        batch_size: Records per batch (one broker round trip each).
+        on_error: Receives each error, naming the line, id and field.
+        on_progress: Called after each batch with the running counts.
+        stats: Counts to add to (so a caller still has them if a batch fails).
+
+    Returns:
+        The counts.
+
+    Raises:
+        BrokerUnavailable: When a batch cannot be published; ``stats`` holds the
+            batches before it.
+    """
+    stats = stats if stats is not None else ProduceStats()
+    records = ((f"line {n}", line) for n, line in lines if line.strip())
+    for batch in _chunks(records, batch_size):
+        results = pipeline.process(batch)
+        stats.add(results)
+        for result in results:
+            for error in result.errors:
+                on_error(error)
+        if on_progress is not None:
+            on_progress(stats)
+    return stats
 
 
 def produce(
@@ -38,11 +205,10 @@ def produce(
     send: Callable[[Job], None], on_error: Callable[[InvalidSample], None],
     on_progress: Callable[[ProduceStats], None] | None = None,
 ) -> ProduceStats:
-    """Turn JSONL lines into jobs, one per kept sample and metric.
+    """Turn JSONL lines into jobs one at a time, publishing each with ``send``.
 
-    A bad line is reported through ``on_error`` (naming the line, id and field)
-    and the rest go on. A record missing an input that one metric requires is
-    rejected for that metric only.
+    The simple form (used by the demo): default limits and redaction, sampling at
+    ``rate``, no queue limit, no deduplication across calls.
 
     Args:
         lines: ``(line number, bytes)`` pairs.
@@ -55,36 +221,51 @@ def produce(
     Returns:
         The counts.
     """
-    stats = ProduceStats()
-    for number, line in lines:
-        if not line.strip():
-            continue
-        stats.lines += 1
-        record = f"line {number}"
-        try:
-            sample = parse_sample_line(line, record=record)
-        except InvalidSample as exc:
-            stats.rejected += 1
-            on_error(exc)
-            continue
-        stats.accepted += 1
-        if not is_sampled(sample.id, rate):
-            stats.sampled_out += 1
-            continue
-        line_failed = False
-        for metric in metrics:
-            try:
-                metric.resolve_variables(sample)
-            except InvalidSample as exc:
-                line_failed = True
-                on_error(InvalidSample(
-                    f"{exc.reason} ({metric.name})", record=record, sample_id=sample.id,
-                    field=exc.field,
-                ))
-                continue
-            send(new_job(metric.name, sample))
-            stats.enqueued[metric.name] = stats.enqueued.get(metric.name, 0) + 1
-        stats.rejected += line_failed
-        if on_progress is not None:
-            on_progress(stats)
-    return stats
+    policy = default_policy(Fallbacks(rate=rate, max_queue_depth=0))
+    pipeline = Pipeline(
+        screen=Screen(metrics={m.name: m for m in metrics}, limits=FieldLimits(),
+                      quota=SegmentQuota(max_tracked=1)),
+        dispatcher=Dispatcher(publisher=_SendEach(send),
+                              deduper=MemoryDeduper(window_s=0, max_keys=1),
+                              depth=CachedQueueDepth(UnknownQueueDepth())),
+        policy=lambda: policy, metrics=[m.name for m in metrics], source="file",
+    )
+    return run_lines(lines, pipeline=pipeline, batch_size=1, on_error=on_error,
+                     on_progress=on_progress)
+
+
+class _SendEach:
+    def __init__(self, send: Callable[[Job], None]) -> None:
+        self._send = send
+
+    def send_many(self, jobs: Sequence[Job], *,
+                  delays_s: Mapping[str, float] | None = None) -> None:
+        for job in jobs:
+            self._send(job)
+
+
+def _admitted_result(index: int, admitted: Admitted, fates: list[JobFate]) -> RecordResult:
+    statuses = {fate.status for fate in fates}
+    status: RecordStatus = (
+        "accepted" if "enqueued" in statuses else "shed" if "shed" in statuses
+        else "duplicate"
+    )
+    return RecordResult(
+        index=index, record=admitted.record, sample_id=admitted.sample.id, status=status,
+        errors=admitted.errors, jobs=tuple(fates), segment=admitted.segment,
+        redactions=dict(admitted.redactions or {}),
+    )
+
+
+def _other_result(index: int, item: SampledOut | Rejected) -> RecordResult:
+    if isinstance(item, SampledOut):
+        return RecordResult(index=index, record=item.record, sample_id=item.sample_id,
+                            status="sampled_out", segment=item.segment)
+    return RecordResult(index=index, record=item.record, sample_id=item.errors[0].sample_id,
+                        status="rejected", errors=item.errors, valid=item.valid)
+
+
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    iterator = iter(items)
+    while batch := list(islice(iterator, size)):
+        yield batch

@@ -8,6 +8,7 @@ from evalfleet.cli.alerts import alerts
 from evalfleet.cli.beat import beat
 from evalfleet.cli.context import CliState
 from evalfleet.cli.demo import demo
+from evalfleet.cli.ingest import ingest
 from evalfleet.cli.judge_sim import judge_sim
 from evalfleet.cli.metrics import metrics
 from evalfleet.cli.produce import produce
@@ -38,5 +39,6 @@ def _secrets_of(state: CliState) -> list[str]:
         return []
 
 
-for _command in (migrate, produce, worker, export, cost, metrics, demo, judge_sim, alerts, beat):
+for _command in (migrate, produce, worker, export, cost, metrics, demo, judge_sim, alerts, beat,
+                 ingest):
     main.add_command(_command)

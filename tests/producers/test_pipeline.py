@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 
+import redis
+
 from evalfleet.errors import InvalidSample
 from evalfleet.message import Job
 from evalfleet.metric import load_registry
-from producers.pipeline import produce
+from evalfleet.settings import Settings
+from producers.pipeline import Pipeline, produce, run_lines
+from producers.runtime import ProducerRuntime
+from tests.producers.builders import queued_ids, record
 
 
 def lines(*records: object) -> list[tuple[int, bytes]]:
@@ -59,3 +64,56 @@ def test_sampling_out_is_counted() -> None:
     stats, jobs, _ = run(lines(*records), metrics=["rag_qa"], rate=0.3)
     assert stats.sampled_out + len(jobs) == 1000
     assert 200 < len(jobs) < 400
+
+
+# The batch pipeline over a real runtime (Redis broker, shared deduplication).
+
+def make_pipeline(settings: Settings, *, config: str = "",
+                  metrics: tuple[str, ...] | None = ("rag_qa",),
+                  rate: float | None = None) -> tuple[ProducerRuntime, Pipeline]:
+    path = None
+    if config:
+        path = settings.data_dir.parent / "sampling.yaml"
+        path.write_text(config)
+    runtime = ProducerRuntime(settings, sampling_config=path)
+    return runtime, runtime.pipeline(metrics=list(metrics) if metrics else None, rate=rate,
+                                     source="test")
+
+
+def test_each_record_gets_one_outcome(psettings: Settings, redis_client: redis.Redis) -> None:
+    runtime, pipeline = make_pipeline(psettings, config="metrics: {rag_qa: {rate: 1.0}}")
+    records = [
+        ("samples[0]", record(0)), ("samples[1]", {"id": "bad", "context": [1]}),
+        ("samples[2]", record(0)), ("samples[3]", record(3, output="")),
+        ("samples[4]", record(4, input="mail a@b.io")),
+    ]
+    results = pipeline.process(records)
+    runtime.close()
+    assert [r.status for r in results] == ["accepted", "rejected", "duplicate", "rejected",
+                                           "accepted"]
+    assert results[1].errors[0].field == "context[0]" and results[1].sample_id == "bad"
+    assert results[3].errors[0].field == "output" and results[3].valid
+    assert results[4].redactions == {"email": 1}
+    assert queued_ids(redis_client, "rag_qa") == ["req-00000", "req-00004"]
+
+
+def test_metrics_default_to_the_config(psettings: Settings, redis_client: redis.Redis) -> None:
+    runtime, pipeline = make_pipeline(
+        psettings, metrics=None,
+        config="metrics: {rag_qa: {rate: 1.0}, context_precision: {rate: 0.0}}")
+    (result,) = pipeline.process([("r", record(1))])
+    runtime.close()
+    assert [(f.metric, f.status) for f in result.jobs] == [("rag_qa", "enqueued")]
+    assert redis_client.llen("eval.context_precision") == 0
+
+
+def test_run_lines_batches_and_counts(psettings: Settings, redis_client: redis.Redis) -> None:
+    runtime, pipeline = make_pipeline(psettings, rate=0.5)
+    raw = [(n + 1, json.dumps(record(n)).encode() + b"\n") for n in range(100)]
+    raw.insert(10, (0, b"\n"))
+    errors: list[InvalidSample] = []
+    stats = run_lines(raw, pipeline=pipeline, batch_size=7, on_error=errors.append)
+    runtime.close()
+    assert stats.lines == 100 and stats.accepted == 100 and not errors
+    assert stats.jobs + stats.sampled_out == 100
+    assert redis_client.llen("eval.rag_qa") == stats.jobs

@@ -1,0 +1,62 @@
+"""``evalfleet ingest``: the HTTP ingest service (ASGI, served by uvicorn)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from evalfleet.cli.context import CliState, pass_state
+from evalfleet.errors import EvalfleetError
+from evalfleet.log import install_secret_filter
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.option("--metric", "metric_names", multiple=True,
+              help="Metric to enqueue for (repeatable); default: those the sampling "
+                   "config lists.")
+@click.option("--sample-rate", type=click.FloatRange(0.0, 1.0), default=None,
+              help="Share of samples to keep for every metric (overrides the sampling "
+                   "config).")
+@click.option("--sampling-config", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Sampling config file (default: EVALFLEET_SAMPLING_CONFIG).")
+@click.option("--no-auth", is_flag=True,
+              help="Accept requests without a bearer token (local development only).")
+@click.option("--access-log/--no-access-log", default=False, show_default=True)
+@pass_state
+def ingest(state: CliState, host: str, port: int, metric_names: tuple[str, ...],
+           sample_rate: float | None, sampling_config: Path | None, no_auth: bool,
+           access_log: bool) -> None:
+    """Serve POST /v1/samples: validate, sample, redact and enqueue samples sent over HTTP.
+
+    Tokens come from EVALFLEET_INGEST_TOKENS (comma-separated) or
+    EVALFLEET_INGEST_TOKENS_FILE. Also serves /healthz, /readyz, /metrics and
+    /openapi.json.
+    """
+    import uvicorn
+
+    from producers.ingest import create_app, load_tokens
+    from producers.runtime import ProducerRuntime
+
+    settings = state.settings
+    try:
+        tokens = None if no_auth else load_tokens(settings)
+        if tokens is not None and not tokens:
+            raise click.UsageError("no ingest tokens: set EVALFLEET_INGEST_TOKENS or "
+                                   "EVALFLEET_INGEST_TOKENS_FILE, or pass --no-auth")
+        runtime = ProducerRuntime(settings, sampling_config=sampling_config)
+        metrics = [runtime.registry.get(name).name for name in dict.fromkeys(metric_names)]
+    except EvalfleetError as exc:
+        raise click.UsageError(str(exc)) from None
+    if not metrics and not runtime.reloader.current().metric_names:
+        raise click.UsageError("give --metric NAME, or list metrics in the sampling config")
+    install_secret_filter([*settings.secret_values(), *(tokens or [])])
+    app = create_app(runtime, tokens=tokens, metrics=metrics or None, rate=sample_rate)
+    click.echo(f"evalfleet ingest on http://{host}:{port} (POST /v1/samples; "
+               f"auth {'off' if tokens is None else 'on'})", err=True)
+    try:
+        uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info")
+    finally:
+        runtime.close()

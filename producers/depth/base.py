@@ -1,0 +1,73 @@
+"""How many jobs wait in a queue: the interface, and a cache in front of it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
+#: Seconds a measured depth is reused before the broker is asked again.
+DEPTH_TTL_S = 1.0
+
+
+class QueueDepth(ABC):
+    """Reads the number of jobs waiting in a metric queue."""
+
+    @abstractmethod
+    def depth(self, queue: str) -> int | None:
+        """Jobs waiting in ``queue``, or None when it cannot be known (no limit applies).
+
+        Never raises for broker trouble: an unknown depth is None, and the publish that
+        follows reports the broker's state.
+        """
+
+
+class UnknownQueueDepth(QueueDepth):
+    """For brokers whose queue length is not read (RabbitMQ and others): no limit."""
+
+    def depth(self, queue: str) -> int | None:
+        """Always None."""
+        return None
+
+
+class CachedQueueDepth:
+    """Reuses a measured depth for ``ttl_s`` and adds what this process published since.
+
+    Thread-safe; the count of this process's own publishes keeps a burst from
+    overshooting the limit between two measurements.
+    """
+
+    def __init__(self, probe: QueueDepth, *, ttl_s: float = DEPTH_TTL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """Wrap ``probe``.
+
+        Args:
+            probe: Where depths are measured.
+            ttl_s: How long a measurement is reused.
+            clock: Monotonic time source.
+        """
+        self._probe = probe
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._seen: dict[str, tuple[float, int | None]] = {}
+
+    def depth(self, queue: str) -> int | None:
+        """The depth of ``queue``: measured at most once per ``ttl_s``, plus own publishes."""
+        now = self._clock()
+        with self._lock:
+            seen = self._seen.get(queue)
+            if seen is not None and now - seen[0] < self._ttl_s:
+                return seen[1]
+        measured = self._probe.depth(queue)
+        with self._lock:
+            self._seen[queue] = (now, measured)
+        return measured
+
+    def add(self, queue: str, jobs: int) -> None:
+        """Count ``jobs`` this process just published to ``queue``."""
+        with self._lock:
+            seen = self._seen.get(queue)
+            if seen is not None and seen[1] is not None:
+                self._seen[queue] = (seen[0], seen[1] + jobs)

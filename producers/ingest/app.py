@@ -1,0 +1,149 @@
+"""The ingest service: an ASGI (Starlette) app that takes samples over HTTP.
+
+``POST /v1/samples`` answers 202 only for records it has published (or counted
+as sampled out, shed or duplicate); when the broker is down it answers 503 for
+the whole request, so a client that retries loses nothing. Blocking work
+(screening, Redis, publishing) runs in a worker thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from evalfleet.errors import BrokerUnavailable
+from evalfleet.log import scrub
+from producers.ingest.auth import check_bearer
+from producers.ingest.body import Problem, build_report, parse_body
+from producers.ingest.openapi import openapi_spec
+from producers.pipeline import Pipeline
+from producers.runtime import ProducerRuntime
+
+#: Seconds a client should wait before sending a request again after a 503.
+RETRY_AFTER_S = 5
+
+
+def create_app(
+    runtime: ProducerRuntime, *, tokens: Sequence[str] | None, metrics: Sequence[str] | None,
+    rate: float | None = None,
+) -> Starlette:
+    """The ingest app over ``runtime``.
+
+    Args:
+        runtime: The producer runtime (settings, policy, publishing).
+        tokens: Accepted bearer tokens; None turns authentication off.
+        metrics: Metrics to produce for; None for those the sampling config lists.
+        rate: A rate overriding the sampling config's.
+
+    Returns:
+        The Starlette application.
+    """
+    service = _IngestService(runtime, tokens=tokens,
+                             pipeline=runtime.pipeline(metrics=metrics, rate=rate,
+                                                       source="ingest"))
+    return Starlette(routes=[
+        Route("/v1/samples", service.post_samples, methods=["POST"]),
+        Route("/healthz", service.healthz, methods=["GET"]),
+        Route("/readyz", service.readyz, methods=["GET"]),
+        Route("/metrics", service.metrics, methods=["GET"]),
+        Route("/openapi.json", service.openapi, methods=["GET"]),
+    ])
+
+
+class _IngestService:
+    def __init__(self, runtime: ProducerRuntime, *, tokens: Sequence[str] | None,
+                 pipeline: Pipeline) -> None:
+        self._runtime = runtime
+        self._tokens = list(tokens) if tokens is not None else None
+        self._pipeline = pipeline
+        self._max_bytes = runtime.settings.ingest_max_request_bytes
+        self._max_batch = runtime.settings.ingest_max_batch
+        self._secrets = runtime.settings.secret_values()
+        self._spec = openapi_spec()
+
+    async def post_samples(self, request: Request) -> Response:
+        problem = self._authenticate(request) or self._check_headers(request)
+        if problem is not None:
+            return _problem(problem)
+        body = await self._read_body(request)
+        if isinstance(body, Problem):
+            return _problem(body)
+        records = parse_body(body, max_batch=self._max_batch)
+        if isinstance(records, Problem):
+            return _problem(records)
+        try:
+            results = await run_in_threadpool(self._pipeline.process, records)
+        except BrokerUnavailable as exc:
+            return _problem(Problem(503, f"{scrub(str(exc), self._secrets)}; nothing of this "
+                                         "request was accepted, send it again"),
+                            headers={"Retry-After": str(RETRY_AFTER_S)})
+        report = build_report(results)
+        if report["rejected"] == report["received"]:
+            report["detail"] = "no record of the request was accepted: see rejections"
+            return JSONResponse(report, status_code=422)
+        return JSONResponse(report, status_code=202)
+
+    async def healthz(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(self, request: Request) -> Response:
+        try:
+            await run_in_threadpool(self._runtime.enqueuer.ping)
+        except BrokerUnavailable as exc:
+            return JSONResponse({"status": "unavailable",
+                                 "detail": scrub(str(exc), self._secrets)}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    async def metrics(self, request: Request) -> Response:
+        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse(self._spec)
+
+    def _authenticate(self, request: Request) -> Problem | None:
+        if self._tokens is None:
+            return None
+        result = check_bearer(request.headers.get("authorization"), tokens=self._tokens)
+        return None if result.status == 200 else Problem(result.status, result.detail)
+
+    def _check_headers(self, request: Request) -> Problem | None:
+        content_type = request.headers.get("content-type", "application/json")
+        media = content_type.split(";", 1)[0].strip().lower()
+        if media != "application/json" and not media.endswith("+json"):
+            return Problem(415, f"send the samples as application/json, not {media!r}")
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self._max_bytes:
+            return Problem(413, self._too_large(int(length)))
+        return None
+
+    async def _read_body(self, request: Request) -> bytes | Problem:
+        # Read in chunks and stop at the limit: a client that lies about (or omits)
+        # Content-Length cannot make the service hold more than the limit.
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self._max_bytes:
+                return Problem(413, self._too_large(size, at_least=True))
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _too_large(self, size: int, *, at_least: bool = False) -> str:
+        what = "the request body" if at_least else f"a request body of {size:,} bytes"
+        return (f"{what} is over the limit of {self._max_bytes:,} bytes "
+                "(EVALFLEET_INGEST_MAX_REQUEST_BYTES); send smaller batches")
+
+
+def _problem(problem: Problem, *, headers: dict[str, str] | None = None) -> Response:
+    response_headers = dict(headers or {})
+    if problem.status == 401:
+        response_headers["WWW-Authenticate"] = 'Bearer realm="evalfleet"'
+    body: dict[str, Any] = {"detail": problem.detail}
+    return JSONResponse(body, status_code=problem.status, headers=response_headers)

@@ -1,0 +1,92 @@
+"""Size limits per sample field, checked before anything is enqueued. Pure.
+
+A limit is in characters. Each text field has one (``input``, ``output``,
+``reference``), as does each item of ``context``, each attribute value and each
+value under ``fields``. The limit of a field is resolved in one place, most
+specific first: ``fields.<key>``, then the field's own name (``fields``,
+``context``, ...), then the global limit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalfleet.errors import InvalidSample
+from evalfleet.sample import Sample
+from evalfleet.settings import Settings
+
+#: Fields whose limit can be set on its own.
+LIMITED_FIELDS = ("input", "output", "reference", "context", "attributes", "fields")
+
+
+@dataclass(frozen=True, slots=True)
+class FieldLimits:
+    """How large each field of a sample may be."""
+
+    max_chars: int = 65_536
+    """Limit of any field without its own, in characters."""
+
+    per_field: Mapping[str, int] = field(default_factory=dict)
+    """Overrides by field name (``context``) or ``fields.<key>``, in characters."""
+
+    max_context_items: int = 256
+    """Most items in ``context``."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> FieldLimits:
+        """The limits configured in ``settings``."""
+        return cls(max_chars=settings.max_field_chars, per_field=dict(settings.field_char_limits),
+                   max_context_items=settings.max_context_items)
+
+    def limit_for(self, path: str) -> int:
+        """The limit of the field at ``path`` (``input``, ``context[3]``, ``fields.title``)."""
+        if path in self.per_field:
+            return self.per_field[path]
+        head = path.split("[", 1)[0].split(".", 1)[0]
+        return self.per_field.get(head, self.max_chars)
+
+
+def check_limits(sample: Sample, *, limits: FieldLimits, record: str = "") -> None:
+    """Check every field of ``sample`` against ``limits``.
+
+    Args:
+        sample: A valid sample.
+        limits: The limits.
+        record: Where the sample came from, for the error (``"line 9"``).
+
+    Raises:
+        InvalidSample: For the first field over its limit, naming the record, id and
+            field, the size and the limit.
+    """
+    if len(sample.context) > limits.max_context_items:
+        raise InvalidSample(
+            f"{len(sample.context):,} items, over the limit of {limits.max_context_items:,}",
+            record=record, sample_id=sample.id, field="context",
+        )
+    for path, size in _field_sizes(sample):
+        limit = limits.limit_for(path)
+        if size > limit:
+            raise InvalidSample(f"{size:,} characters, over the limit of {limit:,}",
+                                record=record, sample_id=sample.id, field=path)
+
+
+def _field_sizes(sample: Sample) -> Iterator[tuple[str, int]]:
+    yield "input", len(sample.input)
+    yield "output", len(sample.output)
+    if sample.reference is not None:
+        yield "reference", len(sample.reference)
+    for n, item in enumerate(sample.context):
+        yield f"context[{n}]", len(item)
+    for key, value in sample.attributes.items():
+        yield f"attributes.{key}", len(value)
+    for key, value in sample.fields.items():
+        yield f"fields.{key}", _size(value)
+
+
+def _size(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    return len(json.dumps(value, ensure_ascii=False))

@@ -1,0 +1,117 @@
+"""The producer's parts, built once from the settings: the one place that picks
+implementations by broker (Redis or not) and wires them together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from evalfleet.broker import embedded_broker_folder, is_redis
+from evalfleet.metric import MetricRegistry, load_registry
+from evalfleet.settings import Settings
+from producers import telemetry
+from producers.dedupe import Deduper, MemoryDeduper, RedisDeduper
+from producers.depth import (
+    CachedQueueDepth,
+    FilesystemQueueDepth,
+    QueueDepth,
+    RedisQueueDepth,
+    UnknownQueueDepth,
+)
+from producers.dispatcher import Dispatcher
+from producers.enqueuer import Enqueuer
+from producers.limits import FieldLimits
+from producers.pipeline import Pipeline
+from producers.policy import Fallbacks, max_delay_for
+from producers.quota import SegmentQuota
+from producers.reloader import PolicyReloader
+from producers.screen import Screen
+
+
+class ProducerRuntime:
+    """Everything a producer needs: metrics, policy, screen, dispatcher, enqueuer."""
+
+    def __init__(self, settings: Settings, *, sampling_config: Path | None = None,
+                 shared_dedupe: bool = True, registry: MetricRegistry | None = None) -> None:
+        """Build the parts.
+
+        Args:
+            settings: The settings.
+            sampling_config: The sampling config file; None uses ``settings.sampling_config``.
+            shared_dedupe: Deduplicate through Redis across producers (when the broker is
+                Redis); False keeps the window in this process only.
+            registry: Metric definitions; loaded from the settings when None.
+
+        Raises:
+            InvalidSamplingConfig: When the sampling config is invalid.
+            InvalidMetricSpec: When a metric file is invalid.
+        """
+        self.settings = settings
+        self.registry = registry or load_registry(settings.metrics_dir)
+        self.reloader = PolicyReloader(
+            sampling_config or settings.sampling_config,
+            fallbacks=Fallbacks.from_settings(settings), max_delay_s=max_delay_for(settings),
+            known_metrics=self.registry.names(),
+            on_reload=lambda result: telemetry.POLICY_RELOADS.labels(result).inc(),
+        )
+        self._redis = open_redis(settings) if is_redis(settings) else None
+        self.enqueuer = Enqueuer(settings)
+        self.screen = Screen(
+            metrics={metric.name: metric for metric in self.registry},
+            limits=FieldLimits.from_settings(settings),
+            quota=SegmentQuota(max_tracked=self.reloader.current().spec.segments.max_tracked),
+        )
+        self.dispatcher = Dispatcher(publisher=self.enqueuer,
+                                     deduper=self._deduper(shared=shared_dedupe),
+                                     depth=CachedQueueDepth(self._queue_depth()))
+
+    def pipeline(self, *, metrics: Sequence[str] | None, rate: float | None,
+                 source: str) -> Pipeline:
+        """A pipeline over this runtime's parts.
+
+        Args:
+            metrics: The metrics to produce for; None for those the policy lists.
+            rate: A rate overriding the policy's.
+            source: Telemetry label of the source.
+        """
+        return Pipeline(screen=self.screen, dispatcher=self.dispatcher,
+                        policy=self.reloader.current, metrics=metrics, rate=rate,
+                        source=source)
+
+    def close(self) -> None:
+        """Close broker connections."""
+        self.enqueuer.close()
+        if self._redis is not None:
+            self._redis.close()
+
+    def _deduper(self, *, shared: bool) -> Deduper:
+        window_s = self.settings.dedupe_window_s
+        if shared and self._redis is not None and window_s > 0:
+            return RedisDeduper(self._redis, window_s=window_s)
+        return MemoryDeduper(window_s=window_s, max_keys=self.settings.dedupe_memory_ids)
+
+    def _queue_depth(self) -> QueueDepth:
+        if self._redis is not None:
+            return RedisQueueDepth(self._redis)
+        if self.settings.embedded_broker:
+            return FilesystemQueueDepth(embedded_broker_folder(self.settings) / "queue")
+        return UnknownQueueDepth()
+
+
+def open_redis(settings: Settings) -> redis.Redis:
+    """A client on the broker's Redis for deduplication and queue depths.
+
+    One quick retry (a pooled connection may have gone stale), not redis-py's default
+    of several seconds of backoff: a producer must notice a broker outage at once.
+    """
+    timeout_s = settings.producer_broker_timeout_s
+    return redis.Redis.from_url(
+        settings.resolved_broker_url(), socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
+    )

@@ -1,0 +1,75 @@
+"""Prometheus metrics of the producers (``evalfleet_producer_*``).
+
+Counters only move forward and are per process; ``evalfleet ingest`` serves them
+at ``/metrics``, and ``evalfleet produce`` prints the same counts in its summary.
+Segment labels are capped at :data:`MAX_SEGMENT_LABELS` distinct values per
+process; later segments are counted as ``other``, so a flood of new attribute
+values cannot blow up Prometheus.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from prometheus_client import Counter, Gauge
+
+#: Distinct segment label values per process before the rest count as ``other``.
+MAX_SEGMENT_LABELS = 500
+
+RECORDS = Counter(
+    "evalfleet_producer_records_total",
+    "Sample records seen by producers, by source and outcome "
+    "(accepted, sampled_out, shed, duplicate, rejected, dropped).",
+    ["source", "outcome"],
+)
+JOBS = Counter(
+    "evalfleet_producer_jobs_total",
+    "Jobs published to metric queues.",
+    ["metric"],
+)
+SHED = Counter(
+    "evalfleet_producer_shed_total",
+    "Jobs shed because their queue was over its limit, by metric, segment and policy.",
+    ["metric", "segment", "policy"],
+)
+DUPLICATES = Counter(
+    "evalfleet_producer_duplicates_total",
+    "Jobs not published because the same sample id and metric was enqueued within the "
+    "deduplication window.",
+    ["metric"],
+)
+DROPPED = Counter(
+    "evalfleet_producer_dropped_total",
+    "Jobs the SDK dropped: buffer_full, broker_unavailable (down longer than "
+    "EVALFLEET_SDK_MAX_WAIT_S) or internal_error.",
+    ["metric", "reason"],
+)
+REDACTIONS = Counter(
+    "evalfleet_producer_redactions_total",
+    "PII matches redacted before publishing, by kind.",
+    ["kind"],
+)
+POLICY_RELOADS = Counter(
+    "evalfleet_producer_policy_reloads_total",
+    "Sampling config reloads, by result (ok, invalid: the previous config stays).",
+    ["result"],
+)
+QUEUE_DEPTH = Gauge(
+    "evalfleet_producer_queue_depth",
+    "Last queue depth a producer measured for backpressure.",
+    ["queue"],
+)
+
+_segments: set[str] = set()
+_segments_lock = threading.Lock()
+
+
+def segment_label(segment: str) -> str:
+    """``segment``, or ``other`` once :data:`MAX_SEGMENT_LABELS` others were seen."""
+    with _segments_lock:
+        if segment in _segments:
+            return segment
+        if len(_segments) < MAX_SEGMENT_LABELS:
+            _segments.add(segment)
+            return segment
+    return "other"

@@ -1,0 +1,32 @@
+"""Redis deduplication: shared, expiring, and a clear error when Redis is away."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from evalfleet.errors import BrokerUnavailable
+from producers.dedupe import RedisDeduper
+from producers.dedupe.redis import KEY_PREFIX
+
+
+def test_shared_between_producers_and_expiring(redis_client: redis.Redis) -> None:
+    first = RedisDeduper(redis_client, window_s=0.3)
+    second = RedisDeduper(redis_client, window_s=0.3)
+    first.mark(["rag_qa:x"])
+    assert second.seen(["rag_qa:x", "rag_qa:y"]) == [True, False]
+    assert 0 < redis_client.pttl(KEY_PREFIX + "rag_qa:x") <= 300
+    time.sleep(0.35)
+    assert second.seen(["rag_qa:x"]) == [False]
+
+
+def test_unreachable_is_broker_unavailable() -> None:
+    deduper = RedisDeduper(redis.Redis(port=1, retry=Retry(NoBackoff(), 0)), window_s=60)
+    with pytest.raises(BrokerUnavailable, match="deduplication store unreachable"):
+        deduper.seen(["a"])
+    with pytest.raises(BrokerUnavailable):
+        deduper.mark(["a"])

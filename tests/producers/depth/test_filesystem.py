@@ -1,0 +1,23 @@
+"""Queue depth on the embedded broker: message files per queue, published for real."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evalfleet.broker import embedded_broker_folder
+from evalfleet.message import new_job
+from producers.depth import FilesystemQueueDepth
+from producers.enqueuer import Enqueuer
+from tests.producers.builders import producer_settings, sample
+
+
+def test_counts_the_files_of_one_queue(tmp_path: Path) -> None:
+    settings = producer_settings(None, tmp_path)
+    enqueuer = Enqueuer(settings)
+    enqueuer.send_many([new_job("rag_qa", sample(n)) for n in range(4)]
+                       + [new_job("bbh_match", sample(9))])
+    enqueuer.close()
+    probe = FilesystemQueueDepth(embedded_broker_folder(settings) / "queue")
+    assert probe.depth("eval.rag_qa") == 4
+    assert probe.depth("eval.bbh_match") == 1
+    assert FilesystemQueueDepth(tmp_path / "missing").depth("eval.rag_qa") is None

@@ -1,0 +1,108 @@
+"""Dispatching on real Redis: duplicates, shedding per policy (counted), failed publishes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import redis
+from prometheus_client import REGISTRY
+
+from evalfleet.errors import BrokerUnavailable
+from evalfleet.metric import load_registry
+from evalfleet.settings import Settings
+from producers.dedupe import RedisDeduper
+from producers.depth import CachedQueueDepth, RedisQueueDepth
+from producers.dispatcher import Dispatcher
+from producers.enqueuer import Enqueuer
+from producers.limits import FieldLimits
+from producers.policy import Policy
+from producers.quota import SegmentQuota
+from producers.screen import Admitted, Screen
+from tests.producers.builders import policy, producer_settings, queued_ids, record
+
+SCREEN = Screen(metrics={m.name: m for m in load_registry()}, limits=FieldLimits(),
+                quota=SegmentQuota(max_tracked=100))
+
+
+def admitted(ids: range, loaded: Policy, *, metrics: tuple[str, ...] = ("rag_qa",),
+             app: str = "support-bot") -> list[Admitted]:
+    items = []
+    for n in ids:
+        item = SCREEN.admit(record(n, attributes={"app": app}), record=f"r{n}", policy=loaded,
+                            metrics=list(metrics), now_s=0.0)
+        assert isinstance(item, Admitted)
+        items.append(SCREEN.redact(item, policy=loaded))
+    return items
+
+
+def dispatcher(settings: Settings, client: redis.Redis) -> Dispatcher:
+    return Dispatcher(publisher=Enqueuer(settings), deduper=RedisDeduper(client, window_s=60),
+                      depth=CachedQueueDepth(RedisQueueDepth(client)))
+
+
+def statuses(fates: list[list[object]]) -> Counter[str]:
+    return Counter(fate.status for item in fates for fate in item)  # type: ignore[attr-defined]
+
+
+def shed_count(metric: str, segment: str, policy_name: str) -> float:
+    value = REGISTRY.get_sample_value("evalfleet_producer_shed_total",
+                                      {"metric": metric, "segment": segment,
+                                       "policy": policy_name})
+    return value or 0.0
+
+
+def test_repeats_within_the_window_are_dropped(psettings: Settings,
+                                               redis_client: redis.Redis) -> None:
+    loaded = policy("segments: {by: [app]}")
+    first = dispatcher(psettings, redis_client)
+    second = dispatcher(psettings, redis_client)  # another producer, same Redis
+    assert statuses(first.dispatch(admitted(range(5), loaded), policy=loaded)) == {"enqueued": 5}
+    fates = second.dispatch(admitted(range(3, 8), loaded), policy=loaded)
+    assert statuses(fates) == {"duplicate": 2, "enqueued": 3}
+    assert sorted(queued_ids(redis_client, "rag_qa")) == [f"req-{n:05d}" for n in range(8)]
+
+
+def test_drop_new_fills_to_the_limit_and_counts_the_rest(
+    psettings: Settings, redis_client: redis.Redis,
+) -> None:
+    loaded = policy("segments: {by: [app]}\nmetrics: {rag_qa: {max_queue_depth: 10}}")
+    redis_client.rpush("eval.rag_qa", *[b"waiting"] * 4)
+    before = shed_count("rag_qa", "app=support-bot", "drop_new")
+    fates = dispatcher(psettings, redis_client).dispatch(admitted(range(20), loaded),
+                                                         policy=loaded)
+    assert statuses(fates) == {"enqueued": 6, "shed": 14}
+    assert redis_client.llen("eval.rag_qa") == 10
+    assert shed_count("rag_qa", "app=support-bot", "drop_new") - before == 14
+
+
+def test_lower_rate_keeps_a_lower_share(psettings: Settings, redis_client: redis.Redis) -> None:
+    loaded = policy("""
+segments: {by: [app]}
+metrics: {rag_qa: {rate: 1.0, max_queue_depth: 100, shed_policy: lower_rate}}
+""")
+    redis_client.rpush("eval.rag_qa", *[b"waiting"] * 400)  # four times the limit
+    fates = dispatcher(psettings, redis_client).dispatch(admitted(range(2000), loaded),
+                                                         policy=loaded)
+    counts = statuses(fates)
+    # The rate starts at a quarter (100/400) and falls as the queue grows: about
+    # sqrt(400**2 + 2 * 100 * 2000) - 400 = 348 go in.
+    assert 280 < counts["enqueued"] < 420
+    assert counts["enqueued"] + counts["shed"] == 2000
+    assert shed_count("rag_qa", "app=support-bot", "lower_rate") >= counts["shed"]
+
+
+def test_a_failed_publish_marks_nothing(redis_url: str, tmp_path: Path,
+                                              redis_client: redis.Redis) -> None:
+    loaded = policy()
+    broken = Dispatcher(
+        publisher=Enqueuer(producer_settings("redis://127.0.0.1:1/0", tmp_path)),
+        deduper=RedisDeduper(redis_client, window_s=60),
+        depth=CachedQueueDepth(RedisQueueDepth(redis_client)),
+    )
+    batch = admitted(range(4), loaded)
+    with pytest.raises(BrokerUnavailable):
+        broken.dispatch(batch, policy=loaded)
+    working = dispatcher(producer_settings(redis_url, tmp_path), redis_client)
+    assert statuses(working.dispatch(batch, policy=loaded)) == {"enqueued": 4}

@@ -1,0 +1,61 @@
+"""Publishing: one by one and in Redis pipelines, delays, and a down broker."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import redis
+
+from evalfleet.errors import BrokerUnavailable
+from evalfleet.message import decode_job, new_job
+from evalfleet.settings import Settings
+from producers.enqueuer import Enqueuer
+from tests.producers.builders import producer_settings, queued, sample
+
+
+def test_send_many_publishes_every_job_in_order(psettings: Settings,
+                                                redis_client: redis.Redis) -> None:
+    enqueuer = Enqueuer(psettings, batch_size=7)
+    jobs = [new_job("rag_qa", sample(n)) for n in range(50)]
+    enqueuer.send_many([*jobs, new_job("bbh_match", sample(99))])
+    enqueuer.close()
+    messages = queued(redis_client, "rag_qa")
+    assert [decode_job(job).sample for job, _ in messages] == [j.sample for j in jobs]
+    assert all(headers["task"] == "evalfleet.evaluate" for _, headers in messages)
+    assert all(headers["eta"] is None for _, headers in messages)
+    assert len(queued(redis_client, "bbh_match")) == 1
+
+
+def test_delays_per_metric_become_an_eta(psettings: Settings, redis_client: redis.Redis) -> None:
+    enqueuer = Enqueuer(psettings)
+    before = time.time()
+    enqueuer.send_many([new_job("rag_qa", sample(1)), new_job("bbh_match", sample(2))],
+                       delays_s={"rag_qa": 30})
+    enqueuer.send(new_job("context_precision", sample(3)), delay_s=5)
+    enqueuer.close()
+    (_, headers), = queued(redis_client, "rag_qa")
+    assert datetime.fromisoformat(headers["eta"]).timestamp() == pytest.approx(before + 30, abs=2)
+    assert queued(redis_client, "bbh_match")[0][1]["eta"] is None
+    assert queued(redis_client, "context_precision")[0][1]["eta"] is not None
+
+
+def test_a_down_broker_is_broker_unavailable_quickly(tmp_path: Path) -> None:
+    enqueuer = Enqueuer(producer_settings("redis://127.0.0.1:1/0", tmp_path))
+    started = time.monotonic()
+    with pytest.raises(BrokerUnavailable, match="cannot publish"):
+        enqueuer.send_many([new_job("rag_qa", sample(1))])
+    with pytest.raises(BrokerUnavailable):
+        enqueuer.send(new_job("rag_qa", sample(1)))
+    with pytest.raises(BrokerUnavailable, match="unreachable"):
+        enqueuer.ping()
+    assert time.monotonic() - started < 10
+    enqueuer.close()
+
+
+def test_ping(psettings: Settings) -> None:
+    enqueuer = Enqueuer(psettings)
+    enqueuer.ping()
+    enqueuer.close()

@@ -1,0 +1,96 @@
+"""PII redaction: what is redacted, what is left alone, and the counts."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from producers.redact import RedactionRules, Redactor, luhn_valid, redact_sample
+from tests.producers.builders import sample
+
+DEFAULT = Redactor(RedactionRules())
+
+
+def redact(text: str, redactor: Redactor = DEFAULT) -> tuple[str, dict[str, int]]:
+    counts: Counter[str] = Counter()
+    return redactor.redact_text(text, counts), dict(counts)
+
+
+@pytest.mark.parametrize(("text", "expected", "counts"), [
+    ("write to jane.doe+x@example.co.uk today", "write to [EMAIL] today", {"email": 1}),
+    ("a@b.io and c.d@e-f.org", "[EMAIL] and [EMAIL]", {"email": 2}),
+    ("call +1 415 555 2671", "call [PHONE]", {"phone": 1}),
+    ("call (415) 555-2671 or 415.555.2671", "call [PHONE] or [PHONE]", {"phone": 2}),
+    ("ring 020 7946 0958 / 06 12 34 56 78", "ring [PHONE] / [PHONE]", {"phone": 2}),
+    ("+44 (0)20 7946 0958", "[PHONE]", {"phone": 1}),
+    ("card 4111 1111 1111 1111 ok", "card [CARD] ok", {"card": 1}),
+    ("card 4111-1111-1111-1111.", "card [CARD].", {"card": 1}),
+    ("amex 378282246310005", "amex [CARD]", {"card": 1}),
+])
+def test_redacted(text: str, expected: str, counts: dict[str, int]) -> None:
+    assert redact(text) == (expected, counts)
+
+
+@pytest.mark.parametrize("text", [
+    "You have 14 days to return order #1001.",
+    "on 2026-11-21 at 10:00:00Z costs $1,200.50",
+    "req-0001 v12 KO-558102 INV-2026-0412 Node 18+",
+    "4111 1111 1111 1112",           # fails the Luhn check
+    "1234567890123456",              # so does this id
+    "12 34 56 78 90",                # plain numbers, no phone shape
+    "version 3.14159265",
+    "user@localhost",                # no dot in the domain
+])
+def test_left_alone(text: str) -> None:
+    assert redact(text) == (text, {})
+
+
+@pytest.mark.parametrize(("digits", "valid"), [
+    ("4111111111111111", True), ("5555555555554444", True), ("378282246310005", True),
+    ("4111111111111112", False), ("79927398713", True), ("79927398710", False),
+])
+def test_luhn(digits: str, valid: bool) -> None:
+    assert luhn_valid(digits) is valid
+
+
+def test_extra_patterns_and_kinds_chosen() -> None:
+    redactor = Redactor(RedactionRules(kinds=("email",), patterns={"employee_id": r"EMP-\d{6}"}))
+    assert redact("EMP-123456 at a@b.io, +1 415 555 2671", redactor) == (
+        "[EMPLOYEE_ID] at [EMAIL], +1 415 555 2671", {"employee_id": 1, "email": 1})
+
+
+def test_bad_rules_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown redaction kinds"):
+        Redactor(RedactionRules(kinds=("ssn",)))
+    with pytest.raises(ValueError, match="does not compile"):
+        Redactor(RedactionRules(patterns={"x": "("}))
+
+
+def test_sample_fields_redacted_id_and_attributes_kept() -> None:
+    original = sample(
+        1, id="a@b.io", input="mail a@b.io", output="call +1 415 555 2671",
+        context=["card 4111 1111 1111 1111", "clean"], reference="c@d.io",
+        attributes={"app": "x@y.io"},
+        fields={"note": "e@f.io", "nested": {"list": ["g@h.io", 3]}, "n": 4},
+    )
+    redacted, counts = redact_sample(original, redactor=DEFAULT)
+    assert redacted.input == "mail [EMAIL]" and redacted.output == "call [PHONE]"
+    assert redacted.context == ["card [CARD]", "clean"] and redacted.reference == "[EMAIL]"
+    assert redacted.fields == {"note": "[EMAIL]", "nested": {"list": ["[EMAIL]", 3]}, "n": 4}
+    assert redacted.id == "a@b.io" and redacted.attributes == {"app": "x@y.io"}
+    assert counts == {"email": 4, "phone": 1, "card": 1}
+    assert original.input == "mail a@b.io"  # the original is untouched
+
+
+def test_id_and_attributes_when_configured() -> None:
+    redactor = Redactor(RedactionRules(attributes=True, id=True))
+    redacted, counts = redact_sample(sample(1, id="a@b.io", attributes={"user": "x@y.io"}),
+                                     redactor=redactor)
+    assert redacted.id == "[EMAIL]" and redacted.attributes == {"user": "[EMAIL]"}
+    assert counts == {"email": 2}
+
+
+def test_nothing_to_redact_returns_the_same_sample() -> None:
+    original = sample(2)
+    assert redact_sample(original, redactor=DEFAULT) == (original, {})

@@ -1,0 +1,24 @@
+"""Telemetry: segment labels are capped so Prometheus stays small."""
+
+from __future__ import annotations
+
+import pytest
+
+from producers import telemetry
+
+
+def test_segment_labels_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(telemetry, "_segments", set())
+    monkeypatch.setattr(telemetry, "MAX_SEGMENT_LABELS", 2)
+    assert [telemetry.segment_label(s) for s in ("a", "b", "c", "a")] == ["a", "b", "other", "a"]
+
+
+def test_metric_names_carry_the_prefix() -> None:
+    from prometheus_client import REGISTRY, generate_latest
+
+    telemetry.SHED.labels("m", "seg", "drop_new")
+    text = generate_latest(REGISTRY).decode()
+    for name in ("evalfleet_producer_records_total", "evalfleet_producer_shed_total",
+                 "evalfleet_producer_dropped_total", "evalfleet_producer_jobs_total",
+                 "evalfleet_producer_redactions_total"):
+        assert f"# TYPE {name} counter" in text
