@@ -1,11 +1,15 @@
-"""One worker process against the judge simulator: verdicts/s, CPU per verdict, peak RSS.
+"""Worker processes against the judge simulator: verdicts/s, CPU per verdict, peak RSS.
 
 Setup: a fresh Postgres database, a Redis database, the simulator in its own
-process at a fixed latency, N rag_qa jobs enqueued before the worker starts,
-then one ``evalfleet worker`` process per concurrency level. Throughput is
-compared with the ceiling C / L (concurrency over judge latency).
+process at a fixed latency, N rag_qa jobs enqueued (in batch messages, as the
+producers send them) before the workers start, then ``--workers`` ``evalfleet
+worker`` processes per concurrency level. Throughput is compared with the
+ceiling workers x C / L (concurrency over judge latency); "machine busy" is the
+share of all cores in use during the run, by every process (Postgres, Redis and
+the simulator included).
 
-    python bench/worker_throughput.py --jobs 2000 --latency-ms 500 --concurrency 64 256
+    python -m bench.worker_throughput --jobs 3000 --latency-ms 500 --concurrency 64 256 1024
+    python -m bench.worker_throughput --jobs 20000 --latency-ms 500 --concurrency 512 --workers 2
 
 Needs Postgres and Redis on 127.0.0.1 (as the tests do). Prints a table.
 """
@@ -18,6 +22,7 @@ import platform
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -43,70 +48,96 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--batch-size", type=int, default=16, help="Jobs per message.")
     parser.add_argument("--judge-client", choices=["http", "openai"], default="http")
+    parser.add_argument("--workers", type=int, default=1, help="Worker processes.")
     args = parser.parse_args()
 
     sim, base_url = start_simulator(args.latency_ms)
     print(f"setup: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"python {platform.python_version()}, judge client {args.judge_client}, "
           f"{args.jobs} rag_qa jobs in messages of {args.batch_size}, "
-          f"judge latency {args.latency_ms:g} ms (simulator in its own process)")
+          f"judge latency {args.latency_ms:g} ms (simulator in its own process), "
+          f"{args.workers} worker process(es), Postgres and Redis on this machine")
     print(f"{'C':>6} {'verdicts/s':>11} {'C/L':>8} {'of C/L':>7} {'CPU ms/verdict':>15} "
-          f"{'peak RSS MB':>12}")
+          f"{'peak RSS MB':>12} {'machine busy':>13}")
     try:
         for concurrency in args.concurrency:
             row = run_one(concurrency=concurrency, jobs=args.jobs, base_url=base_url,
-                          batch_size=args.batch_size, judge_client=args.judge_client)
-            ceiling = concurrency / (args.latency_ms / 1000)
+                          batch_size=args.batch_size, judge_client=args.judge_client,
+                          workers=args.workers)
+            ceiling = args.workers * concurrency / (args.latency_ms / 1000)
             print(f"{concurrency:>6} {row['rate']:>11.1f} {ceiling:>8.1f} "
-                  f"{row['rate'] / ceiling:>7.0%} {row['cpu_ms']:>15.2f} {row['rss_mb']:>12.0f}",
-                  flush=True)
+                  f"{row['rate'] / ceiling:>7.0%} {row['cpu_ms']:>15.2f} {row['rss_mb']:>12.0f} "
+                  f"{row['busy']:>13.0%}", flush=True)
     finally:
         sim.terminate()
         sim.wait()
 
 
-def start_simulator(latency_ms: float) -> tuple[subprocess.Popen[str], str]:
+def start_simulator(latency_ms: float, *,
+                    extra: list[str] | None = None) -> tuple[subprocess.Popen[str], str]:
+    """The judge simulator in its own process; returns it and its base URL."""
     sim = subprocess.Popen(
         [sys.executable, "-m", "evalfleet", "judge-sim", "--port", "0",
-         "--latency-ms", str(latency_ms)], stderr=subprocess.PIPE, text=True)
+         "--latency-ms", str(latency_ms), *(extra or [])], stderr=subprocess.PIPE, text=True)
     assert sim.stderr is not None
     for line in sim.stderr:
         match = re.search(r"listening on (\S+)", line)
         if match:
+            # Keep reading, so a chatty simulator never blocks on a full pipe.
+            threading.Thread(target=sim.stderr.read, daemon=True).start()
             return sim, match.group(1)
     raise RuntimeError("the simulator did not start")
 
 
 def run_one(*, concurrency: int, jobs: int, base_url: str, batch_size: int,
-            judge_client: str) -> dict[str, float]:
+            judge_client: str, workers: int = 1) -> dict[str, float]:
+    """Drain ``jobs`` with ``workers`` worker processes; rates over the steady part."""
     settings = fresh_services(base_url).model_copy(
         update={"batch_size": batch_size, "judge_client": judge_client})
     enqueue(settings, jobs)
     store = open_store(settings.resolved_database_url())
-    log_path = Path(f"/tmp/evalfleet-bench-worker-{concurrency}.log")
-    with log_path.open("wb") as log:  # the child keeps its own copy of the descriptor
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "evalfleet", "worker", "--queues", "rag_qa",
-             "--concurrency", str(concurrency), "--loglevel", "WARNING"],
-            env={**os.environ, **settings.as_environment()}, stdout=log,
-            stderr=subprocess.STDOUT)
+    processes = [start_worker(settings, concurrency=concurrency, name=f"{concurrency}-{n}")
+                 for n in range(workers)]
     try:
         while store.counts().verdicts == 0:
             time.sleep(0.01)
-        started, cpu_start, done_start = time.monotonic(), cpu_s(worker.pid), store.counts()
+        started, done_start = time.monotonic(), store.counts().verdicts
+        cpu_start, machine_start = sum(cpu_s(p.pid) for p in processes), machine_jiffies()
         while store.counts().verdicts < jobs:
             time.sleep(0.05)
-            if worker.poll() is not None:
-                raise RuntimeError(f"worker exited, see {log_path}")
+            if any(p.poll() is not None for p in processes):
+                raise RuntimeError("a worker exited, see /tmp/evalfleet-bench-worker-*.log")
         elapsed = time.monotonic() - started
-        measured = jobs - done_start.verdicts
+        measured = jobs - done_start
+        busy, total = (b - a for a, b in zip(machine_start, machine_jiffies(), strict=True))
         return {"rate": measured / elapsed,
-                "cpu_ms": (cpu_s(worker.pid) - cpu_start) * 1000 / measured,
-                "rss_mb": peak_rss_mb(worker.pid)}
+                "cpu_ms": (sum(cpu_s(p.pid) for p in processes) - cpu_start) * 1000 / measured,
+                "rss_mb": max(peak_rss_mb(p.pid) for p in processes),
+                "busy": busy / total if total else 0.0}
     finally:
-        worker.terminate()
-        worker.wait()
+        for process in processes:
+            process.terminate()
+            process.wait()
         store.close()
+
+
+def start_worker(settings: Settings, *, concurrency: int, name: str,
+                 queue: str = "rag_qa") -> subprocess.Popen[bytes]:
+    """One ``evalfleet worker`` process, its output in /tmp/evalfleet-bench-worker-NAME.log."""
+    log_path = Path(f"/tmp/evalfleet-bench-worker-{name}.log")
+    with log_path.open("wb") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "evalfleet", "worker", "--queues", queue,
+             "--concurrency", str(concurrency), "--loglevel", "WARNING"],
+            env={**os.environ, **settings.as_environment()}, stdout=log,
+            stderr=subprocess.STDOUT)
+
+
+def machine_jiffies() -> tuple[int, int]:
+    """(busy, total) CPU time of the whole machine so far, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
 
 
 def fresh_services(base_url: str) -> Settings:

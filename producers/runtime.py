@@ -68,7 +68,9 @@ class ProducerRuntime:
         )
         self.dispatcher = Dispatcher(publisher=self.enqueuer,
                                      deduper=self._deduper(shared=shared_dedupe),
-                                     depth=CachedQueueDepth(self._queue_depth()))
+                                     depth=CachedQueueDepth(
+                                         self._queue_depth(),
+                                         jobs_per_message=settings.batch_size))
 
     def pipeline(self, *, metrics: Sequence[str] | None, rate: float | None,
                  source: str) -> Pipeline:

@@ -24,6 +24,7 @@ from pathlib import Path
 from evalfleet.demo.summary import format_summary, summarise
 from evalfleet.errors import InvalidSample
 from evalfleet.judgesim import SimConfig, start_in_thread
+from evalfleet.message import Job
 from evalfleet.metric import load_registry
 from evalfleet.settings import Settings, mask_url
 from producers.enqueuer import Enqueuer
@@ -65,10 +66,12 @@ def run_demo(
         started_at = datetime.now(UTC)
         tag = "" if settings.embedded_database else f"@{started_at:%Y%m%dT%H%M%S}"
         errors: list[InvalidSample] = []
+        jobs: list[Job] = []
+        stats = produce(_tagged(read_lines(samples), tag), metrics=metrics, rate=1.0,
+                        send=jobs.append, on_error=errors.append)
         enqueuer = Enqueuer(settings)
         try:
-            stats = produce(_tagged(read_lines(samples), tag), metrics=metrics, rate=1.0,
-                            send=enqueuer.send, on_error=errors.append)
+            enqueuer.send_many(jobs)
         finally:
             enqueuer.close()
         for error in errors:

@@ -39,14 +39,17 @@ class CachedQueueDepth:
     """
 
     def __init__(self, probe: QueueDepth, *, ttl_s: float = DEPTH_TTL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, jobs_per_message: int = 1) -> None:
         """Wrap ``probe``.
 
         Args:
-            probe: Where depths are measured.
+            probe: Where depths are measured, in broker messages.
             ttl_s: How long a measurement is reused.
             clock: Monotonic time source.
+            jobs_per_message: Jobs a message carries at most (producers batch them): a
+                measured depth counts as that many jobs per message, an upper bound.
         """
+        self._jobs_per_message = jobs_per_message
         self._probe = probe
         self._ttl_s = ttl_s
         self._clock = clock
@@ -60,7 +63,8 @@ class CachedQueueDepth:
             seen = self._seen.get(queue)
             if seen is not None and now - seen[0] < self._ttl_s:
                 return seen[1]
-        measured = self._probe.depth(queue)
+        messages = self._probe.depth(queue)
+        measured = None if messages is None else messages * self._jobs_per_message
         with self._lock:
             self._seen[queue] = (now, measured)
         return measured

@@ -55,7 +55,11 @@ def queued(client: Any, metric: str) -> list[tuple[dict[str, Any], dict[str, Any
     for raw in reversed(client.lrange(f"eval.{metric}", 0, -1)):
         envelope = json.loads(raw)
         args, _, _ = json.loads(base64.b64decode(envelope["body"]))
-        messages.append((args[0], envelope["headers"]))
+        message = args[0]
+        # A batch message carries several jobs: list each as a job of its own.
+        common = {"v": message.get("v"), "metric": message.get("metric")}
+        for job in message.get("jobs", [message]):
+            messages.append(({**common, **job}, envelope["headers"]))
     return messages
 
 

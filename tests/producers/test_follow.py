@@ -72,19 +72,19 @@ def test_rotation_and_restarts_lose_and_repeat_nothing(
     log, offsets = tmp_path / "app.log", tmp_path / "app.offset.json"
     write(log, range(0, 50))
     with following(settings, log, offsets):
-        wait_until(lambda: redis_client.llen("eval.rag_qa") == 50, timeout_s=20,
+        wait_until(lambda: len(queued_ids(redis_client, "rag_qa")) == 50, timeout_s=20,
                    what="the first 50 lines")
         write(log, range(50, 60))
         os.rename(log, tmp_path / "app.log.1")  # rotation while following
         write(tmp_path / "app.log.1", range(60, 65))  # the writer's last lines
         write(log, range(65, 80))
-        wait_until(lambda: redis_client.llen("eval.rag_qa") == 80, timeout_s=20,
+        wait_until(lambda: len(queued_ids(redis_client, "rag_qa")) == 80, timeout_s=20,
                    what="80 lines across the rotation")
     write(log, range(80, 90))
     os.rename(log, tmp_path / "app.log.2")  # rotation while stopped
     write(log, range(90, 100))
     with following(settings, log, offsets) as stats:
-        wait_until(lambda: redis_client.llen("eval.rag_qa") == 100, timeout_s=20,
+        wait_until(lambda: len(queued_ids(redis_client, "rag_qa")) == 100, timeout_s=20,
                    what="100 lines after the restart")
     assert queued_ids(redis_client, "rag_qa") == ids(range(100))
     assert stats.jobs == 20
@@ -100,7 +100,7 @@ def test_a_broker_outage_holds_the_position(
         threading.Event().wait(1.5)  # a few attempts while the broker is down
     assert stats.jobs == 0 and OffsetStore(offsets).load() is None
     with following(producer_settings(redis_url, tmp_path), log, offsets):
-        wait_until(lambda: redis_client.llen("eval.rag_qa") == 30, timeout_s=20,
+        wait_until(lambda: len(queued_ids(redis_client, "rag_qa")) == 30, timeout_s=20,
                    what="the lines held back")
     assert queued_ids(redis_client, "rag_qa") == ids(range(30))
 
@@ -115,7 +115,7 @@ def test_a_killed_producer_loses_nothing(
     command = [sys.executable, "-m", "evalfleet", "produce", str(log), "--follow",
                "--metric", "rag_qa", "--batch-size", "20"]
     first = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, start_new_session=True)
-    wait_until(lambda: redis_client.llen("eval.rag_qa") >= 100, timeout_s=30,
+    wait_until(lambda: len(queued_ids(redis_client, "rag_qa")) >= 100, timeout_s=30,
                what="a first part")
     os.killpg(first.pid, signal.SIGKILL)  # no clean stop
     first.communicate()

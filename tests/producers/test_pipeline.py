@@ -104,7 +104,7 @@ def test_metrics_default_to_the_config(psettings: Settings, redis_client: redis.
     (result,) = pipeline.process([("r", record(1))])
     runtime.close()
     assert [(f.metric, f.status) for f in result.jobs] == [("rag_qa", "enqueued")]
-    assert redis_client.llen("eval.context_precision") == 0
+    assert len(queued_ids(redis_client, "context_precision")) == 0
 
 
 def test_run_lines_batches_and_counts(psettings: Settings, redis_client: redis.Redis) -> None:
@@ -116,4 +116,4 @@ def test_run_lines_batches_and_counts(psettings: Settings, redis_client: redis.R
     runtime.close()
     assert stats.lines == 100 and stats.accepted == 100 and not errors
     assert stats.jobs + stats.sampled_out == 100
-    assert redis_client.llen("eval.rag_qa") == stats.jobs
+    assert len(queued_ids(redis_client, "rag_qa")) == stats.jobs

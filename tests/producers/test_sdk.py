@@ -126,7 +126,7 @@ def test_a_full_buffer_drops_new_samples_and_counts_them(
     assert submitter.flush(timeout_s=10)
     assert submitter.stats().enqueued == {"rag_qa": 11}
     submitter.close()
-    assert redis_client.llen("eval.rag_qa") == 11
+    assert len(queued_ids(redis_client, "rag_qa")) == 11
 
 
 def test_close_counts_what_is_left(psettings: Settings) -> None:
@@ -181,4 +181,5 @@ def test_module_level_api(redis_url: str, redis_client: redis.Redis, tmp_path: P
         assert producers.stats().enqueued == {"bbh_match": 1}
     finally:
         producers.shutdown()
-    assert redis_client.llen("eval.rag_qa") == 5 and redis_client.llen("eval.bbh_match") == 1
+    assert len(queued_ids(redis_client, "rag_qa")) == 5
+    assert len(queued_ids(redis_client, "bbh_match")) == 1

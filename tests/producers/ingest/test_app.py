@@ -144,7 +144,7 @@ def test_resending_a_batch_adds_nothing(make_client: MakeClient,
     assert post(client, batch).json()["accepted"] == 4
     again = post(client, batch).json()
     assert (again["accepted"], again["duplicates"]) == (0, 4)
-    assert redis_client.llen("eval.rag_qa") == 4
+    assert len(queued_ids(redis_client, "rag_qa")) == 4
 
 
 def test_rates_filters_and_shedding_from_the_config(
@@ -160,7 +160,7 @@ metrics:
     assert report["received"] == 300
     assert report["jobs"]["context_precision"] == 100  # one app in three
     assert report["jobs"]["rag_qa"] == 50  # the limit; the rest shed and counted
-    assert redis_client.llen("eval.rag_qa") == 50
+    assert len(queued_ids(redis_client, "rag_qa")) == 50
     metrics = client.get("/metrics").text
     assert 'evalfleet_producer_shed_total{metric="rag_qa",policy="drop_new",segment="app=' \
         in metrics
