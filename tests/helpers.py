@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import signal
 import subprocess
@@ -9,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from evalfleet.settings import Settings
 
@@ -58,3 +61,22 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
         self._log.close()
+
+
+def queued(client: Any, metric: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The ``(job message, task headers)`` waiting in ``eval.<metric>`` on Redis, oldest first."""
+    messages = []
+    for raw in reversed(client.lrange(f"eval.{metric}", 0, -1)):
+        envelope = json.loads(raw)
+        args, _, _ = json.loads(base64.b64decode(envelope["body"]))
+        message = args[0]
+        # A batch message carries several jobs: list each as a job of its own.
+        common = {"v": message.get("v"), "metric": message.get("metric")}
+        for job in message.get("jobs", [message]):
+            messages.append(({**common, **job}, envelope["headers"]))
+    return messages
+
+
+def queued_ids(client: Any, metric: str) -> list[str]:
+    """Sample ids of the jobs waiting in ``eval.<metric>``, oldest first."""
+    return [job["sample"]["id"] for job, _ in queued(client, metric)]

@@ -9,6 +9,8 @@ from typing import Any
 from evalfleet.sample import Sample, parse_sample
 from evalfleet.settings import Settings
 from producers.policy import Fallbacks, Policy, default_policy, parse_policy
+from tests.helpers import queued as queued  # re-exported for the producer tests
+from tests.helpers import queued_ids as queued_ids
 
 APPS = ("support-bot", "hr-assistant", "docs-search")
 
@@ -47,22 +49,3 @@ def producer_settings(redis_url: str | None, tmp_path: Path, **overrides: Any) -
     return Settings(broker_url=redis_url, data_dir=tmp_path / "data", **overrides)
 
 
-def queued(client: Any, metric: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """The ``(job message, task headers)`` waiting in ``eval.<metric>`` on Redis, oldest first."""
-    import base64
-
-    messages = []
-    for raw in reversed(client.lrange(f"eval.{metric}", 0, -1)):
-        envelope = json.loads(raw)
-        args, _, _ = json.loads(base64.b64decode(envelope["body"]))
-        message = args[0]
-        # A batch message carries several jobs: list each as a job of its own.
-        common = {"v": message.get("v"), "metric": message.get("metric")}
-        for job in message.get("jobs", [message]):
-            messages.append(({**common, **job}, envelope["headers"]))
-    return messages
-
-
-def queued_ids(client: Any, metric: str) -> list[str]:
-    """Sample ids of the jobs waiting in ``eval.<metric>``, oldest first."""
-    return [job["sample"]["id"] for job, _ in queued(client, metric)]
