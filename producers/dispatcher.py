@@ -21,6 +21,7 @@ from evalfleet.errors import BrokerUnavailable
 from evalfleet.message import Job, new_job, queue_for
 from producers import telemetry
 from producers.backpressure import keeps, rate_factor
+from producers.budget import BudgetGate
 from producers.dedupe import Deduper, dedupe_key
 from producers.depth import CachedQueueDepth
 from producers.policy import Policy
@@ -54,17 +55,19 @@ class Dispatcher:
     """Deduplicates, sheds and publishes batches of admitted samples. Thread-safe."""
 
     def __init__(self, *, publisher: Publisher, deduper: Deduper,
-                 depth: CachedQueueDepth) -> None:
+                 depth: CachedQueueDepth, budget: BudgetGate | None = None) -> None:
         """Wire the parts.
 
         Args:
             publisher: Where jobs go.
             deduper: The deduplication window.
             depth: Queue depths for backpressure.
+            budget: Daily budgets lowering rates (None: no budgets).
         """
         self._publisher = publisher
         self._deduper = deduper
         self._depth = depth
+        self._budget = budget
 
     def dispatch(self, batch: Sequence[Admitted], *, policy: Policy) -> list[list[JobFate]]:
         """Publish the jobs of ``batch``.
@@ -118,10 +121,14 @@ class Dispatcher:
         projected = None if depth is None else depth + added
         factor = rate_factor(depth=projected, max_depth=rule.max_queue_depth,
                              policy=rule.shed_policy)
-        if keeps(pick, sample_id=admitted.sample.id, factor=factor):
+        spend_factor = self._budget.factor(pick.metric) if self._budget else 1.0
+        if keeps(pick, sample_id=admitted.sample.id, factor=factor * spend_factor):
             return True
+        # Counted under the reason that shed it: the queue limit, or the daily budget.
+        reason = (rule.shed_policy if not keeps(pick, sample_id=admitted.sample.id,
+                                                factor=factor) else "budget")
         telemetry.SHED.labels(pick.metric, telemetry.segment_label(admitted.segment),
-                              rule.shed_policy).inc()
+                              reason).inc()
         return False
 
     def _mark(self, keys: list[str]) -> None:

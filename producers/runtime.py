@@ -14,7 +14,9 @@ from redis.retry import Retry
 from evalfleet.broker import embedded_broker_folder, is_redis
 from evalfleet.metric import MetricRegistry, load_registry
 from evalfleet.settings import Settings
+from evalfleet.spend import SpendLedger
 from producers import telemetry
+from producers.budget import BudgetGate
 from producers.dedupe import Deduper, MemoryDeduper, RedisDeduper
 from producers.depth import (
     CachedQueueDepth,
@@ -70,7 +72,16 @@ class ProducerRuntime:
                                      deduper=self._deduper(shared=shared_dedupe),
                                      depth=CachedQueueDepth(
                                          self._queue_depth(),
-                                         jobs_per_message=settings.batch_size))
+                                         jobs_per_message=settings.batch_size),
+                                     budget=self._budget_gate())
+
+    def _budget_gate(self) -> BudgetGate | None:
+        """Daily budgets, read from the spend the workers count in Redis."""
+        if not self.settings.daily_budgets_usd or not is_redis(self.settings):
+            return None
+        return BudgetGate(ledger=SpendLedger(self.settings.resolved_broker_url()),
+                          budgets_usd=self.settings.daily_budgets_usd,
+                          soft_fraction=self.settings.budget_soft_fraction)
 
     def pipeline(self, *, metrics: Sequence[str] | None, rate: float | None,
                  source: str) -> Pipeline:

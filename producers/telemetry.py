@@ -29,7 +29,8 @@ JOBS = Counter(
 )
 SHED = Counter(
     "evalfleet_producer_shed_total",
-    "Jobs shed because their queue was over its limit, by metric, segment and policy.",
+    "Jobs shed because their queue was over its limit (policy drop_new or lower_rate) "
+    "or their metric near its daily budget (policy budget), by metric and segment.",
     ["metric", "segment", "policy"],
 )
 DUPLICATES = Counter(

@@ -9,9 +9,12 @@ import pytest
 import redis
 from prometheus_client import REGISTRY
 
+from evalfleet.budget import budget_day
 from evalfleet.errors import BrokerUnavailable
 from evalfleet.metric import load_registry
 from evalfleet.settings import Settings
+from evalfleet.spend import SpendLedger
+from producers.budget import BudgetGate
 from producers.dedupe import RedisDeduper
 from producers.depth import CachedQueueDepth, RedisQueueDepth
 from producers.dispatcher import Dispatcher
@@ -107,3 +110,30 @@ def test_a_failed_publish_marks_nothing(redis_url: str, tmp_path: Path,
         broken.dispatch(batch, policy=loaded)
     working = dispatcher(producer_settings(redis_url, tmp_path), redis_client)
     assert statuses(working.dispatch(batch, policy=loaded)) == {"enqueued": 4}
+
+
+def test_a_metric_near_its_daily_budget_is_sampled_less(
+    psettings: Settings, redis_client: redis.Redis, redis_url: str,
+) -> None:
+    loaded = policy("segments: {by: [app]}")
+    ledger = SpendLedger(redis_url)
+    gate = BudgetGate(ledger=ledger, budgets_usd={"rag_qa": 1.0}, soft_fraction=0.8, ttl_s=0)
+    budgeted = Dispatcher(publisher=Enqueuer(psettings),
+                          deduper=RedisDeduper(redis_client, window_s=60),
+                          depth=CachedQueueDepth(RedisQueueDepth(redis_client)), budget=gate)
+    before = shed_count("rag_qa", "app=support-bot", "budget")
+
+    ledger.add({"rag_qa": 0.5}, day=budget_day())  # under 80% of the budget: full rate
+    full = statuses(budgeted.dispatch(admitted(range(0, 400), loaded), policy=loaded))
+    ledger.add({"rag_qa": 0.4}, day=budget_day())  # 90%: half the rate
+    half = statuses(budgeted.dispatch(admitted(range(400, 2400), loaded), policy=loaded))
+    ledger.add({"rag_qa": 0.2}, day=budget_day())  # over budget: nothing new
+    none = statuses(budgeted.dispatch(admitted(range(2400, 2600), loaded), policy=loaded))
+    ledger.close()
+
+    assert full == {"enqueued": 400}
+    assert 850 <= half["enqueued"] <= 1150 and half["enqueued"] + half["shed"] == 2000
+    assert none == {"shed": 200}
+    assert shed_count("rag_qa", "app=support-bot", "budget") - before == half["shed"] + 200
+    # The samples kept at half the rate are those the full rate keeps with the lower hash.
+    assert len(queued_ids(redis_client, "rag_qa")) == 400 + half["enqueued"]
