@@ -1,8 +1,11 @@
 """The ingest service: an ASGI (Starlette) app that takes samples over HTTP.
 
-``POST /v1/samples`` answers 202 only for records it has published (or counted
-as sampled out, shed or duplicate); when the broker is down it answers 503 for
-the whole request, so a client that retries loses nothing. Blocking work
+``POST /v1/samples`` publishes every good record of a request (or counts it as
+sampled out, shed or duplicate) and answers 202 when all were good, 422 naming
+each bad record (index, id, field) when some were not; the good ones of that
+request are accepted all the same, and the report says which. When the broker
+is down it answers 503 for the whole request, so a client that retries loses
+nothing. Blocking work
 (screening, Redis, publishing) runs in a worker thread, never on the event loop.
 """
 
@@ -85,8 +88,11 @@ class _IngestService:
                                          "request was accepted, send it again"),
                             headers={"Retry-After": str(RETRY_AFTER_S)})
         report = build_report(results)
-        if report["rejected"] == report["received"]:
-            report["detail"] = "no record of the request was accepted: see rejections"
+        if report["rejected"]:
+            report["detail"] = (
+                f"{report['rejected']} of {report['received']} records were rejected (see "
+                f"rejections); the other {report['received'] - report['rejected']} were "
+                "accepted")
             return JSONResponse(report, status_code=422)
         return JSONResponse(report, status_code=202)
 

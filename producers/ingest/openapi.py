@@ -119,15 +119,17 @@ def _post_samples() -> dict[str, Any]:
             {"type": "array", "minItems": 1, "items": {"$ref": "#/components/schemas/Sample"}},
         ]}}}},
         "responses": {
-            "202": _json("Published: counts per outcome; bad records listed, good ones "
-                         "accepted.", "IngestReport"),
+            "202": _json("Every record was good and is published (or sampled out, shed "
+                         "or a duplicate): counts per outcome.", "IngestReport"),
             "400": _json("The body is not JSON.", "Problem"),
             "401": _json("No bearer token, or a malformed Authorization header.", "Problem"),
             "403": _json("The token is not accepted.", "Problem"),
             "413": _json("The body or the batch is over its limit.", "Problem"),
             "415": _json("The body is not application/json.", "Problem"),
-            "422": _json("No record of the request is valid (the report says why), or the "
-                         "body holds no samples.", "IngestReport"),
+            "422": _json("Some records are bad: each is named (index, id, field) in "
+                         "rejections; the good records of the request are accepted all the "
+                         "same and counted. Also: the body holds no samples.",
+                         "IngestReport"),
             "503": _json("The broker is unreachable: nothing of the request was accepted; "
                          "send it again.", "Problem"),
         },

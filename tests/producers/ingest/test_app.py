@@ -73,9 +73,10 @@ def test_a_batch_with_bad_records_accepts_the_good_ones(
         record(2, context=["fine", "x" * 70_000]), {"input": "no id"}, record(4),
     ]}
     response = post(make_client(), batch)
-    assert response.status_code == 202
+    assert response.status_code == 422
     report = response.json()
     assert (report["received"], report["accepted"], report["rejected"]) == (5, 2, 3)
+    assert "the other 2 were accepted" in report["detail"]
     assert report["jobs"] == {"rag_qa": 2}
     rejections = {r["index"]: r for r in report["rejections"]}
     assert rejections[1]["id"] == "no-output" and rejections[1]["field"] == "output"
