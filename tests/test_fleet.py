@@ -27,8 +27,8 @@ from evalfleet.sample import parse_sample
 from evalfleet.settings import Settings
 from producers.enqueuer import Enqueuer
 from tests.helpers import WorkerProcess, queued_ids, wait_until
-from workers.app import task_slots
 from workers.renderer import render_messages
+from workers.runtime import task_slots
 from workers.store import VerdictStore
 
 APPS = ("support-bot", "hr-assistant", "docs-search")

@@ -10,7 +10,6 @@ results. Payloads are JSON only.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections import Counter
@@ -54,18 +53,6 @@ def create_app(settings: Settings, *, concurrency: int) -> Celery:
     _register_evaluate(app, LazyRuntime(settings, concurrency=concurrency))
     _scrub_celery_logs(settings.secret_values())
     return app
-
-
-def task_slots(settings: Settings, *, concurrency: int) -> int:
-    """Celery threads for ``concurrency`` judge calls in flight.
-
-    With the HTTP runner a task thread only waits for its batch, so two batches'
-    worth of threads per judge slot keeps the slots busy while batches finish;
-    with the openai client each thread makes one call at a time.
-    """
-    if settings.judge_client == "openai":
-        return concurrency
-    return max(2, 2 * math.ceil(concurrency / settings.batch_size))
 
 
 def celery_config(settings: Settings, *, concurrency: int) -> dict[str, Any]:

@@ -283,6 +283,7 @@ class Evaluator:
             temperature=options.temperature, max_tokens=options.max_tokens,
             response_format=response_format_for(
                 metric, supported=self.options.response_format_support),
+            metric=metric.name,
         )
 
     def _ask_judge(self, pending: list[_Pending]) -> None:

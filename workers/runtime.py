@@ -6,7 +6,9 @@ import time.
 
 from __future__ import annotations
 
+import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from evalfleet.broker import is_redis
@@ -43,8 +45,14 @@ def build_runtime(settings: Settings, *, concurrency: int) -> Runtime:
     registry = load_registry(settings.metrics_dir)
     for metric in registry:
         check_templates(metric)
-    store = open_store(settings.resolved_database_url(), pool_size=concurrency)
-    judge = build_judge(settings, concurrency=concurrency)
+    # Only task threads use the database, one transaction at a time each.
+    store = open_store(settings.resolved_database_url(),
+                       pool_size=task_slots(settings, concurrency=concurrency))
+    telemetry = configure_telemetry(segment_keys=settings.metrics_segment_keys,
+                                    max_segment_values=settings.metrics_max_segment_values)
+    judge = build_judge(settings, concurrency=concurrency,
+                        on_wait=lambda metric, wait_s: telemetry.record_limiter_wait(
+                            metric=metric, wait_s=wait_s))
     options = EvaluatorOptions(
         judge_model=settings.judge_model, judge_models=settings.judge_models,
         response_format_support=settings.judge_response_format,
@@ -54,14 +62,25 @@ def build_runtime(settings: Settings, *, concurrency: int) -> Runtime:
         prices={model: Price(*price) for model, price in settings.model_prices.items()},
     )
     spend = SpendLedger(settings.resolved_broker_url()) if is_redis(settings) else None
-    telemetry = configure_telemetry(segment_keys=settings.metrics_segment_keys,
-                                    max_segment_values=settings.metrics_max_segment_values)
     evaluator = Evaluator(registry=registry, store=store, judge=judge, options=options,
                           spend=spend, telemetry=telemetry)
     return Runtime(evaluator=evaluator, store=store)
 
 
-def build_judge(settings: Settings, *, concurrency: int) -> JudgeClient:
+def task_slots(settings: Settings, *, concurrency: int) -> int:
+    """Celery threads for ``concurrency`` judge calls in flight.
+
+    With the HTTP runner a task thread only waits for its batch, so two batches'
+    worth of threads per judge slot keeps the slots busy while batches finish;
+    with the openai client each thread makes one call at a time.
+    """
+    if settings.judge_client == "openai":
+        return concurrency
+    return max(2, 2 * math.ceil(concurrency / settings.batch_size))
+
+
+def build_judge(settings: Settings, *, concurrency: int,
+                on_wait: Callable[[str, float], None] | None = None) -> JudgeClient:
     """The judge client the settings ask for: the lean HTTP runner, or the openai client."""
     api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     if settings.judge_client == "openai":
@@ -70,7 +89,7 @@ def build_judge(settings: Settings, *, concurrency: int) -> JudgeClient:
     client = AsyncHttpJudge(base_url=settings.openai_base_url, api_key=api_key,
                             timeout_s=settings.judge_timeout_s, max_connections=concurrency)
     pacing = Pacing(limiter=build_limiter(settings), max_wait_s=settings.rate_limit_max_wait_s,
-                    budget_for=lambda model: budget_for(settings, model))
+                    budget_for=lambda model: budget_for(settings, model), on_wait=on_wait)
     return JudgeRunner(client, concurrency=concurrency, pacing=pacing)
 
 

@@ -24,7 +24,8 @@ def worker(state: CliState, queues: str, concurrency: int | None, loglevel: str)
     """
     from evalfleet.message import queue_for
     from evalfleet.metric import load_registry
-    from workers.app import create_app, task_slots
+    from workers.app import create_app
+    from workers.runtime import task_slots
 
     registry = load_registry(state.settings.metrics_dir)
     names = [name.strip() for name in queues.split(",") if name.strip()]

@@ -27,6 +27,8 @@ class JudgeRequest:
     max_tokens: int
     response_format: dict[str, Any] | None = None
     """The OpenAI ``response_format`` argument, or None for plain text."""
+    metric: str = ""
+    """The metric it judges (for telemetry; not sent)."""
 
     def payload(self) -> dict[str, Any]:
         """The JSON body of ``POST /chat/completions``."""

@@ -42,6 +42,8 @@ class Pacing:
     limiter: RateLimiter | None = None
     budget_for: Callable[[str], Budget] = lambda model: Budget()
     max_wait_s: float = 2.0
+    on_wait: Callable[[str, float], None] | None = None
+    """Told the metric and seconds each call waited for rate budget."""
 
 
 class JudgeRunner(JudgeClient):
@@ -75,7 +77,7 @@ class JudgeRunner(JudgeClient):
                                      retry_after_s=admission.wait_s)
             budget = self._pacing.budget_for(request.model)
             estimate = estimate_tokens(request)
-            deferred = await self._reserve(request.model, budget, estimate)
+            deferred = await self._reserve(request, budget, estimate)
             if deferred is not None:
                 return deferred
             try:
@@ -91,8 +93,9 @@ class JudgeRunner(JudgeClient):
             await self._correct(request.model, budget, estimate, reply)
             return reply
 
-    async def _reserve(self, model: str, budget: Budget, tokens: int) -> JudgeDeferred | None:
-        limiter = self._pacing.limiter
+    async def _reserve(self, request: JudgeRequest, budget: Budget,
+                       tokens: int) -> JudgeDeferred | None:
+        limiter, model = self._pacing.limiter, request.model
         if limiter is None or budget.unlimited:
             return None
         try:
@@ -105,6 +108,8 @@ class JudgeRunner(JudgeClient):
         if not reservation.granted:
             return JudgeDeferred(f"rate budget of {model} spent",
                                  retry_after_s=reservation.wait_s)
+        if self._pacing.on_wait is not None:
+            self._pacing.on_wait(request.metric, reservation.wait_s)
         if reservation.wait_s > 0:
             await asyncio.sleep(reservation.wait_s)
         return None

@@ -15,7 +15,7 @@ class PostgresStore(SqlStore):
 
     def __init__(self, url: str, *, pool_size: int = 10) -> None:
         engine = create_engine(
-            _with_psycopg(url), pool_size=pool_size, max_overflow=pool_size,
+            _with_psycopg(url), pool_size=pool_size, max_overflow=4,
             pool_pre_ping=True, pool_recycle=1800,
         )
         super().__init__(engine)

@@ -111,3 +111,19 @@ def test_rate_limits_do_not_open_the_circuit(sim: RunningSim) -> None:
     guarded.complete_many([request(n) for n in range(4)])
     guarded.close()
     assert breaker.state == "closed"
+
+
+def test_waits_for_rate_budget_are_reported_per_metric(sim: RunningSim) -> None:
+    waits: list[tuple[str, float]] = []
+    pacing = Pacing(limiter=LocalRateLimiter(), max_wait_s=5,
+                    budget_for=lambda model: Budget(requests_per_minute=600),
+                    on_wait=lambda metric, wait_s: waits.append((metric, wait_s)))
+    paced = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+                                       max_connections=8), concurrency=8, pacing=pacing)
+    requests = [JudgeRequest(messages=[{"role": "user", "content": f"n {n}"}], model="m",
+                             temperature=0.0, max_tokens=10, metric="rag_qa")
+                for n in range(6)]
+    paced.complete_many(requests)
+    paced.close()
+    assert [metric for metric, _ in waits] == ["rag_qa"] * 6
+    assert sorted(wait for _, wait in waits)[-1] == pytest.approx(0.25, abs=0.05)
