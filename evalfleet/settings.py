@@ -17,7 +17,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator, model_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: Broker URL used when none is configured: kombu's file-system transport.
-EMBEDDED_BROKER_URL = "filesystem://"
+EMBEDDED_BROKER_URL = "filesystem://localhost//"
 
 
 def mask_url(url: str) -> str:

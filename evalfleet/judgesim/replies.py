@@ -1,8 +1,11 @@
 """The simulated judge's reply to one chat request. Pure and deterministic.
 
-Scores come from the prompt. The message contents are concatenated and
-hashed (sha256); the digest is cut into 2-byte slots and each score reads its
-own slot: floats in 0..1 rounded to 2 decimals, integers in 1..5, booleans.
+Scores come from the prompt. For seed 004 (``rag_qa``) they are word overlaps
+between its question, context, reference and answer
+(:mod:`evalfleet.judgesim.grounding`), so unfaithful answers score lower. Other
+prompts are hashed (sha256); the digest is cut into 2-byte slots and each score
+reads its own slot: floats in 0..1 rounded to 2 decimals, integers in 1..5,
+booleans.
 A ``[[judge-sim key=value]]`` directive in the prompt overrides verdict keys
 (see :mod:`evalfleet.judgesim.directive`).
 
@@ -26,6 +29,7 @@ from evalfleet.errors import InvalidInput
 from evalfleet.judgesim.config import MalformedKind
 from evalfleet.judgesim.directive import parse_directives
 from evalfleet.judgesim.faults import Fault
+from evalfleet.judgesim.grounding import grounded_scores, read_rag_inputs
 from evalfleet.judgesim.mangle import render_json, render_score_tag, render_text
 from evalfleet.judgesim.schema_fill import fill_verdict
 
@@ -396,10 +400,14 @@ def _only_value(overrides: dict[str, Any], default: Any) -> Any:
 
 def _rag_qa(prompt: Prompt, overrides: dict[str, Any]) -> dict[str, Any]:
     no_reference = reference_missing(prompt.text)
+    inputs = read_rag_inputs(prompt.text)
+    grounded = grounded_scores(inputs, reference_missing=no_reference) if inputs else None
     verdict: dict[str, Any] = {}
     for index, name in enumerate(_RAG_SCORES):
-        value = None if name == "semantic_similarity" and no_reference else _unit(prompt.digest,
-                                                                                 index)
+        if name == "semantic_similarity" and no_reference:
+            value = None
+        else:
+            value = grounded[name] if grounded else _unit(prompt.digest, index)
         value = overrides.get(name, value)
         verdict[name] = value
         if name == "semantic_similarity" and value is None and no_reference:

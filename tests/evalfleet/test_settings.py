@@ -39,7 +39,7 @@ def test_embedded_defaults_when_unset(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
     assert settings.embedded_database and settings.embedded_broker
     assert settings.resolved_database_url() == f"sqlite:///{tmp_path / 'evalfleet.db'}"
-    assert settings.resolved_broker_url() == "filesystem://"
+    assert settings.resolved_broker_url() == "filesystem://localhost//"
 
 
 def test_blank_urls_mean_unset(monkeypatch: pytest.MonkeyPatch) -> None:
