@@ -17,6 +17,7 @@
     │   └── JudgeRejected            retrying will not help: 400, 401, 403, 404
     ├── StoreUnavailable             retry later: the database cannot be reached
     ├── BrokerUnavailable            retry later: a producer cannot reach the broker
+    ├── WorkerShuttingDown           retry later: the shutdown grace period ended mid-job
     ├── DeliveryFailed               an alert receiver did not take a notification
     │   ├── ReceiverUnavailable      retry later: transport, timeout, 429, 5xx
     │   └── ReceiverRejected         retrying will not help: any other 4xx
@@ -167,6 +168,14 @@ class BrokerUnavailable(EvalfleetError):
     """A producer cannot reach the broker (connection refused, lost, timed out).
 
     Nothing of the batch that raised it counts as accepted; publish it again later.
+    """
+
+
+class WorkerShuttingDown(EvalfleetError):
+    """The worker's shutdown grace period ran out while a job waited for the judge.
+
+    The job is not finished and must go back to the queue; another worker (or this
+    one, restarted) runs it again.
     """
 
 

@@ -8,13 +8,17 @@ A broker message carries one job, or a batch of jobs for the same metric: one
 broker round trip and one task per batch instead of per job, which is where a
 worker's CPU went when jobs were small.
 
+A job that failed before carries its history: one :class:`AttemptFailure` per
+failed delivery, so a dead letter can show every attempt and a replayed job keeps
+them. Messages without it (older producers) decode with an empty history.
+
 Encoding is pure, with its own error, :class:`InvalidMessage`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,10 +34,36 @@ EVALUATE_TASK = "evalfleet.evaluate"
 #: Prefix of every metric queue: metric ``rag_qa`` is served from ``eval.rag_qa``.
 QUEUE_PREFIX = "eval."
 
+#: Longest error text kept per history entry, in characters (the message stays small).
+MAX_HISTORY_ERROR_CHARS = 500
+
 
 def queue_for(metric: str) -> str:
     """The broker queue that carries jobs for ``metric``."""
     return f"{QUEUE_PREFIX}{metric}"
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptFailure:
+    """One failed delivery of a job, as kept in its history."""
+
+    at: datetime
+    """When the failure was seen (UTC)."""
+
+    attempt: int
+    """The job's attempt number at that delivery."""
+
+    error_class: str
+    """What kind of failure (``judge_unavailable``, ``judge_rejected``...)."""
+
+    error: str
+    """What happened, cut to :data:`MAX_HISTORY_ERROR_CHARS`."""
+
+    @classmethod
+    def of(cls, job: Job, *, at: datetime, error_class: str, error: str) -> AttemptFailure:
+        """The failure of ``job``'s current attempt, its error text cut to size."""
+        return cls(at=at, attempt=job.attempt, error_class=error_class,
+                   error=error[:MAX_HISTORY_ERROR_CHARS])
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,16 +82,55 @@ class Job:
     attempt: int = 1
     """Judge attempt this delivery makes; raised on each retry after a transient failure."""
 
+    history: tuple[AttemptFailure, ...] = ()
+    """Earlier failed deliveries, oldest first (empty for a fresh job)."""
+
+
+def next_attempt(job: Job, *, failure: AttemptFailure) -> Job:
+    """The job to run after ``failure``: the next attempt, with the failure in its history."""
+    return replace(job, attempt=job.attempt + 1, history=(*job.history, failure))
+
+
+def encode_history(history: Sequence[AttemptFailure]) -> list[dict[str, Any]]:
+    """Attempt failures as JSON-safe dicts (as in messages and dead letters)."""
+    return [
+        {"at": entry.at.isoformat(), "attempt": entry.attempt,
+         "error_class": entry.error_class, "error": entry.error}
+        for entry in history
+    ]
+
+
+def decode_history(data: Any) -> tuple[AttemptFailure, ...]:
+    """Attempt failures back from :func:`encode_history`'s dicts.
+
+    Raises:
+        InvalidMessage: When ``data`` is not such a list.
+    """
+    if not isinstance(data, list):
+        raise InvalidMessage("job message has a bad history: not a list", data=data)
+    try:
+        return tuple(
+            AttemptFailure(at=datetime.fromisoformat(entry["at"]), attempt=int(entry["attempt"]),
+                           error_class=str(entry["error_class"]), error=str(entry["error"]))
+            for entry in data
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidMessage(f"job message has a bad history: {exc!r}", data=data) from exc
+
+
+def _job_fields(job: Job) -> dict[str, Any]:
+    """What each job of a message carries; the history only when there is one."""
+    fields: dict[str, Any] = {"sample": job.sample.to_json(),
+                              "enqueued_at": job.enqueued_at.isoformat(),
+                              "attempt": job.attempt}
+    if job.history:
+        fields["history"] = encode_history(job.history)
+    return fields
+
 
 def encode_job(job: Job) -> dict[str, Any]:
     """Turn a job into the JSON-safe dict sent as the task's only argument."""
-    return {
-        "v": MESSAGE_VERSION,
-        "metric": job.metric,
-        "sample": job.sample.to_json(),
-        "enqueued_at": job.enqueued_at.isoformat(),
-        "attempt": job.attempt,
-    }
+    return {"v": MESSAGE_VERSION, "metric": job.metric, **_job_fields(job)}
 
 
 def encode_batch(jobs: Sequence[Job]) -> dict[str, Any]:
@@ -76,11 +145,7 @@ def encode_batch(jobs: Sequence[Job]) -> dict[str, Any]:
     return {
         "v": MESSAGE_VERSION,
         "metric": jobs[0].metric,
-        "jobs": [
-            {"sample": job.sample.to_json(), "enqueued_at": job.enqueued_at.isoformat(),
-             "attempt": job.attempt}
-            for job in jobs
-        ],
+        "jobs": [_job_fields(job) for job in jobs],
     }
 
 
@@ -126,7 +191,12 @@ def decode_job(data: Any) -> Job:
         enqueued_at = datetime.fromisoformat(data["enqueued_at"])
     except (InvalidSample, KeyError, TypeError, ValueError) as exc:
         raise InvalidMessage(f"job message has a bad sample: {exc}", data=data) from exc
-    return Job(metric=metric, sample=sample, enqueued_at=enqueued_at, attempt=attempt)
+    try:
+        history = decode_history(data.get("history", []))
+    except InvalidMessage as exc:
+        raise InvalidMessage(str(exc), data=data) from exc
+    return Job(metric=metric, sample=sample, enqueued_at=enqueued_at, attempt=attempt,
+               history=history)
 
 
 def new_job(metric: str, sample: Sample) -> Job:

@@ -19,6 +19,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 #: Broker URL used when none is configured: kombu's file-system transport.
 EMBEDDED_BROKER_URL = "filesystem://localhost//"
 
+#: URL schemes of a Redis server (broker or shared state).
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
 
 def mask_url(url: str) -> str:
     """Return ``url`` with any password replaced by ``***``.
@@ -98,9 +101,12 @@ class Settings(BaseSettings):
     """Per-model limits overriding the two above, JSON: ``{"gpt-4.1": {"rpm": 500,
     "tpm": 30000}}``."""
 
-    limiter_url: str | None = None
-    """Redis holding the fleet's rate budgets; unset: the broker when it is Redis, else
-    each process keeps its own."""
+    shared_redis_url: str | None = Field(default=None, validation_alias=AliasChoices(
+        "EVALFLEET_SHARED_REDIS_URL", "EVALFLEET_LIMITER_URL", "shared_redis_url"))
+    """Redis holding what the fleet shares besides jobs: rate budgets, daily spend and the
+    producers' deduplication window. Unset: the broker when it is Redis; with another
+    broker and none set, each process keeps its own budgets and window and no daily
+    budget applies. ``EVALFLEET_LIMITER_URL`` is read as an older name."""
 
     judge_access_pause_s: float = Field(default=300.0, gt=0)
     """When the judge refuses access (401, 403, exhausted quota) a worker stops consuming
@@ -151,6 +157,26 @@ class Settings(BaseSettings):
 
     worker_concurrency: int = Field(default=256, ge=1)
     """Judge calls one worker process keeps in flight."""
+
+    shutdown_grace_s: float = Field(default=25.0, ge=0)
+    """After SIGTERM a worker takes no new jobs and waits this long for its running ones;
+    then it stops waiting for the judge and puts the unfinished jobs back in the queue.
+    Keep it a few seconds below the time the orchestrator waits before SIGKILL
+    (Kubernetes ``terminationGracePeriodSeconds``, 30 s unless set; compose
+    ``stop_grace_period``)."""
+
+    health_port: int = Field(default=0, ge=0, le=65535)
+    """Port of a worker's ``/livez`` and ``/readyz`` endpoints; 0 turns them off."""
+
+    liveness_stall_s: float = Field(default=180.0, gt=0)
+    """A worker whose queues hold waiting jobs but that neither started nor finished a
+    job for this long is reported not live (``/livez``). Must exceed two judge calls."""
+
+    readiness_timeout_s: float = Field(default=2.0, gt=0)
+    """Timeout of each readiness check (broker, database, judge)."""
+
+    judge_probe_url: str | None = None
+    """URL the judge readiness check GETs; unset means ``{OPENAI_BASE_URL}/models``."""
 
     batch_size: int = Field(default=16, ge=1, le=1000)
     """Jobs per broker message from producers; also sizes a worker's task threads."""
@@ -249,8 +275,16 @@ class Settings(BaseSettings):
     metrics_max_segment_values: int = Field(default=50, ge=1)
     """Distinct values kept per segment label; later values are counted as ``other``."""
 
+    verdict_retention_days: float | None = Field(default=None, gt=0)
+    """``evalfleet purge`` deletes verdicts (and their scores) created more than this many
+    days ago; unset keeps every verdict."""
+
+    raw_output_retention_days: float | None = Field(default=None, gt=0)
+    """``evalfleet purge`` empties the judge's raw output and the error text of verdicts
+    created more than this many days ago, keeping their scores; unset keeps them."""
+
     @field_validator("database_url", "broker_url", "openai_base_url", "alertmanager_url",
-                     "limiter_url",
+                     "shared_redis_url", "judge_probe_url",
                      mode="before")
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
@@ -264,6 +298,11 @@ class Settings(BaseSettings):
                 f"visibility_timeout_s ({self.visibility_timeout_s}) must exceed two judge "
                 f"calls plus retry_max_s ({longest_job_s:g} + {self.retry_max_s:g} s), or "
                 "jobs are handed out twice",
+            )
+        if self.liveness_stall_s <= longest_job_s:
+            raise ValueError(
+                f"liveness_stall_s ({self.liveness_stall_s:g}) must exceed two judge calls "
+                f"({longest_job_s:g} s), or a worker busy with slow jobs is restarted",
             )
         if self.claim_lease_s <= longest_job_s:
             raise ValueError(
@@ -292,6 +331,13 @@ class Settings(BaseSettings):
         """The broker URL in effect, falling back to the file-system broker."""
         return self.broker_url if self.broker_url is not None else EMBEDDED_BROKER_URL
 
+    def resolved_shared_redis_url(self) -> str | None:
+        """The Redis the fleet shares state in: the setting, else a Redis broker, else None."""
+        if self.shared_redis_url is not None:
+            return self.shared_redis_url
+        broker = self.resolved_broker_url()
+        return broker if broker.startswith(REDIS_SCHEMES) else None
+
     def judge_model_for(self, metric: str, *, metric_default: str | None) -> str:
         """The judge model for ``metric``: settings override, then metric file, then global."""
         return self.judge_models.get(metric) or metric_default or self.judge_model
@@ -318,7 +364,7 @@ class Settings(BaseSettings):
     def secret_values(self) -> list[str]:
         """Every secret string in these settings, for log scrubbing."""
         secrets = [url_password(self.database_url), url_password(self.broker_url),
-                   url_password(self.alertmanager_url)]
+                   url_password(self.alertmanager_url), url_password(self.judge_probe_url)]
         if self.openai_api_key is not None:
             secrets.append(self.openai_api_key.get_secret_value())
         if self.alert_webhook_secret is not None:
@@ -329,8 +375,8 @@ class Settings(BaseSettings):
 
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():
-            if name in ("database_url", "broker_url", "openai_base_url", "alertmanager_url") \
-                    and value:
+            if name in ("database_url", "broker_url", "openai_base_url", "alertmanager_url",
+                        "judge_probe_url") and value:
                 yield name, mask_url(value)
             else:
                 yield name, value

@@ -9,18 +9,28 @@ itself be down, works on every broker including the embedded one, and is what th
 workers already use for retries, under the same visibility-timeout constraint
 (checked when the sampling config is loaded). Its cost: a delay must stay below
 the visibility timeout less two judge calls, so it suits delays of seconds to
-minutes (a trace being finished), not hours.
+minutes (a trace being finished), not hours. On RabbitMQ the delay waits in the
+broker instead (Celery's native delayed delivery for quorum queues, whole seconds),
+and every publish waits for the broker's confirm.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from celery import Celery
 from kombu.exceptions import KombuError, OperationalError
 
-from evalfleet.broker import broker_transport_options, is_redis
+from evalfleet.broker import (
+    broker_countdown_s,
+    broker_transport_options,
+    declare_queues,
+    eval_queue,
+    is_amqp,
+    is_redis,
+)
 from evalfleet.errors import BrokerUnavailable
 from evalfleet.message import EVALUATE_TASK, Job, encode_batch, encode_job, queue_for
 from evalfleet.settings import Settings
@@ -43,11 +53,14 @@ class Enqueuer:
         self._app = Celery("evalfleet-producer", broker=settings.resolved_broker_url(),
                            set_as_current=False)
         options = broker_transport_options(settings, concurrency=1)
+        # Fail fast rather than hang a producer on a broker that stopped answering.
+        timeout_s = settings.producer_broker_timeout_s
         if is_redis(settings):
-            # Fail fast rather than hang a producer on a broker that stopped answering.
-            timeout_s = settings.producer_broker_timeout_s
             options = {**options, "socket_timeout": timeout_s,
                        "socket_connect_timeout": timeout_s}
+        elif is_amqp(settings):  # the read timeout also bounds the wait for a confirm
+            options = {**options, "connect_timeout": timeout_s, "read_timeout": timeout_s,
+                       "write_timeout": timeout_s}
         self._app.conf.update(
             broker_transport_options=options,
             broker_connection_retry_on_startup=True,
@@ -56,6 +69,10 @@ class Enqueuer:
         )
         self._batch_size = batch_size or settings.producer_batch_size or DEFAULT_BATCH_SIZE
         self._jobs_per_message = settings.batch_size
+        self._settings = settings
+        self._broker_url = settings.resolved_broker_url()
+        self._prepared: set[str] = set()
+        self._prepare_lock = threading.Lock()
 
     def send(self, job: Job, *, delay_s: float = 0.0) -> None:
         """Publish one job.
@@ -68,7 +85,9 @@ class Enqueuer:
             BrokerUnavailable: When the broker cannot be reached.
         """
         try:
-            self._app.send_task(EVALUATE_TASK, **_task_options(job, delay_s=delay_s))
+            self._prepare([job.metric])
+            self._app.send_task(EVALUATE_TASK, **_task_options(
+                job, countdown_s=broker_countdown_s(delay_s, broker_url=self._broker_url)))
         except (OperationalError, KombuError, OSError) as exc:
             raise BrokerUnavailable(f"cannot publish to the broker: {exc}") from exc
 
@@ -90,16 +109,38 @@ class Enqueuer:
             return
         delays_s = delays_s or {}
         try:
+            self._prepare(job.metric for job in jobs)
             with self._app.producer_or_acquire() as producer, \
                     producer.batch(max_size=self._batch_size):
                 for message_jobs in _messages(jobs, size=self._jobs_per_message):
                     metric = message_jobs[0].metric
+                    countdown_s = broker_countdown_s(delays_s.get(metric, 0.0),
+                                                     broker_url=self._broker_url)
                     self._app.send_task(
                         EVALUATE_TASK, producer=producer,
-                        **_batch_options(message_jobs, delay_s=delays_s.get(metric, 0.0)),
+                        **_batch_options(message_jobs, countdown_s=countdown_s),
                     )
         except (OperationalError, KombuError, OSError) as exc:
             raise BrokerUnavailable(f"cannot publish to the broker: {exc}") from exc
+
+    def _prepare(self, metrics: Iterable[str]) -> None:
+        """Declare the queues of ``metrics`` as the workers do, once per queue.
+
+        On RabbitMQ a queue declared with other arguments than the workers' is an
+        error, and a delayed job needs the delay exchanges, so both come from
+        :mod:`evalfleet.broker`; elsewhere this only registers the queue by name.
+        """
+        names = {queue_for(metric) for metric in metrics} - self._prepared
+        if not names:
+            return
+        with self._prepare_lock:
+            queues = [eval_queue(self._settings, name) for name in sorted(names - self._prepared)]
+            if is_amqp(self._settings) and queues:
+                with self._app.connection_for_write() as connection:
+                    declare_queues(connection, queues)
+            for queue in queues:
+                self._app.amqp.queues.add(queue)
+                self._prepared.add(queue.name)
 
     def ping(self) -> None:
         """Check that the broker answers.
@@ -129,19 +170,19 @@ def _messages(jobs: Sequence[Job], *, size: int) -> list[list[Job]]:
             for start in range(0, len(group), size)]
 
 
-def _batch_options(jobs: list[Job], *, delay_s: float) -> dict[str, Any]:
+def _batch_options(jobs: list[Job], *, countdown_s: float | None) -> dict[str, Any]:
     return {
         "args": [encode_batch(jobs)], "queue": queue_for(jobs[0].metric),
-        "countdown": delay_s or None,
+        "countdown": countdown_s,
         "argsrepr": f"[{jobs[0].metric} {len(jobs)} jobs from {jobs[0].sample.id!r}]",
         "kwargsrepr": "{}",
     }
 
 
-def _task_options(job: Job, *, delay_s: float) -> dict[str, Any]:
+def _task_options(job: Job, *, countdown_s: float | None) -> dict[str, Any]:
     return {
         "args": [encode_job(job)], "queue": queue_for(job.metric),
-        "countdown": delay_s or None,
+        "countdown": countdown_s,
         # Celery would otherwise build a repr of the whole sample for its logs and
         # events: a third of the publishing time, and sample text in Flower.
         "argsrepr": f"[{job.metric} {job.sample.id!r}]", "kwargsrepr": "{}",

@@ -11,7 +11,7 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from evalfleet.broker import embedded_broker_folder, is_redis
+from evalfleet.broker import embedded_broker_folder, is_amqp, is_redis
 from evalfleet.metric import MetricRegistry, load_registry
 from evalfleet.settings import Settings
 from evalfleet.spend import SpendLedger
@@ -19,6 +19,7 @@ from producers import telemetry
 from producers.budget import BudgetGate
 from producers.dedupe import Deduper, MemoryDeduper, RedisDeduper
 from producers.depth import (
+    AmqpQueueDepth,
     CachedQueueDepth,
     FilesystemQueueDepth,
     QueueDepth,
@@ -61,7 +62,10 @@ class ProducerRuntime:
             known_metrics=self.registry.names(),
             on_reload=lambda result: telemetry.POLICY_RELOADS.labels(result).inc(),
         )
-        self._redis = open_redis(settings) if is_redis(settings) else None
+        self._redis_clients: dict[str, redis.Redis] = {}
+        shared_url = settings.resolved_shared_redis_url()
+        self._shared = self._redis_at(shared_url) if shared_url else None
+        self._depth_probe = self._queue_depth()
         self.enqueuer = Enqueuer(settings)
         self.screen = Screen(
             metrics={metric.name: metric for metric in self.registry},
@@ -71,15 +75,16 @@ class ProducerRuntime:
         self.dispatcher = Dispatcher(publisher=self.enqueuer,
                                      deduper=self._deduper(shared=shared_dedupe),
                                      depth=CachedQueueDepth(
-                                         self._queue_depth(),
+                                         self._depth_probe,
                                          jobs_per_message=settings.batch_size),
                                      budget=self._budget_gate())
 
     def _budget_gate(self) -> BudgetGate | None:
         """Daily budgets, read from the spend the workers count in Redis."""
-        if not self.settings.daily_budgets_usd or not is_redis(self.settings):
+        shared_url = self.settings.resolved_shared_redis_url()
+        if not self.settings.daily_budgets_usd or shared_url is None:
             return None
-        return BudgetGate(ledger=SpendLedger(self.settings.resolved_broker_url()),
+        return BudgetGate(ledger=SpendLedger(shared_url),
                           budgets_usd=self.settings.daily_budgets_usd,
                           soft_fraction=self.settings.budget_soft_fraction)
 
@@ -97,34 +102,37 @@ class ProducerRuntime:
                         source=source)
 
     def close(self) -> None:
-        """Close broker connections."""
+        """Close broker and Redis connections."""
         self.enqueuer.close()
-        if self._redis is not None:
-            self._redis.close()
+        self._depth_probe.close()
+        for client in self._redis_clients.values():
+            client.close()
 
     def _deduper(self, *, shared: bool) -> Deduper:
         window_s = self.settings.dedupe_window_s
-        if shared and self._redis is not None and window_s > 0:
-            return RedisDeduper(self._redis, window_s=window_s)
+        if shared and self._shared is not None and window_s > 0:
+            return RedisDeduper(self._shared, window_s=window_s)
         return MemoryDeduper(window_s=window_s, max_keys=self.settings.dedupe_memory_ids)
 
     def _queue_depth(self) -> QueueDepth:
-        if self._redis is not None:
-            return RedisQueueDepth(self._redis)
+        broker_url = self.settings.resolved_broker_url()
+        if is_redis(self.settings):
+            return RedisQueueDepth(self._redis_at(broker_url))
+        if is_amqp(self.settings):
+            return AmqpQueueDepth(broker_url, timeout_s=self.settings.producer_broker_timeout_s)
         if self.settings.embedded_broker:
             return FilesystemQueueDepth(embedded_broker_folder(self.settings) / "queue")
         return UnknownQueueDepth()
 
+    def _redis_at(self, url: str) -> redis.Redis:
+        """One client per Redis (the broker's and the shared one are often the same).
 
-def open_redis(settings: Settings) -> redis.Redis:
-    """A client on the broker's Redis for deduplication and queue depths.
-
-    One quick retry (a pooled connection may have gone stale), not redis-py's default
-    of several seconds of backoff: a producer must notice a broker outage at once.
-    """
-    timeout_s = settings.producer_broker_timeout_s
-    return redis.Redis.from_url(
-        settings.resolved_broker_url(), socket_timeout=timeout_s,
-        socket_connect_timeout=timeout_s,
-        retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
-    )
+        One quick retry (a pooled connection may have gone stale), not redis-py's default
+        of several seconds of backoff: a producer must notice an outage at once.
+        """
+        if url not in self._redis_clients:
+            timeout_s = self.settings.producer_broker_timeout_s
+            self._redis_clients[url] = redis.Redis.from_url(
+                url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+                retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1))
+        return self._redis_clients[url]

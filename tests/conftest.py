@@ -1,28 +1,42 @@
-"""Fixtures for tests against the real services: Postgres, Redis and the judge simulator.
+"""Fixtures for tests against the real services: Postgres, Redis, RabbitMQ and the judge
+simulator.
 
 A missing service fails the run; nothing here skips. Service addresses can be
-moved with EVALFLEET_TEST_POSTGRES / EVALFLEET_TEST_REDIS (read here only).
+moved with EVALFLEET_TEST_POSTGRES / EVALFLEET_TEST_REDIS / EVALFLEET_TEST_RABBITMQ
+(read here only). Tests run on Redis; those marked ``tests.brokers.EVERY_BROKER``
+run on RabbitMQ too, through the ``broker`` fixture.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 import redis
 
 from evalfleet.judgesim import RunningSim, SimConfig, start_in_thread
+from evalfleet.metric import load_registry
 from evalfleet.settings import Settings
+from tests.brokers import DELAY_QUEUES, purge
 from tests.helpers import WorkerProcess
-from workers.store import VerdictStore, migrate, open_store
+from workers.store import SqliteStore, SqlStore, VerdictStore, migrate, open_store
 from workers.store.schema import metadata
 
 POSTGRES_ADMIN_URL = os.environ.get("EVALFLEET_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_SERVER_URL = os.environ.get("EVALFLEET_TEST_REDIS", "redis://127.0.0.1:6379")
+RABBITMQ_SERVER_URL = os.environ.get("EVALFLEET_TEST_RABBITMQ",
+                                     "amqp://guest:guest@127.0.0.1:5672")
+
+#: Metric queues tests publish to besides the built-in ones (metrics added as files).
+_TEST_METRICS = ("tone", "broken")
 
 #: Key that marks a Redis database as taken by a running test session.
 _REDIS_LOCK = "evalfleet-test-session"
@@ -73,6 +87,18 @@ def store(database_url: str) -> Iterator[VerdictStore]:
     verdict_store.close()
 
 
+@pytest.fixture(params=["postgres", "sqlite"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlStore]:
+    """Each test that asks for it runs against Postgres and against the embedded SQLite."""
+    if request.param == "postgres":
+        yield request.getfixturevalue("store")
+        return
+    sqlite = SqliteStore(f"sqlite:///{tmp_path / 'verdicts.db'}")
+    migrate(sqlite.engine)
+    yield sqlite
+    sqlite.close()
+
+
 @pytest.fixture(scope="session")
 def redis_session_url() -> Iterator[str]:
     """A Redis database of its own for this test session (sessions may run side by side)."""
@@ -97,6 +123,56 @@ def redis_url(redis_session_url: str) -> str:
 
 
 @pytest.fixture(scope="session")
+def rabbitmq_session_url() -> Iterator[str]:
+    """A RabbitMQ virtual host of its own for this test session (sessions may run side
+    by side), made with ``rabbitmqctl`` when it is at hand; else the server's default
+    virtual host, emptied per test all the same."""
+    vhost = f"evalfleet_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    user = urlsplit(RABBITMQ_SERVER_URL).username or "guest"
+    if _rabbitmqctl("add_vhost", vhost) and _rabbitmqctl(
+            "set_permissions", "-p", vhost, user, ".*", ".*", ".*"):
+        yield f"{RABBITMQ_SERVER_URL}/{vhost}"
+        _rabbitmqctl("delete_vhost", vhost)
+        return
+    warnings.warn("rabbitmqctl unavailable: RabbitMQ tests share the default virtual host",
+                  stacklevel=1)
+    yield f"{RABBITMQ_SERVER_URL}//"
+
+
+def _rabbitmqctl(*args: str) -> bool:
+    if shutil.which("rabbitmqctl") is None:
+        return False
+    result = subprocess.run(["rabbitmqctl", *args], capture_output=True, timeout=60,
+                            check=False)
+    return result.returncode == 0
+
+
+@pytest.fixture
+def rabbitmq_url(rabbitmq_session_url: str) -> str:
+    """This session's RabbitMQ virtual host, its metric, dead-letter and delay queues
+    emptied for this test (a missing server fails here)."""
+    metrics = [*load_registry().names(), *_TEST_METRICS]
+    purge(rabbitmq_session_url, [*(f"eval.{name}" for name in metrics), "eval.dead",
+                                 *DELAY_QUEUES])
+    return rabbitmq_session_url
+
+
+@pytest.fixture
+def broker(request: pytest.FixtureRequest) -> str:
+    """The broker this test runs on: ``redis``, unless parametrised (``EVERY_BROKER``)."""
+    return str(getattr(request, "param", "redis"))
+
+
+@pytest.fixture
+def broker_url(broker: str, request: pytest.FixtureRequest) -> str:
+    """The URL of this test's broker, emptied for the test."""
+    if broker == "redis":
+        return str(request.getfixturevalue("redis_url"))
+    assert broker == "rabbitmq", broker
+    return str(request.getfixturevalue("rabbitmq_url"))
+
+
+@pytest.fixture(scope="session")
 def sim_session() -> Iterator[RunningSim]:
     """One judge simulator for the session (fast replies, no faults)."""
     sim = start_in_thread(SimConfig.build({"latency_ms": 5}))
@@ -114,10 +190,10 @@ def sim(sim_session: RunningSim) -> Iterator[RunningSim]:
 
 
 @pytest.fixture
-def settings(database_url: str, redis_url: str, sim: RunningSim, tmp_path: Path) -> Settings:
+def settings(database_url: str, broker_url: str, sim: RunningSim, tmp_path: Path) -> Settings:
     """Settings pointing at the test services, with short retry and recovery times."""
     return Settings(
-        database_url=database_url, broker_url=redis_url, openai_base_url=sim.base_url,
+        database_url=database_url, broker_url=broker_url, openai_base_url=sim.base_url,
         data_dir=tmp_path / "data", judge_timeout_s=2, retry_base_s=0.2, retry_max_s=2.0,
         visibility_timeout_s=7, claim_lease_s=30, worker_concurrency=8,
     )

@@ -3,8 +3,11 @@
 Jobs survive worker crashes: they are acknowledged only after their verdict or
 dead letter is stored (late acks), a worker reserves only what it can run, and
 the Redis visibility timeout exceeds the longest retry countdown so a delayed
-job is never handed out twice. There is no result backend: verdicts are the
-results. Payloads are JSON only.
+job is never handed out twice (on RabbitMQ an unacknowledged job returns when the
+worker's connection drops, and countdowns wait in the broker, not in a worker).
+On SIGTERM a worker finishes its running jobs within the grace period and puts
+back those still waiting for the judge (:mod:`workers.shutdown`). There is no
+result backend: verdicts are the results. Payloads are JSON only.
 """
 
 from __future__ import annotations
@@ -13,26 +16,38 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from celery import Celery, Task
+from celery import Celery, Task, bootsteps
 from celery.exceptions import Reject
-from celery.signals import after_setup_logger, after_setup_task_logger
+from celery.signals import after_setup_logger, after_setup_task_logger, worker_ready
 
-from evalfleet.broker import broker_transport_options, is_redis
-from evalfleet.errors import InvalidMessage, StoreUnavailable
+from evalfleet.broker import (
+    broker_countdown_s,
+    broker_transport_options,
+    declare_queues,
+    eval_queue,
+    is_amqp,
+    is_redis,
+)
+from evalfleet.errors import InvalidMessage, StoreUnavailable, WorkerShuttingDown
 from evalfleet.log import install_secret_filter
 from evalfleet.message import (
     EVALUATE_TASK,
+    AttemptFailure,
     Job,
     decode_batch,
     encode_batch,
+    encode_history,
     encode_job,
     queue_for,
 )
 from evalfleet.settings import Settings
+from workers.health.activity import WorkerActivity
 from workers.runtime import LazyRuntime, Runtime
+from workers.shutdown import DeadlineJudge, ShutdownDeadline, install_shutdown_deadline
 from workers.store import DeadLetter
 
 logger = logging.getLogger(__name__)
@@ -40,25 +55,104 @@ logger = logging.getLogger(__name__)
 #: Seconds before a job runs again when the database could not be reached.
 STORE_RETRY_S = 10.0
 
+#: Redis: look for jobs past the visibility timeout on every sweep (kombu sweeps every
+#: 10 s). kombu 5.7 looks on every tenth sweep only, so a job a killed worker held came
+#: back up to 100 s after its visibility timeout instead of within 10 s.
+REDIS_RESTORE_OPTIONS = {"unacked_restore_throttle": 1}
 
-def create_app(settings: Settings, *, concurrency: int) -> Celery:
+#: Longest the worker's event loop sleeps, in seconds. A signal does not wake it, and
+#: on RabbitMQ nothing else may for 10 s, which SIGTERM would otherwise wait out.
+LOOP_WAKEUP_S = 1.0
+
+
+def create_app(
+    settings: Settings, *, concurrency: int, queues: Sequence[str] = (),
+    activity: WorkerActivity | None = None, deadline: ShutdownDeadline | None = None,
+) -> Celery:
     """A Celery app configured from ``settings``, with the evaluate task registered.
 
     Args:
         settings: The settings.
         concurrency: Jobs one worker process runs at once (sizes connection pools).
+        queues: The metric queues it consumes (declared as :func:`celery_config` says).
+        activity: Where the task reports started and finished messages (health).
+        deadline: The shutdown deadline its judge calls give up at.
     """
     app = Celery("evalfleet", broker=settings.resolved_broker_url(), set_as_current=False)
-    app.conf.update(celery_config(settings, concurrency=concurrency))
-    _register_evaluate(app, LazyRuntime(settings, concurrency=concurrency))
+    app.conf.update(celery_config(settings, concurrency=concurrency, queues=queues))
+    runtime = _DeadlineRuntime(LazyRuntime(settings, concurrency=concurrency),
+                               deadline=deadline or ShutdownDeadline())
+    _register_evaluate(app, runtime, activity=activity or WorkerActivity())
+    app.steps["consumer"].add(_LoopWakeup)
     _scrub_celery_logs(settings.secret_values())
     return app
 
 
-def celery_config(settings: Settings, *, concurrency: int) -> dict[str, Any]:
-    """The Celery settings evalfleet runs with."""
+class _LoopWakeup(bootsteps.StartStopStep):
+    """Wakes the consumer's event loop every :data:`LOOP_WAKEUP_S`, so that it sees a
+    shutdown request within a second (an idle RabbitMQ consumer otherwise sleeps up to
+    10 s in one poll)."""
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        self._entry: Any = None
+
+    def start(self, parent: Any) -> None:
+        self._entry = parent.timer.call_repeatedly(LOOP_WAKEUP_S, _nothing)
+
+    def stop(self, parent: Any) -> None:  # the consumer restarts after a lost connection
+        if self._entry is not None:
+            self._entry.cancel()
+            self._entry = None
+
+
+def _nothing() -> None:
+    return None
+
+
+def prepare_worker(app: Celery, settings: Settings, *, activity: WorkerActivity,
+                   deadline: ShutdownDeadline) -> None:
+    """Wire this process as a worker: shutdown deadline, health activity, RabbitMQ queues.
+
+    Args:
+        app: The app from :func:`create_app`, with the same ``activity`` and ``deadline``.
+        settings: The settings.
+        activity: Marked as consuming once the worker is ready, draining on shutdown.
+        deadline: Started when shutdown begins (``EVALFLEET_SHUTDOWN_GRACE_S``).
+    """
+    install_shutdown_deadline(deadline, grace_s=settings.shutdown_grace_s,
+                              on_begin=activity.drain)
+
+    def consuming(**_: Any) -> None:
+        activity.consuming()
+
+    worker_ready.connect(consuming, weak=False)
+    if is_amqp(settings):
+        # The dead-letter queue and the delay exchanges must exist before any message
+        # is rejected or delayed; producers declare the same.
+        with app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=10, interval_start=1, interval_step=2,
+                                         interval_max=5)
+            declare_queues(connection, app.conf.task_queues or [])
+
+
+def celery_config(settings: Settings, *, concurrency: int,
+                  queues: Sequence[str] = ()) -> dict[str, Any]:
+    """The Celery settings evalfleet runs with.
+
+    Args:
+        settings: The settings.
+        concurrency: Jobs one worker process runs at once.
+        queues: The metric queues it consumes (and re-publishes retries to), declared
+            as :func:`evalfleet.broker.eval_queue` says (RabbitMQ: quorum queues, which
+            also makes Celery drop global QoS and delay countdowns in the broker).
+    """
     return {
-        "broker_transport_options": broker_transport_options(settings, concurrency=concurrency),
+        "broker_transport_options": {
+            **broker_transport_options(settings, concurrency=concurrency),
+            **(REDIS_RESTORE_OPTIONS if is_redis(settings) else {}),
+        },
+        "task_queues": [eval_queue(settings, name) for name in queues] or None,
         "broker_connection_retry_on_startup": True,
         "task_serializer": "json",
         "accept_content": ["json"],
@@ -78,19 +172,52 @@ def celery_config(settings: Settings, *, concurrency: int) -> dict[str, Any]:
     }
 
 
-def _register_evaluate(app: Celery, runtime: LazyRuntime) -> None:
+class _DeadlineRuntime:
+    """The process's runtime, its judge wrapped once in a :class:`DeadlineJudge`."""
+
+    def __init__(self, lazy: LazyRuntime, *, deadline: ShutdownDeadline) -> None:
+        self._lazy = lazy
+        self._deadline = deadline
+        self._wrapped = False
+        self._lock = threading.Lock()
+
+    def get(self) -> Runtime:
+        """The runtime, built on the first call."""
+        runtime = self._lazy.get()
+        if not self._wrapped:
+            with self._lock:
+                if not self._wrapped:
+                    runtime.evaluator.judge = DeadlineJudge(runtime.evaluator.judge,
+                                                            deadline=self._deadline)
+                    self._wrapped = True
+        return runtime
+
+
+def _register_evaluate(app: Celery, runtime: _DeadlineRuntime, *,
+                       activity: WorkerActivity) -> None:
     # shared=False: the task belongs to this app only, with this app's runtime.
     @app.task(name=EVALUATE_TASK, bind=True, shared=False)
     def evaluate(task: Task, message: Any) -> str:
         """Judge the samples of one message on their metric and store the verdicts."""
-        return run_message(task, message, runtime.get())
+        activity.started()
+        try:
+            return run_message(task, message, runtime.get(), activity=activity)
+        finally:
+            activity.finished()
 
 
-def run_message(task: Task, message: Any, runtime: Runtime) -> str:
+def run_message(task: Task, message: Any, runtime: Runtime, *,
+                activity: WorkerActivity | None = None) -> str:
     """Run one message (a job or a batch) through the evaluator and carry out its decisions.
 
     Nothing is acknowledged unless each job ended as a verdict, a dead letter or a
     re-published job: when even that fails, the message goes back to the queue.
+
+    Args:
+        task: The bound evaluate task (its request is the delivery).
+        message: The message body.
+        runtime: The process's runtime.
+        activity: Told about queues this worker pauses.
 
     Returns:
         The outcome kinds with their counts, for Celery's log line.
@@ -102,13 +229,25 @@ def run_message(task: Task, message: Any, runtime: Runtime) -> str:
         _keep_as_dead_letters(runtime, [_undecodable(message, exc)])
         return "dead_letter"
     message_id = str(task.request.id)
+    # A countdown longer than the visibility timeout gets the waiting message handed
+    # out a second time, same id and so same claims: both copies judge the same jobs.
+    # The settings fit retry_max_s in the timeout, so no countdown may exceed it.
+    longest_s = runtime.evaluator.options.retry_max_s
     try:
         outcomes = runtime.evaluator.run_batch(jobs, owner=message_id)
+    except WorkerShuttingDown as exc:
+        # No verdict of the batch is stored yet (they are stored together, at the end).
+        # The copy keeps the message id, so it takes over this delivery's claims at once.
+        logger.warning("%s: %d %s job(s) go back to the queue", exc, len(jobs),
+                       jobs[0].metric)
+        _publish(task, jobs, countdown_s=0.0, task_id=message_id)
+        return "requeued"
     except StoreUnavailable as exc:
         # Same message id, so the claims this delivery holds are still its own.
+        store_retry_s = min(STORE_RETRY_S, longest_s)
         logger.warning("%s; %d %s job(s) run again in %ss", exc, len(jobs), jobs[0].metric,
-                       STORE_RETRY_S)
-        _publish(task, jobs, countdown_s=STORE_RETRY_S, task_id=message_id)
+                       store_retry_s)
+        _publish(task, jobs, countdown_s=store_retry_s, task_id=message_id)
         return "retry"
     except Exception as exc:  # a bug must not lose the jobs: keep them for replay
         logger.exception("dead letter: %d %s job(s) failed unexpectedly", len(jobs),
@@ -119,17 +258,20 @@ def run_message(task: Task, message: Any, runtime: Runtime) -> str:
         if outcome.retry_job is not None:
             # Publish the retry before this delivery is acknowledged: at worst a crash
             # in between runs the job twice, and the claim makes that harmless.
-            _publish(task, [outcome.retry_job], countdown_s=outcome.countdown_s)
+            countdown_s = min(outcome.countdown_s, longest_s)
+            _publish(task, [outcome.retry_job], countdown_s=countdown_s)
             logger.info("retry %s/%s in %.1fs: %s", outcome.retry_job.metric,
-                        outcome.retry_job.sample.id, outcome.countdown_s, outcome.detail)
+                        outcome.retry_job.sample.id, countdown_s, outcome.detail)
     paused = [outcome for outcome in outcomes if outcome.kind == "paused"]
     if paused:
-        _pause_queue(task, runtime, queue=queue_for(jobs[0].metric), reason=paused[0].detail)
+        _pause_queue(task, runtime, queue=queue_for(jobs[0].metric), reason=paused[0].detail,
+                     activity=activity)
     kinds = Counter(outcome.kind for outcome in outcomes)
     return ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
 
 
-def _pause_queue(task: Task, runtime: Runtime, *, queue: str, reason: str) -> None:
+def _pause_queue(task: Task, runtime: Runtime, *, queue: str, reason: str,
+                 activity: WorkerActivity | None) -> None:
     """Stop this worker consuming ``queue`` for a while: its judge refuses access."""
     pause_s = runtime.evaluator.options.access_pause_s
     now = time.monotonic()
@@ -137,6 +279,8 @@ def _pause_queue(task: Task, runtime: Runtime, *, queue: str, reason: str) -> No
         if runtime.paused_until.get(queue, 0.0) > now:
             return
         runtime.paused_until[queue] = now + pause_s
+    if activity is not None:  # a paused queue with jobs in it is no sign of a stall
+        activity.pause(queue, for_s=pause_s)
     logger.error("pausing %s for %.0f s, its judge refuses access: %s", queue, pause_s, reason)
     hostname = task.request.hostname
     control = task.app.control
@@ -150,9 +294,10 @@ def _pause_queue(task: Task, runtime: Runtime, *, queue: str, reason: str) -> No
 def _publish(
     task: Task, jobs: list[Job], *, countdown_s: float, task_id: str | None = None,
 ) -> None:
+    countdown = broker_countdown_s(countdown_s, broker_url=str(task.app.conf.broker_url))
     try:
         task.apply_async(args=[encode_batch(jobs)], queue=queue_for(jobs[0].metric),
-                         countdown=countdown_s, task_id=task_id)
+                         countdown=countdown, task_id=task_id)
     except Exception as exc:
         # Put the message back rather than acknowledge a job that went nowhere.
         raise Reject(f"cannot re-publish: {exc}", requeue=True) from exc
@@ -166,10 +311,12 @@ def _keep_as_dead_letters(runtime: Runtime, letters: list[DeadLetter]) -> None:
 
 
 def _internal_error(job: Job, exc: Exception) -> DeadLetter:
+    now, error = datetime.now(UTC), f"{type(exc).__name__}: {exc}"
+    final = AttemptFailure.of(job, at=now, error_class="internal_error", error=error)
     return DeadLetter(
         sample_id=job.sample.id, metric=job.metric, error_class="internal_error",
-        error=f"{type(exc).__name__}: {exc}", attempts=job.attempt, payload=encode_job(job),
-        created_at=datetime.now(UTC),
+        error=error, attempts=job.attempt, payload=encode_job(job), created_at=now,
+        history=encode_history((*job.history, final)),
     )
 
 

@@ -4,7 +4,9 @@ Closed: calls go through; ``failure_threshold`` transport failures in a row
 (timeouts, refused connections, 5xx; a 429 means the judge is up) open it.
 Open: calls are refused until ``open_s`` has passed. Half-open: one probe call
 goes through; success closes the circuit, failure opens it again for twice as
-long (up to ``max_open_s``).
+long (up to ``max_open_s``). A probe that never reaches the judge (its rate
+budget was spent, its task was cancelled) must be handed back with
+:meth:`CircuitBreaker.release`, or no other probe could ever go.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ class Admission:
     allowed: bool
     wait_s: float = 0.0
     """When refused: seconds until the next probe may go."""
+    probe: bool = False
+    """Allowed as the one probe of a half-open circuit."""
 
 
 class CircuitBreaker:
@@ -49,10 +53,16 @@ class CircuitBreaker:
         if self._probe_out:
             return Admission(False, min(self._open_s, 1.0))
         self._probe_out = True
-        return Admission(True)
+        return Admission(True, probe=True)
+
+    def release(self, admission: Admission) -> None:
+        """The call ``admission`` let through is over. If it was the probe and neither
+        :meth:`succeeded` nor :meth:`failed` was told, the next call may probe."""
+        if admission.probe and self.state == "half_open":
+            self._probe_out = False
 
     def succeeded(self) -> None:
-        """The judge answered (any answer that is not a transport failure)."""
+        """The judge answered (any answer that is not a transport failure, 429 included)."""
         self.state, self._failures, self._probe_out = "closed", 0, False
         self._open_s = self.base_open_s
 

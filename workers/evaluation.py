@@ -25,7 +25,7 @@ from evalfleet.errors import (
     JudgeRejected,
     UnknownMetric,
 )
-from evalfleet.message import Job, encode_job
+from evalfleet.message import AttemptFailure, Job, encode_history, encode_job, next_attempt
 from evalfleet.metric import Metric, MetricRegistry
 from evalfleet.spend import SpendLedger
 from workers.backoff import compute_backoff
@@ -332,7 +332,8 @@ class Evaluator:
                 job.attempt, base_s=self.options.retry_base_s, cap_s=self.options.retry_max_s,
                 retry_after_s=getattr(error, "retry_after_s", None), jitter=self._jitter(),
             )
-            next_job = replace(job, attempt=job.attempt + 1)
+            next_job = next_attempt(job, failure=AttemptFailure.of(
+                job, at=self._clock(), error_class=_error_class(error), error=str(error)))
         batch.outcomes[item.index] = Outcome.retry(next_job, countdown_s=countdown_s,
                                                    reason=str(error))
 
@@ -340,9 +341,13 @@ class Evaluator:
         self, batch: _Batch, index: int, job: Job, error_class: str, error: str, *,
         key: VerdictKey | None = None,
     ) -> None:
+        now = self._clock()
+        final = AttemptFailure.of(job, at=now, error_class=error_class, error=error)
         batch.dead_letters.append(DeadLetter(
             sample_id=job.sample.id, metric=job.metric, error_class=error_class, error=error,
-            attempts=job.attempt, payload=encode_job(job), created_at=self._clock(),
+            attempts=job.attempt, payload=encode_job(job), created_at=now,
+            history=encode_history((*job.history, final)),
+            verdict_key=key.digest() if key is not None else None,
         ))
         if key is not None:
             batch.release.append(key)

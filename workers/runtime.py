@@ -11,7 +11,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from evalfleet.broker import is_redis
 from evalfleet.budget import Price
 from evalfleet.metric import load_registry
 from evalfleet.settings import Settings
@@ -61,7 +60,8 @@ def build_runtime(settings: Settings, *, concurrency: int) -> Runtime:
         claim_lease_s=settings.claim_lease_s, access_pause_s=settings.judge_access_pause_s,
         prices={model: Price(*price) for model, price in settings.model_prices.items()},
     )
-    spend = SpendLedger(settings.resolved_broker_url()) if is_redis(settings) else None
+    shared = settings.resolved_shared_redis_url()
+    spend = SpendLedger(shared) if shared else None
     evaluator = Evaluator(registry=registry, store=store, judge=judge, options=options,
                           spend=spend, telemetry=telemetry)
     return Runtime(evaluator=evaluator, store=store)
@@ -97,7 +97,7 @@ def build_limiter(settings: Settings) -> RateLimiter | None:
     """The fleet's shared limiter in Redis, else one for this process; None without limits."""
     if not (settings.judge_rpm or settings.judge_tpm or settings.judge_rate_limits):
         return None
-    url = settings.limiter_url or (settings.broker_url if is_redis(settings) else None)
+    url = settings.resolved_shared_redis_url()
     return RedisRateLimiter(url) if url else LocalRateLimiter()
 
 

@@ -7,11 +7,15 @@ import click
 from evalfleet.cli.alerts import alerts
 from evalfleet.cli.beat import beat
 from evalfleet.cli.context import CliState
+from evalfleet.cli.dead_letters import dead_letters
 from evalfleet.cli.demo import demo
+from evalfleet.cli.health import worker_health
 from evalfleet.cli.ingest import ingest
 from evalfleet.cli.judge_sim import judge_sim
 from evalfleet.cli.metrics import metrics
 from evalfleet.cli.produce import produce
+from evalfleet.cli.purge import purge
+from evalfleet.cli.status import status
 from evalfleet.cli.store import cost, export, migrate
 from evalfleet.cli.worker import worker
 from evalfleet.log import configure_logging
@@ -40,5 +44,5 @@ def _secrets_of(state: CliState) -> list[str]:
 
 
 for _command in (migrate, produce, worker, export, cost, metrics, demo, judge_sim, alerts, beat,
-                 ingest):
+                 ingest, status, dead_letters, purge, worker_health):
     main.add_command(_command)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from evalfleet.cli.context import CliState, pass_state
@@ -21,11 +23,17 @@ def worker(state: CliState, queues: str, concurrency: int | None, loglevel: str)
 
     One process keeps CONCURRENCY judge calls in flight on one asyncio loop;
     Celery's thread pool only hands it batches (see the README's Performance).
+    SIGTERM: no new jobs; running ones get EVALFLEET_SHUTDOWN_GRACE_S to finish,
+    then go back to the queue. EVALFLEET_HEALTH_PORT serves /livez and /readyz.
     """
+    from evalfleet.broker import is_redis
     from evalfleet.message import queue_for
     from evalfleet.metric import load_registry
-    from workers.app import create_app
+    from workers.app import create_app, prepare_worker
+    from workers.health import WorkerActivity, WorkerHealth, serve_health
     from workers.runtime import task_slots
+    from workers.shutdown import ShutdownDeadline
+    from workers.telemetry import start_metrics_server
 
     registry = load_registry(state.settings.metrics_dir)
     names = [name.strip() for name in queues.split(",") if name.strip()]
@@ -36,19 +44,26 @@ def worker(state: CliState, queues: str, concurrency: int | None, loglevel: str)
         raise click.UsageError(str(exc)) from None
     settings = state.settings
     concurrency = concurrency or settings.worker_concurrency
-    app = create_app(settings, concurrency=concurrency)
+    queue_names = [queue_for(name) for name in names]
+    activity, deadline = WorkerActivity(), ShutdownDeadline()
+    app = create_app(settings, concurrency=concurrency, activity=activity, deadline=deadline,
+                     queues=queue_names)
+    prepare_worker(app, settings, activity=activity, deadline=deadline)
+    if settings.health_port:
+        serve_health(WorkerHealth.from_settings(settings, activity=activity,
+                                                queues=queue_names),
+                     port=settings.health_port)
     if settings.metrics_port:
-        from evalfleet.broker import is_redis
-        from workers.telemetry import start_metrics_server
-
         start_metrics_server(
-            settings.metrics_port, queues=[queue_for(name) for name in names],
+            settings.metrics_port, queues=queue_names,
             redis_url=settings.resolved_broker_url() if is_redis(settings) else None)
     app.worker_main([
-        "worker", "--queues", ",".join(queue_for(name) for name in names),
+        "worker", "--queues", ",".join(queue_names),
         "--concurrency", str(task_slots(settings, concurrency=concurrency)),
         "--pool", "threads", "--loglevel", loglevel,
-        "--hostname", f"evalfleet-{'-'.join(names)}@%h",
+        # The pid keeps node names apart when several workers share a host: pausing a
+        # queue (an access error) is addressed to one node and must stop only that one.
+        "--hostname", f"evalfleet-{'-'.join(names)}-{os.getpid()}@%h",
         # Gossip, mingle and heartbeats cost broker traffic and buy nothing here.
         "--without-gossip", "--without-mingle", "--without-heartbeat",
     ])

@@ -8,7 +8,8 @@ Routes::
     GET  /_sim/config           the configuration in force
     PUT  /_sim/config           partial update of the configuration
     POST /_sim/script           replace the reply script: {"rules": [...]}
-    GET  /_sim/stats            counters
+    GET  /_sim/stats            counters (``answered_by_prompt``: 200 replies per prompt,
+                                leaving out hangs the client gave up on)
     POST /_sim/reset            clear counters, script and rate window; re-seed (config stays)
 
 One request, in order: read and check the body (400 on error); count its
@@ -80,6 +81,7 @@ class _Counters:
         self.by_status: dict[str, int] = {}
         self.by_outcome: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
         self.by_prompt: dict[str, int] = {}
+        self.answered_by_prompt: dict[str, int] = {}
         self.arrivals: dict[int, int] = {}
 
     def begin(self) -> None:
@@ -103,11 +105,17 @@ class _Counters:
     def prompt(self, key: str) -> None:
         self.by_prompt[key] = self.by_prompt.get(key, 0) + 1
 
+    def answered(self, key: str) -> None:
+        # A 200 reply, but not one to a client that left during a hang: a judge call
+        # that could have become a verdict. Chaos tests count wasted calls by it.
+        self.answered_by_prompt[key] = self.answered_by_prompt.get(key, 0) + 1
+
     def as_json(self) -> dict[str, Any]:
         return {
             "requests": self.requests, "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight, "by_status": dict(self.by_status),
             "by_outcome": dict(self.by_outcome), "by_prompt": dict(self.by_prompt),
+            "answered_by_prompt": dict(self.answered_by_prompt),
             "arrivals_per_100ms": {str(tick): n for tick, n in sorted(self.arrivals.items())},
         }
 
@@ -204,7 +212,10 @@ async def _answer(sim: SimState, counters: _Counters, request: Request) -> Respo
     scripted = sim.script.take(chat.prompt.text)
     if scripted is not None:
         counters.outcome("scripted")
-        return await _scripted(sim, chat, scripted)
+        response = await _scripted(sim, chat, scripted)
+        if response.status_code == 200:
+            counters.answered(chat.prompt.key)
+        return response
     config = sim.config
     fault = decide_fault(sim.rng, config=config)
     counters.outcome(fault.outcome)
@@ -213,11 +224,14 @@ async def _answer(sim: SimState, counters: _Counters, request: Request) -> Respo
     await _sleep_ms(sample_latency_ms(sim.rng, config=config))
     if fault.outcome == "server_error":
         return _error(500, _SERVER_ERROR_MESSAGE)
+    client_left = False
     if fault.outcome == "hang":
-        await _hang(request, hang_s=config.hang_s)
+        client_left = await _hang(request, hang_s=config.hang_s)
         fault = Fault.none()
     reply = build_reply(chat.prompt, model=chat.model, response_format=chat.response_format,
                         fault=fault, max_tokens=chat.max_tokens)
+    if not client_left:
+        counters.answered(chat.prompt.key)
     return _completion(sim, chat, reply)
 
 
@@ -270,14 +284,20 @@ async def _sleep_ms(delay_ms: float) -> None:
         await asyncio.sleep(delay_ms / 1000)
 
 
-async def _hang(request: Request, *, hang_s: float) -> None:
-    """Wait ``hang_s``, or less if the client gives up and closes the connection."""
+async def _hang(request: Request, *, hang_s: float) -> bool:
+    """Wait ``hang_s``, or less if the client gives up and closes the connection.
+
+    Returns:
+        True when the client left before the hang ended.
+    """
     async def disconnected() -> None:
         while (await request.receive())["type"] != "http.disconnect":
             pass
 
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(disconnected(), timeout=hang_s)
+        return True
+    return False
 
 
 def _completion(sim: SimState, chat: _ChatRequest, reply: Reply) -> Response:

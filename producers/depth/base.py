@@ -22,9 +22,12 @@ class QueueDepth(ABC):
         follows reports the broker's state.
         """
 
+    def close(self) -> None:  # noqa: B027 - most probes hold nothing to release
+        """Release the probe's connections."""
+
 
 class UnknownQueueDepth(QueueDepth):
-    """For brokers whose queue length is not read (RabbitMQ and others): no limit."""
+    """For brokers whose queue length is not read: no limit."""
 
     def depth(self, queue: str) -> int | None:
         """Always None."""

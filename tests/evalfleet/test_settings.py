@@ -93,3 +93,19 @@ def test_invalid_values_are_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_timeouts_must_fit_together(values: dict[str, float], words: str) -> None:
     with pytest.raises(ValueError, match=words):
         Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("environment", "shared"), [
+    ({}, None),  # the embedded broker: nothing shared
+    ({"EVALFLEET_BROKER_URL": "redis://broker:6379/0"}, "redis://broker:6379/0"),
+    ({"EVALFLEET_BROKER_URL": "amqp://guest:guest@rabbit//"}, None),
+    ({"EVALFLEET_BROKER_URL": "amqp://guest:guest@rabbit//",
+      "EVALFLEET_SHARED_REDIS_URL": "redis://state:6379/1"}, "redis://state:6379/1"),
+    ({"EVALFLEET_BROKER_URL": "amqp://guest:guest@rabbit//",
+      "EVALFLEET_LIMITER_URL": "redis://state:6379/2"}, "redis://state:6379/2"),  # older name
+])
+def test_shared_redis(environment: dict[str, str], shared: str | None,
+                      monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert Settings(_env_file=None).resolved_shared_redis_url() == shared  # type: ignore[call-arg]

@@ -26,6 +26,7 @@ from evalfleet.cli import main
 from evalfleet.settings import Settings
 from producers.sampler import is_sampled
 from producers.sdk import Submitter
+from tests.brokers import EVERY_BROKER
 from tests.helpers import WorkerProcess, wait_until
 from tests.producers.builders import APPS, record
 
@@ -217,6 +218,7 @@ def test_a_delay_longer_than_the_visibility_timeout_is_refused(
         in result.output
 
 
+@EVERY_BROKER
 def test_produce_prints_what_it_shed_and_redacted(settings: Settings, tmp_path: Path) -> None:
     config = tmp_path / "sampling.yaml"
     config.write_text("segments: {by: [app]}\nmetrics: {rag_qa: {max_queue_depth: 10}}")

@@ -15,6 +15,7 @@ from evalfleet.sample import parse_sample
 from evalfleet.settings import Settings
 from workers.app import celery_config, create_app, run_message
 from workers.runtime import Runtime, build_runtime
+from workers.shutdown import DeadlineJudge, ShutdownDeadline
 from workers.store import SqlStore
 
 SAMPLE = {"id": "req-1", "input": "q", "output": "a"}
@@ -32,6 +33,17 @@ def test_redis_settings_keep_jobs_across_crashes(settings: Settings) -> None:
     # Late acks from many threads at once exhaust a pool sized for the default
     # of 10 connections ("Too many connections", duplicate runs).
     assert options["max_connections"] >= 256 + 32
+
+
+def test_rabbitmq_settings_use_quorum_queues_and_confirms(settings: Settings) -> None:
+    rabbitmq = settings.model_copy(update={"broker_url": "amqp://guest:guest@127.0.0.1:5672//"})
+    config = celery_config(rabbitmq, concurrency=256, queues=["eval.rag_qa"])
+    assert config["task_acks_late"] and config["task_reject_on_worker_lost"]
+    (queue,) = config["task_queues"]
+    assert queue.name == "eval.rag_qa" and queue.queue_arguments["x-queue-type"] == "quorum"
+    # Quorum queues take no global QoS; the visibility timeout is a Redis notion.
+    assert not config["worker_disable_prefetch"]
+    assert config["broker_transport_options"] == {"confirm_publish": True}
 
 
 def test_embedded_broker_needs_no_server(tmp_path: Path) -> None:
@@ -66,6 +78,23 @@ def test_an_unreachable_database_sends_the_job_round_again(
     headers = republished["headers"]
     assert isinstance(headers, dict)
     assert headers["id"] == "message-1" and headers["eta"] is not None
+
+
+def test_a_job_still_waiting_for_the_judge_at_the_shutdown_deadline_goes_back(
+    settings: Settings, task: tuple[Celery, Task], redis_url: str, store: SqlStore,
+) -> None:
+    runtime = build_runtime(settings, concurrency=1)
+    deadline = ShutdownDeadline()
+    deadline.expire()
+    runtime.evaluator.judge = DeadlineJudge(runtime.evaluator.judge, deadline=deadline)
+    message = encode_job(new_job("rag_qa", parse_sample(SAMPLE)))
+    assert run_message(task[1], message, runtime) == "requeued"
+    (republished,) = queued(redis_url)
+    headers = republished["headers"]
+    assert isinstance(headers, dict)
+    # The same message id, so it takes over the claim this delivery holds; due at once.
+    assert headers["id"] == "message-1" and headers["eta"] is None
+    assert store.counts().verdicts == 0 and store.counts().dead_letters == 0
 
 
 def test_an_undecodable_message_becomes_a_dead_letter(
@@ -106,3 +135,5 @@ def test_an_unexpected_error_keeps_the_job_as_a_dead_letter(
     (letter,) = store.iter_dead_letters()
     assert letter.error_class == "internal_error"
     assert letter.payload == message
+    assert [(entry["attempt"], entry["error_class"]) for entry in letter.history] == [
+        (1, "internal_error")]

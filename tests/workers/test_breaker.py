@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workers.breaker import CircuitBreaker
+from workers.breaker import Admission, CircuitBreaker
 
 
 def tripped(now_s: float = 0.0) -> CircuitBreaker:
@@ -55,3 +55,21 @@ def test_a_bad_probe_reopens_for_longer_up_to_the_cap() -> None:
         pauses.append(wait)
         now += wait
     assert pauses == [20.0, 40.0, 40.0, 40.0]
+
+
+def test_a_probe_that_never_reached_the_judge_lets_the_next_call_probe() -> None:
+    breaker = tripped()
+    probe = breaker.admit(10.0)
+    assert probe.probe and not breaker.admit(10.1).allowed
+    breaker.release(probe)  # deferred by the rate limiter, or cancelled
+    assert breaker.admit(10.2).allowed and breaker.state == "half_open"
+
+
+def test_releasing_a_call_that_was_not_the_probe_changes_nothing() -> None:
+    breaker = tripped()
+    probe = breaker.admit(10.0)
+    breaker.release(Admission(True))
+    assert not breaker.admit(10.1).allowed
+    breaker.succeeded()
+    breaker.release(probe)
+    assert breaker.state == "closed"

@@ -75,23 +75,31 @@ class JudgeRunner(JudgeClient):
             if not admission.allowed:
                 return JudgeDeferred(f"circuit open for {self._client.endpoint}",
                                      retry_after_s=admission.wait_s)
-            budget = self._pacing.budget_for(request.model)
-            estimate = estimate_tokens(request)
-            deferred = await self._reserve(request, budget, estimate)
-            if deferred is not None:
-                return deferred
             try:
-                reply = await self._client.complete(request)
-            except JudgeUnavailable as exc:
-                if exc.status_code != 429:  # 429: the judge is up, just busy
-                    self._breaker.failed(time.monotonic())
-                return exc
-            except JudgeError as exc:
+                return await self._paced_call(request)
+            finally:
+                self._breaker.release(admission)
+
+    async def _paced_call(self, request: JudgeRequest) -> JudgeReply | JudgeError:
+        budget = self._pacing.budget_for(request.model)
+        estimate = estimate_tokens(request)
+        deferred = await self._reserve(request, budget, estimate)
+        if deferred is not None:
+            return deferred
+        try:
+            reply = await self._client.complete(request)
+        except JudgeUnavailable as exc:
+            if exc.status_code == 429:  # the judge is up, just busy
                 self._breaker.succeeded()
-                return exc
+            else:
+                self._breaker.failed(time.monotonic())
+            return exc
+        except JudgeError as exc:
             self._breaker.succeeded()
-            await self._correct(request.model, budget, estimate, reply)
-            return reply
+            return exc
+        self._breaker.succeeded()
+        await self._correct(request.model, budget, estimate, reply)
+        return reply
 
     async def _reserve(self, request: JudgeRequest, budget: Budget,
                        tokens: int) -> JudgeDeferred | None:

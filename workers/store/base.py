@@ -11,7 +11,7 @@ import enum
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
@@ -38,7 +38,7 @@ class ClaimState(enum.Enum):
     """This worker now holds the key and should call the judge."""
 
     DONE = "done"
-    """A verdict already exists: acknowledge the job, call nobody."""
+    """A verdict or a dead letter already exists: acknowledge the job, call nobody."""
 
     BUSY = "busy"
     """Another worker holds a live claim: try again later."""
@@ -93,6 +93,12 @@ class DeadLetter:
     attempts: int
     payload: Any
     created_at: datetime
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """One entry per failed delivery, the last one included, oldest first: ``at``,
+    ``attempt``, ``error_class``, ``error`` (see ``evalfleet.message.encode_history``)."""
+    verdict_key: str | None = None
+    """:meth:`VerdictKey.digest` of the verdict the job would have made; the store keeps
+    one dead letter per key and claims treat the key as settled until it is replayed."""
 
 
 @dataclass(frozen=True, slots=True)

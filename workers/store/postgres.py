@@ -24,6 +24,10 @@ class PostgresStore(SqlStore):
         """The UTC day of a ``timestamptz`` column, whatever the session's time zone."""
         return func.date(func.timezone("UTC", column))
 
+    def seconds_between(self, later: Any, earlier: Any) -> Any:
+        """``later - earlier`` in seconds, from the interval's epoch."""
+        return func.extract("epoch", later - earlier)
+
     def insert(self, table: Table) -> Any:
         """PostgreSQL's INSERT, with ``on_conflict_do_nothing`` / ``_do_update``."""
         return insert(table)

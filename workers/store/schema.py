@@ -21,6 +21,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
@@ -92,6 +93,11 @@ dead_letters = Table(
     Column("attempts", Integer, nullable=False),
     Column("payload", JsonDocument, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # One entry per failed delivery (time, attempt, error class, error), oldest first.
+    Column("history", JsonDocument, nullable=False, server_default=text("'[]'")),
+    # Digest of the verdict key the job would have made: a dead letter settles its key
+    # like a verdict does, once (null when the job could not be read).
+    Column("verdict_key", String(64), unique=True),
     Index(None, "metric", "created_at"),
 )
 
@@ -100,6 +106,15 @@ claims = Table(
     Column("key", String(64), primary_key=True),
     Column("owner", String(128), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+# How far each retention task got (``evalfleet purge``, workers/ops/purger.py): the next
+# run starts there instead of re-reading every verdict it already handled.
+retention_marks = Table(
+    "retention_marks", metadata,
+    Column("task", String(32), primary_key=True),
+    Column("metric", String(64), primary_key=True),
+    Column("done_until", DateTime(timezone=True), nullable=False),
 )
 
 # --- Alerts (workers/alerts/): Postgres only, created on SQLite too so migrations agree.

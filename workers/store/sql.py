@@ -67,7 +67,7 @@ class SqlStore(VerdictStore):
         now = to_utc(now)
         expires_at = now + timedelta(seconds=lease_s)
         with self._transaction() as conn:
-            done = _existing_verdicts(conn, keys)
+            done = _settled(conn, keys)
             todo = {key.digest(): key for key in keys if key not in done}
             taken: set[str] = set()
             if todo:
@@ -97,12 +97,17 @@ class SqlStore(VerdictStore):
             if verdicts:
                 inserted = self._insert_verdicts(conn, verdicts)
             if dead_letters:
-                rows = [_dead_letter_row(letter) for letter in dead_letters]
-                conn.execute(dead_letters_table.insert(), rows)
+                self._insert_dead_letters(conn, dead_letters)
             keys = [record.key.digest() for record in verdicts] + [k.digest() for k in release]
             if keys:
                 conn.execute(delete(claims).where(claims.c.key.in_(keys), claims.c.owner == owner))
         return inserted
+
+    def _insert_dead_letters(self, conn: Connection, letters: Sequence[DeadLetter]) -> None:
+        # A key settles once: a second copy of the job (redelivered while the first was
+        # judged) adds no second dead letter; its claim already finds the first.
+        conn.execute(self.insert(dead_letters_table).on_conflict_do_nothing(),
+                     [_dead_letter_row(letter) for letter in letters])
 
     def _insert_verdicts(self, conn: Connection, records: Sequence[VerdictRecord]) -> int:
         statement = self.insert(verdicts_table).on_conflict_do_nothing().returning(
@@ -144,15 +149,14 @@ class SqlStore(VerdictStore):
             query = query.where(dead_letters_table.c.metric == metric)
         with self._connection() as conn:
             for row in conn.execute(query).mappings():
-                yield DeadLetter(
-                    sample_id=row["sample_id"], metric=row["metric"],
-                    error_class=row["error_class"], error=row["error"],
-                    attempts=row["attempts"], payload=row["payload"],
-                    created_at=to_utc(row["created_at"]),
-                )
+                yield dead_letter_from_row(row)
 
     def day_of(self, column: Any) -> Any:
         """SQL for the UTC day of a timestamp column (dialects differ)."""
+        raise NotImplementedError
+
+    def seconds_between(self, later: Any, earlier: Any) -> Any:
+        """SQL for ``later - earlier`` in seconds, a float (dialects differ)."""
         raise NotImplementedError
 
     def daily_costs(self, *, since: datetime) -> list[DailyCost]:
@@ -207,10 +211,17 @@ def to_utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
-def _existing_verdicts(conn: Connection, keys: Sequence[VerdictKey]) -> set[VerdictKey]:
+def _settled(conn: Connection, keys: Sequence[VerdictKey]) -> set[VerdictKey]:
+    """The keys that already have a verdict or a dead letter."""
     found = conn.execute(select(*_KEY_COLUMNS).where(
         tuple_(*_KEY_COLUMNS).in_([tuple(_key_tuple(key)) for key in keys])))
-    return {VerdictKey(*row) for row in found}
+    settled = {VerdictKey(*row) for row in found}
+    by_digest = {key.digest(): key for key in keys if key not in settled}
+    if by_digest:
+        settled.update(by_digest[digest] for digest in conn.execute(
+            select(dead_letters_table.c.verdict_key)
+            .where(dead_letters_table.c.verdict_key.in_(list(by_digest)))).scalars())
+    return settled
 
 
 def _key_tuple(key: VerdictKey) -> tuple[str, str, str, str]:
@@ -233,7 +244,18 @@ def _dead_letter_row(letter: DeadLetter) -> dict[str, Any]:
         "sample_id": letter.sample_id, "metric": letter.metric,
         "error_class": letter.error_class, "error": letter.error, "attempts": letter.attempts,
         "payload": letter.payload, "created_at": to_utc(letter.created_at),
+        "history": letter.history, "verdict_key": letter.verdict_key,
     }
+
+
+def dead_letter_from_row(row: RowMapping) -> DeadLetter:
+    """A ``dead_letters`` row as a :class:`DeadLetter`."""
+    return DeadLetter(
+        sample_id=row["sample_id"], metric=row["metric"], error_class=row["error_class"],
+        error=row["error"], attempts=row["attempts"], payload=row["payload"],
+        created_at=to_utc(row["created_at"]), history=row["history"] or [],
+        verdict_key=row["verdict_key"],
+    )
 
 
 def _verdict_row(record: VerdictRecord) -> dict[str, Any]:

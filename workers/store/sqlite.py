@@ -33,6 +33,10 @@ class SqliteStore(SqlStore):
         """The day of a timestamp column (stored as UTC text)."""
         return func.date(column)
 
+    def seconds_between(self, later: Any, earlier: Any) -> Any:
+        """``later - earlier`` in seconds, from Julian days (times are stored as UTC text)."""
+        return (func.julianday(later) - func.julianday(earlier)) * 86400.0
+
     def insert(self, table: Table) -> Any:
         """SQLite's INSERT, with ``on_conflict_do_nothing`` / ``_do_update``."""
         return insert(table)

@@ -102,6 +102,26 @@ def test_the_circuit_opens_on_a_down_judge_and_closes_after_a_good_probe(
     assert isinstance(probe, JudgeReply) and breaker.state == "closed"
 
 
+def test_a_probe_answered_with_429_closes_the_circuit(sim: RunningSim) -> None:
+    # A busy judge is up: the probe's 429 must not leave the circuit half-open for good.
+    breaker = CircuitBreaker(failure_threshold=2, open_s=0.2)
+    guarded = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+                                         max_connections=2), concurrency=1, breaker=breaker)
+    sim.script([{"match": "", "replies": [{"status": 500}, {"status": 500},
+                                          {"status": 429, "retry_after": 1}],
+                 "then": "repeat_last"}])
+    guarded.complete_many([request(0)])
+    guarded.complete_many([request(1)])
+    assert breaker.state == "open"
+    time.sleep(0.25)
+    (probe,) = guarded.complete_many([request(2)])
+    sim.reset()
+    (after,) = guarded.complete_many([request(3)])
+    guarded.close()
+    assert isinstance(probe, JudgeUnavailable) and probe.status_code == 429
+    assert isinstance(after, JudgeReply) and breaker.state == "closed"
+
+
 def test_rate_limits_do_not_open_the_circuit(sim: RunningSim) -> None:
     breaker = CircuitBreaker(failure_threshold=2)
     guarded = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,7 +13,6 @@ from workers.store import (
     Claim,
     ClaimState,
     DeadLetter,
-    SqliteStore,
     VerdictKey,
     VerdictRecord,
     VerdictStore,
@@ -25,18 +23,6 @@ from workers.store.schema import metadata
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 KEY = VerdictKey("req-1", "rag_qa", "abc123", "judge-1")
-
-
-@pytest.fixture(params=["postgres", "sqlite"])
-def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VerdictStore]:
-    """Each test runs against Postgres and against the embedded SQLite store."""
-    if request.param == "postgres":
-        yield request.getfixturevalue("store")
-        return
-    store = SqliteStore(f"sqlite:///{tmp_path / 'verdicts.db'}")
-    migrate(store.engine)
-    yield store
-    store.close()
 
 
 def record(key: VerdictKey = KEY, **changes: object) -> VerdictRecord:
@@ -134,6 +120,22 @@ def test_dead_letter_drops_the_claim(any_store: VerdictStore) -> None:
     assert list(any_store.iter_dead_letters()) == [letter]
     assert claim_one(any_store, KEY, "b").state is ClaimState.CLAIMED
     assert any_store.counts().dead_letters == 1
+
+
+def test_a_dead_letter_settles_its_key_once(any_store: VerdictStore) -> None:
+    # A second copy of the job (redelivered while the first was being judged) must
+    # neither judge again nor add a second dead letter.
+    letter = DeadLetter(sample_id="req-1", metric="rag_qa", error_class="judge_unavailable",
+                        error="gave up", attempts=2, payload={"v": 1}, created_at=NOW,
+                        verdict_key=KEY.digest())
+    claim_one(any_store, KEY, "a")
+    any_store.save(dead_letters=[letter], release=[KEY], owner="a")
+    assert claim_one(any_store, KEY, "b").state is ClaimState.DONE
+    any_store.save(dead_letters=[letter], release=[KEY], owner="b")
+    assert list(any_store.iter_dead_letters()) == [letter]
+    other = VerdictKey("req-2", "rag_qa", "abc123", "judge-1")
+    states = [c.state for c in any_store.claim([KEY, other], owner="c", lease_s=60, now=NOW)]
+    assert states == [ClaimState.DONE, ClaimState.CLAIMED]
 
 
 def test_daily_costs(any_store: VerdictStore) -> None:

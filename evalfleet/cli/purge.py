@@ -1,0 +1,56 @@
+"""``evalfleet purge``: apply the retention settings to the verdict store."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import click
+
+from evalfleet.cli.alerts import render_table
+from evalfleet.cli.context import CliState, pass_state
+
+
+@click.command()
+@click.option("--dry-run", is_flag=True, help="Count what would be purged; change nothing.")
+@click.option("--batch-rows", type=click.IntRange(100, 1_000_000), default=10_000,
+              show_default=True, help="Verdicts per transaction.")
+@pass_state
+def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
+    """Delete verdicts older than EVALFLEET_VERDICT_RETENTION_DAYS (scores with them) and
+    empty the raw judge output and error text of those older than
+    EVALFLEET_RAW_OUTPUT_RETENTION_DAYS, in small transactions (safe to run while the
+    fleet works, and to interrupt: the next run carries on).
+    """
+    from workers.ops.purger import Purger
+    from workers.ops.retention import RetentionPolicy
+    from workers.store import open_store
+
+    policy = RetentionPolicy.from_settings(state.settings)
+    if policy.keeps_everything:
+        click.echo("no retention set (EVALFLEET_VERDICT_RETENTION_DAYS, "
+                   "EVALFLEET_RAW_OUTPUT_RETENTION_DAYS): nothing to purge")
+        return
+    store = open_store(state.settings.resolved_database_url(), pool_size=1)
+    try:
+        report = Purger(store, policy, batch_rows=batch_rows).run(now=datetime.now(UTC),
+                                                                   dry_run=dry_run)
+    finally:
+        store.close()
+    cutoffs = report.cutoffs
+    verdicts_label = "verdicts to delete" if dry_run else "verdicts deleted"
+    raw_label = "raw outputs to empty" if dry_run else "raw outputs emptied"
+    for label, moment in ((verdicts_label, cutoffs.verdicts_before),
+                          (raw_label, cutoffs.raw_output_before)):
+        when = "kept (no retention)" if moment is None else \
+            f"created before {moment.isoformat(timespec='seconds').replace('+00:00', 'Z')}"
+        click.echo(f"{label}: {when}")
+    metrics = sorted(set(report.verdicts_deleted) | set(report.raw_outputs_emptied))
+    rows = [[metric, f"{report.verdicts_deleted.get(metric, 0):,}",
+             f"{report.raw_outputs_emptied.get(metric, 0):,}"] for metric in metrics]
+    rows.append(["total", f"{sum(report.verdicts_deleted.values()):,}",
+                 f"{sum(report.raw_outputs_emptied.values()):,}"])
+    click.echo(render_table(["metric", verdicts_label, raw_label], rows))
+    if dry_run:
+        click.echo(f"dry run: nothing changed ({report.elapsed_s:.1f} s)")
+    else:
+        click.echo(f"{report.transactions} transactions, {report.elapsed_s:.1f} s")

@@ -1,0 +1,224 @@
+"""``evalfleet status``: queues, rates, lag, failures and workers needed, per metric queue."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from typing import TYPE_CHECKING
+
+import click
+
+from evalfleet.cli.alerts import render_table
+from evalfleet.cli.context import CliState, pass_state
+from evalfleet.errors import EvalfleetError
+
+if TYPE_CHECKING:
+    from evalfleet.settings import Settings
+    from workers.ops.monitor import MonitorOptions
+    from workers.ops.status import FleetStatus, QueueStatus
+
+#: Durations: a number with a unit (s, m, h, d), or plain seconds.
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+#: ANSI: cursor home and clear screen, between --watch refreshes on a terminal.
+_CLEAR = "\x1b[H\x1b[2J"
+
+
+def parse_duration_s(text: str) -> float:
+    """Seconds in ``30s``, ``5m``, ``2h``, ``1d`` or a plain number of seconds.
+
+    Raises:
+        click.BadParameter: When ``text`` is none of these.
+    """
+    match = _DURATION.match(text.strip())
+    if match is None:
+        raise click.BadParameter(f"{text!r} is not a duration like 30s, 5m, 2h or 1d")
+    return float(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+@click.command()
+@click.option("--metric", "metrics", multiple=True,
+              help="Only this metric (repeatable); default: every metric.")
+@click.option("--window", default="5m", show_default=True,
+              help="Rates, lag and failures over this recent window (30s, 5m, 1h).")
+@click.option("--concurrency", type=click.IntRange(1, 65536), default=None,
+              help="Judge calls in flight per worker (default: EVALFLEET_WORKER_CONCURRENCY).")
+@click.option("--drain", default="15m", show_default=True,
+              help="The drain recommendation clears the current backlog within this time.")
+@click.option("--sample", "sample_text", default="2s", show_default=True,
+              help="Gap between the two queue readings arrivals come from (0: one reading, "
+                   "arrivals taken as completions).")
+@click.option("--watch", is_flag=True, help="Refresh every --interval until interrupted.")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+              help="Seconds between refreshes with --watch.")
+@click.option("--count", type=click.IntRange(min=1), default=None,
+              help="With --watch: stop after this many refreshes.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON (one object per refresh) instead of a table.")
+@pass_state
+def status(state: CliState, metrics: tuple[str, ...], window: str, concurrency: int | None,
+           drain: str, sample_text: str, watch: bool, interval: float, count: int | None,
+           as_json: bool) -> None:
+    """Per metric queue: depth, jobs in flight, arrival and completion rates, oldest job,
+    verdict lag, failures by error class, and the worker processes needed.
+
+    Workers come from Little's law: arrivals x judge calls per job x call latency /
+    calls in flight per worker, capped by the judge's rate limits.
+    """
+    from workers.ops.monitor import StatusMonitor
+    from workers.ops.queue import open_queue_probe
+    from workers.store import open_store
+
+    settings = state.settings
+    options = monitor_options(settings, metrics=metrics, window_s=parse_duration_s(window),
+                              concurrency=concurrency or settings.worker_concurrency,
+                              drain_s=parse_duration_s(drain))
+    sample_s = parse_duration_s(sample_text)
+    store = open_store(settings.resolved_database_url(), pool_size=1)
+    probe = open_queue_probe(settings)
+    monitor = StatusMonitor(store=store, probe=probe, options=options)
+    frames = (count or sys.maxsize) if watch else 1
+    try:
+        if sample_s > 0:
+            monitor.sample()
+            time.sleep(sample_s)
+        for frame in range(frames):
+            if frame:
+                time.sleep(interval)
+            _show(monitor.observe(), as_json=as_json, clear=watch and not as_json)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        probe.close()
+        store.close()
+
+
+def monitor_options(settings: Settings, *, metrics: tuple[str, ...], window_s: float,
+                    concurrency: int, drain_s: float) -> MonitorOptions:
+    """What to watch: the metrics, their judge models and those models' rate limits.
+
+    Raises:
+        click.UsageError: For an unknown metric.
+    """
+    from evalfleet.metric import load_registry
+    from workers.ops.capacity import RateLimit
+    from workers.ops.monitor import MonitorOptions
+    from workers.runtime import budget_for
+
+    registry = load_registry(settings.metrics_dir)
+    try:
+        chosen = [registry.get(name) for name in metrics] if metrics else list(registry)
+    except EvalfleetError as exc:
+        raise click.UsageError(str(exc)) from None
+    models = {metric.name: settings.judge_model_for(metric.name,
+                                                    metric_default=metric.spec.judge.model)
+              for metric in chosen}
+    limits = {}
+    for model in set(models.values()):
+        budget = budget_for(settings, model)
+        limits[model] = RateLimit(requests_per_minute=budget.requests_per_minute,
+                                  tokens_per_minute=budget.tokens_per_minute)
+    return MonitorOptions(metrics=tuple(models), models=models, limits=limits,
+                          window_s=window_s, concurrency=concurrency, drain_s=drain_s)
+
+
+def _show(fleet: FleetStatus, *, as_json: bool, clear: bool) -> None:
+    from workers.ops.status import status_json
+
+    if as_json:
+        click.echo(json.dumps(status_json(fleet)))
+        return
+    text = render_status(fleet)
+    click.echo((_CLEAR if clear and sys.stdout.isatty() else "") + text)
+
+
+def render_status(fleet: FleetStatus) -> str:
+    """The status as a table with notes below it."""
+    at = fleet.at.isoformat(timespec="seconds").replace("+00:00", "Z")
+    header = (f"evalfleet status at {at}: rates over the last {format_span(fleet.window_s)}, "
+              f"{fleet.concurrency} judge calls in flight per worker, drain within "
+              f"{format_span(fleet.drain_s)}")
+    columns = ["queue", "waiting", "in flight", "oldest", "arrive/s", "done/s", "lag",
+               "judge call", "failed", "workers", "to drain"]
+    rows = [_row(queue) for queue in fleet.queues]
+    notes = [note for queue in fleet.queues for note in _notes(queue)]
+    return "\n".join([header, "", render_table(columns, rows), *(["", *notes] if notes else [])])
+
+
+def _row(queue: QueueStatus) -> list[str]:
+    advice = queue.recommendation
+    failed = sum(f.share for f in queue.failures)
+    mark = "*" if advice.rate_limited else ""
+    return [
+        queue.queue, _waiting(queue), _in_flight(queue),
+        format_age(queue.oldest_age_s) if queue.oldest_age_s is not None else "-",
+        f"{queue.arrival_per_s:.1f}", f"{queue.completed_per_s:.1f}",
+        format_age(queue.lag_mean_s) if queue.lag_mean_s is not None else "-",
+        f"{queue.judge.latency_s:.2f}s" if queue.judge else "-",
+        f"{failed:.1%}" if queue.failures else "0",
+        "-" if advice.workers is None else f"{advice.workers}{mark}",
+        "-" if advice.drain_workers is None else f"{advice.drain_workers}{mark}",
+    ]
+
+
+def _waiting(queue: QueueStatus) -> str:
+    reading = queue.reading
+    if reading.waiting_jobs is not None:
+        return f"{'' if reading.waiting_exact else '~'}{reading.waiting_jobs:,}"
+    if reading.waiting_messages is not None:
+        return f"{reading.waiting_messages:,} msgs"
+    return "?"
+
+
+def _in_flight(queue: QueueStatus) -> str:
+    reading = queue.reading
+    if reading.in_flight_jobs is None:
+        return "?"
+    later = f" ({reading.scheduled_jobs:,} later)" if reading.scheduled_jobs else ""
+    return f"{reading.in_flight_jobs:,}{later}"
+
+
+def _notes(queue: QueueStatus) -> list[str]:
+    notes = []
+    if queue.failures:
+        parts = [f"{f.error_class}{' (dead letter)' if f.outcome == 'dead_letter' else ''} "
+                 f"{f.count} ({f.share:.1%})" for f in queue.failures]
+        notes.append(f"{queue.queue}: failures {', '.join(parts)}")
+    if queue.reading.note:
+        notes.append(f"{queue.queue}: {queue.reading.note}")
+    advice = queue.recommendation
+    if advice.reason:
+        notes.append(f"{queue.queue}: no recommendation, {advice.reason}")
+    if advice.rate_limited and advice.cap_calls_in_flight is not None:
+        notes.append(f"{queue.queue}: * capped by {queue.judge_model}'s rate limit "
+                     f"(at most {advice.cap_calls_in_flight:.0f} calls in flight)")
+    if not queue.arrival_basis.startswith("completions +"):
+        notes.append(f"{queue.queue}: arrivals = {queue.arrival_basis}")
+    return notes
+
+
+def format_age(seconds: float | None) -> str:
+    """A duration for people: ``45s``, ``2m10s``, ``1h05m``, ``3d04h``."""
+    if seconds is None:
+        return "-"
+    whole = round(seconds)
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    if whole < 86400:
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"
+
+
+def format_span(seconds: float) -> str:
+    """A configured span in its largest whole unit: ``90s``, ``5m``, ``2h``, ``1d``."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"

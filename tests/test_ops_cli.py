@@ -1,0 +1,124 @@
+"""``evalfleet status``, ``dead-letters`` and ``purge`` end to end: real Postgres and Redis."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import redis
+from click.testing import CliRunner, Result
+
+from evalfleet.cli import main
+from evalfleet.settings import Settings
+from producers.enqueuer import Enqueuer
+from tests.helpers import queued_ids
+from tests.workers.ops.builders import dead_letter, job, verdict
+from workers.store import SqlStore
+
+
+def run(settings: Settings, *args: str, **env: str) -> Result:
+    return CliRunner().invoke(main, list(args), env={**settings.as_environment(), **env},
+                              catch_exceptions=False)
+
+
+def test_status_reads_queues_and_recent_verdicts(settings: Settings, store: SqlStore) -> None:
+    now = datetime.now(UTC)
+    enqueuer = Enqueuer(settings)
+    enqueuer.send_many([replace(job(f"q{n}"), enqueued_at=now - timedelta(hours=1))
+                        for n in range(40)])
+    enqueuer.close()
+    store.save(verdicts=[verdict(f"v{n}", created_at=now - timedelta(seconds=n))
+                         for n in range(30)]
+               + [verdict("bad", status="failed", error_class="schema", created_at=now)],
+               dead_letters=[dead_letter("d", created_at=now)], owner="t")
+    result = run(settings, "status", "--metric", "rag_qa", "--sample", "0", "--json",
+                 "--window", "1m", "--concurrency", "4")
+    assert result.exit_code == 0, result.output
+    (queue,) = json.loads(result.output)["queues"]
+    assert (queue["queue"], queue["waiting_jobs"], queue["in_flight_jobs"]) == (
+        "eval.rag_qa", 40, 0)
+    assert queue["completed_per_s"] == pytest.approx(32 / 60)
+    assert 3600 <= queue["oldest_job_age_s"] < 3700
+    assert [(f["error_class"], f["outcome"]) for f in queue["failures"]] == [
+        ("judge_unavailable", "dead_letter"), ("schema", "failed")]
+    assert queue["judge_latency_s"] == pytest.approx(0.5)
+    assert queue["recommended_workers"] == 1 and queue["drain_workers"] == 1
+    table = run(settings, "status", "--metric", "rag_qa", "--sample", "0").output
+    assert "eval.rag_qa" in table and "waiting" in table and "judge call" in table
+    assert "eval.rag_qa: failures judge_unavailable (dead letter) 1" in table
+
+
+def test_status_watch_estimates_arrivals_from_the_backlog(settings: Settings,
+                                                          store: SqlStore) -> None:
+    result = run(settings, "status", "--metric", "bbh_match", "--sample", "0", "--json",
+                 "--watch", "--interval", "0.2", "--count", "2")
+    frames = [json.loads(line) for line in result.output.splitlines()]
+    assert len(frames) == 2
+    assert frames[0]["queues"][0]["arrival_basis"] == \
+        "window completions (backlog change unknown)"
+    assert frames[1]["queues"][0]["arrival_basis"].startswith("completions + backlog change")
+
+
+def test_status_on_the_embedded_broker_says_it_does_not_know(store: SqlStore,
+                                                             database_url: str,
+                                                             tmp_path: Path) -> None:
+    settings = Settings(database_url=database_url, data_dir=tmp_path)
+    result = run(settings, "status", "--metric", "rag_qa", "--sample", "0")
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if line.startswith("eval.rag_qa "))
+    assert row.split()[1:3] == ["?", "?"]
+    assert "does not report queue depth" in result.output
+    assert "no recommendation, judge latency unknown" in result.output
+
+
+def test_status_rejects_an_unknown_metric(settings: Settings) -> None:
+    result = CliRunner().invoke(main, ["status", "--metric", "nope"],
+                                env=settings.as_environment())
+    assert result.exit_code == 2 and "unknown metric 'nope'" in result.output
+
+
+def test_dead_letters_list_replay_purge(settings: Settings, store: SqlStore,
+                                        redis_url: str) -> None:
+    store.save(dead_letters=[dead_letter("a"), dead_letter("b", error_class="judge_rejected"),
+                             dead_letter("c", metric="bbh_match")], owner="t")
+    listed = run(settings, "dead-letters", "list", "--metric", "rag_qa").output
+    assert "judge_rejected" in listed and "3 dead letters" not in listed
+    assert listed.strip().endswith("2 dead letters")
+    lines = run(settings, "dead-letters", "list", "--json").output.splitlines()
+    assert [json.loads(line)["sample_id"] for line in lines] == ["a", "b", "c"]
+
+    dry = run(settings, "dead-letters", "replay", "--metric", "rag_qa", "--dry-run").output
+    assert dry.strip() == "would replay 2 dead letters: 2 to eval.rag_qa"
+    done = run(settings, "dead-letters", "replay", "--error-class", "judge_unavailable")
+    assert done.output.strip() == ("replayed 2 dead letters: 1 to eval.bbh_match, "
+                                   "1 to eval.rag_qa")
+    client = redis.Redis.from_url(redis_url)
+    assert queued_ids(client, "rag_qa") == ["a"] and queued_ids(client, "bbh_match") == ["c"]
+
+    refused = CliRunner().invoke(main, ["dead-letters", "purge"], env=settings.as_environment())
+    assert refused.exit_code == 2 and "--yes" in refused.output
+    assert run(settings, "dead-letters", "purge", "--yes").output.strip() == \
+        "deleted 1 dead letter"
+
+
+def test_bad_times_are_usage_errors(settings: Settings) -> None:
+    result = CliRunner().invoke(main, ["dead-letters", "list", "--since", "yesterday"],
+                                env=settings.as_environment())
+    assert result.exit_code == 2 and "not an ISO 8601 time" in result.output
+
+
+def test_purge_applies_the_retention_settings(settings: Settings, store: SqlStore) -> None:
+    now = datetime.now(UTC)
+    store.save(verdicts=[verdict(f"s{n}", created_at=now - timedelta(days=age))
+                         for n, age in enumerate([60, 45, 20, 10, 1])], owner="t")
+    assert "nothing to purge" in run(settings, "purge").output
+    env = {"EVALFLEET_VERDICT_RETENTION_DAYS": "30",
+           "EVALFLEET_RAW_OUTPUT_RETENTION_DAYS": "7"}
+    dry = run(settings, "purge", "--dry-run", **env).output
+    assert "rag_qa  2                   2" in dry and "dry run: nothing changed" in dry
+    out = run(settings, "purge", **env).output
+    assert "rag_qa  2                 2" in out
+    assert [r.raw_output is not None for r in store.iter_verdicts()] == [False, False, True]
