@@ -17,6 +17,7 @@ from kombu import Connection
 from evalfleet.broker import is_amqp, is_redis
 from evalfleet.settings import Settings
 from tests.helpers import WorkerProcess
+from workers.store import VerdictStore
 
 #: The brokers this project supports, as the ``broker`` fixture names them.
 BROKERS = ("redis", "rabbitmq")
@@ -85,3 +86,20 @@ def broker_idle(settings: Settings, *workers: WorkerProcess,
 def _all_ended(log_path: Path) -> bool:
     log = log_path.read_bytes()
     return len(_RECEIVED.findall(log)) == len(_ENDED.findall(log))
+
+
+def fleet_state(settings: Settings, store: VerdictStore, workers: list[WorkerProcess],
+                *, log_lines: int = 30) -> str:
+    """What a timed-out test should report: stored counts, the broker's queue (Redis:
+    waiting, unacknowledged, the restore lock's time to live) and each worker's log tail."""
+    counts = store.counts()
+    lines = [f"store: {counts.verdicts} verdicts, {counts.dead_letters} dead letters"]
+    if is_redis(settings):
+        client = redis.Redis.from_url(settings.resolved_broker_url())
+        lines.append(f"redis: {client.llen('eval.rag_qa')} waiting, "
+                     f"{client.hlen('unacked')} unacked, restore lock ttl "
+                     f"{client.ttl('unacked_mutex')} s")
+    for worker in workers:
+        tail = worker.log_path.read_text(errors="replace").splitlines()[-log_lines:]
+        lines += [f"--- {worker.log_path.name} (exit {worker.process.poll()})", *tail]
+    return "\n".join(lines)

@@ -27,7 +27,7 @@ from evalfleet.metric import load_registry
 from evalfleet.sample import parse_sample
 from evalfleet.settings import Settings
 from producers.enqueuer import Enqueuer
-from tests.brokers import EVERY_BROKER, broker_idle
+from tests.brokers import EVERY_BROKER, broker_idle, fleet_state
 from tests.helpers import WorkerProcess, queued_ids, wait_until
 from workers.renderer import render_messages
 from workers.runtime import task_slots
@@ -149,8 +149,11 @@ def test_sigkill_mid_batch_loses_and_duplicates_nothing(
         # timeout (7 s here); a starting worker restores them at once. RabbitMQ returns
         # them as soon as the dead worker's connection drops.
         time.sleep(settings.visibility_timeout_s + 1)
-    start_worker(settings, queues=["rag_qa"], concurrency=8)
-    wait_until(lambda: store.counts().verdicts == 200, timeout_s=120, what="200 verdicts")
+    second = start_worker(settings, queues=["rag_qa"], concurrency=8)
+    try:
+        wait_until(lambda: store.counts().verdicts == 200, timeout_s=120, what="200 verdicts")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{fleet_state(settings, store, [worker, second])}") from None
     per_sample = Counter(v["sample_id"] for v in export(settings))
     assert set(per_sample) == {s["id"] for s in samples}
     assert set(per_sample.values()) == {1}
