@@ -60,6 +60,9 @@ STORE_RETRY_S = 10.0
 #: back up to 100 s after its visibility timeout instead of within 10 s.
 REDIS_RESTORE_OPTIONS = {"unacked_restore_throttle": 1}
 
+#: Redis: the transport that never holds a popped job outside Redis.
+REDIS_TRANSPORT = "workers.redis_transport:Transport"
+
 #: Longest the worker's event loop sleeps, in seconds. A signal does not wake it, and
 #: on RabbitMQ nothing else may for 10 s, which SIGTERM would otherwise wait out.
 LOOP_WAKEUP_S = 1.0
@@ -148,6 +151,8 @@ def celery_config(settings: Settings, *, concurrency: int,
             also makes Celery drop global QoS and delay countdowns in the broker).
     """
     return {
+        # Redis: pop and record as unacknowledged in one step (workers.redis_transport).
+        "broker_transport": REDIS_TRANSPORT if is_redis(settings) else None,
         "broker_transport_options": {
             **broker_transport_options(settings, concurrency=concurrency),
             **(REDIS_RESTORE_OPTIONS if is_redis(settings) else {}),

@@ -1,0 +1,131 @@
+"""The Redis transport: a consumed message is at all times in its queue or in ``unacked``."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+
+import pytest
+import redis
+from kombu import Connection, Consumer, Exchange, Message, Producer, Queue
+
+from workers.app import REDIS_TRANSPORT
+
+BODY = {"samples": [], "options": {}, "text": "{x} {{ y }} <score>5</score>"}
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    with redis.Redis.from_url(redis_url) as client:
+        yield client
+
+
+def _connection(redis_url: str, **options: object) -> Connection:
+    return Connection(redis_url, transport=REDIS_TRANSPORT, transport_options=options)
+
+
+def _publish(redis_url: str, queue: Queue, body: object = BODY) -> None:
+    with Connection(redis_url) as connection:  # kombu's own transport publishes
+        Producer(connection).publish(body, exchange=queue.exchange,
+                                     routing_key=queue.routing_key, declare=[queue],
+                                     serializer="json")
+
+
+def _queue(name: str) -> Queue:
+    return Queue(name, Exchange(name, type="direct"), routing_key=name)
+
+
+def _consume_one(connection: Connection, queues: list[Queue]) -> Message:
+    received: list[Message] = []
+    with Consumer(connection, queues, callbacks=[lambda _body, m: received.append(m)],
+                  accept=["json"]):
+        connection.drain_events(timeout=5)
+    (message,) = received
+    return message
+
+
+def test_a_delivered_message_is_held_in_redis_until_acknowledged(
+    redis_url: str, client: redis.Redis,
+) -> None:
+    queue = _queue("eval.held")
+    _publish(redis_url, queue)
+    with _connection(redis_url) as connection:
+        message = _consume_one(connection, [queue])
+        assert message.decode() == BODY
+        assert client.llen("eval.held") == 0
+        assert client.hexists("unacked", message.delivery_tag)
+        assert client.zscore("unacked_index", message.delivery_tag) is not None
+        message.ack()
+        assert client.hlen("unacked") == 0 and client.zcard("unacked_index") == 0
+
+
+def test_a_consumer_that_dies_after_the_pop_loses_nothing(
+    redis_url: str, client: redis.Redis,
+) -> None:
+    queue = _queue("eval.dies")
+    _publish(redis_url, queue)
+    with _connection(redis_url) as connection:
+        message = _consume_one(connection, [queue])
+        # The worker dies here: no ack, no restore at shutdown; only Redis remembers it.
+        connection.default_channel.qos._delivered.clear()
+    assert client.llen("eval.dies") == 0 and client.hlen("unacked") == 1
+
+    with _connection(redis_url, visibility_timeout=0) as sweeper:
+        sweeper.default_channel.qos.restore_visible(num=100, interval=1)
+    assert client.hlen("unacked") == 0
+    (restored,) = client.lrange("eval.dies", 0, -1)
+    payload = json.loads(restored)
+    assert payload["properties"]["delivery_tag"] == message.delivery_tag
+    # Spliced in as received: empty lists stay lists, sample text stays verbatim.
+    with _connection(redis_url) as connection:
+        again = _consume_one(connection, [queue])
+        assert again.decode() == BODY
+        again.ack()
+
+
+def test_waiting_takes_nothing_off_the_queue(redis_url: str, client: redis.Redis) -> None:
+    """A worker with no free thread leaves the wait's reply unread; the job stays queued."""
+    queue = _queue("eval.wait")
+    _publish(redis_url, queue)
+    with _connection(redis_url) as connection:
+        channel = connection.default_channel
+        with Consumer(connection, [queue], accept=["json"]):
+            connection.transport.cycle._register_BRPOP(channel)  # sends the wait
+            sock = channel.client.connection._sock
+            sock.settimeout(5)
+            assert sock.recv(1, socket.MSG_PEEK)  # the reply arrived, unread
+            assert client.llen("eval.wait") == 1 and client.hlen("unacked") == 0
+            channel.client.connection.disconnect()  # e.g. Redis restarts, worker killed
+    assert client.llen("eval.wait") == 1 and client.hlen("unacked") == 0
+
+
+def test_a_consumer_of_several_queues_reaches_each(redis_url: str) -> None:
+    empty, busy = _queue("eval.empty"), _queue("eval.busy")
+    _publish(redis_url, busy, {"n": 1})
+    with Connection(redis_url) as connection:
+        connection.default_channel.queue_declare(queue="eval.empty")
+    with _connection(redis_url) as connection:
+        message = _consume_one(connection, [empty, busy])
+        assert message.decode() == {"n": 1}
+        message.ack()
+
+
+def test_a_message_without_a_delivery_tag_is_recorded_by_the_consumer(
+    redis_url: str, client: redis.Redis,
+) -> None:
+    queue = _queue("eval.untagged")
+    with Connection(redis_url) as connection:
+        connection.default_channel.queue_declare(queue="eval.untagged")
+        message = connection.default_channel.prepare_message(json.dumps({"n": 2}),
+                                                             content_type="application/json")
+    message["properties"]["delivery_info"] = {"exchange": "eval.untagged",
+                                              "routing_key": "eval.untagged"}
+    message["properties"]["delivery_tag"] = 7  # not a string: the script leaves it alone
+    client.lpush("eval.untagged", json.dumps(message))
+    with _connection(redis_url) as connection:
+        received = _consume_one(connection, [queue])
+        assert received.decode() == {"n": 2}
+        assert client.hlen("unacked") == 1  # recorded by kombu's QoS instead
+        received.ack()
+    assert client.hlen("unacked") == 0
