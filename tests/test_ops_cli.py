@@ -71,7 +71,7 @@ def test_status_on_the_embedded_broker_says_it_does_not_know(store: SqlStore,
     row = next(line for line in result.output.splitlines() if line.startswith("eval.rag_qa "))
     assert row.split()[1:3] == ["?", "?"]
     assert "does not report queue depth" in result.output
-    assert "no recommendation, judge latency unknown" in result.output
+    assert "eval.rag_qa: judge latency unknown: no verdicts yet" in result.output
 
 
 def test_status_rejects_an_unknown_metric(settings: Settings) -> None:

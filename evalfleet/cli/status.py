@@ -190,8 +190,11 @@ def _notes(queue: QueueStatus) -> list[str]:
     if queue.reading.note:
         notes.append(f"{queue.queue}: {queue.reading.note}")
     advice = queue.recommendation
+    if queue.judge and queue.judge.basis not in ("window", "recent"):
+        notes.append(f"{queue.queue}: no verdicts of its own yet, judge figures from "
+                     f"{queue.judge.basis}")
     if advice.reason:
-        notes.append(f"{queue.queue}: no recommendation, {advice.reason}")
+        notes.append(f"{queue.queue}: {advice.reason}")
     if advice.rate_limited and advice.cap_calls_in_flight is not None:
         notes.append(f"{queue.queue}: * capped by {queue.judge_model}'s rate limit "
                      f"(at most {advice.cap_calls_in_flight:.0f} calls in flight)")

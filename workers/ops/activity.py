@@ -45,7 +45,8 @@ class JudgeCost:
     tokens_per_call: float | None
     """Prompt plus completion tokens per call (None: the judge reports no usage)."""
     basis: str
-    """Where the figures come from: ``window`` or ``recent`` verdicts."""
+    """Where the figures come from: ``window`` or ``recent`` verdicts, or (for a metric
+    with none) the other metric on the same judge model they were taken from."""
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+#: Why a queue gets no steady-state figure.
+NO_LATENCY = "judge latency unknown: no verdicts yet"
+
 #: Digits kept before rounding up, so 2.0000000001 workers is 2, not 3.
 _ROUNDING_DIGITS = 9
 
@@ -30,8 +33,8 @@ class Demand:
 
     arrival_per_s: float
     """Jobs arriving per second."""
-    backlog_jobs: int = 0
-    """Jobs waiting or in flight now (0 when unknown)."""
+    backlog_jobs: int | None = 0
+    """Jobs waiting or in flight now (None: the broker does not say)."""
     latency_s: float | None = None
     """Mean duration of one judge call, in seconds (None: not measured)."""
     calls_per_job: float = 1.0
@@ -63,7 +66,7 @@ class Recommendation:
     rate_limited: bool = False
     """The rate limit, not the arrivals, sets ``drain_workers`` (and maybe ``workers``)."""
     reason: str | None = None
-    """Why there is no recommendation."""
+    """Why there is no steady-state recommendation."""
 
 
 def calls_in_flight(*, jobs_per_s: float, calls_per_job: float, latency_s: float) -> float:
@@ -93,7 +96,7 @@ def workers_for(calls: float, *, concurrency: int) -> int:
 
 def calls_per_s(demand: Demand, *, drain_s: float) -> float:
     """Judge calls a second to keep up with arrivals and clear the backlog in ``drain_s``."""
-    jobs_per_s = max(0.0, demand.arrival_per_s) + max(0, demand.backlog_jobs) / drain_s
+    jobs_per_s = max(0.0, demand.arrival_per_s) + max(0, demand.backlog_jobs or 0) / drain_s
     return jobs_per_s * max(0.0, demand.calls_per_job)
 
 
@@ -162,8 +165,13 @@ def recommend(
         The recommendation; without a measured latency there is none.
     """
     if demand.latency_s is None:
-        return Recommendation(None, None, cap_calls_in_flight=cap_calls,
-                              reason="judge latency unknown: no verdicts yet")
+        if demand.backlog_jobs == 0 and demand.arrival_per_s <= 0:
+            return Recommendation(0, 0, calls_in_flight=0.0, cap_calls_in_flight=cap_calls)
+        # Nothing to size with, but work nobody drains needs someone to start.
+        waiting = bool(demand.backlog_jobs) or demand.arrival_per_s > 0
+        return Recommendation(None, 1 if waiting else None, cap_calls_in_flight=cap_calls,
+                              reason=NO_LATENCY + ("; start 1 worker to measure it"
+                                                   if waiting else ""))
     steady = calls_in_flight(jobs_per_s=demand.arrival_per_s,
                              calls_per_job=demand.calls_per_job, latency_s=demand.latency_s)
     draining = calls_per_s(demand, drain_s=drain_s) * demand.latency_s

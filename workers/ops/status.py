@@ -10,7 +10,7 @@ arrivals are taken to equal the window's completions, and the status says so.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -163,8 +163,12 @@ def build_status(
         flows[metric] = _Flow(done, *arrival_rate(
             completed_per_s=done, completed_between=completed_between.get(metric),
             earlier=earlier.get(metric), later=reading))
-    demands = {metric: _demand(flows[metric].arrival_per_s, readings[metric],
-                               activity[metric].judge) for metric in readings}
+    judges = {metric: activity[metric].judge or (
+                  _borrowed_judge(metric, activity, models)
+                  if readings[metric].backlog_jobs or flows[metric].arrival_per_s else None)
+              for metric in readings}
+    demands = {metric: _demand(flows[metric].arrival_per_s, readings[metric], judges[metric])
+               for metric in readings}
     advice = recommend_fleet(demands, models=models, limits=limits, concurrency=concurrency,
                              drain_s=drain_s)
     queues = tuple(
@@ -175,7 +179,7 @@ def build_status(
             completed_per_s=flows[metric].completed_per_s,
             failures=failure_rates(activity[metric], window_s=window_s),
             lag_mean_s=activity[metric].lag_mean_s, lag_max_s=activity[metric].lag_max_s,
-            judge=activity[metric].judge, recommendation=advice[metric],
+            judge=judges[metric], recommendation=advice[metric],
         )
         for metric, reading in readings.items()
     )
@@ -183,9 +187,22 @@ def build_status(
                        queues=queues)
 
 
+def _borrowed_judge(metric: str, activity: Mapping[str, Activity],
+                    models: Mapping[str, str]) -> JudgeCost | None:
+    """For a metric with work but no verdicts yet: another metric's judge figures, same model.
+
+    Its own prompts may be longer or shorter, so the basis says where the figures
+    come from; that is better than no recommendation for a queue nobody drains yet.
+    """
+    for other, seen in activity.items():
+        if other != metric and seen.judge and models.get(other) == models.get(metric):
+            return replace(seen.judge, basis=f"{other} (same judge model)")
+    return None
+
+
 def _demand(arrival_per_s: float, reading: QueueReading, judge: JudgeCost | None) -> Demand:
     return Demand(
-        arrival_per_s=arrival_per_s, backlog_jobs=reading.backlog_jobs or 0,
+        arrival_per_s=arrival_per_s, backlog_jobs=reading.backlog_jobs,
         latency_s=judge.latency_s if judge else None,
         calls_per_job=judge.calls_per_job if judge else 1.0,
         tokens_per_call=judge.tokens_per_call if judge else None,

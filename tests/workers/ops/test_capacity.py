@@ -73,7 +73,13 @@ def test_share(demands: dict[str, float], total: float | None,
     (Demand(300.0, latency_s=1.0, calls_per_job=2.0), None,
      Recommendation(3, 3, calls_in_flight=600.0)),
     (Demand(0.0, latency_s=1.0), None, Recommendation(0, 0, calls_in_flight=0.0)),
+    # Unmeasured: no figure to keep up, but a queue with work needs one worker to start.
     (Demand(10.0, backlog_jobs=5), None,
+     Recommendation(None, 1, reason="judge latency unknown: no verdicts yet; "
+                                    "start 1 worker to measure it")),
+    # Nothing arrives and nothing waits: no worker, whatever the latency.
+    (Demand(0.0), None, Recommendation(0, 0, calls_in_flight=0.0)),
+    (Demand(0.0, backlog_jobs=None), None,
      Recommendation(None, None, reason="judge latency unknown: no verdicts yet")),
 ])
 def test_recommend(demand: Demand, cap: float | None, expected: Recommendation) -> None:

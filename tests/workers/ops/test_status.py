@@ -121,3 +121,33 @@ def test_an_unknown_depth_and_no_verdicts_make_no_guesses() -> None:
     assert encoded["queue_note"] == "embedded broker"
     assert encoded["recommended_workers"] is None
     assert encoded["recommendation_note"] == "judge latency unknown: no verdicts yet"
+
+
+def test_a_metric_without_verdicts_borrows_the_judge_figures_of_its_model() -> None:
+    judge = JudgeCost(latency_s=0.5, calls_per_job=1.0, tokens_per_call=None, basis="window")
+    status = build_status(
+        at=NOW, window_s=300.0, concurrency=8, drain_s=600.0,
+        readings={"rag_qa": reading(waiting=0), "bbh_match": reading(waiting=2_400),
+                  "context_precision": reading(waiting=2_400),
+                  "rec_faithfulness": reading(waiting=0)},
+        earlier={}, completed_between={},
+        activity={"rag_qa": Activity("rag_qa", verdicts=300, judge=judge),
+                  "bbh_match": Activity("bbh_match"),
+                  "context_precision": Activity("context_precision"),
+                  "rec_faithfulness": Activity("rec_faithfulness")},
+        models={"rag_qa": "judge-1", "bbh_match": "judge-1", "context_precision": "judge-2",
+                "rec_faithfulness": "judge-1"},
+        limits={})
+    rag_qa, bbh_match, context_precision, idle = status.queues
+    assert bbh_match.judge is not None and bbh_match.judge.latency_s == 0.5
+    assert bbh_match.judge.basis == "rag_qa (same judge model)"
+    # 2,400 jobs in 600 s at 0.5 s a call: 2 calls in flight, one worker.
+    assert bbh_match.recommendation.drain_workers == 1
+    assert bbh_match.recommendation.reason is None
+    # No metric of judge-2 was measured: no figure, but its backlog needs a worker.
+    assert context_precision.judge is None
+    assert context_precision.recommendation.workers is None
+    assert context_precision.recommendation.drain_workers == 1
+    assert rag_qa.judge is judge
+    # An idle queue borrows nothing and needs nobody.
+    assert idle.judge is None and idle.recommendation.drain_workers == 0
