@@ -10,6 +10,7 @@ the simulator included).
 
     python -m bench.worker_throughput --jobs 3000 --latency-ms 500 --concurrency 64 256 1024
     python -m bench.worker_throughput --jobs 20000 --latency-ms 500 --concurrency 512 --workers 2
+    python -m bench.worker_throughput --concurrency 256 --redis-consume atomic kombu
 
 Needs Postgres and Redis on 127.0.0.1 (as the tests do). Prints a table.
 """
@@ -49,6 +50,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16, help="Jobs per message.")
     parser.add_argument("--judge-client", choices=["http", "openai"], default="http")
     parser.add_argument("--workers", type=int, default=1, help="Worker processes.")
+    parser.add_argument("--redis-consume", nargs="+", choices=["atomic", "kombu"],
+                        default=["atomic"],
+                        help="Redis consume: the atomic pop (default) and/or kombu's BRPOP.")
     args = parser.parse_args()
 
     sim, base_url = start_simulator(args.latency_ms)
@@ -57,17 +61,18 @@ def main() -> None:
           f"{args.jobs} rag_qa jobs in messages of {args.batch_size}, "
           f"judge latency {args.latency_ms:g} ms (simulator in its own process), "
           f"{args.workers} worker process(es), Postgres and Redis on this machine")
-    print(f"{'C':>6} {'verdicts/s':>11} {'C/L':>8} {'of C/L':>7} {'CPU ms/verdict':>15} "
-          f"{'peak RSS MB':>12} {'machine busy':>13}")
+    print(f"{'consume':>8} {'C':>6} {'verdicts/s':>11} {'C/L':>8} {'of C/L':>7} "
+          f"{'CPU ms/verdict':>15} {'peak RSS MB':>12} {'machine busy':>13}")
     try:
         for concurrency in args.concurrency:
-            row = run_one(concurrency=concurrency, jobs=args.jobs, base_url=base_url,
-                          batch_size=args.batch_size, judge_client=args.judge_client,
-                          workers=args.workers)
-            ceiling = args.workers * concurrency / (args.latency_ms / 1000)
-            print(f"{concurrency:>6} {row['rate']:>11.1f} {ceiling:>8.1f} "
-                  f"{row['rate'] / ceiling:>7.0%} {row['cpu_ms']:>15.2f} {row['rss_mb']:>12.0f} "
-                  f"{row['busy']:>13.0%}", flush=True)
+            for consume in args.redis_consume:
+                row = run_one(concurrency=concurrency, jobs=args.jobs, base_url=base_url,
+                              batch_size=args.batch_size, judge_client=args.judge_client,
+                              workers=args.workers, atomic_consume=consume == "atomic")
+                ceiling = args.workers * concurrency / (args.latency_ms / 1000)
+                print(f"{consume:>8} {concurrency:>6} {row['rate']:>11.1f} {ceiling:>8.1f} "
+                      f"{row['rate'] / ceiling:>7.0%} {row['cpu_ms']:>15.2f} "
+                      f"{row['rss_mb']:>12.0f} {row['busy']:>13.0%}", flush=True)
     finally:
         sim.terminate()
         sim.wait()
@@ -90,10 +95,12 @@ def start_simulator(latency_ms: float, *,
 
 
 def run_one(*, concurrency: int, jobs: int, base_url: str, batch_size: int,
-            judge_client: str, workers: int = 1) -> dict[str, float]:
+            judge_client: str, workers: int = 1,
+            atomic_consume: bool = True) -> dict[str, float]:
     """Drain ``jobs`` with ``workers`` worker processes; rates over the steady part."""
     settings = fresh_services(base_url).model_copy(
-        update={"batch_size": batch_size, "judge_client": judge_client})
+        update={"batch_size": batch_size, "judge_client": judge_client,
+                "redis_atomic_consume": atomic_consume})
     enqueue(settings, jobs)
     store = open_store(settings.resolved_database_url())
     processes = [start_worker(settings, concurrency=concurrency, name=f"{concurrency}-{n}")

@@ -151,6 +151,11 @@ class Settings(BaseSettings):
     (how long the jobs of a crashed worker wait). Must exceed the longest job (two judge
     calls) plus ``retry_max_s``, or a job waiting out its retry is handed out twice."""
 
+    redis_atomic_consume: bool = True
+    """Redis broker: workers wait with ``BLMOVE`` and pop a job and record it as
+    unacknowledged in one Lua script (needs Redis 6.2 or newer). Off: kombu's ``BRPOP``,
+    which loses a job popped but not yet recorded when Redis or the worker dies then."""
+
     claim_lease_s: float = Field(default=300.0, gt=0)
     """How long a worker may hold the exclusive claim on one job's verdict key; must
     exceed the longest job (two judge calls)."""

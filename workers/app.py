@@ -152,7 +152,8 @@ def celery_config(settings: Settings, *, concurrency: int,
     """
     return {
         # Redis: pop and record as unacknowledged in one step (workers.redis_transport).
-        "broker_transport": REDIS_TRANSPORT if is_redis(settings) else None,
+        "broker_transport": (REDIS_TRANSPORT if is_redis(settings)
+                             and settings.redis_atomic_consume else None),
         "broker_transport_options": {
             **broker_transport_options(settings, concurrency=concurrency),
             **(REDIS_RESTORE_OPTIONS if is_redis(settings) else {}),

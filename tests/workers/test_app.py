@@ -13,7 +13,7 @@ from celery import Celery, Task
 from evalfleet.message import EVALUATE_TASK, encode_job, new_job
 from evalfleet.sample import parse_sample
 from evalfleet.settings import Settings
-from workers.app import celery_config, create_app, run_message
+from workers.app import REDIS_TRANSPORT, celery_config, create_app, run_message
 from workers.runtime import Runtime, build_runtime
 from workers.shutdown import DeadlineJudge, ShutdownDeadline
 from workers.store import SqlStore
@@ -33,6 +33,10 @@ def test_redis_settings_keep_jobs_across_crashes(settings: Settings) -> None:
     # Late acks from many threads at once exhaust a pool sized for the default
     # of 10 connections ("Too many connections", duplicate runs).
     assert options["max_connections"] >= 256 + 32
+    # Pop and record as unacknowledged in one step, unless turned off.
+    assert config["broker_transport"] == REDIS_TRANSPORT
+    kombu_consume = settings.model_copy(update={"redis_atomic_consume": False})
+    assert celery_config(kombu_consume, concurrency=4)["broker_transport"] is None
 
 
 def test_rabbitmq_settings_use_quorum_queues_and_confirms(settings: Settings) -> None:
