@@ -52,8 +52,8 @@ from workers.store import DeadLetter
 
 logger = logging.getLogger(__name__)
 
-#: Seconds before a job runs again when the database could not be reached.
-STORE_RETRY_S = 10.0
+#: Seconds a worker stops taking a queue whose jobs could not reach the database.
+STORE_PAUSE_S = 10.0
 
 #: Redis: look for jobs past the visibility timeout on every sweep (kombu sweeps every
 #: 10 s). kombu 5.7 looks on every tenth sweep only, so a job a killed worker held came
@@ -249,11 +249,16 @@ def run_message(task: Task, message: Any, runtime: Runtime, *,
         _publish(task, jobs, countdown_s=0.0, task_id=message_id)
         return "requeued"
     except StoreUnavailable as exc:
-        # Same message id, so the claims this delivery holds are still its own.
-        store_retry_s = min(STORE_RETRY_S, longest_s)
-        logger.warning("%s; %d %s job(s) run again in %ss", exc, len(jobs), jobs[0].metric,
-                       store_retry_s)
-        _publish(task, jobs, countdown_s=store_retry_s, task_id=message_id)
+        # Back to the queue at once, under the same id (the claims this delivery holds
+        # stay its own), and this worker stops taking the queue for a while. A countdown
+        # instead would let every message of the queue cycle into the workers' memory to
+        # wait there; with a large backlog they would wait past the visibility timeout and
+        # be handed out twice once the database is back.
+        queue = queue_for(jobs[0].metric)
+        logger.warning("%s; %d %s job(s) go back to the queue", exc, len(jobs), jobs[0].metric)
+        _publish(task, jobs, countdown_s=0.0, task_id=message_id)
+        _pause_queue(task, runtime, queue=queue, pause_s=min(STORE_PAUSE_S, longest_s),
+                     reason=f"{exc}", activity=activity)
         return "retry"
     except Exception as exc:  # a bug must not lose the jobs: keep them for replay
         logger.exception("dead letter: %d %s job(s) failed unexpectedly", len(jobs),
@@ -270,16 +275,17 @@ def run_message(task: Task, message: Any, runtime: Runtime, *,
                         outcome.retry_job.sample.id, countdown_s, outcome.detail)
     paused = [outcome for outcome in outcomes if outcome.kind == "paused"]
     if paused:
-        _pause_queue(task, runtime, queue=queue_for(jobs[0].metric), reason=paused[0].detail,
-                     activity=activity)
+        _pause_queue(task, runtime, queue=queue_for(jobs[0].metric),
+                     pause_s=runtime.evaluator.options.access_pause_s,
+                     reason=f"its judge refuses access: {paused[0].detail}", activity=activity)
     kinds = Counter(outcome.kind for outcome in outcomes)
     return ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
 
 
-def _pause_queue(task: Task, runtime: Runtime, *, queue: str, reason: str,
+def _pause_queue(task: Task, runtime: Runtime, *, queue: str, pause_s: float, reason: str,
                  activity: WorkerActivity | None) -> None:
-    """Stop this worker consuming ``queue`` for a while: its judge refuses access."""
-    pause_s = runtime.evaluator.options.access_pause_s
+    """Stop this worker consuming ``queue`` for ``pause_s``: the judge refuses access, or
+    the database is down, and taking more jobs would only send them round again."""
     now = time.monotonic()
     with runtime.lock:
         if runtime.paused_until.get(queue, 0.0) > now:
@@ -287,7 +293,7 @@ def _pause_queue(task: Task, runtime: Runtime, *, queue: str, reason: str,
         runtime.paused_until[queue] = now + pause_s
     if activity is not None:  # a paused queue with jobs in it is no sign of a stall
         activity.pause(queue, for_s=pause_s)
-    logger.error("pausing %s for %.0f s, its judge refuses access: %s", queue, pause_s, reason)
+    logger.error("pausing %s for %.0f s, %s", queue, pause_s, reason)
     hostname = task.request.hostname
     control = task.app.control
     control.cancel_consumer(queue, destination=[hostname])

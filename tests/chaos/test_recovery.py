@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +20,7 @@ from evalfleet.errors import JudgeDeferred, JudgeError
 from evalfleet.message import EVALUATE_TASK, encode_job, new_job
 from evalfleet.sample import parse_sample
 from evalfleet.settings import Settings
-from workers.app import STORE_RETRY_S, celery_config, create_app, run_message
+from workers.app import STORE_PAUSE_S, celery_config, create_app, run_message
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.runtime import build_runtime
 
@@ -66,17 +67,22 @@ def test_redis_workers_look_for_expired_jobs_on_every_sweep(
     assert "unacked_restore_throttle" not in embedded["broker_transport_options"]
 
 
-def test_a_database_retry_waits_no_longer_than_the_longest_backoff(
+def test_a_database_outage_sends_the_jobs_back_at_once_and_pauses_the_queue(
     settings: Settings, task: Task, redis_url: str,
 ) -> None:
-    # These settings pass their own check, yet a 10 s wait outlasts their visibility
-    # timeout: the case that judged the same jobs up to 16 times after a 30 s outage.
-    assert settings.visibility_timeout_s < STORE_RETRY_S
+    # With a countdown, every message of the queue cycled into the workers to wait out
+    # its delay there; after a 30 s outage they waited past the visibility timeout and
+    # were judged twice.
     unreachable = settings.model_copy(
         update={"database_url": "postgresql+psycopg://postgres@127.0.0.1:1/evalfleet"})
+    runtime = build_runtime(unreachable, concurrency=1)
     message = encode_job(new_job("rag_qa", parse_sample(SAMPLE)))
-    assert run_message(task, message, build_runtime(unreachable, concurrency=1)) == "retry"
-    assert 0 < republished_in_s(redis_url) <= settings.retry_max_s
+    assert run_message(task, message, runtime) == "retry"
+    (raw,) = redis.Redis.from_url(redis_url).lrange("eval.rag_qa", 0, -1)
+    envelope = json.loads(raw)
+    assert envelope["headers"]["eta"] is None and envelope["headers"]["id"] == "message-1"
+    paused_for_s = runtime.paused_until["eval.rag_qa"] - time.monotonic()
+    assert 0 < paused_for_s <= min(STORE_PAUSE_S, settings.retry_max_s)
 
 
 def test_a_deferred_job_waits_no_longer_than_the_longest_backoff(
