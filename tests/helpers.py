@@ -9,11 +9,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from evalfleet.errors import JudgeDeferred, JudgeError
 from evalfleet.settings import Settings
+from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 
 
 def wait_until(predicate: Callable[[], object], *, timeout_s: float, what: str,
@@ -80,3 +82,13 @@ def queued(client: Any, metric: str) -> list[tuple[dict[str, Any], dict[str, Any
 def queued_ids(client: Any, metric: str) -> list[str]:
     """Sample ids of the jobs waiting in ``eval.<metric>``, oldest first."""
     return [job["sample"]["id"] for job, _ in queued(client, metric)]
+
+
+class DeferringJudge(JudgeClient):
+    """Sends nothing: every call is deferred for ``wait_s`` (an open circuit, a spent budget)."""
+
+    def __init__(self, wait_s: float) -> None:
+        self.wait_s = wait_s
+
+    def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
+        return [JudgeDeferred("circuit open", retry_after_s=self.wait_s) for _ in requests]

@@ -265,19 +265,21 @@ def run_message(task: Task, message: Any, runtime: Runtime, *,
                          jobs[0].metric)
         _keep_as_dead_letters(runtime, [_internal_error(job, exc) for job in jobs])
         return "dead_letter"
+    # Publish retries before this delivery is acknowledged: at worst a crash in between
+    # runs a job twice, and the claim makes that harmless.
     for outcome in outcomes:
-        if outcome.retry_job is not None:
-            # Publish the retry before this delivery is acknowledged: at worst a crash
-            # in between runs the job twice, and the claim makes that harmless.
+        if outcome.kind == "retry" and outcome.retry_job is not None:
             countdown_s = min(outcome.countdown_s, longest_s)
             _publish(task, [outcome.retry_job], countdown_s=countdown_s)
             logger.info("retry %s/%s in %.1fs: %s", outcome.retry_job.metric,
                         outcome.retry_job.sample.id, countdown_s, outcome.detail)
     paused = [outcome for outcome in outcomes if outcome.kind == "paused"]
     if paused:
-        _pause_queue(task, runtime, queue=queue_for(jobs[0].metric),
-                     pause_s=runtime.evaluator.options.access_pause_s,
-                     reason=f"its judge refuses access: {paused[0].detail}", activity=activity)
+        _publish(task, [outcome.retry_job for outcome in paused if outcome.retry_job],
+                 countdown_s=0.0)
+        longest = max(paused, key=lambda outcome: outcome.pause_s)
+        _pause_queue(task, runtime, queue=queue_for(jobs[0].metric), pause_s=longest.pause_s,
+                     reason=longest.detail, activity=activity)
     kinds = Counter(outcome.kind for outcome in outcomes)
     return ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
 

@@ -80,6 +80,8 @@ class Outcome:
     """For ``retry``: the job to enqueue again."""
     countdown_s: float = 0.0
     """For ``retry``: how long to wait before it runs."""
+    pause_s: float = 0.0
+    """For ``paused``: how long the worker should stop taking the job's queue."""
     record: VerdictRecord | None = None
     """For ``stored``: the verdict."""
 
@@ -99,10 +101,11 @@ class Outcome:
         return cls("retry", reason, retry_job=job, countdown_s=countdown_s)
 
     @classmethod
-    def paused(cls, job: Job, *, reason: str) -> Outcome:
-        """The judge refused access (auth, quota): put ``job`` back in the queue and stop
-        consuming that queue for a while (``EvaluatorOptions.access_pause_s``)."""
-        return cls("paused", reason, retry_job=job)
+    def paused(cls, job: Job, *, pause_s: float, reason: str) -> Outcome:
+        """No judge call can be made for a while (access refused, circuit open, rate
+        budget spent): put ``job`` back in the queue now and stop taking that queue for
+        ``pause_s``, so the backlog waits in the broker rather than in workers."""
+        return cls("paused", reason, retry_job=job, pause_s=pause_s)
 
     @classmethod
     def dead_letter(cls, error_class: str) -> Outcome:
@@ -305,7 +308,9 @@ class Evaluator:
         if isinstance(item.error, JudgeRejected) and item.error.is_access_problem:
             # Every call would fail the same way: keep the job, stop the metric.
             batch.release.append(item.key)
-            batch.outcomes[item.index] = Outcome.paused(item.job, reason=str(item.error))
+            batch.outcomes[item.index] = Outcome.paused(
+                item.job, pause_s=self.options.access_pause_s,
+                reason=f"its judge refuses access: {item.error}")
         elif isinstance(item.error, JudgeRejected):
             self._dead_letter(batch, item.index, item.job, "judge_rejected", str(item.error),
                               key=item.key)
@@ -325,8 +330,10 @@ class Evaluator:
                               f"gave up after {job.attempt} attempts: {error}", key=item.key)
             return
         batch.release.append(item.key)
-        if deferred:
-            countdown_s, next_job = getattr(error, "retry_after_s", 0.0), job
+        if deferred:  # never sent, so not an attempt
+            wait_s = min(getattr(error, "retry_after_s", 0.0), self.options.retry_max_s)
+            batch.outcomes[item.index] = Outcome.paused(
+                job, pause_s=wait_s, reason=f"the judge call was deferred: {error}")
         else:
             countdown_s = compute_backoff(
                 job.attempt, base_s=self.options.retry_base_s, cap_s=self.options.retry_max_s,
@@ -334,8 +341,8 @@ class Evaluator:
             )
             next_job = next_attempt(job, failure=AttemptFailure.of(
                 job, at=self._clock(), error_class=_error_class(error), error=str(error)))
-        batch.outcomes[item.index] = Outcome.retry(next_job, countdown_s=countdown_s,
-                                                   reason=str(error))
+            batch.outcomes[item.index] = Outcome.retry(next_job, countdown_s=countdown_s,
+                                                       reason=str(error))
 
     def _dead_letter(
         self, batch: _Batch, index: int, job: Job, error_class: str, error: str, *,

@@ -70,20 +70,6 @@ def queued(redis_url: str, queue: str = "eval.rag_qa") -> list[dict[str, object]
     return [json.loads(raw) for raw in redis.Redis.from_url(redis_url).lrange(queue, 0, -1)]
 
 
-def test_an_unreachable_database_sends_the_job_round_again(
-    settings: Settings, task: tuple[Celery, Task], redis_url: str,
-) -> None:
-    unreachable = settings.model_copy(
-        update={"database_url": "postgresql+psycopg://postgres@127.0.0.1:1/evalfleet"})
-    runtime = build_runtime(unreachable, concurrency=1)
-    message = encode_job(new_job("rag_qa", parse_sample(SAMPLE)))
-    assert run_message(task[1], message, runtime) == "retry"
-    (republished,) = queued(redis_url)
-    headers = republished["headers"]
-    assert isinstance(headers, dict)
-    assert headers["id"] == "message-1" and headers["eta"] is not None
-
-
 def test_a_job_still_waiting_for_the_judge_at_the_shutdown_deadline_goes_back(
     settings: Settings, task: tuple[Celery, Task], redis_url: str, store: SqlStore,
 ) -> None:

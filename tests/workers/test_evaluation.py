@@ -19,8 +19,14 @@ from evalfleet.message import Job, new_job
 from evalfleet.metric import load_registry
 from evalfleet.sample import parse_sample
 from evalfleet.spend import SpendLedger
+from tests.helpers import DeferringJudge
 from workers.evaluation import Evaluator, EvaluatorOptions
-from workers.judge import AsyncHttpJudge, JudgeClient, JudgeRunner, OpenAIJudge
+from workers.judge import (
+    AsyncHttpJudge,
+    JudgeClient,
+    JudgeRunner,
+    OpenAIJudge,
+)
 from workers.renderer import render_messages
 from workers.store import SqlStore
 from workers.telemetry import Telemetry
@@ -279,3 +285,18 @@ def test_per_metric_judge_model_keys_the_verdict(store: SqlStore, judge: JudgeCl
     evaluator.run(job(), owner="m1")
     (verdict,) = stored(store)
     assert verdict.key.judge_model == "judge-b"
+
+
+@pytest.mark.parametrize(("wait_s", "pause_s"), [(1.5, 1.5), (900.0, 300.0)])
+def test_a_deferred_call_pauses_the_queue_without_spending_an_attempt(
+    wait_s: float, pause_s: float, store: SqlStore,
+) -> None:
+    evaluator = Evaluator(registry=load_registry(), store=store, judge=DeferringJudge(wait_s),
+                          options=EvaluatorOptions(judge_model="judge-sim", retry_max_s=300.0))
+    the_job = job()
+    outcome = evaluator.run(the_job, owner="m1")
+    assert outcome.kind == "paused" and outcome.retry_job == the_job  # attempt unchanged
+    assert outcome.pause_s == pause_s  # never past the longest backoff
+    assert store.counts().dead_letters == 0 and store.counts().verdicts == 0
+    # The claim was released: another worker may take the job at once.
+    assert evaluator.run(the_job, owner="m2").kind == "paused"
