@@ -295,7 +295,7 @@ def _pause_queue(task: Task, runtime: Runtime, *, queue: str, pause_s: float, re
         runtime.paused_until[queue] = now + pause_s
     if activity is not None:  # a paused queue with jobs in it is no sign of a stall
         activity.pause(queue, for_s=pause_s)
-    logger.error("pausing %s for %.0f s, %s", queue, pause_s, reason)
+    logger.error("pausing %s for %.3g s, %s", queue, pause_s, reason)
     hostname = task.request.hostname
     control = task.app.control
     control.cancel_consumer(queue, destination=[hostname])

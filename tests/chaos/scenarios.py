@@ -179,7 +179,9 @@ def judge_faults(services: ChaosServices, sim: RunningSim, log_dir: Path) -> Run
         allowance = Allowance(total=0, per_sample=0,
                               reason="a 429, a 500 or a timeout is not an answer; a dead "
                                      "letter must have had none")
-        result = run.finish(allowance, drain_timeout_s=75)
+        # Usually 33 to 42 s, once 61 s: a rag_qa job may fail up to ten times, each a 5 s
+        # timeout or a backoff, so an unlucky chain sets the drain time.
+        result = run.finish(allowance, drain_timeout_s=120)
         problems = []
         for metric, (verdicts, letters) in sorted(run.settled_by_metric().items()):
             run.note(f"{metric} (max_attempts {attempts[metric]}): {verdicts} verdicts + "
