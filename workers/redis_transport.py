@@ -59,7 +59,8 @@ class QoS(kombu_redis.QoS):
 
     def append(self, message: Any, delivery_tag: str) -> None:
         """Track ``message`` as delivered; record it in Redis unless the pop did."""
-        if self.channel.held_tags.pop(delivery_tag, False):
+        if delivery_tag in self.channel.held_tags:
+            self.channel.held_tags.discard(delivery_tag)
             virtual.QoS.append(self, message, delivery_tag)
         else:
             super().append(message, delivery_tag)
@@ -75,7 +76,7 @@ class Channel(kombu_redis.Channel):
         if self.global_keyprefix:
             raise ValueError("the evalfleet Redis transport does not support global_keyprefix")
         #: Delivery tags the pop recorded in Redis, until the QoS sees them.
-        self.held_tags: dict[str, bool] = {}
+        self.held_tags: set[str] = set()
         self._waited_on: list[str] = []
         self._pop_script: Any = None
 
@@ -130,7 +131,7 @@ class Channel(kombu_redis.Channel):
         key, payload, recorded = reply
         message = loads(bytes_to_str(payload))
         if recorded:
-            self.held_tags[message["properties"]["delivery_tag"]] = True
+            self.held_tags.add(message["properties"]["delivery_tag"])
         return keys[bytes_to_str(key)], message
 
 

@@ -5,12 +5,9 @@ that cannot go on now go straight back to the queue and the worker pauses it."""
 
 from __future__ import annotations
 
-import base64
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
@@ -19,7 +16,7 @@ from celery import Celery, Task
 from evalfleet.message import EVALUATE_TASK, encode_batch, encode_job, new_job
 from evalfleet.sample import parse_sample
 from evalfleet.settings import Settings
-from tests.helpers import DeferringJudge
+from tests.helpers import DeferringJudge, queued
 from workers.app import STORE_PAUSE_S, celery_config, create_app, run_message
 from workers.runtime import Runtime, build_runtime
 
@@ -47,14 +44,6 @@ def test_redis_workers_look_for_expired_jobs_on_every_sweep(
     assert "unacked_restore_throttle" not in embedded["broker_transport_options"]
 
 
-def sent_back_at_once(redis_url: str) -> dict[str, Any]:
-    """The one message in ``eval.rag_qa``, checked to be due now."""
-    (raw,) = redis.Redis.from_url(redis_url).lrange("eval.rag_qa", 0, -1)
-    envelope: dict[str, Any] = json.loads(raw)
-    assert envelope["headers"]["eta"] is None
-    return envelope
-
-
 def paused_for_s(runtime: Runtime) -> float:
     return runtime.paused_until["eval.rag_qa"] - time.monotonic()
 
@@ -70,8 +59,9 @@ def test_a_database_outage_sends_the_jobs_back_at_once_and_pauses_the_queue(
     runtime = build_runtime(unreachable, concurrency=1)
     message = encode_job(new_job("rag_qa", parse_sample(SAMPLE)))
     assert run_message(task, message, runtime) == "retry"
-    # The same id: the claims this delivery took stay its own.
-    assert sent_back_at_once(redis_url)["headers"]["id"] == "message-1"
+    ((_job, headers),) = queued(redis.Redis.from_url(redis_url), "rag_qa")
+    # Due now, under the same id: the claims this delivery took stay its own.
+    assert headers["eta"] is None and headers["id"] == "message-1"
     assert 0 < paused_for_s(runtime) <= min(STORE_PAUSE_S, settings.retry_max_s)
 
 
@@ -82,7 +72,9 @@ def test_a_deferred_batch_goes_back_at_once_and_pauses_the_queue(
     runtime.evaluator.judge = DeferringJudge(wait_s=120.0)  # the breaker's longest pause
     jobs = [new_job("rag_qa", parse_sample({**SAMPLE, "id": f"chaos-{n}"})) for n in range(3)]
     assert run_message(task, encode_batch(jobs), runtime) == "3 paused"
-    envelope = sent_back_at_once(redis_url)  # one message for the batch, not one per job
-    (batch,), _kwargs, _embed = json.loads(base64.b64decode(envelope["body"]))
-    assert len(batch["jobs"]) == 3
+    client = redis.Redis.from_url(redis_url)
+    assert client.llen("eval.rag_qa") == 1  # one message for the batch, not one per job
+    waiting = queued(client, "rag_qa")
+    assert [job["sample"]["id"] for job, _ in waiting] == ["chaos-0", "chaos-1", "chaos-2"]
+    assert all(headers["eta"] is None for _, headers in waiting)  # due now
     assert 0 < paused_for_s(runtime) <= settings.retry_max_s
