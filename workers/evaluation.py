@@ -365,10 +365,11 @@ class Evaluator:
         replies, job = item.replies, item.job
         prompt_tokens = _total(reply.prompt_tokens for reply in replies)
         completion_tokens = _total(reply.completion_tokens for reply in replies)
+        last = replies[-1]
         return VerdictRecord(
             key=item.key, status=judgement.status, error_class=judgement.error_class,
             error=judgement.error, reason=judgement.reason, scores=judgement.scores,
-            raw_scores=judgement.raw_scores, raw_output=replies[-1].text,
+            raw_scores=judgement.raw_scores, raw_output=last.text,
             attempts=job.attempt - 1 + len(replies),
             latency_ms=sum(reply.latency_ms for reply in replies),
             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
@@ -376,6 +377,8 @@ class Evaluator:
             sample_ts=job.sample.timestamp or job.enqueued_at, created_at=self._clock(),
             cost_usd=cost_usd(self.options.prices.get(item.key.judge_model),
                               prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
+            notes=list(judgement.notes), judge_reported_model=last.model,
+            judge_fingerprint=last.system_fingerprint,
         )
 
 
@@ -386,6 +389,7 @@ class _Judgement(NamedTuple):
     reason: str | None
     scores: dict[str, float | None]
     raw_scores: dict[str, RawValue]
+    notes: tuple[str, ...] = ()
 
 
 def _judgement(item: _Pending, *, score_names: list[str]) -> _Judgement:
@@ -393,10 +397,12 @@ def _judgement(item: _Pending, *, score_names: list[str]) -> _Judgement:
     result = item.result
     no_scores: dict[str, float | None] = dict.fromkeys(score_names)
     if isinstance(result, Verdict) and not result.judge_failure:
-        return _Judgement("ok", None, None, result.reason, result.scores, result.raw_scores)
+        return _Judgement("ok", None, None, result.reason, result.scores, result.raw_scores,
+                          result.notes)
     if isinstance(result, Verdict):
         error = "the judge declared it could not evaluate this sample"
-        return _Judgement("failed", JUDGE_DECLARED, error, result.reason, no_scores, {})
+        return _Judgement("failed", JUDGE_DECLARED, error, result.reason, no_scores, {},
+                          result.notes)
     assert isinstance(result, ParseFailure)
     error = result.message
     if item.first_failure is not None:

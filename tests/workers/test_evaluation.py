@@ -116,6 +116,27 @@ def test_an_unusable_reply_is_reasked_once_with_the_problem(evaluator: Evaluator
     assert sim.stats()["requests"] == 2
 
 
+def test_an_off_spec_annotation_is_kept_with_a_note_and_never_reasked(
+    evaluator: Evaluator, store: SqlStore, sim: RunningSim,
+) -> None:
+    script(sim, {"status": 200, "content": GOOD_RAG.replace('"reason": null', '"reason": 7')})
+    assert evaluator.run(job(), owner="m1").detail == "ok"
+    (verdict,) = stored(store)
+    assert verdict.scores["faithfulness"] == 0.9
+    assert verdict.notes == ["field 'reason': expected a string, got a number 7"]
+    assert verdict.attempts == 1
+    assert sim.stats()["requests"] == 1
+
+
+def test_the_judge_identity_it_reports_is_kept(evaluator: Evaluator, store: SqlStore) -> None:
+    evaluator.run(job(), owner="m1")
+    (verdict,) = stored(store)
+    # The simulator answers as the model it was asked for, with its own fingerprint.
+    assert verdict.judge_reported_model == verdict.key.judge_model == "judge-sim"
+    assert verdict.judge_fingerprint == "judge-sim"
+    assert verdict.notes == []
+
+
 def test_two_unusable_replies_make_a_failed_verdict_with_the_raw_output(
     evaluator: Evaluator, store: SqlStore, sim: RunningSim,
 ) -> None:

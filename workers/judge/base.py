@@ -55,6 +55,26 @@ class JudgeReply:
     completion_tokens: int | None
     latency_ms: int
     """Wall time of the call."""
+    model: str | None = None
+    """The model the judge says answered (the response's ``model``), when it says."""
+    system_fingerprint: str | None = None
+    """The backend configuration the judge reports (``system_fingerprint``), when it does."""
+
+
+#: Longest judge-reported model name or fingerprint kept, in characters.
+MAX_IDENTITY = 128
+
+
+def reported(value: object) -> str | None:
+    """A judge-reported identity value as kept: text cut at :data:`MAX_IDENTITY`, else None.
+
+    Args:
+        value: The response's ``model`` or ``system_fingerprint``, as decoded.
+
+    Returns:
+        The text, shortened, or None when the judge sent none (or not a string).
+    """
+    return value[:MAX_IDENTITY] if isinstance(value, str) and value else None
 
 
 class JudgeClient(ABC):

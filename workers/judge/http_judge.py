@@ -15,7 +15,7 @@ import aiohttp
 
 from evalfleet.errors import JudgeError, JudgeUnavailable
 from workers.backoff import parse_retry_after
-from workers.judge.base import JudgeReply, JudgeRequest
+from workers.judge.base import JudgeReply, JudgeRequest, reported
 from workers.judge.status import classify_status
 
 #: Where requests go when no base URL is configured.
@@ -107,6 +107,8 @@ def _reply(raw: bytes, *, latency_ms: int) -> JudgeReply:
             finish_reason=choice.get("finish_reason"),
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"), latency_ms=latency_ms,
+            model=reported(data.get("model")),
+            system_fingerprint=reported(data.get("system_fingerprint")),
         )
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise JudgeUnavailable(f"unreadable judge reply ({type(exc).__name__})") from None

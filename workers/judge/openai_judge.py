@@ -15,7 +15,7 @@ import openai
 
 from evalfleet.errors import JudgeError, JudgeUnavailable
 from workers.backoff import parse_retry_after
-from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
+from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest, reported
 from workers.judge.status import classify_status
 
 #: Sent when no API key is configured (local judges such as the simulator ignore it).
@@ -56,7 +56,8 @@ class OpenAIJudge(JudgeClient):
             text=choice.message.content, finish_reason=choice.finish_reason,
             prompt_tokens=usage.prompt_tokens if usage else None,
             completion_tokens=usage.completion_tokens if usage else None,
-            latency_ms=latency_ms,
+            latency_ms=latency_ms, model=reported(completion.model),
+            system_fingerprint=reported(completion.system_fingerprint),
         )
 
     def close(self) -> None:

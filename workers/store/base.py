@@ -80,6 +80,12 @@ class VerdictRecord:
     created_at: datetime
     cost_usd: float | None = None
     """What the judge calls cost, from the model's price (None: price unknown)."""
+    notes: list[str] = field(default_factory=list)
+    """Annotations the judge left out or wrote off-spec (never a reason to reject)."""
+    judge_reported_model: str | None = None
+    """The model the judge's last reply said answered (beside ``key.judge_model``, asked for)."""
+    judge_fingerprint: str | None = None
+    """The ``system_fingerprint`` of the judge's last reply, when it sent one."""
 
 
 @dataclass(frozen=True)

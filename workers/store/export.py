@@ -11,7 +11,9 @@ def export_row(record: VerdictRecord) -> dict[str, Any]:
     """The contract's JSON object for one verdict.
 
     Beyond the contract's keys it carries ``error_class``, ``raw_output`` (the
-    judge's last reply, verbatim) and ``timestamp`` (the sample's).
+    judge's last reply, verbatim), ``timestamp`` (the sample's), ``notes`` (annotations
+    the judge left out or wrote off-spec) and what the judge reported about itself
+    (``judge_reported_model``, ``judge_fingerprint``; null when it did not say).
     """
     return {
         "sample_id": record.key.sample_id,
@@ -33,6 +35,9 @@ def export_row(record: VerdictRecord) -> dict[str, Any]:
         "created_at": _iso(record.created_at),
         "timestamp": _iso(record.sample_ts),
         "attributes": record.attributes,
+        "notes": record.notes,
+        "judge_reported_model": record.judge_reported_model,
+        "judge_fingerprint": record.judge_fingerprint,
     }
 
 

@@ -62,6 +62,9 @@ verdicts = Table(
     Column("attributes", JsonDocument, nullable=False),
     Column("sample_ts", DateTime(timezone=True), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("notes", JsonDocument),
+    Column("judge_reported_model", String(128)),
+    Column("judge_fingerprint", String(128)),
     # The exactly-once effect: one verdict per sample, metric, prompt and judge.
     UniqueConstraint("sample_id", "metric", "prompt_version", "judge_model"),
     Index(None, "metric", "created_at"),

@@ -269,6 +269,8 @@ def _verdict_row(record: VerdictRecord) -> dict[str, Any]:
         "completion_tokens": record.completion_tokens, "cost_usd": record.cost_usd,
         "attributes": record.attributes,
         "sample_ts": to_utc(record.sample_ts), "created_at": to_utc(record.created_at),
+        "notes": record.notes or None, "judge_reported_model": record.judge_reported_model,
+        "judge_fingerprint": record.judge_fingerprint,
     }
 
 
@@ -281,4 +283,6 @@ def _verdict_record(row: RowMapping) -> VerdictRecord:
         prompt_tokens=row["prompt_tokens"], completion_tokens=row["completion_tokens"],
         attributes=row["attributes"], sample_ts=to_utc(row["sample_ts"]),
         created_at=to_utc(row["created_at"]), cost_usd=row["cost_usd"],
+        notes=row["notes"] or [], judge_reported_model=row["judge_reported_model"],
+        judge_fingerprint=row["judge_fingerprint"],
     )

@@ -6,6 +6,12 @@ scored out of 5, ``"true"`` for a boolean. Everything else that does not fit is
 rejected with a message naming the field: out-of-range values (never clamped,
 never rescaled), NaN and infinities, booleans given as numbers, numbers given
 as booleans. A score is never defaulted.
+
+Only scores are fail-closed. Fields that are not scores (explanations, comments,
+``extracted_answer``, ``error_type``, ``reason``...) are annotations: a missing or
+off-spec annotation never rejects a verdict; it is kept as the judge wrote it and
+named in the verdict's notes. A second judge call for a stray ``error_type`` would
+cost as much as the first and lose a verdict whose scores were clear.
 """
 
 from __future__ import annotations
@@ -25,6 +31,13 @@ _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _PERCENT = re.compile(rf"({_NUMBER.pattern})\s*%")
 _FRACTION = re.compile(rf"({_NUMBER.pattern})\s*/\s*({_NUMBER.pattern})")
 _NON_FINITE = {"nan", "inf", "infinity"}
+
+#: What judges write for "no value" in a score, once trimmed and lowercased; read as null
+#: (and then allowed only where the score may be null).
+NULL_MARKERS = frozenset({"", "n/a", "none", "null"})
+
+#: Field types that carry a score's value.
+_SCORE_TYPES = ("number", "integer", "boolean")
 
 #: Longest piece of a judge's value quoted back in an error message, in characters.
 MAX_QUOTED = 40
@@ -56,6 +69,10 @@ def coerce_value(
     """
     if value is None:
         return _null(spec, sample=sample, lenient=declared_failure)
+    if _is_null_marker(value, spec):
+        null = _null(spec, sample=sample, lenient=declared_failure)
+        return Invalid(f"{show(value)} means null: {null.reason}") if isinstance(
+            null, Invalid) else null
     must_be_null = spec.nullable == "when_reference_missing" and reference_missing(sample)
     if must_be_null and not declared_failure:
         return Invalid(f"{show(value)} given, but the sample has no reference: it must be null")
@@ -78,6 +95,7 @@ def coerce_verdict(data: dict[str, Any], *, metric: Metric, sample: Sample) -> V
     Unknown keys are ignored. A judge-declared failure (the metric's ``failure``
     field equal to its failure value) is a valid verdict whose scores are null;
     its score fields may be null or absent, and are only checked to be finite.
+    Problems with annotations (see :func:`strict_fields`) become notes, not errors.
 
     Args:
         data: The verdict object, keys as the judge wrote them.
@@ -85,28 +103,49 @@ def coerce_verdict(data: dict[str, Any], *, metric: Metric, sample: Sample) -> V
         sample: The judged sample.
 
     Returns:
-        The verdict, or one message per problem (``field 'x': ...``).
+        The verdict, or one message per problem with a score (``field 'x': ...``).
     """
     output = metric.spec.output
     score_fields = {score.source for score in metric.spec.scores.values()}
+    strict = strict_fields(metric)
     judge_failure = _declares_failure(data, metric=metric, sample=sample)
     fields: dict[str, RawValue] = {}
     errors: list[str] = []
+    notes: list[str] = []
     for name, spec in output.fields.items():
         lenient = judge_failure and name in score_fields
+        problems = errors if name in strict else notes
+        fields[name] = None
         if name not in data:
             if spec.required and not lenient:
-                errors.append(f"field {name!r} is missing")
-            fields[name] = None
+                problems.append(f"field {name!r} is missing")
             continue
         coerced = coerce_value(data[name], spec, sample=sample, declared_failure=lenient)
         if isinstance(coerced, Invalid):
-            errors.append(f"field {name!r}: {coerced.reason}")
+            problems.append(f"field {name!r}: {coerced.reason}")
+            fields[name] = _verbatim(data[name])
         else:
             fields[name] = coerced
     if errors:
         return errors
-    return _build(fields, metric=metric, judge_failure=judge_failure)
+    return _build(fields, metric=metric, judge_failure=judge_failure, notes=tuple(notes))
+
+
+def strict_fields(metric: Metric) -> frozenset[str]:
+    """The verdict fields that fail closed: every score's source, the id, the failure status.
+
+    Args:
+        metric: The metric.
+
+    Returns:
+        Field names whose problems reject a verdict; every other field is an annotation.
+    """
+    output = metric.spec.output
+    names = {score.source for score in metric.spec.scores.values()}
+    names.update(name for name, spec in output.fields.items() if spec.type == "id")
+    if output.failure is not None:
+        names.add(output.failure.field)
+    return frozenset(names)
 
 
 def reference_missing(sample: Sample) -> bool:
@@ -158,6 +197,18 @@ def describe(value: Any) -> str:
     if isinstance(value, str):
         return f"a string {show(value)}"
     return show(value)
+
+
+def _is_null_marker(value: Any, spec: FieldSpec) -> bool:
+    return (spec.type in _SCORE_TYPES and isinstance(value, str)
+            and value.strip().lower() in NULL_MARKERS)
+
+
+def _verbatim(value: Any) -> RawValue:
+    """An off-spec annotation as the judge wrote it: text stays text, the rest is JSON."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _null(spec: FieldSpec, *, sample: Sample, lenient: bool) -> RawValue | Invalid:
@@ -276,7 +327,7 @@ def _declares_failure(data: dict[str, Any], *, metric: Metric, sample: Sample) -
 
 
 def _build(
-    fields: dict[str, RawValue], *, metric: Metric, judge_failure: bool,
+    fields: dict[str, RawValue], *, metric: Metric, judge_failure: bool, notes: tuple[str, ...],
 ) -> Verdict | list[str]:
     scores: dict[str, float | None] = {}
     raw_scores: dict[str, RawValue] = {}
@@ -293,7 +344,7 @@ def _build(
     return Verdict(
         fields=fields, scores=scores, raw_scores=raw_scores,
         reason=_reason(fields, metric=metric, judge_failure=judge_failure),
-        judge_failure=judge_failure,
+        judge_failure=judge_failure, notes=notes,
     )
 
 

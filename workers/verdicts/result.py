@@ -35,6 +35,10 @@ class Verdict:
     judge_failure: bool = False
     """The judge declared it could not evaluate (seed 004 ``evaluation_status: failed``)."""
 
+    notes: tuple[str, ...] = ()
+    """Annotations that were missing or off-spec (``field 'error_type': "typo" is not one
+    of ...``): kept as written, never a reason to reject the verdict."""
+
 
 @dataclass(frozen=True)
 class ParseFailure:

@@ -6,6 +6,11 @@ only one...``), the format example (``e.g Score- <score>5</score>``), tags in
 backticks or quotes. Those are not scores and are skipped. Tags introduced by
 the metric's label (``Score-``) win over bare ones; two different labelled
 scores are ambiguous, never averaged or picked from.
+
+A reply with no tag at all whose last line is the label and a number
+(``Score- 4``) is read as that score: the judge gave it plainly, and re-asking
+would cost a second call for the same answer. Only then: where any tag appears,
+the tags decide.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ _EXAMPLE_CUE = re.compile(
 _RUBRIC_PREFIX = re.compile(r"[\s>]*")
 _RUBRIC_SUFFIX = re.compile(r"[ \t]*[-\u2013\u2014][ \t]+\S")
 _DIGIT = re.compile(r"\d")
+#: Longest last line read as a plain ``Score- N`` line, in characters.
+_MAX_SCORE_LINE = 80
 _OPEN_QUOTES = "\"'\u201c\u2018\u00ab"
 _CLOSE_QUOTES = "\"'\u201d\u2019\u00bb"
 
@@ -64,6 +71,10 @@ def parse_score_tag(text: str, *, metric: Metric, sample: Sample) -> Verdict | P
     if _ends_inside_tag(visible, tag=output.tag, label=label):
         return ParseFailure("truncated", f"the reply ends inside a <{output.tag}> tag")
     found = _find_tags(visible, tag=output.tag, label=label)
+    if not found and label is not None and not _mentions_tag(visible, tag=output.tag):
+        plain = _plain_score_line(visible, label=output.label or "")
+        if plain is not None:
+            return _verdict(plain, reason=visible[:plain.start], metric=metric, sample=sample)
     code = [(span.start(), span.end()) for span in _CODE.finditer(visible)]
     tags = [tag for tag in found if _counts(tag, visible, code=code)]
     counted = [tag for tag in tags if tag.labelled] or tags
@@ -77,15 +88,40 @@ def parse_score_tag(text: str, *, metric: Metric, sample: Sample) -> Verdict | P
         shown = " and ".join(sorted(tag.value.strip() for tag in _first_of_each(counted)))
         return ParseFailure("ambiguous", f"the reply gives different scores: {shown}")
     final = counted[-1]
-    (field,) = output.fields
+    return _verdict(final, reason=visible[:final.start], metric=metric, sample=sample)
+
+
+def _verdict(final: _Tag, *, reason: str, metric: Metric, sample: Sample) -> Verdict | ParseFailure:
+    """The verdict a chosen score makes; the text before it is the reason."""
+    (field,) = metric.spec.output.fields
     outcome = coerce_verdict({field: _tag_value(final.value)}, metric=metric, sample=sample)
     if not isinstance(outcome, Verdict):
         return ParseFailure("schema", "; ".join(outcome))
-    reason = visible[:final.start].strip() or None
     return Verdict(
         fields=outcome.fields, scores=outcome.scores, raw_scores=outcome.raw_scores,
-        reason=reason, judge_failure=False,
+        reason=reason.strip() or None, judge_failure=False,
     )
+
+
+def _mentions_tag(text: str, *, tag: str) -> bool:
+    """Whether any opening or closing tag appears, placeholders and quotes included."""
+    return re.search(rf"<\s*/?\s*{re.escape(tag)}\s*>", text, re.IGNORECASE) is not None
+
+
+def _plain_score_line(text: str, *, label: str) -> _Tag | None:
+    """The last line when it reads ``Score- 4`` (label, then one number), else None."""
+    body = text.rstrip()
+    start = body.rfind("\n") + 1
+    line = body[start:]
+    if len(line) > _MAX_SCORE_LINE:
+        return None
+    word = re.escape(label.strip().rstrip("-:\u2013 ").strip())
+    match = re.fullmatch(
+        rf"[\s>#*_]*{word}\s*[-:\u2013]\s*[*_]{{0,2}}\s*([+-]?[\d\uff10-\uff19]+(?:\.\d+)?)"
+        rf"\s*[*_]{{0,2}}\s*\.?\s*", line, re.IGNORECASE)
+    if match is None:
+        return None
+    return _Tag(start + match.start(), start + match.end(), match.group(1), labelled=True)
 
 
 def _label_pattern(label: str | None) -> re.Pattern[str] | None:

@@ -92,8 +92,13 @@ def test_one_verdict_per_key(any_store: VerdictStore) -> None:
     assert any_store.counts().verdicts == 2
 
 
-def test_verdict_round_trip(any_store: VerdictStore) -> None:
-    original = record()
+@pytest.mark.parametrize("changes", [
+    {},
+    {"notes": ["field 'error_type' is missing"], "judge_reported_model": "judge-2026-11",
+     "judge_fingerprint": "fp_abc"},
+])
+def test_verdict_round_trip(any_store: VerdictStore, changes: dict[str, object]) -> None:
+    original = record(**changes)
     any_store.save(verdicts=[original], owner="a")
     (stored,) = any_store.iter_verdicts()
     assert stored == original

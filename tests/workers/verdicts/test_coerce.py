@@ -16,6 +16,7 @@ from workers.verdicts.coerce import (
     describe,
     reference_missing,
     show,
+    strict_fields,
 )
 from workers.verdicts.result import Verdict
 
@@ -129,7 +130,7 @@ def test_verdict_scores_are_normalised_and_raw_kept() -> None:
     assert verdict.reason is None
 
 
-def test_verdict_lists_every_problem() -> None:
+def test_verdict_lists_every_problem_with_a_score() -> None:
     errors = coerce_verdict(
         {"id": "18", "is_correct": 1, "reasoning_score": 9, "error_type": "none"},
         metric=metric("bbh_match"), sample=sample(),
@@ -137,9 +138,44 @@ def test_verdict_lists_every_problem() -> None:
     assert errors == [
         "field 'id': \"18\" does not match the sample id \"17\"",
         "field 'is_correct': expected true or false, got a number 1",
-        "field 'extracted_answer' is missing",
         "field 'reasoning_score': 9 is above the maximum 5",
     ]
+
+
+def test_annotations_are_kept_as_written_and_noted() -> None:
+    verdict = coerce_verdict(
+        {"id": "17", "is_correct": True, "reasoning_score": 4, "error_type": "Typo",
+         "comment": ["a", "list"]},
+        metric=metric("bbh_match"), sample=sample(),
+    )
+    assert isinstance(verdict, Verdict)
+    assert verdict.scores == {"correct": 1.0, "reasoning": 0.75}
+    assert verdict.fields["error_type"] == "Typo"
+    assert verdict.fields["comment"] == '["a", "list"]'
+    assert verdict.fields["extracted_answer"] is None
+    assert verdict.notes == (
+        "field 'extracted_answer' is missing",
+        "field 'error_type': \"Typo\" is not one of none, format_error, hallucination, "
+        "wrong_logic, no_answer",
+        "field 'comment': expected a string, got an array",
+    )
+
+
+def test_strict_fields_are_scores_id_and_status() -> None:
+    assert strict_fields(metric("bbh_match")) == {"id", "is_correct", "reasoning_score"}
+    assert strict_fields(metric("rag_qa")) == {
+        "faithfulness", "context_relevance", "answer_relevance", "semantic_similarity",
+        "evaluation_status",
+    }
+
+
+@pytest.mark.parametrize("marker", ["N/A", "n/a", "none", " None ", "null", "NULL", "", "  "])
+def test_null_markers_are_null_where_a_score_may_be_null(marker: str) -> None:
+    assert coerce(marker, SIMILARITY, reference=None) is None
+    refused = coerce(marker, SIMILARITY, reference="Canberra")
+    assert isinstance(refused, Invalid) and "means null" in refused.reason
+    assert isinstance(coerce(marker, UNIT), Invalid)
+    assert coerce(marker, NULLABLE_TEXT) == marker  # text fields keep the words
 
 
 def test_declared_failure_needs_a_valid_status() -> None:

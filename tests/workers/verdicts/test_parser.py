@@ -19,7 +19,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evalfleet.sample import Sample
-from tests.workers.verdicts.builders import BBH, CP, RAG, bbh, cp, metric, rag, sample, without
+from tests.workers.verdicts.builders import (
+    BBH,
+    CP,
+    RAG,
+    bbh,
+    cp,
+    members,
+    metric,
+    rag,
+    sample,
+    without,
+)
 from workers.verdicts import ParseFailure, Verdict, parse_verdict
 
 CPS = "context_precision"
@@ -36,6 +47,12 @@ class Ok:
     scores: dict[str, float | None]
     raw: dict[str, Any] | None = None
     judge_failure: bool = False
+    notes: tuple[str, ...] = ()
+    """Words each note must contain, one entry per note, in field order."""
+
+    def noted(self, *notes: str) -> Ok:
+        """The same expectation, with these notes."""
+        return Ok(self.scores, raw=self.raw, judge_failure=self.judge_failure, notes=notes)
 
 
 @dataclass(frozen=True)
@@ -174,9 +191,11 @@ TABLE = [
     case("cp-prose-only", CPS, "The answer is mostly accurate; I would say 0.8.",
          Fails("no_verdict")),
     case("cp-missing-reason", CPS, without(CP, "reason"),
-         Fails("schema", "field 'reason' is missing")),
-    case("cp-null-reason", CPS, cp(reason="null"), Fails("schema", "null is not allowed")),
-    case("cp-number-reason", CPS, cp(reason="5"), Fails("schema", "expected a string")),
+         CP_08.noted("field 'reason' is missing")),
+    case("cp-null-reason", CPS, cp(reason="null"),
+         CP_08.noted("field 'reason': null is not allowed")),
+    case("cp-number-reason", CPS, cp(reason="5"),
+         CP_08.noted("field 'reason': expected a string, got a number 5")),
     case("cp-wrong-key", CPS, '{"score": 0.8, "reason": "x"}',
          Fails("schema", "field 'context_precision_score' is missing")),
     case("cp-extra-keys-tolerated", CPS, cp(confidence='"high"', notes="[1, 2]"), CP_08),
@@ -205,7 +224,31 @@ TABLE = [
     case("bbh-python-literals", BBHM, bbh(is_correct="True", extracted_answer="None",
                                           comment="None"), BBH_OK),
     case("bbh-enum-case-and-space", BBHM, bbh(error_type='" Wrong_Logic "'), BBH_OK),
-    case("bbh-enum-unknown", BBHM, bbh(error_type='"maybe"'), Fails("schema", "is not one of")),
+    # Annotations never reject a verdict: kept as written, named in the notes.
+    case("bbh-enum-unknown", BBHM, bbh(error_type='"maybe"'),
+         BBH_OK.noted("field 'error_type': \"maybe\" is not one of")),
+    case("bbh-enum-null", BBHM, bbh(error_type="null"),
+         BBH_OK.noted("field 'error_type': null is not allowed")),
+    case("bbh-enum-missing", BBHM, without(BBH, "error_type"),
+         BBH_OK.noted("field 'error_type' is missing")),
+    case("bbh-extracted-answer-missing", BBHM, without(BBH, "extracted_answer"),
+         BBH_OK.noted("field 'extracted_answer' is missing")),
+    case("bbh-extracted-answer-number", BBHM, bbh(extracted_answer="15"),
+         BBH_OK.noted("field 'extracted_answer': expected a string, got a number 15")),
+    case("bbh-comment-object", BBHM, bbh(comment='{"why": "one step skipped"}'),
+         BBH_OK.noted("field 'comment': expected a string, got an object")),
+    case("bbh-two-annotation-problems", BBHM,
+         members(**{key: value for key, value in BBH.items() if key != "extracted_answer"}
+                 | {"error_type": '"Typo"'}),
+         BBH_OK.noted("field 'extracted_answer' is missing", "field 'error_type'")),
+    # ...but the scores and the id stay fail-closed.
+    case("bbh-correct-null", BBHM, bbh(is_correct="null"),
+         Fails("schema", "field 'is_correct': null is not allowed")),
+    case("bbh-correct-na", BBHM, bbh(is_correct='"N/A"'),
+         Fails("schema", "\"N/A\" means null: null is not allowed")),
+    case("bbh-reasoning-missing", BBHM, without(BBH, "reasoning_score"),
+         Fails("schema", "field 'reasoning_score' is missing")),
+    case("bbh-id-missing", BBHM, without(BBH, "id"), Fails("schema", "field 'id' is missing")),
     case("bbh-comment-optional", BBHM, without(BBH, "comment"), BBH_OK),
     case("bbh-missing-is-correct", BBHM, without(BBH, "is_correct"),
          Fails("schema", "field 'is_correct' is missing")),
@@ -224,6 +267,22 @@ TABLE = [
          Fails("schema", "the sample has a reference")),
     case("rag-null-similarity-without-reference", RAGQ, rag(semantic_similarity="null"),
          RAG_NO_REFERENCE, sample_overrides=NO_REFERENCE),
+    case("rag-na-similarity-without-reference", RAGQ, rag(semantic_similarity='"N/A"'),
+         RAG_NO_REFERENCE, sample_overrides=NO_REFERENCE),
+    case("rag-none-word-similarity-without-reference", RAGQ, rag(semantic_similarity='" None "'),
+         RAG_NO_REFERENCE, sample_overrides=NO_REFERENCE),
+    case("rag-empty-similarity-without-reference", RAGQ, rag(semantic_similarity='""'),
+         RAG_NO_REFERENCE, sample_overrides=NO_REFERENCE),
+    case("rag-na-similarity-with-reference", RAGQ, rag(semantic_similarity='"N/A"'),
+         Fails("schema", "\"N/A\" means null: null, but the sample has a reference")),
+    case("rag-na-faithfulness", RAGQ, rag(faithfulness='"n/a"'),
+         Fails("schema", "field 'faithfulness': \"n/a\" means null")),
+    case("rag-status-upper-case", RAGQ, rag(evaluation_status='"SUCCESS"'), RAG_OK),
+    case("rag-status-failed-any-case", RAGQ, rag(evaluation_status='"Failed"'), RAG_DECLARED),
+    case("rag-status-unknown", RAGQ, rag(evaluation_status='"partial"'),
+         Fails("schema", "is not one of success, failed")),
+    case("rag-explanation-number", RAGQ, rag(faithfulness_explanation="0.9"),
+         RAG_OK.noted("field 'faithfulness_explanation': expected a string")),
     case("rag-null-similarity-reference-none-text", RAGQ, rag(semantic_similarity="null"),
          RAG_NO_REFERENCE, sample_overrides={"reference": "  NONE "}),
     case("rag-similarity-without-reference", RAGQ, rag(), Fails("schema", "must be null"),
@@ -290,6 +349,22 @@ TABLE = [
          Fails("truncated")),
     case("rec-cut-in-tag-name", REC, "One claim is unverified. Score- <sco", Fails("truncated")),
     case("rec-no-tag", REC, "One claim is unverified, so four out of five.", Fails("no_verdict")),
+    # A plain "Score- N" last line counts only when the reply has no tag at all.
+    case("rec-plain-score-line", REC, "One claim is unverified.\n\nScore- 4", REC_4),
+    case("rec-plain-score-line-bold-colon", REC, "One claim is unverified.\n**Score:** 4.", REC_4),
+    case("rec-plain-score-line-full-width", REC, "One claim is unverified.\nscore - \uff14",
+         REC_4),
+    case("rec-plain-score-line-out-of-range", REC, "All verifiable.\nScore- 6",
+         Fails("schema", "6 is above the maximum 5")),
+    case("rec-plain-score-line-not-last", REC, "Score- 4\nbut I am not sure.",
+         Fails("no_verdict")),
+    case("rec-plain-score-line-with-words", REC, "Overall.\nScore- 4 out of 5",
+         Fails("no_verdict")),
+    case("rec-plain-score-line-beside-a-tag", REC,
+         "Format: Score- <score></score>\nOne claim is unverified.\nScore- 4",
+         Fails("no_verdict")),
+    case("rec-plain-score-line-after-rubric", REC, f"Criteria:\n{RUBRIC}\n\nScore- 4",
+         Fails("no_verdict")),
     case("rec-json-is-not-the-format", REC, '{"score": 4}', Fails("no_verdict")),
     case("rec-empty", REC, "", Fails("empty")),
     case("rec-only-think", REC, "<think>Score- <score>4</score></think>", Fails("empty")),
@@ -314,6 +389,9 @@ def test_reply_table(
     assert isinstance(result, Verdict), result
     assert result.scores == pytest.approx(expect.scores)
     assert result.judge_failure is expect.judge_failure
+    assert len(result.notes) == len(expect.notes), result.notes
+    for note, words in zip(result.notes, expect.notes, strict=True):
+        assert words in note
     if expect.raw is not None:
         assert result.raw_scores == expect.raw
         for name, raw in expect.raw.items():
