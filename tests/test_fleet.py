@@ -288,6 +288,29 @@ def test_truncated_judge_output_ends_as_failed_verdicts_after_one_reask(
     assert sim.stats()["requests"] == 40
 
 
+def test_a_judge_without_structured_outputs_loses_no_job(
+    settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
+    tmp_path: Path, store: VerdictStore,
+) -> None:
+    sim.configure(refused_response_formats=["json_schema"])
+    samples = make_samples(40)
+    assert cli(settings, "produce", str(write_jsonl(tmp_path / "s.jsonl", samples)),
+               "--metric", "rag_qa").exit_code == 0
+    start_worker(settings, queues=["rag_qa"])
+    wait_until(lambda: len(export(settings)) == 40, timeout_s=60, what="40 verdicts")
+    by_id = {v["sample_id"]: v for v in export(settings)}
+    for sample in samples:
+        verdict = by_id[sample["id"]]
+        assert (verdict["status"], verdict["attempts"]) == ("ok", 1), verdict
+        assert verdict["raw_scores"] == expected_scores(sample)
+    assert list(store.iter_dead_letters()) == []
+    stats = sim.stats()
+    # Each job is refused at most once (the step-down is fleet-wide), then judged once.
+    refused = stats["by_outcome"]["format_refused"]
+    assert 1 <= refused <= 40
+    assert stats["requests"] == 40 + refused
+
+
 def test_malformed_judge_output_is_repaired(
     settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
     tmp_path: Path,

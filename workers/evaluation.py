@@ -30,6 +30,8 @@ from evalfleet.metric import Metric, MetricRegistry
 from evalfleet.spend import SpendLedger
 from workers.backoff import compute_backoff
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
+from workers.judge.formats import FormatSupport
+from workers.judge.status import refuses_response_format
 from workers.renderer import ChatMessage, render_messages
 from workers.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, VerdictStore
 from workers.telemetry import Telemetry
@@ -164,7 +166,7 @@ class Evaluator:
         self, *, registry: MetricRegistry, store: VerdictStore, judge: JudgeClient,
         options: EvaluatorOptions, clock: Callable[[], datetime] | None = None,
         jitter: Callable[[], float] = random.random, spend: SpendLedger | None = None,
-        telemetry: Telemetry | None = None,
+        telemetry: Telemetry | None = None, formats: FormatSupport | None = None,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -172,6 +174,8 @@ class Evaluator:
         self.options = options
         self.spend = spend
         self.telemetry = telemetry
+        self.formats = formats or FormatSupport(options.response_format_support)
+        self._identities: dict[str, tuple[str | None, str | None]] = {}
         self._clock = clock or (lambda: datetime.now(UTC))
         self._jitter = jitter
 
@@ -208,6 +212,7 @@ class Evaluator:
         if self.telemetry is None:
             return
         for record in records:
+            self._observe_identity(record)
             self.telemetry.record_verdict(
                 metric=record.key.metric, status=record.status, error_class=record.error_class,
                 attributes=record.attributes, scores=record.scores, sample_ts=record.sample_ts,
@@ -223,6 +228,20 @@ class Evaluator:
             if item.first_failure is not None:  # an unusable reply, re-asked
                 self.telemetry.record_judge_error(metric=item.metric.name,
                                                   error_class=item.first_failure.error_class)
+
+    def _observe_identity(self, record: VerdictRecord) -> None:
+        """Count and log when a judge model starts answering as another model or backend."""
+        identity = (record.judge_reported_model, record.judge_fingerprint)
+        if identity == (None, None):
+            return
+        asked = record.key.judge_model
+        previous = self._identities.get(asked)
+        self._identities[asked] = identity
+        if previous is not None and previous != identity:
+            logger.warning("judge %s now answers as model %s, fingerprint %s (was %s, %s)",
+                           asked, *identity, *previous)
+            assert self.telemetry is not None
+            self.telemetry.record_identity_change(judge_model=asked)
 
     def _count_spend(self, records: Sequence[VerdictRecord]) -> None:
         amounts: dict[str, float] = {}
@@ -284,8 +303,7 @@ class Evaluator:
         return JudgeRequest(
             messages=render_messages(metric, job.sample), model=model,
             temperature=options.temperature, max_tokens=options.max_tokens,
-            response_format=response_format_for(
-                metric, supported=self.options.response_format_support),
+            response_format=response_format_for(metric, supported=self.formats.mode_for(model)),
             metric=metric.name,
         )
 
@@ -311,6 +329,8 @@ class Evaluator:
             batch.outcomes[item.index] = Outcome.paused(
                 item.job, pause_s=self.options.access_pause_s,
                 reason=f"its judge refuses access: {item.error}")
+        elif refuses_response_format(item.error) and item.request.response_format is not None:
+            self._step_down(item, batch)
         elif isinstance(item.error, JudgeRejected):
             self._dead_letter(batch, item.index, item.job, "judge_rejected", str(item.error),
                               key=item.key)
@@ -320,6 +340,22 @@ class Evaluator:
             record = self._record(item)
             batch.verdicts.append(record)
             batch.outcomes[item.index] = Outcome.stored(record)
+
+    def _step_down(self, item: _Pending, batch: _Batch) -> None:
+        """The judge refused the response format, not the job: lower the format for its
+        model, fleet-wide, and run the job again at once without counting an attempt."""
+        assert item.request.response_format is not None
+        refused = item.request.response_format["type"]
+        model = item.key.judge_model
+        lowered = self.formats.step_down(model, refused=refused)
+        if lowered is not None:
+            logger.warning("judge model %s refuses response_format %s (%s): using %s from now on",
+                           model, refused, item.error, lowered)
+            if self.telemetry is not None:
+                self.telemetry.record_format_step_down(judge_model=model, mode=lowered)
+        batch.release.append(item.key)
+        batch.outcomes[item.index] = Outcome.retry(
+            item.job, countdown_s=0.0, reason=f"its judge refuses response_format {refused}")
 
     def _after_transient_failure(self, item: _Pending, batch: _Batch) -> None:
         job, error = item.job, item.error

@@ -17,6 +17,7 @@ from evalfleet.settings import Settings
 from evalfleet.spend import SpendLedger
 from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeClient, JudgeRunner, OpenAIJudge
+from workers.judge.formats import FormatSupport, RedisFormatSupport
 from workers.judge.runner import Pacing
 from workers.limiter import Budget, LocalRateLimiter, RateLimiter, RedisRateLimiter
 from workers.renderer import check_templates
@@ -62,8 +63,11 @@ def build_runtime(settings: Settings, *, concurrency: int) -> Runtime:
     )
     shared = settings.resolved_shared_redis_url()
     spend = SpendLedger(shared) if shared else None
+    formats = (RedisFormatSupport(settings.judge_response_format, url=shared,
+                                  endpoint=settings.openai_base_url)
+               if shared else FormatSupport(settings.judge_response_format))
     evaluator = Evaluator(registry=registry, store=store, judge=judge, options=options,
-                          spend=spend, telemetry=telemetry)
+                          spend=spend, telemetry=telemetry, formats=formats)
     return Runtime(evaluator=evaluator, store=store)
 
 

@@ -119,6 +119,14 @@ class Telemetry:
         self.judge_errors = Counter(
             "evalfleet_judge_errors", "Judge failures by class (transport, parse, rejection).",
             ["metric", "error_class"], registry=registry)
+        self.format_step_downs = Counter(
+            "evalfleet_judge_format_step_downs",
+            "Times a judge model refused a response_format and the worker stepped down.",
+            ["model", "mode"], registry=registry)
+        self.identity_changes = Counter(
+            "evalfleet_judge_identity_changes",
+            "Times a judge model's reported model or system_fingerprint changed.",
+            ["model"], registry=registry)
         self.limiter_wait = Histogram(
             "evalfleet_rate_limiter_wait_seconds", "Time a job waited for the rate limiter.",
             ["metric"], buckets=WAIT_BUCKETS_S, registry=registry)
@@ -146,6 +154,14 @@ class Telemetry:
     def record_judge_error(self, *, metric: str, error_class: str) -> None:
         """Count one failed judge call or unusable reply."""
         self.judge_errors.labels(metric, error_class).inc()
+
+    def record_format_step_down(self, *, judge_model: str, mode: str) -> None:
+        """Count one step down of a judge model's response format (to ``mode``)."""
+        self.format_step_downs.labels(judge_model, mode).inc()
+
+    def record_identity_change(self, *, judge_model: str) -> None:
+        """Count one change of what a judge model reports about itself."""
+        self.identity_changes.labels(judge_model).inc()
 
     def record_limiter_wait(self, *, metric: str, wait_s: float) -> None:
         """Observe how long a job waited for the fleet rate limiter."""

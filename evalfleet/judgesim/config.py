@@ -88,6 +88,14 @@ class SimConfig(BaseModel):
     models: tuple[str, ...] = Field(default=("judge-sim",), min_length=1)
     """Model names listed by ``GET /v1/models`` (any model name is accepted)."""
 
+    system_fingerprint: str = "judge-sim"
+    """The ``system_fingerprint`` every completion reports (change it to play a provider
+    that silently swapped its backend)."""
+
+    refused_response_formats: tuple[Literal["json_schema", "json_object"], ...] = ()
+    """``response_format`` types answered 400 (``param: response_format``), as a server
+    without structured outputs or JSON mode answers them."""
+
     @model_validator(mode="after")
     def _check_consistency(self) -> SimConfig:
         fault_rates = (self.rate_limit_rate + self.server_error_rate + self.hang_rate

@@ -204,6 +204,11 @@ async def _answer(sim: SimState, counters: _Counters, request: Request) -> Respo
     except InvalidChatRequest as exc:
         return _error(400, str(exc), code=exc.code, param=exc.param)
     counters.prompt(chat.prompt.key)
+    refused = _refused_format(chat.response_format, config=sim.config)
+    if refused is not None:
+        counters.outcome("format_refused")
+        return _error(400, f"response_format '{refused}' is not supported by this model",
+                      code="unsupported_value", param="response_format")
     if sim.window is not None:
         wait_s = sim.window.admit(time.monotonic())
         if wait_s is not None:
@@ -233,6 +238,11 @@ async def _answer(sim: SimState, counters: _Counters, request: Request) -> Respo
     if not client_left:
         counters.answered(chat.prompt.key)
     return _completion(sim, chat, reply)
+
+
+def _refused_format(response_format: Any, *, config: SimConfig) -> str | None:
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    return kind if kind in config.refused_response_formats else None
 
 
 def _read_chat_request(body: bytes) -> _ChatRequest:
@@ -307,7 +317,7 @@ def _completion(sim: SimState, chat: _ChatRequest, reply: Reply) -> Response:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": chat.model,
-        "system_fingerprint": "judge-sim",
+        "system_fingerprint": sim.config.system_fingerprint,
         "choices": [{
             "index": 0,
             "message": {"role": "assistant", "content": reply.content, "refusal": None},

@@ -219,7 +219,8 @@ def test_stats_count_requests_statuses_and_outcomes(judge: RunningSim) -> None:
     assert stats["requests"] == 3 and stats["in_flight"] == 0 and stats["max_in_flight"] >= 1
     assert stats["by_status"] == {"200": 1, "500": 2}
     assert stats["by_outcome"] == {"ok": 1, "malformed": 0, "truncated": 0, "rate_limited": 0,
-                                   "server_error": 2, "hang": 0, "scripted": 0}
+                                   "server_error": 2, "hang": 0, "scripted": 0,
+                                   "format_refused": 0}
     judge.reset()
     assert judge.stats()["requests"] == 0
     assert judge.current_config().server_error_rate == 1.0  # reset keeps the config
@@ -317,3 +318,17 @@ def test_arrivals_are_counted_per_100ms(judge: RunningSim) -> None:
     arrivals = judge.stats()["arrivals_per_100ms"]
     assert sum(arrivals.values()) == 5
     assert all(int(before * 10) <= int(tick) <= int(time.time() * 10) for tick in arrivals)
+
+
+def test_a_refused_response_format_is_answered_400_naming_it(judge: RunningSim,
+                                                             http: httpx.Client) -> None:
+    judge.configure(refused_response_formats=["json_schema"])
+    body = {"model": "m", "messages": rag(), "response_format": JSON_SCHEMA}
+    refused = http.post("/chat/completions", json=body)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] == "response_format"
+    assert "json_schema" in refused.json()["error"]["message"]
+    json_mode = {**body, "response_format": {"type": "json_object"}}
+    plain = http.post("/chat/completions", json=json_mode)
+    assert plain.status_code == 200
+    assert judge.stats()["by_outcome"]["format_refused"] == 1

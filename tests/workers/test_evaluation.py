@@ -200,6 +200,37 @@ def test_server_errors_back_off_exponentially_then_dead_letter(evaluator: Evalua
     assert stored(store) == []
 
 
+@pytest.mark.parametrize(("refused", "final_mode"), [
+    (["json_schema"], "json_object"),
+    (["json_schema", "json_object"], "text"),
+])
+def test_a_refused_response_format_steps_down_and_loses_no_job(
+    refused: list[str], final_mode: str, evaluator: Evaluator, store: SqlStore, sim: RunningSim,
+) -> None:
+    sim.configure(refused_response_formats=refused)
+    the_job = job()
+    outcomes = [evaluator.run(the_job, owner=f"m{n}") for n in range(len(refused) + 1)]
+    assert [o.kind for o in outcomes] == ["retry"] * len(refused) + ["stored"]
+    assert all(o.retry_job == the_job and o.countdown_s == 0 for o in outcomes[:-1])
+    assert evaluator.formats.mode_for("judge-sim") == final_mode
+    (verdict,) = stored(store)
+    assert verdict.status == "ok" and verdict.attempts == 1
+    assert list(store.iter_dead_letters()) == []
+    assert sim.stats()["by_outcome"]["format_refused"] == len(refused)
+    # Later jobs go straight to the mode that works.
+    evaluator.run(job(id="req-2"), owner="m9")
+    assert sim.stats()["by_outcome"]["format_refused"] == len(refused)
+    assert len(stored(store)) == 2
+
+
+def test_a_plain_bad_request_is_not_a_format_refusal(evaluator: Evaluator, store: SqlStore,
+                                                     sim: RunningSim) -> None:
+    script(sim, {"status": 400, "content": "maximum context length exceeded"})
+    outcome = evaluator.run(job(), owner="m1")
+    assert (outcome.kind, outcome.detail) == ("dead_letter", "judge_rejected")
+    assert evaluator.formats.mode_for("judge-sim") == "json_schema"
+
+
 @pytest.mark.parametrize("status", [400, 404, 422])
 def test_rejections_become_dead_letters_at_once(status: int, evaluator: Evaluator,
                                                 store: SqlStore, sim: RunningSim) -> None:
@@ -283,6 +314,21 @@ def test_verdicts_and_judge_failures_are_counted(store: SqlStore, judge: JudgeCl
                                                   "error_class": "judge_unavailable"}) == 1
     assert (value("evalfleet_judge_tokens_total", {"metric": "rag_qa", "model": "judge-sim",
                                                    "kind": "prompt"}) or 0) > 0
+
+
+def test_a_change_of_judge_identity_is_counted_once(store: SqlStore, judge: JudgeClient,
+                                                    sim: RunningSim) -> None:
+    registry = CollectorRegistry()
+    evaluator = Evaluator(registry=load_registry(), store=store, judge=judge,
+                          options=EvaluatorOptions(judge_model="judge-sim"),
+                          telemetry=Telemetry(registry=registry))
+    evaluator.run_batch([job(id="a"), job(id="b")], owner="m1")
+    sim.configure(system_fingerprint="fp-2026-11-25")
+    evaluator.run_batch([job(id="c"), job(id="d")], owner="m2")
+    changes = registry.get_sample_value("evalfleet_judge_identity_changes_total",
+                                        {"model": "judge-sim"})
+    assert changes == 1
+    assert {v.judge_fingerprint for v in stored(store)} == {"judge-sim", "fp-2026-11-25"}
 
 
 def test_unknown_metric_becomes_a_dead_letter(evaluator: Evaluator, store: SqlStore) -> None:

@@ -38,6 +38,29 @@ def classify_status(
     return JudgeRejected(f"judge answered {status}: {message}", status_code=status, code=code)
 
 
+#: Words in a 400's message that tie it to the ``response_format`` argument.
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "structured output",
+                 "guided_json", "guided decoding")
+
+
+def refuses_response_format(error: JudgeError | None) -> bool:
+    """Whether the judge refused the request's ``response_format`` (not the request itself).
+
+    A server without structured outputs answers 400 (or 422) and names the argument;
+    any other 400 (a prompt too long, an unknown parameter) is a real rejection.
+
+    Args:
+        error: What a judge call ended with.
+
+    Returns:
+        True for a 400 or 422 rejection whose message or code names the response format.
+    """
+    if not isinstance(error, JudgeRejected) or error.status_code not in (400, 422):
+        return False
+    text = f"{error} {error.code or ''}".lower()
+    return any(word in text for word in _FORMAT_WORDS)
+
+
 def error_code(body: Any) -> str | None:
     """The ``code`` (or ``type``) of an OpenAI-style error body, if any."""
     if isinstance(body, dict):

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from evalfleet.errors import JudgeRejected, JudgeUnavailable
-from workers.judge.status import classify_status, error_code
+from workers.judge.status import classify_status, error_code, refuses_response_format
 
 
 @pytest.mark.parametrize(("status", "body", "kind", "access"), [
@@ -42,3 +42,21 @@ def test_classify_status(status: int, body: Any, kind: type, access: bool) -> No
 ])
 def test_error_code(body: Any, code: str | None) -> None:
     assert error_code(body) == code
+
+
+@pytest.mark.parametrize(("status", "message", "refuses"), [
+    (400, "Invalid parameter: 'response_format' of type 'json_schema' is not supported with "
+          "this model.", True),
+    (400, "json_schema is not supported", True),
+    (422, "guided_json requires outlines", True),
+    (400, "This model's maximum context length is 8192 tokens", False),
+    (404, "response_format: model not found", False),
+    (500, "response_format failed", False),
+])
+def test_refuses_response_format(status: int, message: str, refuses: bool) -> None:
+    error = classify_status(status, message=message, body=None, retry_after_s=None)
+    assert refuses_response_format(error) is refuses
+
+
+def test_no_error_refuses_nothing() -> None:
+    assert refuses_response_format(None) is False
