@@ -1,0 +1,187 @@
+"""How well a judge agrees with people (or with another judge) on one score. Pure.
+
+Which statistics fit depends on the score's kind:
+
+- ``binary`` (``is_correct``): Cohen's kappa, accuracy and the confusion matrix;
+- ``ordinal`` (a 1-5 rubric): quadratically weighted kappa and Spearman's rho;
+- ``continuous`` (a 0..1 float): Spearman's rho, mean absolute error and mean bias
+  (judge minus reference: a judge that scores high shows a positive bias).
+
+Every statistic comes with a bootstrap 95% interval over the paired items
+(``scipy.stats.bootstrap``, BCa), because a kappa of 0.7 on 30 items and on 3,000
+items are different claims. Pairs where either side is null are left out and
+counted.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from scipy import stats
+
+ScoreKind = Literal["binary", "ordinal", "continuous"]
+
+#: Bootstrap resamples per interval: enough for stable 2.5% and 97.5% quantiles.
+N_RESAMPLES = 2000
+
+#: Coverage of every interval.
+CONFIDENCE = 0.95
+
+@dataclass(frozen=True)
+class Estimate:
+    """One statistic with its bootstrap interval."""
+
+    value: float | None
+    """The statistic on all pairs; None when it is undefined (one class only, no spread)."""
+
+    low: float | None = None
+    """Lower end of the 95% interval; None when it cannot be computed."""
+
+    high: float | None = None
+    """Upper end of the 95% interval."""
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Agreement of a judge with a reference on one score."""
+
+    kind: ScoreKind
+    pairs: int
+    """Items where both sides gave a value."""
+
+    skipped: int
+    """Items left out because one side was null."""
+
+    statistics: dict[str, Estimate] = field(default_factory=dict)
+    """By name: ``kappa``, ``accuracy`` (binary); ``weighted_kappa``, ``spearman``
+    (ordinal); ``spearman``, ``mae``, ``bias`` (continuous)."""
+
+    confusion: list[list[int]] | None = None
+    """Binary only: rows are the reference (false, true), columns the judge."""
+
+
+def cohen_kappa(judge: np.ndarray, reference: np.ndarray, *, categories: Sequence[float],
+                quadratic: bool = False) -> float:
+    """Cohen's kappa of two raters over ``categories``, optionally quadratically weighted.
+
+    Args:
+        judge: One rater's values, each one of ``categories``.
+        reference: The other rater's values, paired with ``judge``.
+        categories: Every possible value, in order (the order matters when weighted).
+        quadratic: Weight disagreements by the squared distance between categories.
+
+    Returns:
+        Kappa in [-1, 1]; NaN when chance agreement is total (both raters used one
+        category only).
+    """
+    index = {value: position for position, value in enumerate(categories)}
+    size = len(categories)
+    observed = np.zeros((size, size))
+    np.add.at(observed, ([index[v] for v in reference], [index[v] for v in judge]), 1)
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / observed.sum()
+    rows, columns = np.indices((size, size))
+    weights = (rows - columns) ** 2 if quadratic else (rows != columns).astype(float)
+    chance = float((weights * expected).sum())
+    if chance == 0.0:
+        return math.nan
+    return 1.0 - float((weights * observed).sum()) / chance
+
+
+def agreement(judge: Sequence[float | None], reference: Sequence[float | None], *,
+              kind: ScoreKind, categories: Sequence[float] = (), seed: int = 0,
+              n_resamples: int = N_RESAMPLES) -> Agreement:
+    """The agreement statistics of ``judge`` against ``reference`` for a score of ``kind``.
+
+    Args:
+        judge: The judge's values (booleans as 0/1), None where it gave none.
+        reference: The reference values for the same items, in the same order.
+        kind: The score's kind.
+        categories: Ordinal only: every rubric value in order (e.g. 1..5).
+        seed: Seed of the bootstrap, so a report is reproducible.
+        n_resamples: Bootstrap resamples per interval.
+
+    Returns:
+        The statistics with their intervals.
+
+    Raises:
+        ValueError: When the sequences differ in length, or ordinal without categories.
+    """
+    if len(judge) != len(reference):
+        raise ValueError(f"{len(judge)} judge values against {len(reference)} references")
+    kept = [(j, r) for j, r in zip(judge, reference, strict=True)
+            if j is not None and r is not None]
+    skipped = len(judge) - len(kept)
+    j = np.array([float(pair[0]) for pair in kept])
+    r = np.array([float(pair[1]) for pair in kept])
+    chosen = _statistics(kind, categories=categories)
+    rng = np.random.default_rng(seed)
+    estimates = {name: _estimate(statistic, j, r, rng=rng, n_resamples=n_resamples)
+                 for name, statistic in chosen.items()}
+    confusion = None
+    if kind == "binary":
+        confusion = [[int(np.sum((r == truth) & (j == said))) for said in (0.0, 1.0)]
+                     for truth in (0.0, 1.0)]
+    return Agreement(kind=kind, pairs=len(kept), skipped=skipped, statistics=estimates,
+                     confusion=confusion)
+
+
+@dataclass(frozen=True)
+class _Statistic:
+    compute: Callable[..., Any]
+    vectorized: bool
+    """True when ``compute`` takes an ``axis`` (a whole batch of resamples at once)."""
+
+
+def _statistics(kind: ScoreKind, *, categories: Sequence[float]) -> dict[str, _Statistic]:
+    if kind == "binary":
+        return {
+            "kappa": _Statistic(lambda j, r: cohen_kappa(j, r, categories=(0.0, 1.0)), False),
+            "accuracy": _Statistic(lambda j, r, axis=-1: np.mean(j == r, axis=axis), True),
+        }
+    if kind == "ordinal":
+        if not categories:
+            raise ValueError("an ordinal score needs its categories")
+        levels = [float(value) for value in categories]
+        return {
+            "weighted_kappa": _Statistic(
+                lambda j, r: cohen_kappa(j, r, categories=levels, quadratic=True), False),
+            "spearman": _Statistic(_spearman, True),
+        }
+    return {
+        "spearman": _Statistic(_spearman, True),
+        "mae": _Statistic(lambda j, r, axis=-1: np.mean(np.abs(j - r), axis=axis), True),
+        "bias": _Statistic(lambda j, r, axis=-1: np.mean(j - r, axis=axis), True),
+    }
+
+
+def _spearman(judge: np.ndarray, reference: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Spearman's rho along ``axis``: Pearson's r of the ranks; NaN where a side is constant."""
+    ranks = [stats.rankdata(side, axis=axis) for side in (judge, reference)]
+    centred = [rank - rank.mean(axis=axis, keepdims=True) for rank in ranks]
+    spread = np.sqrt((centred[0] ** 2).sum(axis=axis) * (centred[1] ** 2).sum(axis=axis))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray((centred[0] * centred[1]).sum(axis=axis) / spread)
+
+
+def _estimate(statistic: _Statistic, judge: np.ndarray, reference: np.ndarray, *,
+              rng: np.random.Generator, n_resamples: int) -> Estimate:
+    if len(judge) < 2:
+        return Estimate(None)
+    value = float(statistic.compute(judge, reference))
+    if not math.isfinite(value):
+        return Estimate(None)
+    with warnings.catch_warnings():
+        # A resample with one class only has no kappa; the interval is then left open.
+        warnings.simplefilter("ignore")
+        result = stats.bootstrap((judge, reference), statistic.compute, paired=True,
+                                 vectorized=statistic.vectorized, n_resamples=n_resamples,
+                                 confidence_level=CONFIDENCE, method="BCa", rng=rng)
+    low, high = result.confidence_interval
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return Estimate(value)
+    return Estimate(value, float(low), float(high))
