@@ -40,12 +40,21 @@ class SampleLimits:
     max_key_chars: int = 256
     """Longest key in any object of a record, in characters."""
 
+    check_values: bool = True
+    """Reject text with forbidden characters, non-finite and over-wide numbers."""
+
 
 #: Widest integer a record may hold, in bits (a signed 64-bit integer and its sign).
 _MAX_INT_BITS = 64
 
-#: The limits used when a caller passes none.
+#: The limits producers apply unless configured otherwise.
 DEFAULT_LIMITS = SampleLimits()
+
+#: What every parse checks, also with no limits given (a worker decoding a job): only
+#: the nesting, which is what could exhaust the stack. Text a database refuses is made
+#: storable where it is stored (``workers.store``), so an old producer's job still runs.
+_LENIENT = SampleLimits(max_depth=jsontext.HARD_MAX_DEPTH, max_keys=2**62,
+                        max_key_chars=2**62, check_values=False)
 
 
 class Sample(BaseModel):
@@ -101,13 +110,14 @@ class Sample(BaseModel):
         return self.model_dump(mode="json")
 
 
-def parse_sample(data: Any, *, record: str = "", limits: SampleLimits = DEFAULT_LIMITS) -> Sample:
+def parse_sample(data: Any, *, record: str = "", limits: SampleLimits | None = None) -> Sample:
     """Validate decoded JSON as a sample.
 
     Args:
         data: The decoded JSON value (or plain Python data of the same shapes).
         record: Where it came from, for error messages (``"line 17"``).
-        limits: Structural limits (nesting, keys), checked first.
+        limits: Structural limits (nesting, keys, forbidden values), checked first;
+            None checks the nesting only (see :data:`DEFAULT_LIMITS` for producers).
 
     Returns:
         The sample.
@@ -120,7 +130,7 @@ def parse_sample(data: Any, *, record: str = "", limits: SampleLimits = DEFAULT_
     sample_id = data.get("id") if isinstance(data.get("id"), str) else None
     if sample_id is not None and _FORBIDDEN_CHAR.search(sample_id):
         sample_id = None
-    problem = check_structure(data, limits=limits)
+    problem = check_structure(data, limits=limits or _LENIENT)
     if problem is not None:
         field, reason = problem
         raise InvalidSample(reason, record=record, sample_id=sample_id, field=field)
@@ -135,13 +145,13 @@ def parse_sample(data: Any, *, record: str = "", limits: SampleLimits = DEFAULT_
 
 
 def parse_sample_line(line: bytes, *, record: str = "",
-                      limits: SampleLimits = DEFAULT_LIMITS) -> Sample:
+                      limits: SampleLimits | None = None) -> Sample:
     """Decode one JSONL line (UTF-8) into a sample.
 
     Args:
         line: The raw line, with or without its newline.
         record: Where it came from, for error messages.
-        limits: Structural limits (nesting, keys).
+        limits: Structural limits, as for :func:`parse_sample`.
 
     Returns:
         The sample.
@@ -185,15 +195,11 @@ def check_structure(data: Any, *, limits: SampleLimits) -> tuple[str | None, str
     stack: list[tuple[str, Any, int]] = [("", data, 1)]
     while stack:
         path, value, depth = stack.pop()
-        if isinstance(value, str):
-            reason = _text_problem(value)
+        if limits.check_values:
+            reason = _value_problem(value)
             if reason is not None:
                 return path or None, reason
-        elif isinstance(value, float) and not math.isfinite(value):
-            return path or None, f"{value} is not a finite number"
-        elif isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
-            return path or None, f"a number of {value.bit_length():,} bits is out of range"
-        elif isinstance(value, dict | list):
+        if isinstance(value, dict | list):
             if depth > limits.max_depth:
                 return path or None, f"nested deeper than {limits.max_depth} levels"
             if isinstance(value, list):
@@ -218,9 +224,19 @@ def _object_problem(path: str, value: dict[Any, Any], *,
         if len(key) > limits.max_key_chars:
             return path, (f"has a key of {len(key):,} characters, over the limit of "
                           f"{limits.max_key_chars:,} (starts {key[:32]!r})")
-        reason = _text_problem(key)
+        reason = _text_problem(key) if limits.check_values else None
         if reason is not None:
             return path or None, f"has a key that {reason}"
+    return None
+
+
+def _value_problem(value: Any) -> str | None:
+    if isinstance(value, str):
+        return _text_problem(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} is not a finite number"
+    if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
+        return f"a number of {value.bit_length():,} bits is out of range"
     return None
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from evalfleet.errors import InvalidSample
-from evalfleet.sample import parse_sample_line
+from evalfleet.sample import DEFAULT_LIMITS, parse_sample_line
 
 VALID = {
     "id": "req-8812", "timestamp": "2026-11-21T10:00:00Z", "input": "user question",
@@ -113,7 +113,7 @@ def test_text_is_kept_verbatim() -> None:
 ])
 def test_hostile_records_name_the_field(text: bytes, field: str, reason: str) -> None:
     with pytest.raises(InvalidSample) as raised:
-        parse_sample_line(text, record="line 3")
+        parse_sample_line(text, record="line 3", limits=DEFAULT_LIMITS)
     assert raised.value.record == "line 3"
     assert raised.value.field is not None and raised.value.field.startswith(field)
     assert reason in raised.value.reason
@@ -139,4 +139,11 @@ def test_python_data_nested_in_itself_is_rejected_without_recursion() -> None:
     data: dict[str, object] = {"id": "loop"}
     data["fields"] = {"self": data}
     with pytest.raises(InvalidSample, match="nested deeper than 16"):
+        parse_sample(data, limits=DEFAULT_LIMITS)
+    with pytest.raises(InvalidSample, match="nested deeper than 256"):
         parse_sample(data)
+
+
+def test_without_limits_only_the_nesting_is_checked() -> None:
+    # A worker decoding an older producer's job: the store makes such text storable.
+    assert parse_sample_line(line(input="a\x00b", fields={"n": 10 ** 30})).input == "a\x00b"
