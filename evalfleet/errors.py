@@ -16,6 +16,7 @@
     │   ├── JudgeDeferred            not sent: rate budget spent or circuit open; retry later
     │   └── JudgeRejected            retrying will not help: 400, 401, 403, 404
     ├── StoreUnavailable             retry later: the database cannot be reached
+    ├── StoreRejected                will never succeed: the database refuses a value
     ├── BrokerUnavailable            retry later: a producer cannot reach the broker
     ├── WorkerShuttingDown           retry later: the shutdown grace period ended mid-job
     ├── DeliveryFailed               an alert receiver did not take a notification
@@ -162,6 +163,20 @@ class JudgeRejected(JudgeError):
 
 class StoreUnavailable(EvalfleetError):
     """The verdict store cannot be reached (connection refused, lost, server down)."""
+
+
+class StoreRejected(EvalfleetError):
+    """The database refuses a value (bad data, a constraint, an encoding): storing the
+    same row again will fail the same way, so it must not go back to the queue.
+
+    Attributes:
+        field: The column or path of the refused value, when known (``sample_id``,
+            ``attributes.app``).
+    """
+
+    def __init__(self, reason: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(reason)
 
 
 class BrokerUnavailable(EvalfleetError):

@@ -212,6 +212,17 @@ class Settings(BaseSettings):
     max_context_items: int = Field(default=256, ge=1)
     """Most retrieved chunks a producer accepts in one sample's ``context``."""
 
+    sample_max_depth: int = Field(default=16, ge=2, le=128)
+    """Deepest nesting of arrays and objects a producer accepts in one record (the record
+    itself is level 1); deeper records are rejected naming the field."""
+
+    sample_max_keys: int = Field(default=256, ge=1)
+    """Most keys a producer accepts in one object of a record (``attributes``, ``fields``
+    and objects inside ``fields``)."""
+
+    sample_max_key_chars: int = Field(default=256, ge=1)
+    """Longest key a producer accepts in any object of a record, in characters."""
+
     dedupe_window_s: float = Field(default=3600.0, ge=0)
     """Producers enqueue one job per sample id and metric within this window (0: off);
     shared through Redis when the broker is Redis."""

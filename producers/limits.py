@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalfleet.errors import InvalidSample
-from evalfleet.sample import Sample
+from evalfleet.sample import DEFAULT_LIMITS, Sample, SampleLimits
 from evalfleet.settings import Settings
 
 #: Fields whose limit can be set on its own.
@@ -35,11 +35,17 @@ class FieldLimits:
     max_context_items: int = 256
     """Most items in ``context``."""
 
+    structure: SampleLimits = DEFAULT_LIMITS
+    """Nesting depth and keys, checked while the record is parsed."""
+
     @classmethod
     def from_settings(cls, settings: Settings) -> FieldLimits:
         """The limits configured in ``settings``."""
         return cls(max_chars=settings.max_field_chars, per_field=dict(settings.field_char_limits),
-                   max_context_items=settings.max_context_items)
+                   max_context_items=settings.max_context_items,
+                   structure=SampleLimits(max_depth=settings.sample_max_depth,
+                                          max_keys=settings.sample_max_keys,
+                                          max_key_chars=settings.sample_max_key_chars))
 
     def limit_for(self, path: str) -> int:
         """The limit of the field at ``path`` (``input``, ``context[3]``, ``fields.title``)."""

@@ -113,6 +113,9 @@ class Screen:
             check_limits(sample, limits=self._limits, record=record)
         except InvalidSample as exc:
             return Rejected(record=record, errors=(exc,))
+        except Exception as exc:  # one odd record never ends its batch
+            return Rejected(record=record, errors=(
+                InvalidSample(f"cannot be read ({type(exc).__name__})", record=record),))
         if self._quota.max_tracked != policy.spec.segments.max_tracked:
             self._quota.resize(policy.spec.segments.max_tracked)
         selection = select(sample_id=sample.id, attributes=sample.attributes, metrics=metrics,
@@ -134,8 +137,8 @@ class Screen:
         if isinstance(raw, Sample):
             return raw
         if isinstance(raw, bytes):
-            return parse_sample_line(raw, record=record)
-        return parse_sample(raw, record=record)
+            return parse_sample_line(raw, record=record, limits=self._limits.structure)
+        return parse_sample(raw, record=record, limits=self._limits.structure)
 
     def _check_inputs(self, sample: Sample, picks: Sequence[Pick], *,
                       record: str) -> tuple[tuple[Pick, ...], tuple[InvalidSample, ...]]:

@@ -23,6 +23,7 @@ from evalfleet.errors import (
     JudgeDeferred,
     JudgeError,
     JudgeRejected,
+    StoreRejected,
     UnknownMetric,
 )
 from evalfleet.message import AttemptFailure, Job, encode_history, encode_job, next_attempt
@@ -48,6 +49,9 @@ logger = logging.getLogger(__name__)
 
 #: Error class of a verdict the judge itself declared failed (seed 004).
 JUDGE_DECLARED = "judge_declared"
+
+#: Error class of a judged job whose verdict the database refuses.
+UNSTORABLE = "unstorable"
 
 #: Longest wait before re-checking a job whose key another worker holds, in seconds.
 #: The holder usually finishes within one judge call; the re-check is one query.
@@ -201,7 +205,8 @@ class Evaluator:
             self._conclude(item, batch)
         if batch.verdicts or batch.dead_letters or batch.release:
             self.store.save(verdicts=batch.verdicts, dead_letters=batch.dead_letters,
-                            release=batch.release, owner=owner)
+                            release=batch.release, owner=owner,
+                            on_rejected=self._unstorable(batch, pending))
         self._count_spend(batch.verdicts)
         self._observe(batch.verdicts, pending)
         assert all(outcome is not None for outcome in batch.outcomes)
@@ -384,17 +389,35 @@ class Evaluator:
         self, batch: _Batch, index: int, job: Job, error_class: str, error: str, *,
         key: VerdictKey | None = None,
     ) -> None:
+        batch.dead_letters.append(self._letter(job, error_class, error, key=key))
+        if key is not None:
+            batch.release.append(key)
+        batch.outcomes[index] = Outcome.dead_letter(error_class)
+
+    def _letter(self, job: Job, error_class: str, error: str, *,
+                key: VerdictKey | None) -> DeadLetter:
         now = self._clock()
         final = AttemptFailure.of(job, at=now, error_class=error_class, error=error)
-        batch.dead_letters.append(DeadLetter(
+        return DeadLetter(
             sample_id=job.sample.id, metric=job.metric, error_class=error_class, error=error,
             attempts=job.attempt, payload=encode_job(job), created_at=now,
             history=encode_history((*job.history, final)),
             verdict_key=key.digest() if key is not None else None,
-        ))
-        if key is not None:
-            batch.release.append(key)
-        batch.outcomes[index] = Outcome.dead_letter(error_class)
+        )
+
+    def _unstorable(self, batch: _Batch, pending: Sequence[_Pending],
+                    ) -> Callable[[VerdictRecord, StoreRejected], DeadLetter]:
+        """What the store calls for a judged verdict the database refuses: the job is
+        kept as a dead letter under the verdict's key, so no redelivery judges it again."""
+        by_key = {item.key: item for item in pending}
+
+        def letter(record: VerdictRecord, error: StoreRejected) -> DeadLetter:
+            item = by_key[record.key]
+            batch.verdicts = [kept for kept in batch.verdicts if kept.key != record.key]
+            batch.outcomes[item.index] = Outcome.dead_letter(UNSTORABLE)
+            return self._letter(item.job, UNSTORABLE, str(error), key=record.key)
+
+        return letter
 
     def _record(self, item: _Pending) -> VerdictRecord:
         judgement = _judgement(item, score_names=list(item.metric.spec.scores))

@@ -11,13 +11,14 @@ nothing. Blocking work
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -31,6 +32,11 @@ from producers.runtime import ProducerRuntime
 
 #: Seconds a client should wait before sending a request again after a 503.
 RETRY_AFTER_S = 5
+
+#: Most bytes of a body over the limit read (and thrown away) before answering 413: a
+#: client that sends its whole body before reading the answer (Python's urllib) then
+#: sees the 413 rather than a reset connection; past this the connection is dropped.
+DRAIN_MAX_BYTES = 64 * 1024 * 1024
 
 
 def create_app(
@@ -74,8 +80,13 @@ class _IngestService:
     async def post_samples(self, request: Request) -> Response:
         problem = self._authenticate(request) or self._check_headers(request)
         if problem is not None:
+            if problem.status == 413:
+                await _drain(request)
             return _problem(problem)
-        body = await self._read_body(request)
+        try:
+            body = await self._read_body(request)
+        except ClientDisconnect:
+            return _problem(Problem(400, "the client went away before sending the whole body"))
         if isinstance(body, Problem):
             return _problem(body)
         records = parse_body(body, max_batch=self._max_batch)
@@ -93,8 +104,8 @@ class _IngestService:
                 f"{report['rejected']} of {report['received']} records were rejected (see "
                 f"rejections); the other {report['received'] - report['rejected']} were "
                 "accepted")
-            return JSONResponse(report, status_code=422)
-        return JSONResponse(report, status_code=202)
+            return _AsciiJSONResponse(report, status_code=422)
+        return _AsciiJSONResponse(report, status_code=202)
 
     async def healthz(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -137,8 +148,13 @@ class _IngestService:
         async for chunk in request.stream():
             size += len(chunk)
             if size > self._max_bytes:
+                # The rest is read and thrown away (bounded) so the client sees the 413.
+                if size <= DRAIN_MAX_BYTES:
+                    continue
                 return Problem(413, self._too_large(size, at_least=True))
             chunks.append(chunk)
+        if size > self._max_bytes:
+            return Problem(413, self._too_large(size))
         return b"".join(chunks)
 
     def _too_large(self, size: int, *, at_least: bool = False) -> str:
@@ -147,9 +163,27 @@ class _IngestService:
                 "(EVALFLEET_INGEST_MAX_REQUEST_BYTES); send smaller batches")
 
 
+class _AsciiJSONResponse(JSONResponse):
+    # Escaped to ASCII: a report quoting a client's text (an id, a key) holding a lone
+    # surrogate would fail to encode as UTF-8 and turn the answer into a 500.
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+async def _drain(request: Request) -> None:
+    read = 0
+    try:
+        async for chunk in request.stream():
+            read += len(chunk)
+            if read > DRAIN_MAX_BYTES:
+                return
+    except ClientDisconnect:
+        return
+
+
 def _problem(problem: Problem, *, headers: dict[str, str] | None = None) -> Response:
     response_headers = dict(headers or {})
     if problem.status == 401:
         response_headers["WWW-Authenticate"] = 'Bearer realm="evalfleet"'
     body: dict[str, Any] = {"detail": problem.detail}
-    return JSONResponse(body, status_code=problem.status, headers=response_headers)
+    return _AsciiJSONResponse(body, status_code=problem.status, headers=response_headers)

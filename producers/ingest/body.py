@@ -7,11 +7,11 @@ that name starts every error about them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evalfleet import jsontext
 from producers.pipeline import RecordResult
 
 
@@ -34,10 +34,22 @@ def parse_body(raw: bytes, *, max_batch: int) -> list[tuple[str, Any]] | Problem
 
     Returns:
         ``(record name, decoded JSON)`` pairs, or the problem: 400 for a body that is
-        not JSON, 422 for one that holds no samples, 413 for a batch over ``max_batch``.
+        not JSON, 422 for one that holds no samples or is one sample nested past
+        :data:`evalfleet.jsontext.HARD_MAX_DEPTH` (the records of a batch that does are
+        returned as undecoded bytes, each screened on its own), 413 for a batch over
+        ``max_batch``.
     """
     try:
-        data = json.loads(raw, parse_constant=_reject_constant)
+        # Bounded before decoding so no body reaches RecursionError; each record's own
+        # depth limit is checked (naming the field) when it is screened.
+        data = jsontext.loads(raw, parse_constant=_reject_constant)
+    except jsontext.JsonTooDeep as exc:
+        # A batch is split into its records undecoded, so the one nested too deep is
+        # rejected by name and the others go on.
+        items = jsontext.split_items(raw) or jsontext.split_items(raw, key=b"samples")
+        if not items:
+            return Problem(422, f"the body is not accepted: JSON {exc}")
+        data = items
     except (ValueError, UnicodeDecodeError) as exc:
         return Problem(400, f"the body is not valid JSON: {exc}")
     if isinstance(data, dict) and "samples" in data:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from evalfleet.errors import InvalidSample
-from evalfleet.sample import parse_sample_line
+from evalfleet.sample import DEFAULT_LIMITS, parse_sample_line
 
 VALID = {
     "id": "req-8812", "timestamp": "2026-11-21T10:00:00Z", "input": "user question",
@@ -91,3 +91,59 @@ def test_error_names_the_id_when_readable() -> None:
 def test_text_is_kept_verbatim() -> None:
     tricky = 'Use {x} and {{ y }} then <score>5</score> {"faithfulness": 1.0}'
     assert parse_sample_line(line(output=tricky)).output == tricky
+
+
+@pytest.mark.parametrize(("text", "field", "reason"), [
+    (line(input="a\x00b"), "input", "control character (U+0000"),
+    (line(output="\x1b[31m"), "output", "control character (U+001B"),
+    (line(attributes={"app": "x\x7f\x01"}), "attributes.app", "U+0001"),
+    (line(context=["ok", "\ud800"]), "context[1]", "unpaired surrogate (U+D800"),
+    (line(fields={"n": 10 ** 30}), "fields.n", "out of range"),
+    (line(fields={"k" * 257: 1}), "fields", "over the limit of 256"),
+    (line(attributes={str(n): "v" for n in range(257)}), "attributes", "257 keys"),
+    (line(fields={"a": {"b\x00": 1}}), "fields.a", "has a key that contains"),
+    (b'{"id": "x", "fields": {"p": 1e999}}', "fields.p", "inf is not a finite number"),
+    (b'{"id": "x", "fields": {"p": -1e400}}', "fields.p", "-inf is not a finite number"),
+    (b'{"id": "x", "fields": {"d": ' + b"[" * 17 + b"]" * 17 + b"}}", "fields.d[0]",
+     "nested deeper than 16"),
+    (b'{"id": "x", "fields": {"d": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}", "fields",
+     "nested deeper than 256"),
+    (b'{"id": "x", "fields": {"d": ' + b"{\"a\":" * 100_000 + b"}}", "fields",
+     "nested deeper than 256"),
+])
+def test_hostile_records_name_the_field(text: bytes, field: str, reason: str) -> None:
+    with pytest.raises(InvalidSample) as raised:
+        parse_sample_line(text, record="line 3", limits=DEFAULT_LIMITS)
+    assert raised.value.record == "line 3"
+    assert raised.value.field is not None and raised.value.field.startswith(field)
+    assert reason in raised.value.reason
+
+
+def test_tab_newline_and_carriage_return_are_text() -> None:
+    assert parse_sample_line(line(input="a\tb\r\nc")).input == "a\tb\r\nc"
+
+
+def test_limits_are_configurable() -> None:
+    from evalfleet.sample import SampleLimits
+
+    deep = b'{"id": "x", "fields": {"d": ' + b"[" * 30 + b"]" * 30 + b"}}"
+    assert parse_sample_line(deep, limits=SampleLimits(max_depth=40)).fields["d"]
+    with pytest.raises(InvalidSample, match="9 keys, over the limit of 8"):
+        parse_sample_line(line(attributes={str(n): "v" for n in range(9)}),
+                          limits=SampleLimits(max_keys=8))
+
+
+def test_python_data_nested_in_itself_is_rejected_without_recursion() -> None:
+    from evalfleet.sample import parse_sample
+
+    data: dict[str, object] = {"id": "loop"}
+    data["fields"] = {"self": data}
+    with pytest.raises(InvalidSample, match="nested deeper than 16"):
+        parse_sample(data, limits=DEFAULT_LIMITS)
+    with pytest.raises(InvalidSample, match="nested deeper than 256"):
+        parse_sample(data)
+
+
+def test_without_limits_only_the_nesting_is_checked() -> None:
+    # A worker decoding an older producer's job: the store makes such text storable.
+    assert parse_sample_line(line(input="a\x00b", fields={"n": 10 ** 30})).input == "a\x00b"

@@ -10,10 +10,12 @@ from __future__ import annotations
 import enum
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
+
+from evalfleet.errors import StoreRejected
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,13 +156,23 @@ class VerdictStore(ABC):
     def save(
         self, *, verdicts: Sequence[VerdictRecord] = (), dead_letters: Sequence[DeadLetter] = (),
         release: Sequence[VerdictKey] = (), owner: str,
+        on_rejected: Callable[[VerdictRecord, StoreRejected], DeadLetter] | None = None,
     ) -> int:
         """In one transaction: store verdicts (a key that has one already is skipped) with
         their scores, store dead letters, and drop ``owner``'s claims on the verdicts' keys
         and on ``release``.
 
+        Text the database cannot hold (NUL, unpaired surrogates, non-finite numbers in
+        JSON) is escaped first. A verdict the database refuses all the same (its key
+        holds such text, a count is out of range) is handed to ``on_rejected``, whose
+        dead letter is stored in its place; the other rows are stored as usual.
+
         Returns:
             How many verdicts were new.
+
+        Raises:
+            StoreUnavailable: The database cannot be reached: try again later.
+            StoreRejected: A verdict was refused and ``on_rejected`` is None.
         """
 
     @abstractmethod

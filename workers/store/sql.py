@@ -5,16 +5,16 @@ Every write is one short transaction; no connection is held across a judge call.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, Table, delete, func, select, tuple_
 from sqlalchemy.engine import Connection, RowMapping
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import DatabaseError, InterfaceError, OperationalError
 
-from evalfleet.errors import StoreUnavailable
+from evalfleet.errors import StoreRejected, StoreUnavailable
 from workers.store.base import (
     Claim,
     ClaimState,
@@ -28,6 +28,13 @@ from workers.store.base import (
 from workers.store.schema import claims, verdict_scores
 from workers.store.schema import dead_letters as dead_letters_table
 from workers.store.schema import verdicts as verdicts_table
+from workers.store.storable import (
+    key_problem,
+    storable_dead_letter,
+    storable_text,
+    storable_verdict,
+    verdict_problem,
+)
 
 _KEY_COLUMNS = (
     verdicts_table.c.sample_id, verdicts_table.c.metric, verdicts_table.c.prompt_version,
@@ -36,6 +43,10 @@ _KEY_COLUMNS = (
 
 #: Rows fetched per round trip when streaming an export.
 STREAM_BATCH_ROWS = 1000
+
+#: Called with a verdict the database refuses and why; returns the dead letter stored
+#: in its place (see :meth:`SqlStore.save`).
+RejectedVerdict = Callable[[VerdictRecord, StoreRejected], DeadLetter]
 
 
 class SqlStore(VerdictStore):
@@ -50,12 +61,12 @@ class SqlStore(VerdictStore):
 
     @contextmanager
     def _transaction(self) -> Iterator[Connection]:
-        with _unavailable_on_disconnect(), self.engine.begin() as conn:
+        with translate_errors(), self.engine.begin() as conn:
             yield conn
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
-        with _unavailable_on_disconnect(), self.engine.connect() as conn:
+        with translate_errors(), self.engine.connect() as conn:
             yield conn
 
     def claim(
@@ -90,15 +101,49 @@ class SqlStore(VerdictStore):
     def save(
         self, *, verdicts: Sequence[VerdictRecord] = (), dead_letters: Sequence[DeadLetter] = (),
         release: Sequence[VerdictKey] = (), owner: str,
+        on_rejected: RejectedVerdict | None = None,
     ) -> int:
-        """See :meth:`VerdictStore.save`."""
+        """See :meth:`VerdictStore.save`.
+
+        Text is made storable first (:mod:`workers.store.storable`) and rows that are
+        known to be refused are turned away before the database sees them. When the
+        database still refuses the batch, each verdict is tried on its own (a savepoint
+        each), so one refused verdict never holds back the others.
+        """
+        records = [storable_verdict(record) for record in verdicts]
+        letters = [storable_dead_letter(letter) for letter in dead_letters]
+        refused = [(record, verdict_problem(record)) for record in records]
+        records = [record for record, column in refused if column is None]
+        letters += [_refused(record, column, on_rejected) for record, column in refused
+                     if column is not None]
+        keys = [*release, *(record.key for record in verdicts)]
+        try:
+            return self._save_rows(records, letters, release=keys, owner=owner,
+                                   one_by_one=False, on_rejected=on_rejected)
+        except StoreRejected:
+            if on_rejected is None:
+                raise
+        return self._save_rows(records, letters, release=keys, owner=owner,
+                               one_by_one=True, on_rejected=on_rejected)
+
+    def _save_rows(self, records: list[VerdictRecord], letters: list[DeadLetter], *,
+                   release: Sequence[VerdictKey], owner: str, one_by_one: bool,
+                   on_rejected: RejectedVerdict | None) -> int:
         inserted = 0
         with self._transaction() as conn:
-            if verdicts:
-                inserted = self._insert_verdicts(conn, verdicts)
-            if dead_letters:
-                self._insert_dead_letters(conn, dead_letters)
-            keys = [record.key.digest() for record in verdicts] + [k.digest() for k in release]
+            if one_by_one:
+                for record in records:
+                    try:
+                        with translate_errors(), conn.begin_nested():
+                            inserted += self._insert_verdicts(conn, [record])
+                    except StoreRejected as exc:
+                        assert on_rejected is not None
+                        letters.append(storable_dead_letter(on_rejected(record, exc)))
+            elif records:
+                inserted = self._insert_verdicts(conn, records)
+            if letters:
+                self._insert_dead_letters(conn, letters)
+            keys = sorted({key.digest() for key in release})
             if keys:
                 conn.execute(delete(claims).where(claims.c.key.in_(keys), claims.c.owner == owner))
         return inserted
@@ -192,12 +237,36 @@ class SqlStore(VerdictStore):
 
 
 @contextmanager
-def _unavailable_on_disconnect() -> Iterator[None]:
-    """Translate "the database cannot be reached" into :class:`StoreUnavailable`."""
+def translate_errors() -> Iterator[None]:
+    """Translate database errors into the two that the worker acts on.
+
+    ``OperationalError`` and ``InterfaceError`` (connection refused or lost, server
+    shutting down, serialization failure, deadlock) are :class:`StoreUnavailable`: try
+    again later. Every other database error (``DataError``, ``IntegrityError``...) and an
+    encoding error raised before the statement is sent are :class:`StoreRejected`: the
+    same rows would be refused again. The message names the driver's error class and
+    its first line only: the full text quotes the statement's parameters.
+    """
     try:
         yield
     except (OperationalError, InterfaceError) as exc:
         raise StoreUnavailable(f"the database is unavailable: {type(exc.orig).__name__}") from exc
+    except DatabaseError as exc:
+        first_line = storable_text(str(exc.orig).splitlines()[0] if str(exc.orig) else "")
+        raise StoreRejected(f"the database refused a value: {type(exc.orig).__name__}: "
+                            f"{first_line[:200]}") from exc
+    except UnicodeError as exc:
+        raise StoreRejected(f"the database refused a value: {type(exc).__name__}: "
+                            f"{storable_text(str(exc))[:200]}") from exc
+
+
+def _refused(record: VerdictRecord, column: str | None,
+             on_rejected: RejectedVerdict | None) -> DeadLetter:
+    error = StoreRejected(f"the database cannot hold this verdict's {column} (NUL, an "
+                          "unpaired surrogate, too long or out of range)", field=column)
+    if on_rejected is None:
+        raise error
+    return storable_dead_letter(on_rejected(record, error))
 
 
 def _as_date(value: Any) -> date:
@@ -213,9 +282,12 @@ def to_utc(moment: datetime) -> datetime:
 
 def _settled(conn: Connection, keys: Sequence[VerdictKey]) -> set[VerdictKey]:
     """The keys that already have a verdict or a dead letter."""
-    found = conn.execute(select(*_KEY_COLUMNS).where(
-        tuple_(*_KEY_COLUMNS).in_([tuple(_key_tuple(key)) for key in keys])))
-    settled = {VerdictKey(*row) for row in found}
+    # A key the database cannot hold has no verdict; its dead letter is found by digest.
+    storable = [tuple(_key_tuple(key)) for key in keys if key_problem(key) is None]
+    settled: set[VerdictKey] = set()
+    if storable:
+        found = conn.execute(select(*_KEY_COLUMNS).where(tuple_(*_KEY_COLUMNS).in_(storable)))
+        settled = {VerdictKey(*row) for row in found}
     by_digest = {key.digest(): key for key in keys if key not in settled}
     if by_digest:
         settled.update(by_digest[digest] for digest in conn.execute(

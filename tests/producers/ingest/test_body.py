@@ -58,3 +58,13 @@ def test_report_counts_partition_the_records() -> None:
                         "error": "is required",
                         "message": "samples[1], id 'b', field 'output': is required"}],
     }
+
+
+def test_a_batch_holding_a_record_nested_too_deep_is_split_undecoded() -> None:
+    from producers.ingest.body import parse_body
+
+    deep = b'{"id": "d", "fields": {"x": ' + b"[" * 5_000 + b"]" * 5_000 + b"}}"
+    records = parse_body(b'{"samples": [{"id": "a"}, ' + deep + b"]}", max_batch=10)
+    assert isinstance(records, list)
+    assert [name for name, _ in records] == ["samples[0]", "samples[1]"]
+    assert records[1][1].strip() == deep

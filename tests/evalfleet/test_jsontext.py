@@ -1,0 +1,44 @@
+"""Bounded JSON decoding: depth is measured without recursion, strings are skipped."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evalfleet import jsontext
+
+
+@pytest.mark.parametrize(("text", "limit", "too_deep"), [
+    ("[[[]]]", 3, False), ("[[[[]]]]", 3, True), ('["[[[[[[["]', 2, False),
+    ('{"a": {"b": "\\"[[[["}}', 2, False), ('"unterminated [[[[', 1, False),
+    (b"[" * 10_000, 256, True), ("[]" * 10_000, 1, False),
+])
+def test_check_depth(text: str | bytes, limit: int, too_deep: bool) -> None:
+    if too_deep:
+        with pytest.raises(jsontext.JsonTooDeep):
+            jsontext.check_depth(text, max_depth=limit)
+    else:
+        jsontext.check_depth(text, max_depth=limit)
+
+
+def test_loads_never_raises_recursion_error() -> None:
+    for text in ("[" * 100_000, "{\"a\":" * 100_000, "[" * 5_000 + "]" * 5_000):
+        with pytest.raises(ValueError):
+            jsontext.loads(text)
+
+
+def test_too_deep_names_the_outer_key() -> None:
+    with pytest.raises(jsontext.JsonTooDeep) as raised:
+        jsontext.loads('{"id": "x", "fields": ' + "[" * 300 + "]" * 300 + "}")
+    assert raised.value.key == "fields"
+
+
+@pytest.mark.parametrize(("text", "key", "items"), [
+    (b"[1, 2]", None, [1, 2]), (b'[{"a": ","}, "]"]', None, [{"a": ","}, "]"]),
+    (b'{"samples": [[1], {}]}', b"samples", [[1], {}]), (b"[]", None, []),
+    (b"[1] 2", None, None), (b'{"other": []}', b"samples", None), (b"[[1]", None, None),
+])
+def test_split_items(text: bytes, key: bytes | None, items: list[object] | None) -> None:
+    found = jsontext.split_items(text, key=key)
+    assert (None if found is None else [json.loads(item) for item in found]) == items

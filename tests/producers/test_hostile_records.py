@@ -1,0 +1,178 @@
+"""Hostile records through every producer edge: each is rejected naming its record and
+field, the good records around it are published, nothing else happens."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import uvicorn
+from click.testing import CliRunner
+from starlette.testclient import TestClient
+
+from evalfleet.cli import main
+from evalfleet.errors import InvalidSample
+from evalfleet.settings import Settings
+from producers.follow import follow
+from producers.ingest import create_app
+from producers.offsets import OffsetStore
+from producers.runtime import ProducerRuntime
+from producers.sdk import Submitter
+from producers.tail import Tail
+from tests.helpers import wait_until
+from tests.producers.builders import queued_ids, record
+from tests.producers.hostile import Hostile, hostile_records
+
+HOSTILE = hostile_records(0)
+
+
+def good(n: int) -> str:
+    return json.dumps(record(n, id=f"good-{n:03d}"))
+
+
+def interleaved() -> tuple[list[str], list[str]]:
+    """Lines alternating good and hostile records, and the good ids."""
+    lines, ids = [], []
+    for n, hostile in enumerate(HOSTILE):
+        lines += [good(n), hostile.text]
+        ids.append(f"good-{n:03d}")
+    lines.append(good(len(HOSTILE)))
+    ids.append(f"good-{len(HOSTILE):03d}")
+    return lines, ids
+
+
+def assert_named(hostile: Hostile, *, message: str, record_name: str,
+                 field: str | None) -> None:
+    assert record_name in message, (hostile.name, message)
+    if hostile.field is None:
+        assert field is None, (hostile.name, field)
+    else:
+        assert field is not None and field.startswith(hostile.field), (hostile.name, field)
+
+
+def test_produce_rejects_each_and_publishes_the_rest(
+    psettings: Settings, redis_client: redis.Redis, tmp_path: Path,
+) -> None:
+    lines, ids = interleaved()
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(("\n".join(lines) + "\n").encode())
+    result = CliRunner().invoke(main, ["produce", str(path), "--metric", "rag_qa",
+                                       "--sample-rate", "1"],
+                                env=psettings.as_environment())
+    assert "Traceback" not in result.output
+    assert sorted(queued_ids(redis_client, "rag_qa")) == ids
+    for n, hostile in enumerate(HOSTILE):
+        line_no = 2 * n + 2
+        mentions = [text for text in result.output.splitlines() if f"line {line_no}," in text
+                    or f"line {line_no}:" in text]
+        assert mentions, (hostile.name, result.output[-2000:])
+        if hostile.field is not None:
+            assert f"field '{hostile.field}" in mentions[0], (hostile.name, mentions[0])
+
+
+def test_ingest_rejects_each_by_index_and_accepts_the_rest(
+    psettings: Settings, redis_client: redis.Redis,
+) -> None:
+    lines, ids = interleaved()
+    runtime = ProducerRuntime(psettings)
+    try:
+        client = TestClient(create_app(runtime, tokens=None, metrics=["rag_qa"]))
+        body = '{"samples": [' + ",".join(lines) + "]}"
+        response = client.post("/v1/samples", content=body.encode(),
+                               headers={"Content-Type": "application/json"})
+    finally:
+        runtime.close()
+    assert response.status_code == 422, response.text[:500]
+    report = response.json()
+    assert (report["accepted"], report["rejected"]) == (len(ids), len(HOSTILE))
+    by_index = {item["index"]: item for item in report["rejections"]}
+    for n, hostile in enumerate(HOSTILE):
+        item = by_index[2 * n + 1]
+        assert_named(hostile, message=item["message"], record_name=f"samples[{2 * n + 1}]",
+                     field=item["field"])
+    assert sorted(queued_ids(redis_client, "rag_qa")) == ids
+
+
+def test_sdk_rejects_each_and_publishes_the_rest(
+    psettings: Settings, redis_client: redis.Redis,
+) -> None:
+    submitter = Submitter(psettings, metrics=["rag_qa"])
+    ids = []
+    for n, hostile in enumerate(HOSTILE):
+        submitter.submit(json.loads(good(n)))
+        ids.append(f"good-{n:03d}")
+        assert submitter.submit(hostile.value) in ("queued", "rejected"), hostile.name
+    assert submitter.flush(timeout_s=30)
+    stats = submitter.stats()
+    submitter.close()
+    assert stats.rejected == len(HOSTILE) and stats.accepted == len(ids)
+    assert sorted(queued_ids(redis_client, "rag_qa")) == ids
+
+
+def test_follow_moves_past_every_hostile_line(
+    psettings: Settings, redis_client: redis.Redis, tmp_path: Path,
+) -> None:
+    lines, ids = interleaved()
+    log, offsets = tmp_path / "app.log", tmp_path / "offsets.json"
+    log.write_bytes(("\n".join(lines) + "\n").encode())
+    runtime = ProducerRuntime(psettings)
+    store = OffsetStore(offsets)
+    tail = Tail(log, start=store.load())
+    errors: list[InvalidSample] = []
+    stop = threading.Event()
+    thread = threading.Thread(target=follow, kwargs={
+        "tail": tail, "pipeline": runtime.pipeline(metrics=["rag_qa"], rate=1.0,
+                                                   source="follow"),
+        "offsets": store, "batch_size": 4, "stop": stop, "on_error": errors.append,
+        "poll_interval_s": 0.02})
+    thread.start()
+    try:
+        wait_until(lambda: saved_line(store) == len(lines), timeout_s=30,
+                   what="the saved position at the last line")
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        tail.close()
+        runtime.close()
+    assert sorted(queued_ids(redis_client, "rag_qa")) == ids
+    assert len(errors) == len(HOSTILE)
+    assert {error.record for error in errors} == {f"app.log line {2 * n + 2}"
+                                                          for n in range(len(HOSTILE))}
+
+
+def saved_line(store: OffsetStore) -> int:
+    position = store.load()
+    return position.line if position is not None else 0
+
+
+@pytest.fixture
+def ingest_url(psettings: Settings) -> Iterator[str]:
+    settings = psettings.model_copy(update={"ingest_max_request_bytes": 1024})
+    runtime = ProducerRuntime(settings)
+    config = uvicorn.Config(create_app(runtime, tokens=None, metrics=["rag_qa"]),
+                            host="127.0.0.1", port=0, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_until(lambda: server.started, timeout_s=20, what="the ingest server")
+    port = server.servers[0].sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}/v1/samples"
+    server.should_exit = True
+    thread.join(timeout=20)
+    runtime.close()
+
+
+def test_a_urllib_client_sees_413_for_a_large_body(ingest_url: str) -> None:
+    body = json.dumps({"samples": [record(n) for n in range(20_000)]}).encode()  # 4 MB
+    request = urllib.request.Request(ingest_url, data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as raised:
+        urllib.request.urlopen(request, timeout=20)
+    assert raised.value.code == 413
+    assert "over the limit" in raised.value.read().decode()
