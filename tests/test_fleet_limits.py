@@ -6,8 +6,10 @@ Worker processes against Postgres, Redis and the judge simulator over HTTP.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
+import pytest
 import redis
 
 from evalfleet.judgesim import RunningSim
@@ -55,6 +57,37 @@ def test_two_workers_share_one_rate_limit(
     assert peak(stats["arrivals_per_100ms"], window_ticks=20) <= 20 + 3 + 1
     assert stats["requests"] == 120  # deferred calls were never sent
     assert store.counts().dead_letters == 0
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[list[WorkerProcess]]:
+    """Worker processes a test starts all at once; stopped at teardown."""
+    workers: list[WorkerProcess] = []
+    yield workers
+    for worker in workers:
+        worker.stop()
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+@pytest.mark.parametrize("judge_client", ["http", "openai"])
+def test_a_cold_fleet_on_a_backlog_stays_within_its_rate_limit_from_the_first_request(
+    settings: Settings, sim: RunningSim, store: VerdictStore, fleet: list[WorkerProcess],
+    tmp_path: Path, judge_client: str, workers: int,
+) -> None:
+    # 20 requests a second, 200 in any 10 s; 360 jobs keep the fleet busy for 18 s.
+    limited = settings.model_copy(update={"judge_rpm": 1200, "judge_client": judge_client})
+    enqueue(limited, 360)
+    # Every process starts before any is ready: they reach the limiter together, each
+    # with 128 calls at once (more than a default Redis pool of 100 connections).
+    fleet.extend(WorkerProcess(limited, queues=["rag_qa"], concurrency=128,
+                               log_path=tmp_path / f"worker-{n}.log") for n in range(workers))
+    for worker in fleet:
+        worker.wait_ready()
+    wait_until(lambda: store.counts().verdicts == 360, timeout_s=90, what="360 verdicts")
+    busiest = peak(sim.stats()["arrivals_per_100ms"], window_ticks=100)
+    assert busiest <= 200 * 1.05, f"{busiest} requests in 10 s against a limit of 200"
+    for worker in fleet:
+        assert b"sending unpaced" not in worker.log_path.read_bytes()
 
 
 def test_a_judge_refusing_access_pauses_the_metric_and_keeps_its_jobs(

@@ -14,6 +14,16 @@ as unacknowledged in one atomic step, so from Redis's point of view every messag
 at all times either in its queue or in ``unacked`` (from where kombu's visibility
 timeout brings it back). Publishing, acks, restores and the timeout sweep are
 kombu's own. Needs Redis 6.2 or newer (``BLMOVE``).
+
+``BLMOVE`` waits on one list, so a worker on several queues first looks at all of
+them in one round trip (``LLEN``s in a pipeline, nothing taken) and waits on the first
+of its cycle that has work, which answers at once; the pop then starts from that queue,
+and the queue served goes to the back of the cycle, so queues with work take turns.
+Only when every queue is empty does the wait block, on each queue in turn; a message
+arriving in another queue is then seen when the wait ends (``brpop_timeout``, one
+second). Waiting on the first queue alone, as before, served a busy queue one message
+a second while an empty one came first: 1,600 jobs that one queue drained in 6 s had
+not drained after 90 s.
 """
 
 from __future__ import annotations
@@ -86,13 +96,30 @@ class Channel(kombu_redis.Channel):
         queues = self._queue_cycle.consume(len(self.active_queues))
         if not queues:
             return
-        self._waited_on = list(queues)
+        self._waited_on = self._ready_first(list(queues))
         self._in_poll = self.client.connection
         self._brpop_sent_at = monotonic()  # type: ignore[assignment]  # kombu: None until sent
-        # Wait on the first queue of the cycle only; the pop looks at all of them, and
-        # a wait that times out moves that queue to the back (see _brpop_read).
-        key = queues[0]
+        # Wait on the first queue with work (it answers at once), else on the first of
+        # the cycle; the pop looks at all of them, and a wait that times out moves its
+        # queue to the back (see _brpop_read), so an idle worker waits on each in turn.
+        key = self._waited_on[0]
         self.client.connection.send_command("BLMOVE", key, key, "RIGHT", "RIGHT", timeout or 0)
+
+    def _ready_first(self, queues: list[str]) -> list[str]:
+        """``queues`` from the first that holds a message (cycle order otherwise kept)."""
+        if len(queues) < 2:
+            return queues
+        keys = [[self._q_for_pri(queue, priority) for priority in self.priority_steps]
+                for queue in queues]
+        with self.conn_or_acquire() as client:
+            pipe = client.pipeline(transaction=False)
+            for key in (key for per_queue in keys for key in per_queue):
+                pipe.llen(key)
+            lengths = iter(pipe.execute())
+        for index, per_queue in enumerate(keys):
+            if sum(next(lengths) for _ in per_queue):
+                return queues[index:] + queues[:index]
+        return queues
 
     def _brpop_read(self, **options: Any) -> bool:
         try:

@@ -18,8 +18,9 @@ from evalfleet.spend import SpendLedger
 from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeClient, JudgeRunner, OpenAIJudge
 from workers.judge.formats import FormatSupport, RedisFormatSupport
-from workers.judge.runner import Pacing
+from workers.judge.gate import PacedJudge, Pacing
 from workers.limiter import Budget, LocalRateLimiter, RateLimiter, RedisRateLimiter
+from workers.limiter.redis import MAX_CONNECTIONS as LIMITER_MAX_CONNECTIONS
 from workers.renderer import check_templates
 from workers.store import VerdictStore, open_store
 from workers.telemetry import configure_telemetry
@@ -87,22 +88,32 @@ def build_judge(settings: Settings, *, concurrency: int,
                 on_wait: Callable[[str, float], None] | None = None) -> JudgeClient:
     """The judge client the settings ask for: the lean HTTP runner, or the openai client."""
     api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    pacing = Pacing(limiter=build_limiter(settings, concurrency=concurrency),
+                    max_wait_s=settings.rate_limit_max_wait_s,
+                    budget_for=lambda model: budget_for(settings, model), on_wait=on_wait)
     if settings.judge_client == "openai":
-        return OpenAIJudge(base_url=settings.openai_base_url, api_key=api_key,
-                           timeout_s=settings.judge_timeout_s)
+        blocking = OpenAIJudge(base_url=settings.openai_base_url, api_key=api_key,
+                               timeout_s=settings.judge_timeout_s)
+        return PacedJudge(blocking, endpoint=blocking.endpoint, pacing=pacing)
     client = AsyncHttpJudge(base_url=settings.openai_base_url, api_key=api_key,
                             timeout_s=settings.judge_timeout_s, max_connections=concurrency)
-    pacing = Pacing(limiter=build_limiter(settings), max_wait_s=settings.rate_limit_max_wait_s,
-                    budget_for=lambda model: budget_for(settings, model), on_wait=on_wait)
     return JudgeRunner(client, concurrency=concurrency, pacing=pacing)
 
 
-def build_limiter(settings: Settings) -> RateLimiter | None:
-    """The fleet's shared limiter in Redis, else one for this process; None without limits."""
+def build_limiter(settings: Settings, *, concurrency: int) -> RateLimiter | None:
+    """The fleet's shared limiter in Redis, else one for this process; None without limits.
+
+    Args:
+        settings: The settings.
+        concurrency: Judge calls in flight in this process; the limiter's Redis pool
+            never holds more connections than that.
+    """
     if not (settings.judge_rpm or settings.judge_tpm or settings.judge_rate_limits):
         return None
     url = settings.resolved_shared_redis_url()
-    return RedisRateLimiter(url) if url else LocalRateLimiter()
+    if not url:
+        return LocalRateLimiter()
+    return RedisRateLimiter(url, max_connections=min(concurrency, LIMITER_MAX_CONNECTIONS))
 
 
 def budget_for(settings: Settings, model: str) -> Budget:

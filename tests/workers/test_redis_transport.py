@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -128,4 +129,63 @@ def test_a_message_without_a_delivery_tag_is_recorded_by_the_consumer(
         assert received.decode() == {"n": 2}
         assert client.hlen("unacked") == 1  # recorded by kombu's QoS instead
         received.ack()
+    assert client.hlen("unacked") == 0
+
+
+def _publish_many(redis_url: str, queue: Queue, bodies: list[object]) -> None:
+    with Connection(redis_url) as connection:
+        producer = Producer(connection)
+        for body in bodies:
+            producer.publish(body, exchange=queue.exchange, routing_key=queue.routing_key,
+                             declare=[queue], serializer="json")
+
+
+def _drain(connection: Connection, queues: list[Queue], *, count: int,
+           deadline_s: float) -> list[object]:
+    """Consume and acknowledge up to ``count`` messages within ``deadline_s``."""
+    bodies: list[object] = []
+
+    def take(body: object, message: Message) -> None:
+        bodies.append(body)
+        message.ack()
+
+    deadline = time.monotonic() + deadline_s
+    with Consumer(connection, queues, callbacks=[take], accept=["json"]):
+        while len(bodies) < count and time.monotonic() < deadline:
+            try:
+                connection.drain_events(timeout=0.5)
+            except TimeoutError:
+                continue
+    return bodies
+
+
+@pytest.mark.parametrize("order", ["empty first", "busy first"])
+def test_a_consumer_of_two_queues_drains_the_busy_one_without_waiting_on_the_empty_one(
+    redis_url: str, client: redis.Redis, order: str,
+) -> None:
+    empty, busy = _queue("eval.idle"), _queue("eval.backlog")
+    with Connection(redis_url) as connection:
+        connection.default_channel.queue_declare(queue="eval.idle")
+    _publish_many(redis_url, busy, [{"n": n} for n in range(60)])
+    queues = [empty, busy] if order == "empty first" else [busy, empty]
+    with _connection(redis_url) as connection:
+        # A wait on the empty queue per message (one second each) needs 60 s.
+        bodies = _drain(connection, queues, count=60, deadline_s=20)
+    assert len(bodies) == 60
+    assert client.llen("eval.backlog") == 0 and client.hlen("unacked") == 0
+
+
+def test_a_consumer_of_three_queues_with_work_takes_from_each_in_turn(
+    redis_url: str, client: redis.Redis,
+) -> None:
+    names = ["eval.one", "eval.two", "eval.three"]
+    for name in names:
+        _publish_many(redis_url, _queue(name), [{"queue": name, "n": n} for n in range(5)])
+    with _connection(redis_url) as connection:
+        bodies = _drain(connection, [_queue(name) for name in names], count=15, deadline_s=20)
+    served = [body["queue"] for body in bodies]  # type: ignore[index]
+    assert len(served) == 15
+    # Round robin: every three messages in a row come from the three queues.
+    for start in range(0, 15, 3):
+        assert sorted(served[start:start + 3]) == sorted(names), served
     assert client.hlen("unacked") == 0

@@ -3,7 +3,8 @@
 Kept for judges that need the client's own behaviour (provider plugins, auth
 refresh). It costs about 3 ms of CPU per call against 0.2 ms for
 :class:`~workers.judge.http_judge.HttpJudge` (``bench/judge_client.py``), and
-sends a batch one request at a time.
+sends a batch one request at a time. The worker paces it through
+:class:`~workers.judge.gate.PacedJudge`, as the HTTP client's runner paces that one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import openai
 from evalfleet.errors import JudgeError, JudgeUnavailable
 from workers.backoff import parse_retry_after
 from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest, reported
+from workers.judge.http_judge import DEFAULT_BASE_URL
 from workers.judge.status import classify_status
 
 #: Sent when no API key is configured (local judges such as the simulator ignore it).
@@ -26,11 +28,18 @@ class OpenAIJudge(JudgeClient):
     """Chat completions through one shared, thread-safe ``openai.OpenAI`` client."""
 
     def __init__(self, *, base_url: str | None, api_key: str | None, timeout_s: float) -> None:
+        self._endpoint = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
         # max_retries=0: the worker owns the one retry layer (backoff, Retry-After).
         self._client = openai.OpenAI(
             base_url=base_url, api_key=api_key or PLACEHOLDER_API_KEY, timeout=timeout_s,
             max_retries=0,
         )
+
+    @property
+    def endpoint(self) -> str:
+        """The URL requests go to: the same name the HTTP client gives it, so both share
+        the endpoint's rate budget."""
+        return self._endpoint
 
     def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
         """See :meth:`JudgeClient.complete_many`."""

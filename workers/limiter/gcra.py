@@ -9,6 +9,13 @@ W seconds at most ``(W + burst) / interval`` units start, plus the cost of one
 request, so a small burst keeps every window close to the limit while a queue
 of waiting callers keeps it full.
 
+The burst is :data:`BURST_S`, a quarter of a second of budget. A cold start
+on a backlog sends that quarter second at once, then keeps the pace, so a 10 s
+window holds at most the limit plus 2.5% (plus one request's tokens for a
+tokens-per-minute limit). It is not zero so that a fleet whose calls reach the
+limiter a few milliseconds apart still fills its budget: with a backlog the
+callers reserve up to ``max_wait_s`` ahead, and the burst absorbs their jitter.
+
 The Redis implementation runs the same arithmetic in a Lua script, atomically
 for the whole fleet.
 """
@@ -16,6 +23,10 @@ for the whole fleet.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+#: How far ahead of the limit's pace a reservation may start, in seconds: at most
+#: 2.5% of a 10 s window.
+BURST_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)

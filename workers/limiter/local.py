@@ -6,10 +6,7 @@ import time
 from collections.abc import Callable
 
 from workers.limiter.base import Budget, RateLimiter, Reservation
-from workers.limiter.gcra import interval_for, plan, refund
-
-#: How far ahead of the limit's pace a reservation may start, in seconds.
-BURST_S = 0.25
+from workers.limiter.gcra import BURST_S, interval_for, plan, refund
 
 
 class LocalRateLimiter(RateLimiter):

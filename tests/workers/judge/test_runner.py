@@ -10,7 +10,14 @@ import pytest
 from evalfleet.errors import JudgeDeferred, JudgeRejected, JudgeUnavailable
 from evalfleet.judgesim import RunningSim
 from workers.breaker import CircuitBreaker
-from workers.judge import AsyncHttpJudge, JudgeReply, JudgeRequest, JudgeRunner
+from workers.judge import (
+    AsyncHttpJudge,
+    JudgeReply,
+    JudgeRequest,
+    JudgeRunner,
+    OpenAIJudge,
+    PacedJudge,
+)
 from workers.judge.runner import Pacing
 from workers.limiter import Budget, LocalRateLimiter
 
@@ -147,3 +154,34 @@ def test_waits_for_rate_budget_are_reported_per_metric(sim: RunningSim) -> None:
     paced.close()
     assert [metric for metric, _ in waits] == ["rag_qa"] * 6
     assert sorted(wait for _, wait in waits)[-1] == pytest.approx(0.25, abs=0.05)
+
+
+def test_the_openai_client_is_paced_through_the_same_gate(sim: RunningSim) -> None:
+    pacing = Pacing(limiter=LocalRateLimiter(), max_wait_s=0.5,
+                    budget_for=lambda model: Budget(requests_per_minute=60))
+    blocking = OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=5)
+    paced = PacedJudge(blocking, endpoint=blocking.endpoint, pacing=pacing)
+    answers = paced.complete_many([request(n) for n in range(4)])
+    paced.close()
+    assert [type(a).__name__ for a in answers] == ["JudgeReply"] + ["JudgeDeferred"] * 3
+    assert sim.stats()["requests"] == 1
+
+
+def test_the_openai_client_has_a_circuit_breaker(sim: RunningSim) -> None:
+    breaker = CircuitBreaker(failure_threshold=2, open_s=60)
+    blocking = OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=5)
+    guarded = PacedJudge(blocking, endpoint=blocking.endpoint, breaker=breaker)
+    sim.script([{"match": "", "replies": [{"status": 503}], "then": "repeat_last"}])
+    answers = guarded.complete_many([request(n) for n in range(4)])
+    guarded.close()
+    assert [type(a).__name__ for a in answers] == ["JudgeUnavailable"] * 2 + ["JudgeDeferred"] * 2
+    assert sim.stats()["requests"] == 2 and breaker.state == "open"
+
+
+def test_both_clients_name_the_endpoint_alike(sim: RunningSim) -> None:
+    """The rate budget is keyed by endpoint: a fleet mixing clients shares one budget."""
+    http = AsyncHttpJudge(base_url=sim.base_url + "/", api_key=None, timeout_s=1,
+                          max_connections=1)
+    blocking = OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=1)
+    assert http.endpoint == blocking.endpoint
+    blocking.close()

@@ -91,3 +91,18 @@ def test_budgets_are_per_key(limiter: RateLimiter) -> None:
     first_a, first_b, second_a = run(go())  # type: ignore[misc]
     assert first_a == first_b
     assert first_a == 0.0 and second_a == pytest.approx(0.75, abs=0.05)  # 1 s less burst
+
+
+def test_more_calls_than_connections_wait_for_one_instead_of_failing(redis_url: str) -> None:
+    """128 calls reserving at once on a pool of 4 connections: every one is answered."""
+    limiter = RedisRateLimiter(redis_url, max_connections=4)
+    budget = Budget(requests_per_minute=60_000)
+
+    async def go() -> list[bool]:
+        answers = await asyncio.gather(*(
+            limiter.reserve("judge|m", budget=budget, tokens=1, max_wait_s=60.0)
+            for _ in range(128)))
+        await limiter.close()
+        return [answer.granted for answer in answers]
+
+    assert run(go()) == [True] * 128

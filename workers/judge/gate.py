@@ -1,0 +1,193 @@
+"""What every judge call passes before it is sent: its endpoint's circuit breaker and
+the fleet's rate budget for its model.
+
+:class:`CallGate` is the one place both are asked and told, whichever client sends
+the call: :class:`~workers.judge.runner.JudgeRunner` (the lean HTTP client, on its
+own loop) and :class:`PacedJudge` (a blocking client, the ``openai`` one). A call
+that would wait longer than ``max_wait_s`` for budget, or whose circuit is open, is
+not sent and comes back as :class:`~evalfleet.errors.JudgeDeferred`.
+
+A limiter that cannot be reached (its Redis down) does not stop judging: the call
+goes unpaced and the judge's own 429s pace the fleet. Running out of connections to
+that Redis is not an outage: the limiter's pool makes the call wait for one (see
+:mod:`workers.limiter.redis`). Unpaced calls at start-up, when 128 calls at once
+found the pool empty, were what took the fleet to 123% of its limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from evalfleet.errors import JudgeDeferred, JudgeError, JudgeUnavailable
+from workers.breaker import Admission, CircuitBreaker
+from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
+from workers.limiter import Budget, RateLimiter
+
+logger = logging.getLogger(__name__)
+
+#: Characters per token when estimating a prompt before the call.
+CHARS_PER_TOKEN = 4
+
+#: Seconds to wait for the gate's loop when a client closes.
+CLOSE_TIMEOUT_S = 10.0
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """How calls are paced: rate budgets per model, and how long a call may wait."""
+
+    limiter: RateLimiter | None = None
+    budget_for: Callable[[str], Budget] = lambda model: Budget()
+    max_wait_s: float = 2.0
+    on_wait: Callable[[str, float], None] | None = None
+    """Told the metric and seconds each call waited for rate budget."""
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """A call let through the gate: hand it back with :meth:`CallGate.settle`."""
+
+    admission: Admission
+    budget: Budget
+    estimate: int
+    """The tokens reserved for the call before it was sent."""
+
+
+class CallGate:
+    """The breaker and the rate budget of one endpoint. Use from one event loop."""
+
+    def __init__(self, *, endpoint: str, pacing: Pacing | None = None,
+                 breaker: CircuitBreaker | None = None) -> None:
+        self.endpoint = endpoint
+        self.pacing = pacing or Pacing()
+        self.breaker = breaker or CircuitBreaker()
+
+    async def enter(self, request: JudgeRequest) -> Ticket | JudgeDeferred:
+        """Wait until ``request`` may be sent, or say why it may not be sent now."""
+        admission = self.breaker.admit(time.monotonic())
+        if not admission.allowed:
+            return JudgeDeferred(f"circuit open for {self.endpoint}",
+                                 retry_after_s=admission.wait_s)
+        ticket = Ticket(admission, self.pacing.budget_for(request.model),
+                        estimate_tokens(request))
+        try:
+            deferred = await self._reserve(request, ticket)
+        except BaseException:
+            self.breaker.release(admission)
+            raise
+        if deferred is not None:
+            self.breaker.release(admission)
+            return deferred
+        return ticket
+
+    async def settle(self, request: JudgeRequest, ticket: Ticket,
+                     answer: JudgeReply | JudgeError) -> None:
+        """Tell the breaker how the call went and correct the tokens it reserved."""
+        if isinstance(answer, JudgeUnavailable) and answer.status_code != 429:
+            self.breaker.failed(time.monotonic())
+        else:  # an answer, a 429 (the judge is up, just busy) or a refusal
+            self.breaker.succeeded()
+        if isinstance(answer, JudgeReply):
+            await self._correct(request.model, ticket, answer)
+
+    def release(self, ticket: Ticket) -> None:
+        """The call is over (also when it was cancelled before :meth:`settle`)."""
+        self.breaker.release(ticket.admission)
+
+    async def _reserve(self, request: JudgeRequest, ticket: Ticket) -> JudgeDeferred | None:
+        limiter, model, budget = self.pacing.limiter, request.model, ticket.budget
+        if limiter is None or budget.unlimited:
+            return None
+        try:
+            reservation = await limiter.reserve(self._key(model), budget=budget,
+                                                tokens=ticket.estimate,
+                                                max_wait_s=self.pacing.max_wait_s)
+        except Exception as exc:
+            logger.warning("rate limiter unavailable, sending unpaced: %s", exc)
+            return None
+        if not reservation.granted:
+            return JudgeDeferred(f"rate budget of {model} spent",
+                                 retry_after_s=reservation.wait_s)
+        if self.pacing.on_wait is not None:
+            self.pacing.on_wait(request.metric, reservation.wait_s)
+        if reservation.wait_s > 0:
+            await asyncio.sleep(reservation.wait_s)
+        return None
+
+    async def _correct(self, model: str, ticket: Ticket, reply: JudgeReply) -> None:
+        limiter, budget = self.pacing.limiter, ticket.budget
+        if limiter is None or budget.unlimited or reply.prompt_tokens is None:
+            return
+        used = reply.prompt_tokens + (reply.completion_tokens or 0)
+        try:
+            await limiter.correct(self._key(model), budget=budget, tokens=used - ticket.estimate)
+        except Exception as exc:
+            logger.warning("rate limiter unavailable, token count not corrected: %s", exc)
+
+    def _key(self, model: str) -> str:
+        return f"{self.endpoint}|{model}"
+
+    async def aclose(self) -> None:
+        """Release the limiter's connections."""
+        if self.pacing.limiter is not None:
+            await self.pacing.limiter.close()
+
+
+class PacedJudge(JudgeClient):
+    """A blocking judge client (the ``openai`` one) behind a :class:`CallGate`.
+
+    The calling thread sends; the gate runs on a private loop thread, so one breaker
+    and one limiter connection pool serve every task thread of the process.
+    """
+
+    def __init__(self, client: JudgeClient, *, endpoint: str, pacing: Pacing | None = None,
+                 breaker: CircuitBreaker | None = None) -> None:
+        self._client = client
+        self._gate = CallGate(endpoint=endpoint, pacing=pacing, breaker=breaker)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="judge-gate",
+                                        daemon=True)
+        self._thread.start()
+
+    def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
+        """See :meth:`JudgeClient.complete_many`: one request at a time, each through the gate."""
+        return [self._one(request) for request in requests]
+
+    def _one(self, request: JudgeRequest) -> JudgeReply | JudgeError:
+        ticket = self._run(self._gate.enter(request))
+        if isinstance(ticket, JudgeDeferred):
+            return ticket
+        try:
+            (answer,) = self._client.complete_many([request])
+            self._run(self._gate.settle(request, ticket, answer))
+            return answer
+        finally:
+            self._loop.call_soon_threadsafe(self._gate.release, ticket)
+
+    def _run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def close(self) -> None:
+        """See :meth:`JudgeClient.close`."""
+        self._client.close()
+        if not self._loop.is_running():
+            return
+        asyncio.run_coroutine_threadsafe(self._gate.aclose(), self._loop).result(CLOSE_TIMEOUT_S)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(CLOSE_TIMEOUT_S)
+
+
+def estimate_tokens(request: JudgeRequest) -> int:
+    """Tokens a request may use before it is sent: the prompt's, estimated from its
+    length, plus ``max_tokens`` (what providers count against a tokens-per-minute limit)."""
+    characters = sum(len(message["content"]) for message in request.messages)
+    return math.ceil(characters / CHARS_PER_TOKEN) + request.max_tokens
