@@ -32,6 +32,7 @@ from workers.backoff import compute_backoff
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.renderer import ChatMessage, render_messages
 from workers.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, VerdictStore
+from workers.store.evidence import sample_content
 from workers.telemetry import Telemetry
 from workers.verdicts import (
     ParseFailure,
@@ -67,6 +68,8 @@ class EvaluatorOptions:
     access_pause_s: float = 300.0
     prices: dict[str, Price] = field(default_factory=dict)
     """Judge model prices, to cost each verdict."""
+    keep_samples: bool = True
+    """Store the sample content with each verdict (the evidence alerts show)."""
 
 
 @dataclass(frozen=True)
@@ -376,6 +379,7 @@ class Evaluator:
             sample_ts=job.sample.timestamp or job.enqueued_at, created_at=self._clock(),
             cost_usd=cost_usd(self.options.prices.get(item.key.judge_model),
                               prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
+            sample=sample_content(job.sample.to_json()) if self.options.keep_samples else None,
         )
 
 

@@ -80,6 +80,9 @@ class VerdictRecord:
     created_at: datetime
     cost_usd: float | None = None
     """What the judge calls cost, from the model's price (None: price unknown)."""
+    sample: dict[str, Any] | None = None
+    """The sample content judged (``input``, ``output``, ``context``, ``reference``,
+    ``fields``) as the producer accepted it; None when not kept (or purged)."""
 
 
 @dataclass(frozen=True)
@@ -160,9 +163,10 @@ class VerdictStore(ABC):
     @abstractmethod
     def iter_verdicts(
         self, *, metric: str | None = None, since: datetime | None = None,
-        until: datetime | None = None,
+        until: datetime | None = None, with_samples: bool = False,
     ) -> Iterator[VerdictRecord]:
-        """Stream verdicts in creation order, optionally filtered."""
+        """Stream verdicts in creation order, optionally filtered; ``with_samples`` reads
+        the sample each one judged too (None where none was kept)."""
 
     @abstractmethod
     def iter_dead_letters(self, *, metric: str | None = None) -> Iterator[DeadLetter]:

@@ -7,13 +7,14 @@ from typing import Any
 from workers.store.base import VerdictRecord
 
 
-def export_row(record: VerdictRecord) -> dict[str, Any]:
+def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str, Any]:
     """The contract's JSON object for one verdict.
 
     Beyond the contract's keys it carries ``error_class``, ``raw_output`` (the
-    judge's last reply, verbatim) and ``timestamp`` (the sample's).
+    judge's last reply, verbatim) and ``timestamp`` (the sample's); with
+    ``with_sample``, ``sample``: the content judged (null when none was kept).
     """
-    return {
+    row = {
         "sample_id": record.key.sample_id,
         "metric": record.key.metric,
         "status": record.status,
@@ -34,6 +35,9 @@ def export_row(record: VerdictRecord) -> dict[str, Any]:
         "timestamp": _iso(record.sample_ts),
         "attributes": record.attributes,
     }
+    if with_sample:
+        row["sample"] = record.sample
+    return row
 
 
 def _iso(moment: Any) -> str:
