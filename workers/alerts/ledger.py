@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, func, select, text, update
+from sqlalchemy import Engine, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 
@@ -124,6 +124,27 @@ def close_exclusions(conn: Connection, *, rule: str, segment: Segment,
                alert_exclusions.c.ended_at.is_(None))
         .values(ended_at=func.greatest(alert_exclusions.c.started_at, ended_at)),
     )
+
+
+def rebaseline(conn: Connection, *, rule: str, segment: Segment | None = None) -> int:
+    """Forget the rule's exclusion periods (of one segment, or all): every sample counts
+    in the baseline again, so a firing segment is compared with what it does now.
+
+    A segment's samples are also hidden by the periods of the segments above it (the
+    whole rule's traffic fired too), so those are forgotten with it.
+
+    Returns:
+        How many periods were forgotten.
+    """
+    statement = delete(alert_exclusions).where(alert_exclusions.c.rule == rule)
+    if segment is not None:
+        keys = []
+        current: Segment | None = segment
+        while current is not None:
+            keys.append(current.key)
+            current = current.parent
+        statement = statement.where(alert_exclusions.c.segment_key.in_(keys))
+    return int(conn.execute(statement).rowcount)
 
 
 def _stored(row: Any) -> StoredState:

@@ -13,13 +13,13 @@ number of samples in Python.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from workers.alerts.rule import Rule
+from workers.alerts.rule import Rule, TrailingBaseline
 from workers.alerts.segment import Segment
 from workers.alerts.statistic import Summary
 
@@ -40,6 +40,8 @@ class WindowQuery:
     """Count each distinct value too (ordinal scores)."""
     exclude_rule: str | None = None
     """Leave out samples from the periods this rule fired for a segment they belong to."""
+    exclusion_cap: timedelta | None = None
+    """Leave them out for at most this long from each period's start (None: no cap)."""
 
     @classmethod
     def for_rule(cls, rule: Rule, *, exclude_firing: bool = False) -> WindowQuery:
@@ -49,9 +51,12 @@ class WindowQuery:
             (key, (value,) if isinstance(value, str) else tuple(value))
             for key, value in sorted(spec.filters.items())
         )
+        baseline = spec.baseline
+        cap = baseline.exclude_firing_max if isinstance(baseline, TrailingBaseline) else None
         return cls(metric=spec.metric, score=spec.score, keys=spec.segment_keys,
                    filters=filters, with_levels=rule.kind == "ordinal",
-                   exclude_rule=spec.name if exclude_firing else None)
+                   exclude_rule=spec.name if exclude_firing else None,
+                   exclusion_cap=cap if exclude_firing else None)
 
 
 def fetch_summaries(
@@ -106,10 +111,14 @@ def _build(query: WindowQuery) -> tuple[str, dict[str, Any]]:
         conditions.append(f"(v.attributes ->> :f{i}) = ANY(:fv{i})")
     if query.exclude_rule is not None:
         params["rule"] = query.exclude_rule
+        capped = ""
+        if query.exclusion_cap is not None:
+            params["cap"] = query.exclusion_cap
+            capped = " AND vs.sample_ts < x.started_at + :cap"
         conditions.append(
             "NOT EXISTS (SELECT 1 FROM alert_exclusions x WHERE x.rule = :rule"
             " AND v.attributes @> x.segment AND vs.sample_ts >= x.started_at"
-            " AND (x.ended_at IS NULL OR vs.sample_ts < x.ended_at))",
+            f" AND (x.ended_at IS NULL OR vs.sample_ts < x.ended_at){capped})",
         )
     names = [f"s{i}" for i in range(len(query.keys))]
     level = ["value"] if query.with_levels else []
