@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from evalfleet.cli import main
 from evalfleet.settings import Settings
 from tests.workers.alerts import stream
+from tests.workers.alerts.conftest import BOTH_DATABASES
 from tests.workers.alerts.test_engine import MINUTE, T0, events, run
 from workers.alerts import AlertEngine
 
@@ -51,6 +52,7 @@ def segment_events(reports: list[Any]) -> list[tuple[datetime, str]]:
     return [(at, event) for at, segment, event in events(reports) if segment == "app=support-bot"]
 
 
+@pytest.mark.parametrize("alert_database", BOTH_DATABASES, indirect=True)
 def test_without_a_cap_the_false_alarm_never_ends(
     open_engine: Callable[..., AlertEngine],
 ) -> None:
@@ -61,6 +63,7 @@ def test_without_a_cap_the_false_alarm_never_ends(
     assert seen == [(T0 + 10 * MINUTE, "firing")]
 
 
+@pytest.mark.parametrize("alert_database", BOTH_DATABASES, indirect=True)
 def test_the_exclusion_cap_lets_a_false_alarm_on_a_steady_segment_resolve(
     open_engine: Callable[..., AlertEngine],
 ) -> None:
@@ -74,8 +77,9 @@ def test_the_exclusion_cap_lets_a_false_alarm_on_a_steady_segment_resolve(
     assert T0 + 40 * MINUTE < seen[1][0] < T0 + 150 * MINUTE
 
 
+@pytest.mark.parametrize("alert_database", BOTH_DATABASES, indirect=True)
 def test_rebaseline_from_the_cli_lets_it_resolve(
-    open_engine: Callable[..., AlertEngine], database_url: str, tmp_path: Any,
+    open_engine: Callable[..., AlertEngine], alert_database: str, tmp_path: Any,
 ) -> None:
     rule = {**RULE, "baseline": {"type": "trailing", "window": "2h",
                                  "exclude_firing_max": None}}
@@ -84,7 +88,8 @@ def test_rebaseline_from_the_cli_lets_it_resolve(
     assert segment_events(run(engine, T0 + 10 * MINUTE, 20)) == [
         (T0 + 10 * MINUTE, "firing")]
     rules_file = next(tmp_path.glob("rules-*.yaml"))
-    env = Settings(database_url=database_url, alert_rules_file=rules_file).as_environment()
+    env = Settings(database_url=alert_database,
+                   alert_rules_file=rules_file).as_environment()
     out = CliRunner().invoke(main, ["alerts", "rebaseline", "steady_segment",
                                     "app=support-bot"], env=env, catch_exceptions=False)
     assert "2 firing period(s) back in the baseline" in out.output  # and (all)'s
