@@ -264,8 +264,9 @@ class Settings(BaseSettings):
     alert_webhook_secret: SecretStr | None = None
     """Key of the HMAC-SHA256 signature sent with each generic webhook notification."""
 
-    alert_external_url: str = "http://localhost:3000/d/evalfleet-quality"
-    """Where people look at an alert (the Grafana dashboard); each alert's ``generatorURL``."""
+    alert_external_url: str = "http://127.0.0.1:8500"
+    """Base URL of ``evalfleet ui`` as people reach it: each alert's ``generatorURL`` is
+    its page there (``<url>/alerts/<rule>?segment=...``)."""
 
     alert_tick_s: float = Field(default=15.0, gt=0)
     """How often the beat asks the alert engine to evaluate the rules that are due."""
@@ -298,6 +299,15 @@ class Settings(BaseSettings):
     raw_output_retention_days: float | None = Field(default=None, gt=0)
     """``evalfleet purge`` empties the judge's raw output and the error text of verdicts
     created more than this many days ago, keeping their scores; unset keeps them."""
+
+    keep_samples: bool = True
+    """Workers store each verdict's sample content (input, output, context, reference,
+    fields, as the producer accepted it, after redaction) beside the verdict, so alerts
+    and pages can show what was judged. False stores none."""
+
+    sample_retention_days: float | None = Field(default=None, gt=0)
+    """``evalfleet purge`` deletes the stored sample content of verdicts created more than
+    this many days ago, keeping the verdicts; unset keeps it as long as the verdict."""
 
     @field_validator("database_url", "broker_url", "openai_base_url", "alertmanager_url",
                      "shared_redis_url", "judge_probe_url",

@@ -35,6 +35,7 @@ from workers.judge.formats import FormatSupport
 from workers.judge.status import refuses_response_format
 from workers.renderer import ChatMessage, render_messages
 from workers.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, VerdictStore
+from workers.store.evidence import sample_content
 from workers.telemetry import Telemetry
 from workers.verdicts import (
     ParseFailure,
@@ -73,6 +74,8 @@ class EvaluatorOptions:
     access_pause_s: float = 300.0
     prices: dict[str, Price] = field(default_factory=dict)
     """Judge model prices, to cost each verdict."""
+    keep_samples: bool = True
+    """Store the sample content with each verdict (the evidence alerts show)."""
 
 
 @dataclass(frozen=True)
@@ -438,6 +441,7 @@ class Evaluator:
                               prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
             notes=list(judgement.notes), judge_reported_model=last.model,
             judge_fingerprint=last.system_fingerprint,
+            sample=sample_content(job.sample.to_json()) if self.options.keep_samples else None,
         )
 
 

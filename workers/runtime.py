@@ -61,6 +61,7 @@ def build_runtime(settings: Settings, *, concurrency: int) -> Runtime:
         retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s,
         claim_lease_s=settings.claim_lease_s, access_pause_s=settings.judge_access_pause_s,
         prices={model: Price(*price) for model, price in settings.model_prices.items()},
+        keep_samples=settings.keep_samples,
     )
     shared = settings.resolved_shared_redis_url()
     spend = SpendLedger(shared) if shared else None

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from evalfleet.cli.context import CliState, parse_time, pass_state
 from evalfleet.errors import EvalfleetError
+
+if TYPE_CHECKING:
+    from workers.alerts.segment import Segment
 
 
 @click.group()
@@ -76,6 +79,61 @@ def alerts_list(state: CliState, show_all: bool) -> None:
     ]
     click.echo(render_table(["rule", "segment", "state", "since", "n", "mean", "baseline",
                              "evaluated"], rows))
+
+
+@alerts.command("rebaseline")
+@click.argument("rule_name", metavar="RULE")
+@click.argument("segment_text", metavar="[SEGMENT]", required=False)
+@pass_state
+def alerts_rebaseline(state: CliState, rule_name: str, segment_text: str | None) -> None:
+    """Let the baseline of RULE (one SEGMENT, e.g. app=support-bot, or all) take in every
+    sample again, the ones from periods it (or a segment above it) fired included.
+
+    The way back from a false alarm, or from a change that is the new normal: the next
+    cycles compare the segment with what it does now, and it resolves by the rule's
+    recovery settings.
+    """
+    from workers.alerts import load_rule_set
+    from workers.alerts.ledger import rebaseline
+    from workers.store import open_store
+
+    try:
+        rules = load_rule_set(state.settings)
+    except EvalfleetError as exc:
+        raise click.UsageError(str(exc)) from None
+    rule = next((r for r in rules.rules if r.name == rule_name), None)
+    if rule is None:
+        known = ", ".join(r.name for r in rules.rules)
+        raise click.UsageError(f"no rule {rule_name!r} (rules: {known})")
+    segment = None if segment_text is None else parse_segment(segment_text)
+    store = open_store(state.settings.resolved_database_url(), pool_size=1)
+    try:
+        with store.engine.begin() as conn:
+            forgotten = rebaseline(conn, rule=rule.name, segment=segment)
+    finally:
+        store.close()
+    where = "every segment" if segment_text is None else segment_text
+    click.echo(f"{rule.name}, {where}: {forgotten} firing period(s) back in the baseline; "
+               "the next cycles compare with every sample")
+
+
+def parse_segment(text: str) -> Segment:
+    """A segment as printed (``app=support-bot,prompt_version=v12``, or ``(all)``).
+
+    Raises:
+        click.UsageError: For text that is not ``key=value`` pairs.
+    """
+    from workers.alerts.segment import Segment
+
+    if text.strip() in ("", "(all)", "all"):
+        return Segment()
+    pairs = []
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise click.UsageError(f"segment {text!r}: expected key=value[,key=value...]")
+        pairs.append((key.strip(), value.strip()))
+    return Segment(tuple(pairs))
 
 
 def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import click
+from sqlalchemy import Engine
 
 from evalfleet.cli.alerts import render_table
 from evalfleet.cli.context import CliState, pass_state
@@ -16,9 +17,10 @@ from evalfleet.cli.context import CliState, pass_state
               show_default=True, help="Verdicts per transaction.")
 @pass_state
 def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
-    """Delete verdicts older than EVALFLEET_VERDICT_RETENTION_DAYS (scores with them) and
+    """Delete verdicts older than EVALFLEET_VERDICT_RETENTION_DAYS (scores with them),
     empty the raw judge output and error text of those older than
-    EVALFLEET_RAW_OUTPUT_RETENTION_DAYS, in small transactions (safe to run while the
+    EVALFLEET_RAW_OUTPUT_RETENTION_DAYS, and delete the kept samples of those older than
+    EVALFLEET_SAMPLE_RETENTION_DAYS, in small transactions (safe to run while the
     fleet works, and to interrupt: the next run carries on).
     """
     from workers.ops.purger import Purger
@@ -26,14 +28,19 @@ def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
     from workers.store import open_store
 
     policy = RetentionPolicy.from_settings(state.settings)
-    if policy.keeps_everything:
+    sample_days = state.settings.sample_retention_days
+    if policy.keeps_everything and sample_days is None:
         click.echo("no retention set (EVALFLEET_VERDICT_RETENTION_DAYS, "
-                   "EVALFLEET_RAW_OUTPUT_RETENTION_DAYS): nothing to purge")
+                   "EVALFLEET_RAW_OUTPUT_RETENTION_DAYS, EVALFLEET_SAMPLE_RETENTION_DAYS): "
+                   "nothing to purge")
         return
+    now = datetime.now(UTC)
     store = open_store(state.settings.resolved_database_url(), pool_size=1)
     try:
-        report = Purger(store, policy, batch_rows=batch_rows).run(now=datetime.now(UTC),
-                                                                   dry_run=dry_run)
+        report = Purger(store, policy, batch_rows=batch_rows).run(now=now, dry_run=dry_run)
+        if sample_days is not None:
+            _purge_samples(store.engine, before=now - timedelta(days=sample_days),
+                           batch_rows=batch_rows, dry_run=dry_run)
     finally:
         store.close()
     cutoffs = report.cutoffs
@@ -54,3 +61,15 @@ def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
         click.echo(f"dry run: nothing changed ({report.elapsed_s:.1f} s)")
     else:
         click.echo(f"{report.transactions} transactions, {report.elapsed_s:.1f} s")
+
+
+def _purge_samples(engine: Engine, *, before: datetime, batch_rows: int, dry_run: bool) -> None:
+    """Apply EVALFLEET_SAMPLE_RETENTION_DAYS: the verdicts stay, their samples go."""
+    from workers.store.evidence import purge_samples
+
+    count, transactions = purge_samples(engine, before=before, batch_rows=batch_rows,
+                                        dry_run=dry_run)
+    label = "samples to delete" if dry_run else "samples deleted"
+    when = before.isoformat(timespec="seconds").replace("+00:00", "Z")
+    click.echo(f"{label}: {count:,} of verdicts created before {when}"
+               + ("" if dry_run else f" ({transactions} transactions)"))

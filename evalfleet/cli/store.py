@@ -29,8 +29,12 @@ def migrate(state: CliState) -> None:
 @click.option("--metric", default=None, help="Only this metric.")
 @click.option("--since", default=None, help="Created at or after: ISO 8601 time or 15m/2h/7d ago.")
 @click.option("--until", default=None, help="Created before: ISO 8601 time or 15m/2h/7d ago.")
+@click.option("--with-sample", is_flag=True,
+              help="Add each verdict's judged sample (input, output, context, reference, "
+                   "fields) as 'sample'.")
 @pass_state
-def export(state: CliState, metric: str | None, since: str | None, until: str | None) -> None:
+def export(state: CliState, metric: str | None, since: str | None, until: str | None,
+           with_sample: bool) -> None:
     """Write verdicts to stdout as JSONL, oldest first."""
     from workers.store import open_store
     from workers.store.export import export_row
@@ -42,8 +46,10 @@ def export(state: CliState, metric: str | None, since: str | None, until: str | 
     store = open_store(state.settings.resolved_database_url())
     out = sys.stdout
     try:
-        for record in store.iter_verdicts(metric=metric, since=since_at, until=until_at):
-            out.write(json.dumps(export_row(record), ensure_ascii=False) + "\n")
+        for record in store.iter_verdicts(metric=metric, since=since_at, until=until_at,
+                                          with_samples=with_sample):
+            row = export_row(record, with_sample=with_sample)
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
     finally:
         store.close()
 

@@ -367,3 +367,22 @@ def test_a_deferred_call_pauses_the_queue_without_spending_an_attempt(
     assert store.counts().dead_letters == 0 and store.counts().verdicts == 0
     # The claim was released: another worker may take the job at once.
     assert evaluator.run(the_job, owner="m2").kind == "paused"
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_the_verdict_keeps_the_sample_it_judged(store: SqlStore, judge: JudgeClient,
+                                                sim: RunningSim, keep: bool) -> None:
+    script(sim, {"content": GOOD_RAG})
+    options = EvaluatorOptions(judge_model="judge-sim", keep_samples=keep)
+    evaluator = Evaluator(registry=load_registry(), store=store, judge=judge, options=options)
+    hostile = "<script>alert(1)</script> {{ x }} [EMAIL]"
+    evaluator.run(job(output=hostile, fields={"evaluation_goal": "balanced"}), owner="m1")
+    (verdict,) = store.iter_verdicts(with_samples=True)
+    if not keep:
+        assert verdict.sample is None
+        return
+    assert verdict.sample == {
+        "input": SAMPLE["input"], "output": hostile, "context": SAMPLE["context"],
+        "reference": SAMPLE["reference"], "fields": {"evaluation_goal": "balanced"}}
+    (plain,) = store.iter_verdicts()
+    assert plain.sample is None  # read only when asked for

@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
+from workers.alerts.evidence import EVIDENCE_SAMPLES
 from workers.alerts.rule import Rule
 from workers.alerts.segment import Segment
 from workers.alerts.state import AlertState, Event
@@ -58,9 +59,14 @@ def build_alert(
         "annotations": _annotations(rule, segment, details, no_data=no_data),
         "startsAt": format_time(started),
         "endsAt": format_time(max(ends, started)),
-        "generatorURL": external_url + "?" + urlencode(
-            {"var-rule": spec.name, "var-segment": str(segment)}),
+        "generatorURL": alert_page_url(external_url, rule=spec.name, segment=segment),
     }
+
+
+def alert_page_url(external_url: str, *, rule: str, segment: Segment) -> str:
+    """The alert's page on ``evalfleet ui`` served at ``external_url``."""
+    return (f"{external_url.rstrip('/')}/alerts/{quote(rule, safe='')}?"
+            + urlencode({"segment": str(segment)}))
 
 
 def format_time(moment: datetime) -> str:
@@ -101,7 +107,15 @@ def _annotations(rule: Rule, segment: Segment, details: dict[str, Any], *,
             annotations["baseline_wilson_interval"] = _interval(test["baseline_interval"])
     if spec.threshold is not None:
         annotations["threshold"] = _text(spec.threshold)
+    for number, item in enumerate(details.get("evidence", [])[:EVIDENCE_SAMPLES], start=1):
+        annotations[f"worst_sample_{number}"] = evidence_line(item)
     return annotations
+
+
+def evidence_line(item: dict[str, Any]) -> str:
+    """One worst sample as one line of plain text: score, sample id, the judge's why."""
+    line = f"{_text(item.get('score'))} {item.get('sample_id', '')}"
+    return line + (f": {item['explanation']}" if item.get("explanation") else "")
 
 
 def _template_values(rule: Rule, segment: Segment, details: dict[str, Any]) -> dict[str, str]:

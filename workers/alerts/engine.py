@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -37,6 +37,7 @@ from workers.alerts.detector import (
     judge,
     pair_baselines,
 )
+from workers.alerts.evidence import evidence_details, window_evidence
 from workers.alerts.notifier import Notifier
 from workers.alerts.rule import PinnedBaseline, Rule, RuleSet
 from workers.alerts.segment import Segment
@@ -104,13 +105,14 @@ class AlertEngine:
         telemetry: Where metrics go; None for none.
         clock: The current time.
         notifiers: The dispatcher's notifiers, closed by :meth:`close`.
+        secrets: Strings masked in the evidence notifications carry (the settings').
     """
 
     def __init__(
         self, *, engine: Engine, rules: RuleSet, dispatcher: Dispatcher | None,
         external_url: str, telemetry: AlertTelemetry | None = None,
         clock: Callable[[], datetime] | None = None,
-        notifiers: Mapping[str, Notifier] | None = None,
+        notifiers: Mapping[str, Notifier] | None = None, secrets: Sequence[str] = (),
     ) -> None:
         self.engine = engine
         self.rules = rules
@@ -119,6 +121,7 @@ class AlertEngine:
         self._telemetry = telemetry
         self._clock = clock or (lambda: datetime.now(UTC))
         self._notifiers = dict(notifiers or {})
+        self._secrets = tuple(secrets)
 
     def close(self) -> None:
         """Release the database connections and HTTP clients."""
@@ -210,6 +213,10 @@ class AlertEngine:
                                                                  "observation": observation}
         current = previous or AlertState.initial(at)
         step = advance(current, observation, policy=policy, at=at)
+        if any(event in ("firing", "renotify") for event in step.events):
+            # What the bad answers look like travels with the alert, not just numbers.
+            details = {**details, "evidence": evidence_details(
+                window_evidence(conn, rule, segment, at=at), secrets=self._secrets)}
         ledger.save_state(conn, rule=rule.name, segment=segment, state=step.state, at=at,
                           finding=details)
         self._keep_baseline_clean(conn, rule, segment, step, at)

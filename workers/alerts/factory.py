@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from evalfleet.errors import InvalidInput
 from evalfleet.metric import load_registry
 from evalfleet.settings import Settings
 from workers.alerts.delivery import DeliveryOptions, Dispatcher
@@ -43,13 +42,9 @@ def open_alert_engine(settings: Settings, *, telemetry: AlertTelemetry | None = 
     Raises:
         InvalidAlertRule: When the rules or receivers are invalid.
         InvalidMetricSpec: When a metric file is invalid.
-        InvalidInput: When the database is not Postgres (alerts need it).
     """
     rules = load_rule_set(settings)
-    url = settings.resolved_database_url()
-    if url.startswith("sqlite"):
-        raise InvalidInput("alerts need PostgreSQL: set EVALFLEET_DATABASE_URL")
-    store = open_store(url, pool_size=2)
+    store = open_store(settings.resolved_database_url(), pool_size=2)
     notifiers: dict[str, Notifier] = {}
     dispatcher = None
     if deliver:
@@ -74,4 +69,4 @@ def open_alert_engine(settings: Settings, *, telemetry: AlertTelemetry | None = 
                                 on_attempt=on_attempt)
     return AlertEngine(engine=store.engine, rules=rules, dispatcher=dispatcher,
                        external_url=settings.alert_external_url, telemetry=telemetry,
-                       notifiers=notifiers)
+                       notifiers=notifiers, secrets=settings.secret_values())

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, func, select, text, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import Engine, case, delete, select, text, update
 from sqlalchemy.engine import Connection
 
 from workers.alerts.segment import Segment
 from workers.alerts.state import AlertState
+from workers.store.dialect import is_sqlite, upsert
 from workers.store.schema import alert_exclusions, alert_rule_runs, alert_states
 from workers.store.sql import to_utc
 
@@ -58,7 +58,7 @@ def claim_slot(engine: Engine, *, rule: str, slot: int, at: datetime) -> bool:
         True if this evaluator should evaluate; False if another already did.
     """
     statement = (
-        insert(alert_rule_runs).values(rule=rule, slot=slot, evaluated_at=at)
+        upsert(engine, alert_rule_runs).values(rule=rule, slot=slot, evaluated_at=at)
         .on_conflict_do_update(
             index_elements=[alert_rule_runs.c.rule],
             set_={"slot": slot, "evaluated_at": at},
@@ -72,11 +72,16 @@ def claim_slot(engine: Engine, *, rule: str, slot: int, at: datetime) -> bool:
 
 @contextmanager
 def rule_transaction(engine: Engine, rule: str) -> Iterator[Connection]:
-    """A transaction holding the rule's advisory lock until it ends."""
+    """A transaction holding the rule's advisory lock until it ends.
+
+    On SQLite the store's transactions begin ``IMMEDIATE``: each holds the database's
+    one write lock from its start, which serialises evaluators all the same.
+    """
     digest = hashlib.sha256(rule.encode("utf-8")).digest()
     lock_id = int.from_bytes(digest[:8], "big", signed=True)
     with engine.begin() as conn:
-        conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": lock_id})
+        if not is_sqlite(conn):
+            conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": lock_id})
         yield conn
 
 
@@ -101,7 +106,7 @@ def save_state(
         "evaluated_at": at, "finding": finding,
         "segment": [list(pair) for pair in segment.labels],
     }
-    statement = insert(alert_states).values(rule=rule, segment_key=segment.key, **values)
+    statement = upsert(conn, alert_states).values(rule=rule, segment_key=segment.key, **values)
     conn.execute(statement.on_conflict_do_update(
         index_elements=[alert_states.c.rule, alert_states.c.segment_key], set_=values,
     ))
@@ -122,8 +127,30 @@ def close_exclusions(conn: Connection, *, rule: str, segment: Segment,
         update(alert_exclusions)
         .where(alert_exclusions.c.rule == rule, alert_exclusions.c.segment_key == segment.key,
                alert_exclusions.c.ended_at.is_(None))
-        .values(ended_at=func.greatest(alert_exclusions.c.started_at, ended_at)),
+        .values(ended_at=case((alert_exclusions.c.started_at > ended_at,
+                               alert_exclusions.c.started_at), else_=ended_at)),
     )
+
+
+def rebaseline(conn: Connection, *, rule: str, segment: Segment | None = None) -> int:
+    """Forget the rule's exclusion periods (of one segment, or all): every sample counts
+    in the baseline again, so a firing segment is compared with what it does now.
+
+    A segment's samples are also hidden by the periods of the segments above it (the
+    whole rule's traffic fired too), so those are forgotten with it.
+
+    Returns:
+        How many periods were forgotten.
+    """
+    statement = delete(alert_exclusions).where(alert_exclusions.c.rule == rule)
+    if segment is not None:
+        keys = []
+        current: Segment | None = segment
+        while current is not None:
+            keys.append(current.key)
+            current = current.parent
+        statement = statement.where(alert_exclusions.c.segment_key.in_(keys))
+    return int(conn.execute(statement).rowcount)
 
 
 def _stored(row: Any) -> StoredState:

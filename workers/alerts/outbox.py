@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, func, select, text, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import DateTime, Engine, func, select, text, update
 from sqlalchemy.engine import Connection
 
-from workers.store.schema import alert_notifications
+from workers.store.dialect import is_sqlite, upsert
+from workers.store.schema import JsonDocument, alert_notifications
 from workers.store.sql import to_utc
 
 
@@ -56,7 +56,7 @@ def enqueue(
     alert: dict[str, Any], now: datetime,
 ) -> None:
     """Queue a notification (nothing happens if the key is already queued)."""
-    conn.execute(insert(alert_notifications).values(
+    conn.execute(upsert(conn, alert_notifications).values(
         idempotency_key=key, rule=rule, segment_key=segment_key, receiver=receiver, kind=kind,
         alert=alert, created_at=now, attempts=0, next_attempt_at=now,
     ).on_conflict_do_nothing(index_elements=[alert_notifications.c.idempotency_key]))
@@ -75,6 +75,8 @@ def take_due(engine: Engine, *, now: datetime, lease_s: float,
     Returns:
         The leased notifications, oldest first.
     """
+    # SQLite has one writer at a time (transactions begin IMMEDIATE): no row locks needed.
+    lock = "" if is_sqlite(engine) else " FOR UPDATE SKIP LOCKED"
     statement = text(
         "UPDATE alert_notifications SET next_attempt_at = :lease_end"
         " WHERE id IN (SELECT n.id FROM alert_notifications n"
@@ -82,10 +84,11 @@ def take_due(engine: Engine, *, now: datetime, lease_s: float,
         "  AND NOT EXISTS (SELECT 1 FROM alert_notifications e WHERE e.rule = n.rule"
         "   AND e.segment_key = n.segment_key AND e.receiver = n.receiver AND e.id < n.id"
         "   AND e.delivered_at IS NULL AND e.failed_at IS NULL)"
-        "  ORDER BY n.id LIMIT :limit FOR UPDATE SKIP LOCKED)"
+        f"  ORDER BY n.id LIMIT :limit{lock})"
         " RETURNING id, idempotency_key, rule, receiver, kind, alert, attempts, created_at",
-    )
-    params = {"now": now, "lease_end": now + timedelta(seconds=lease_s), "limit": limit}
+    ).columns(alert=JsonDocument, created_at=DateTime(timezone=True))
+    params = {"now": to_utc(now), "lease_end": to_utc(now + timedelta(seconds=lease_s)),
+              "limit": limit}
     with engine.begin() as conn:
         rows = conn.execute(statement, params).mappings().all()
     return sorted((Notification(

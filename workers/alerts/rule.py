@@ -98,6 +98,13 @@ class TrailingBaseline(_Model):
     """Leave out samples of periods when this rule fired for a segment they belong to,
     so a long incident does not become the new normal."""
 
+    exclude_firing_max: Duration | None = timedelta(hours=6)
+    """Longest a firing period is left out, from its start: later samples count in the
+    baseline again, so an alert always has a way back (a false alarm against a baseline
+    that happened to run high resolves once the baseline holds the segment's steady
+    values; an incident that lasts longer becomes the new normal). None: no cap, left
+    out until resolved (``evalfleet alerts rebaseline`` is then the way back)."""
+
 
 class PinnedBaseline(_Model):
     """Compare each segment with the same segment at another value of one attribute."""

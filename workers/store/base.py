@@ -88,6 +88,9 @@ class VerdictRecord:
     """The model the judge's last reply said answered (beside ``key.judge_model``, asked for)."""
     judge_fingerprint: str | None = None
     """The ``system_fingerprint`` of the judge's last reply, when it sent one."""
+    sample: dict[str, Any] | None = None
+    """The sample content judged (``input``, ``output``, ``context``, ``reference``,
+    ``fields``) as the producer accepted it; None when not kept (or purged)."""
 
 
 @dataclass(frozen=True)
@@ -178,9 +181,10 @@ class VerdictStore(ABC):
     @abstractmethod
     def iter_verdicts(
         self, *, metric: str | None = None, since: datetime | None = None,
-        until: datetime | None = None,
+        until: datetime | None = None, with_samples: bool = False,
     ) -> Iterator[VerdictRecord]:
-        """Stream verdicts in creation order, optionally filtered."""
+        """Stream verdicts in creation order, optionally filtered; ``with_samples`` reads
+        the sample each one judged too (None where none was kept)."""
 
     @abstractmethod
     def iter_dead_letters(self, *, metric: str | None = None) -> Iterator[DeadLetter]:

@@ -7,15 +7,16 @@ from typing import Any
 from workers.store.base import VerdictRecord
 
 
-def export_row(record: VerdictRecord) -> dict[str, Any]:
+def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str, Any]:
     """The contract's JSON object for one verdict.
 
     Beyond the contract's keys it carries ``error_class``, ``raw_output`` (the
     judge's last reply, verbatim), ``timestamp`` (the sample's), ``notes`` (annotations
-    the judge left out or wrote off-spec) and what the judge reported about itself
-    (``judge_reported_model``, ``judge_fingerprint``; null when it did not say).
+    the judge left out or wrote off-spec), what the judge reported about itself
+    (``judge_reported_model``, ``judge_fingerprint``; null when it did not say) and, with
+    ``with_sample``, ``sample``: the content judged (null when none was kept).
     """
-    return {
+    row = {
         "sample_id": record.key.sample_id,
         "metric": record.key.metric,
         "status": record.status,
@@ -39,6 +40,9 @@ def export_row(record: VerdictRecord) -> dict[str, Any]:
         "judge_reported_model": record.judge_reported_model,
         "judge_fingerprint": record.judge_fingerprint,
     }
+    if with_sample:
+        row["sample"] = record.sample
+    return row
 
 
 def _iso(moment: Any) -> str:

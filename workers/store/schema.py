@@ -86,6 +86,20 @@ verdict_scores = Table(
     Index(None, "metric", "name", "sample_ts", postgresql_include=["value", "verdict_id"]),
 )
 
+# The evidence: what each verdict judged, as the producer accepted it (after redaction).
+# A table of its own so verdict rows stay small and its retention purges it alone.
+verdict_samples = Table(
+    "verdict_samples", metadata,
+    Column(
+        "verdict_id", SurrogateKey, ForeignKey("verdicts.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    # The verdict's creation time: ``evalfleet purge`` walks this index.
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("sample", JsonDocument, nullable=False),
+    Index(None, "created_at"),
+)
+
 dead_letters = Table(
     "dead_letters", metadata,
     Column("id", SurrogateKey, primary_key=True, autoincrement=True),

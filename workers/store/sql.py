@@ -25,7 +25,7 @@ from workers.store.base import (
     VerdictRecord,
     VerdictStore,
 )
-from workers.store.schema import claims, verdict_scores
+from workers.store.schema import claims, verdict_samples, verdict_scores
 from workers.store.schema import dead_letters as dead_letters_table
 from workers.store.schema import verdicts as verdicts_table
 from workers.store.storable import (
@@ -168,14 +168,23 @@ class SqlStore(VerdictStore):
         ]
         if score_rows:
             conn.execute(verdict_scores.insert(), score_rows)
+        sample_rows = _sample_rows(records, new_ids)
+        if sample_rows:
+            conn.execute(verdict_samples.insert(), sample_rows)
         return len(new_ids)
 
     def iter_verdicts(
         self, *, metric: str | None = None, since: datetime | None = None,
-        until: datetime | None = None,
+        until: datetime | None = None, with_samples: bool = False,
     ) -> Iterator[VerdictRecord]:
-        """See :meth:`VerdictStore.iter_verdicts`."""
-        query = select(verdicts_table).order_by(verdicts_table.c.created_at, verdicts_table.c.id)
+        """See :meth:`VerdictStore.iter_verdicts`; ``with_samples`` also reads each
+        verdict's kept sample (``VerdictRecord.sample``)."""
+        query = select(verdicts_table)
+        if with_samples:
+            query = select(verdicts_table, verdict_samples.c.sample).select_from(
+                verdicts_table.outerjoin(
+                    verdict_samples, verdict_samples.c.verdict_id == verdicts_table.c.id))
+        query = query.order_by(verdicts_table.c.created_at, verdicts_table.c.id)
         if metric is not None:
             query = query.where(verdicts_table.c.metric == metric)
         if since is not None:
@@ -330,6 +339,16 @@ def dead_letter_from_row(row: RowMapping) -> DeadLetter:
     )
 
 
+def _sample_rows(records: Sequence[VerdictRecord],
+                 new_ids: dict[VerdictKey, int]) -> list[dict[str, Any]]:
+    """``verdict_samples`` rows of the new verdicts that carry their sample."""
+    return [
+        {"verdict_id": new_ids[record.key], "created_at": to_utc(record.created_at),
+         "sample": record.sample}
+        for record in records if record.sample is not None and record.key in new_ids
+    ]
+
+
 def _verdict_row(record: VerdictRecord) -> dict[str, Any]:
     return {
         "sample_id": record.key.sample_id, "metric": record.key.metric,
@@ -357,4 +376,5 @@ def _verdict_record(row: RowMapping) -> VerdictRecord:
         created_at=to_utc(row["created_at"]), cost_usd=row["cost_usd"],
         notes=row["notes"] or [], judge_reported_model=row["judge_reported_model"],
         judge_fingerprint=row["judge_fingerprint"],
+        sample=row.get("sample"),
     )

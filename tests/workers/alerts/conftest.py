@@ -12,6 +12,7 @@ import yaml
 from evalfleet.settings import Settings
 from tests.workers.alerts.receiver import Receiver
 from workers.alerts import AlertEngine, open_alert_engine
+from workers.store import migrate, open_store
 
 
 @pytest.fixture
@@ -30,10 +31,29 @@ def write_rules(path: Path, *rules: dict[str, Any], **document: Any) -> Path:
     return path
 
 
+@pytest.fixture(params=["postgres"])
+def alert_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The database alert engines run on: Postgres; tests that also run on the embedded
+    SQLite store say so with ``@pytest.mark.parametrize("alert_database", [...],
+    indirect=True)``."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'alerts.db'}"
+        store = open_store(url)
+        migrate(store.engine)
+        store.close()
+        return url
+    return str(request.getfixturevalue("database_url"))
+
+
+#: Both backends, for ``indirect`` parametrisation of ``alert_database``.
+BOTH_DATABASES = ["postgres", "sqlite"]
+
+
 @pytest.fixture
-def open_engine(database_url: str, receiver: Receiver,
+def open_engine(alert_database: str, receiver: Receiver,
                 tmp_path: Path) -> Iterator[Callable[..., AlertEngine]]:
     """Open alert engines on the test database that notify ``receiver`` as Alertmanager."""
+    database_url = alert_database
     engines: list[AlertEngine] = []
 
     def open_one(*rules: dict[str, Any], **overrides: Any) -> AlertEngine:

@@ -41,7 +41,7 @@ def test_firing_alert_labels_and_annotations() -> None:
     assert annotations["window_n"] == "200"  # type: ignore[index]
     assert alert["startsAt"] == "2026-11-21T12:00:00Z"
     assert alert["endsAt"] == "2026-11-21T16:02:00Z"  # renotify (4h) + two intervals
-    assert alert["generatorURL"] == "http://g/d/q?var-rule=faithfulness_drop&var-segment=app%3Dbot"
+    assert alert["generatorURL"] == "http://g/d/q/alerts/faithfulness_drop?segment=app%3Dbot"
     assert load_registry().get("rag_qa")  # the rule's metric exists
 
 

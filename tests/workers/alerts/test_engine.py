@@ -14,9 +14,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
 from tests.workers.alerts import stream
+from tests.workers.alerts.conftest import BOTH_DATABASES
 from tests.workers.alerts.receiver import Receiver
 from workers.alerts import AlertEngine, CycleReport
 from workers.store.schema import alert_notifications
@@ -51,6 +53,7 @@ def history(start: datetime, *, per_minute: float = 20, mean: float = 0.85, seed
                          attributes=attributes or {"app": "support-bot"})
 
 
+@pytest.mark.parametrize("alert_database", BOTH_DATABASES, indirect=True)
 def test_a_drop_from_085_to_070_fires_within_ten_minutes_once(
     open_engine: Callable[..., AlertEngine], receiver: Receiver,
 ) -> None:

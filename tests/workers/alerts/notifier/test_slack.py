@@ -17,6 +17,6 @@ def test_message_has_a_title_a_description_and_the_labels(receiver: Receiver) ->
     assert message["text"] == "[FIRING] dropped"
     section, context = message["blocks"]
     assert "*[FIRING] dropped*" in section["text"]["text"]
-    assert "<http://grafana/d/x?var-rule=drop|Dashboard>" in section["text"]["text"]
+    assert "<http://grafana/d/x?var-rule=drop|Open the alert>" in section["text"]["text"]
     assert context["elements"][0]["text"] == "alertname=drop, severity=page"
     assert request.headers["idempotency-key"] == "k1"

@@ -1,0 +1,45 @@
+"""Verdicts keep the sample they judged, in a table of their own.
+
+Revision ID: 0006_verdict_samples
+Revises: 0006
+Create Date: 2026-11-25
+
+``verdict_samples``: one row per verdict whose worker kept the sample content
+(``EVALFLEET_KEEP_SAMPLES``): input, output, context, reference and fields as the
+producer accepted them, after redaction. Keyed by the verdict and deleted with it;
+``created_at`` (the verdict's) lets ``evalfleet purge`` apply
+``EVALFLEET_SAMPLE_RETENTION_DAYS`` along its own index without touching verdicts.
+Verdicts written before this revision have no row.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import postgresql
+
+revision = "0006_verdict_samples"
+down_revision = "0006"
+branch_labels = None
+depends_on = None
+
+JSON_DOCUMENT = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+SURROGATE_KEY = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+def upgrade() -> None:
+    op.create_table(
+        "verdict_samples",
+        sa.Column("verdict_id", SURROGATE_KEY, nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("sample", JSON_DOCUMENT, nullable=False),
+        sa.ForeignKeyConstraint(["verdict_id"], ["verdicts.id"], ondelete="CASCADE",
+                                name="fk_verdict_samples_verdict_id_verdicts"),
+        sa.PrimaryKeyConstraint("verdict_id", name="pk_verdict_samples"),
+    )
+    op.create_index("ix_verdict_samples_created_at", "verdict_samples", ["created_at"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_verdict_samples_created_at", table_name="verdict_samples")
+    op.drop_table("verdict_samples")
