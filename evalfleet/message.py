@@ -8,6 +8,12 @@ A broker message carries one job, or a batch of jobs for the same metric: one
 broker round trip and one task per batch instead of per job, which is where a
 worker's CPU went when jobs were small.
 
+A job is ``production`` traffic unless it says otherwise: ``calibration`` (a gold
+sample whose verdict is compared with people's labels), ``canary`` (a gold sample
+fed on a schedule to watch the judge drift) or ``shadow`` (a second opinion from
+another judge). Those verdicts are kept out of alerts, dashboards and exports. Such
+a job may name its judge model, which then keys its verdict.
+
 A job that failed before carries its history: one :class:`AttemptFailure` per
 failed delivery, so a dead letter can show every attempt and a replayed job keeps
 them. Messages without it (older producers) decode with an empty history.
@@ -20,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
 from evalfleet.errors import InvalidMessage, InvalidSample
 from evalfleet.sample import Sample, parse_sample
@@ -33,6 +39,12 @@ EVALUATE_TASK = "evalfleet.evaluate"
 
 #: Prefix of every metric queue: metric ``rag_qa`` is served from ``eval.rag_qa``.
 QUEUE_PREFIX = "eval."
+
+#: What a job is for; only ``production`` verdicts feed alerts, dashboards and exports.
+Purpose = Literal["production", "calibration", "canary", "shadow"]
+
+#: Every purpose, production first.
+PURPOSES: tuple[Purpose, ...] = get_args(Purpose)
 
 #: Longest error text kept per history entry, in characters (the message stays small).
 MAX_HISTORY_ERROR_CHARS = 500
@@ -85,6 +97,12 @@ class Job:
     history: tuple[AttemptFailure, ...] = ()
     """Earlier failed deliveries, oldest first (empty for a fresh job)."""
 
+    purpose: Purpose = "production"
+    """What the verdict is for (see the module docstring)."""
+
+    judge_model: str | None = None
+    """The judge model to ask, overriding the worker's choice (calibration, shadows)."""
+
 
 def next_attempt(job: Job, *, failure: AttemptFailure) -> Job:
     """The job to run after ``failure``: the next attempt, with the failure in its history."""
@@ -125,6 +143,10 @@ def _job_fields(job: Job) -> dict[str, Any]:
                               "attempt": job.attempt}
     if job.history:
         fields["history"] = encode_history(job.history)
+    if job.purpose != "production":
+        fields["purpose"] = job.purpose
+    if job.judge_model is not None:
+        fields["judge_model"] = job.judge_model
     return fields
 
 
@@ -195,10 +217,17 @@ def decode_job(data: Any) -> Job:
         history = decode_history(data.get("history", []))
     except InvalidMessage as exc:
         raise InvalidMessage(str(exc), data=data) from exc
+    purpose, judge_model = data.get("purpose", "production"), data.get("judge_model")
+    if purpose not in PURPOSES:
+        raise InvalidMessage(f"job message has an unknown purpose {purpose!r}", data=data)
+    if judge_model is not None and (not isinstance(judge_model, str) or not judge_model):
+        raise InvalidMessage(f"job message has a bad judge model {judge_model!r}", data=data)
     return Job(metric=metric, sample=sample, enqueued_at=enqueued_at, attempt=attempt,
-               history=history)
+               history=history, purpose=purpose, judge_model=judge_model)
 
 
-def new_job(metric: str, sample: Sample) -> Job:
+def new_job(metric: str, sample: Sample, *, purpose: Purpose = "production",
+            judge_model: str | None = None) -> Job:
     """A first-attempt job stamped with the current time."""
-    return Job(metric=metric, sample=sample, enqueued_at=datetime.now(UTC))
+    return Job(metric=metric, sample=sample, enqueued_at=datetime.now(UTC), purpose=purpose,
+               judge_model=judge_model)

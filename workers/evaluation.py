@@ -221,6 +221,8 @@ class Evaluator:
             return
         for record in records:
             self._observe_identity(record)
+            if record.purpose != "production":  # dashboards show the app's traffic only
+                continue
             self.telemetry.record_verdict(
                 metric=record.key.metric, status=record.status, error_class=record.error_class,
                 attributes=record.attributes, scores=record.scores, sample_ts=record.sample_ts,
@@ -266,8 +268,8 @@ class Evaluator:
     def verdict_key(self, job: Job, metric: Metric) -> VerdictKey:
         """The key the verdict of ``job`` is stored under on this worker."""
         model = (
-            self.options.judge_models.get(metric.name) or metric.spec.judge.model
-            or self.options.judge_model
+            job.judge_model or self.options.judge_models.get(metric.name)
+            or metric.spec.judge.model or self.options.judge_model
         )
         return VerdictKey(job.sample.id, metric.name, metric.version, model)
 
@@ -440,7 +442,7 @@ class Evaluator:
             cost_usd=cost_usd(self.options.prices.get(item.key.judge_model),
                               prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
             notes=list(judgement.notes), judge_reported_model=last.model,
-            judge_fingerprint=last.system_fingerprint,
+            judge_fingerprint=last.system_fingerprint, purpose=job.purpose,
             sample=sample_content(job.sample.to_json()) if self.options.keep_samples else None,
         )
 

@@ -8,7 +8,7 @@ Which statistics fit depends on the score's kind:
   (judge minus reference: a judge that scores high shows a positive bias).
 
 Every statistic comes with a bootstrap 95% interval over the paired items
-(``scipy.stats.bootstrap``, BCa), because a kappa of 0.7 on 30 items and on 3,000
+(``scipy.stats.bootstrap``, BCa, else percentile), because a kappa of 0.7 on 30 items and on 3,000
 items are different claims. Pairs where either side is null are left out and
 counted.
 """
@@ -175,13 +175,16 @@ def _estimate(statistic: _Statistic, judge: np.ndarray, reference: np.ndarray, *
     value = float(statistic.compute(judge, reference))
     if not math.isfinite(value):
         return Estimate(None)
-    with warnings.catch_warnings():
-        # A resample with one class only has no kappa; the interval is then left open.
-        warnings.simplefilter("ignore")
-        result = stats.bootstrap((judge, reference), statistic.compute, paired=True,
-                                 vectorized=statistic.vectorized, n_resamples=n_resamples,
-                                 confidence_level=CONFIDENCE, method="BCa", rng=rng)
-    low, high = result.confidence_interval
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return Estimate(value)
-    return Estimate(value, float(low), float(high))
+    # BCa corrects for skew, but needs spread in its jackknife; the percentile
+    # interval is the fallback. A resample with one class only has no kappa: an
+    # interval that cannot be computed is left open.
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = stats.bootstrap((judge, reference), statistic.compute, paired=True,
+                                     vectorized=statistic.vectorized, n_resamples=n_resamples,
+                                     confidence_level=CONFIDENCE, method=method, rng=rng)
+        low, high = result.confidence_interval
+        if math.isfinite(low) and math.isfinite(high):
+            return Estimate(value, float(low), float(high))
+    return Estimate(value)

@@ -6,6 +6,7 @@ import click
 
 from evalfleet.cli.alerts import alerts
 from evalfleet.cli.beat import beat
+from evalfleet.cli.calibrate import calibrate
 from evalfleet.cli.context import CliState
 from evalfleet.cli.dead_letters import dead_letters
 from evalfleet.cli.demo import demo
@@ -44,5 +45,6 @@ def _secrets_of(state: CliState) -> list[str]:
 
 
 for _command in (migrate, produce, worker, export, cost, metrics, demo, judge_sim, alerts, beat,
+                 calibrate,
                  ingest, status, dead_letters, purge, worker_health):
     main.add_command(_command)

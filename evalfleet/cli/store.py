@@ -8,6 +8,7 @@ import sys
 import click
 
 from evalfleet.cli.context import CliState, parse_time, pass_state
+from evalfleet.message import PURPOSES
 
 
 @click.command()
@@ -32,9 +33,13 @@ def migrate(state: CliState) -> None:
 @click.option("--with-sample", is_flag=True,
               help="Add each verdict's judged sample (input, output, context, reference, "
                    "fields) as 'sample'.")
+@click.option("--purpose", "purposes", multiple=True, default=("production",),
+              show_default=True, type=click.Choice(PURPOSES),
+              help="Only verdicts made for this purpose (repeatable): the app's traffic, or "
+                   "calibration, canary and shadow verdicts.")
 @pass_state
 def export(state: CliState, metric: str | None, since: str | None, until: str | None,
-           with_sample: bool) -> None:
+           with_sample: bool, purposes: tuple[str, ...]) -> None:
     """Write verdicts to stdout as JSONL, oldest first."""
     from workers.store import open_store
     from workers.store.export import export_row
@@ -47,7 +52,7 @@ def export(state: CliState, metric: str | None, since: str | None, until: str | 
     out = sys.stdout
     try:
         for record in store.iter_verdicts(metric=metric, since=since_at, until=until_at,
-                                          with_samples=with_sample):
+                                          with_samples=with_sample, purposes=purposes):
             row = export_row(record, with_sample=with_sample)
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
     finally:

@@ -29,6 +29,16 @@ def test_round_trip_through_json() -> None:
     assert decode_job(json.loads(json.dumps(encode_job(job)))) == job
 
 
+def test_purpose_and_judge_model_survive_a_batch_and_default_to_production() -> None:
+    sample = parse_sample({"id": "a"})
+    jobs = [new_job("rag_qa", sample, purpose="calibration", judge_model="judge-2"),
+            new_job("rag_qa", sample)]
+    message = json.loads(json.dumps(encode_batch(jobs)))
+    assert decode_batch(message) == jobs
+    assert "purpose" not in message["jobs"][1] and "judge_model" not in message["jobs"][1]
+    assert (jobs[1].purpose, jobs[1].judge_model) == ("production", None)
+
+
 def test_new_job_is_first_attempt() -> None:
     job = new_job("rag_qa", parse_sample({"id": "a"}))
     assert job.attempt == 1 and job.enqueued_at.tzinfo is not None
@@ -49,6 +59,9 @@ def good() -> dict[str, Any]:
     ({**good(), "attempt": 0}, "bad attempt"),
     ({**good(), "sample": {"input": "no id"}}, "bad sample"),
     ({**good(), "enqueued_at": "soon"}, "bad sample"),
+    ({**good(), "purpose": "testing"}, "unknown purpose 'testing'"),
+    ({**good(), "judge_model": ""}, "bad judge model"),
+    ({**good(), "judge_model": 4}, "bad judge model 4"),
 ])
 def test_bad_messages(data: Any, words: str) -> None:
     with pytest.raises(InvalidMessage, match=words) as caught:

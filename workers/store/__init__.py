@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from workers.store.base import (
+    CalibrationRun,
     Claim,
     ClaimState,
     DailyCost,
@@ -18,6 +19,7 @@ from workers.store.sql import SqlStore
 from workers.store.sqlite import SqliteStore
 
 __all__ = [
+    "CalibrationRun",
     "Claim",
     "ClaimState",
     "DailyCost",

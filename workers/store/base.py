@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -88,9 +88,26 @@ class VerdictRecord:
     """The model the judge's last reply said answered (beside ``key.judge_model``, asked for)."""
     judge_fingerprint: str | None = None
     """The ``system_fingerprint`` of the judge's last reply, when it sent one."""
+    purpose: str = "production"
+    """What the verdict is for (``evalfleet.message.Purpose``); only production verdicts
+    enter the score series that alerts and dashboards read."""
     sample: dict[str, Any] | None = None
     """The sample content judged (``input``, ``output``, ``context``, ``reference``,
     ``fields``) as the producer accepted it; None when not kept (or purged)."""
+
+
+@dataclass(frozen=True)
+class CalibrationRun:
+    """One ``evalfleet calibrate`` report, as kept."""
+
+    metric: str
+    prompt_version: str
+    judge_model: str
+    gold: str
+    """The gold set's name."""
+    created_at: datetime
+    report: dict[str, Any]
+    """The statistics per score (``evalfleet.calibration.CalibrationReport.as_json``)."""
 
 
 @dataclass(frozen=True)
@@ -182,9 +199,11 @@ class VerdictStore(ABC):
     def iter_verdicts(
         self, *, metric: str | None = None, since: datetime | None = None,
         until: datetime | None = None, with_samples: bool = False,
+        purposes: Collection[str] | None = None,
     ) -> Iterator[VerdictRecord]:
-        """Stream verdicts in creation order, optionally filtered; ``with_samples`` reads
-        the sample each one judged too (None where none was kept)."""
+        """Stream verdicts in creation order, optionally filtered (``purposes``: only
+        verdicts for these purposes; None for all); ``with_samples`` reads the sample
+        each one judged too (None where none was kept)."""
 
     @abstractmethod
     def iter_dead_letters(self, *, metric: str | None = None) -> Iterator[DeadLetter]:
@@ -193,6 +212,14 @@ class VerdictStore(ABC):
     @abstractmethod
     def daily_costs(self, *, since: datetime) -> list[DailyCost]:
         """Verdicts, tokens and cost per metric and UTC day, for verdicts created since."""
+
+    @abstractmethod
+    def save_calibration(self, run: CalibrationRun) -> None:
+        """Keep a calibration report."""
+
+    @abstractmethod
+    def calibration_runs(self, *, metric: str | None = None) -> list[CalibrationRun]:
+        """Calibration reports, newest first, optionally for one metric."""
 
     @abstractmethod
     def counts(self) -> StoreCounts:

@@ -39,6 +39,7 @@ def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str,
         "notes": record.notes,
         "judge_reported_model": record.judge_reported_model,
         "judge_fingerprint": record.judge_fingerprint,
+        "purpose": record.purpose,
     }
     if with_sample:
         row["sample"] = record.sample

@@ -65,6 +65,7 @@ verdicts = Table(
     Column("notes", JsonDocument),
     Column("judge_reported_model", String(128)),
     Column("judge_fingerprint", String(128)),
+    Column("purpose", String(16), nullable=False, server_default="production"),
     # The exactly-once effect: one verdict per sample, metric, prompt and judge.
     UniqueConstraint("sample_id", "metric", "prompt_version", "judge_model"),
     Index(None, "metric", "created_at"),
@@ -152,6 +153,19 @@ alert_states = Table(
     Column("transitions", Integer, nullable=False),
     Column("announced", Boolean, nullable=False),
     Column("finding", JsonDocument, nullable=False),
+)
+
+calibration_runs = Table(
+    "calibration_runs", metadata,
+    Column("id", SurrogateKey, primary_key=True, autoincrement=True),
+    Column("metric", String(64), nullable=False),
+    Column("prompt_version", String(32), nullable=False),
+    Column("judge_model", String(128), nullable=False),
+    Column("gold", String(256), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    # The report as ``evalfleet calibrate --json`` prints it: statistics per score.
+    Column("report", JsonDocument, nullable=False),
+    Index(None, "metric", "created_at"),
 )
 
 alert_exclusions = Table(

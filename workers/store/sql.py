@@ -5,7 +5,7 @@ Every write is one short transaction; no connection is held across a judge call.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -16,6 +16,7 @@ from sqlalchemy.exc import DatabaseError, InterfaceError, OperationalError
 
 from evalfleet.errors import StoreRejected, StoreUnavailable
 from workers.store.base import (
+    CalibrationRun,
     Claim,
     ClaimState,
     DailyCost,
@@ -25,7 +26,7 @@ from workers.store.base import (
     VerdictRecord,
     VerdictStore,
 )
-from workers.store.schema import claims, verdict_samples, verdict_scores
+from workers.store.schema import calibration_runs, claims, verdict_samples, verdict_scores
 from workers.store.schema import dead_letters as dead_letters_table
 from workers.store.schema import verdicts as verdicts_table
 from workers.store.storable import (
@@ -159,11 +160,12 @@ class SqlStore(VerdictStore):
             verdicts_table.c.id, *_KEY_COLUMNS)
         new_ids = {VerdictKey(*row[1:]): row[0]
                    for row in conn.execute(statement, [_verdict_row(r) for r in records])}
-        # Only real values go to the aggregation table; nulls stay in the verdict.
+        # Only production values go to the aggregation table that alerts read; nulls,
+        # and the scores of calibration, canary and shadow verdicts, stay in the verdict.
         score_rows = [
             {"verdict_id": new_ids[record.key], "name": name, "metric": record.key.metric,
              "value": value, "sample_ts": to_utc(record.sample_ts)}
-            for record in records if record.key in new_ids
+            for record in records if record.key in new_ids and record.purpose == "production"
             for name, value in record.scores.items() if value is not None
         ]
         if score_rows:
@@ -176,6 +178,7 @@ class SqlStore(VerdictStore):
     def iter_verdicts(
         self, *, metric: str | None = None, since: datetime | None = None,
         until: datetime | None = None, with_samples: bool = False,
+        purposes: Collection[str] | None = None,
     ) -> Iterator[VerdictRecord]:
         """See :meth:`VerdictStore.iter_verdicts`; ``with_samples`` also reads each
         verdict's kept sample (``VerdictRecord.sample``)."""
@@ -191,6 +194,8 @@ class SqlStore(VerdictStore):
             query = query.where(verdicts_table.c.created_at >= to_utc(since))
         if until is not None:
             query = query.where(verdicts_table.c.created_at < to_utc(until))
+        if purposes is not None:
+            query = query.where(verdicts_table.c.purpose.in_(list(purposes)))
         with self._connection() as conn:
             result = conn.execution_options(yield_per=STREAM_BATCH_ROWS).execute(query)
             for row in result.mappings():
@@ -230,6 +235,27 @@ class SqlStore(VerdictStore):
                           cost_usd=float(row[5]))
                 for row in conn.execute(query)
             ]
+
+    def save_calibration(self, run: CalibrationRun) -> None:
+        """See :meth:`VerdictStore.save_calibration`."""
+        with self._transaction() as conn:
+            conn.execute(calibration_runs.insert(), {
+                "metric": run.metric, "prompt_version": run.prompt_version,
+                "judge_model": run.judge_model, "gold": run.gold,
+                "created_at": to_utc(run.created_at), "report": run.report})
+
+    def calibration_runs(self, *, metric: str | None = None) -> list[CalibrationRun]:
+        """See :meth:`VerdictStore.calibration_runs`."""
+        table = calibration_runs.c
+        query = select(calibration_runs).order_by(table.created_at.desc(), table.id.desc())
+        if metric is not None:
+            query = query.where(table.metric == metric)
+        with self._connection() as conn:
+            return [CalibrationRun(
+                metric=row["metric"], prompt_version=row["prompt_version"],
+                judge_model=row["judge_model"], gold=row["gold"],
+                created_at=to_utc(row["created_at"]), report=row["report"],
+            ) for row in conn.execute(query).mappings()]
 
     def counts(self) -> StoreCounts:
         """See :meth:`VerdictStore.counts`."""
@@ -361,7 +387,7 @@ def _verdict_row(record: VerdictRecord) -> dict[str, Any]:
         "attributes": record.attributes,
         "sample_ts": to_utc(record.sample_ts), "created_at": to_utc(record.created_at),
         "notes": record.notes or None, "judge_reported_model": record.judge_reported_model,
-        "judge_fingerprint": record.judge_fingerprint,
+        "judge_fingerprint": record.judge_fingerprint, "purpose": record.purpose,
     }
 
 
@@ -375,6 +401,6 @@ def _verdict_record(row: RowMapping) -> VerdictRecord:
         attributes=row["attributes"], sample_ts=to_utc(row["sample_ts"]),
         created_at=to_utc(row["created_at"]), cost_usd=row["cost_usd"],
         notes=row["notes"] or [], judge_reported_model=row["judge_reported_model"],
-        judge_fingerprint=row["judge_fingerprint"],
+        judge_fingerprint=row["judge_fingerprint"], purpose=row["purpose"],
         sample=row.get("sample"),
     )

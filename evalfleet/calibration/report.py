@@ -1,0 +1,120 @@
+"""A calibration report: the judge's verdicts on a gold set against people's labels. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from evalfleet.calibration.agreement import Agreement, agreement
+from evalfleet.calibration.gold import GoldItem, score_scales
+from evalfleet.metric import Metric
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What the judge said about one gold item (from its verdict)."""
+
+    status: str
+    """``ok`` or ``failed``."""
+    raw_scores: Mapping[str, Any]
+    """The verdict's scores on the judge's scale."""
+    prompt_version: str
+    judge_model: str
+
+
+@dataclass(frozen=True)
+class CalibrationReport:
+    """Agreement on one gold set, for one metric, prompt version and judge model."""
+
+    metric: str
+    prompt_version: str
+    judge_model: str
+    gold: str
+    """The gold set's name (its file name)."""
+    items: int
+    """Gold items this report covers."""
+    failed: int
+    """Items whose verdict failed (no scores): left out of every statistic."""
+    scores: dict[str, Agreement] = field(default_factory=dict)
+    """By score name, for the scores the gold set labels."""
+
+    def as_json(self) -> dict[str, Any]:
+        """The report as JSON-safe data (``--json`` and the store)."""
+        return asdict(self)
+
+
+def compare(items: Sequence[GoldItem], judged: Mapping[str, Judged], *, metric: Metric,
+            gold: str, seed: int = 0) -> list[CalibrationReport]:
+    """Compare the judge's verdicts with the gold labels.
+
+    Args:
+        items: The gold items.
+        judged: The verdict of each gold item, by the item's sample id (missing: not judged).
+        metric: The metric judged.
+        gold: The gold set's name.
+        seed: Bootstrap seed.
+
+    Returns:
+        One report per prompt version and judge model found among the verdicts (usually
+        one), in order of first appearance.
+    """
+    scales = score_scales(metric)
+    groups: dict[tuple[str, str], list[tuple[GoldItem, Judged]]] = {}
+    for item in items:
+        verdict = judged.get(item.sample.id)
+        if verdict is not None:
+            groups.setdefault((verdict.prompt_version, verdict.judge_model), []).append(
+                (item, verdict))
+    reports = []
+    for (prompt_version, judge_model), pairs in groups.items():
+        labelled = [name for name in scales if any(name in item.labels for item, _ in pairs)]
+        scores = {}
+        for name in labelled:
+            scale = scales[name]
+            people = [item.labels.get(name) for item, _ in pairs]
+            said = [_value(verdict, name) for _, verdict in pairs]
+            scores[name] = agreement(said, people, kind=scale.kind,
+                                     categories=scale.categories, seed=seed)
+        reports.append(CalibrationReport(
+            metric=metric.name, prompt_version=prompt_version, judge_model=judge_model,
+            gold=gold, items=len(pairs),
+            failed=sum(1 for _, verdict in pairs if verdict.status != "ok"), scores=scores))
+    return reports
+
+
+def _value(verdict: Judged, name: str) -> float | None:
+    if verdict.status != "ok":
+        return None
+    raw = verdict.raw_scores.get(name)
+    return None if raw is None else float(raw)
+
+
+def format_report(report: CalibrationReport) -> str:
+    """The report as a table for the terminal."""
+    lines = [
+        f"{report.metric}: prompt {report.prompt_version}, judge {report.judge_model}, "
+        f"gold {report.gold}: {report.items} items, {report.failed} failed verdicts",
+        f"  {'score':<22} {'kind':<10} {'n':>4}  {'statistic':<15} {'value':>7}  95% interval",
+    ]
+    for name, result in report.scores.items():
+        head = f"  {name:<22} {result.kind:<10} {result.pairs:>4}"
+        for number, (statistic, estimate) in enumerate(result.statistics.items()):
+            prefix = head if number == 0 else " " * len(head)
+            lines.append(f"{prefix}  {statistic:<15} {_number(estimate.value):>7}  "
+                         f"{_interval(estimate.low, estimate.high)}")
+        if result.confusion is not None:
+            (tn, fp), (fn, tp) = result.confusion
+            lines.append(f"{' ' * 30}confusion: people no/judge no {tn}, people no/judge yes "
+                         f"{fp}, people yes/judge no {fn}, people yes/judge yes {tp}")
+    return "\n".join(lines)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return "(not enough variety)"
+    return f"[{low:.3f}, {high:.3f}]"
