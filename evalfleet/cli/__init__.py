@@ -6,6 +6,7 @@ import click
 
 from evalfleet.cli.alerts import alerts
 from evalfleet.cli.beat import beat
+from evalfleet.cli.boundary import FleetGroup
 from evalfleet.cli.calibrate import calibrate
 from evalfleet.cli.context import CliState
 from evalfleet.cli.dead_letters import dead_letters
@@ -24,16 +25,18 @@ from evalfleet.log import configure_logging
 __all__ = ["main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=FleetGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--log-level", default="WARNING", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 @click.pass_context
 def main(ctx: click.Context, log_level: str) -> None:
     """evalfleet: judge sampled production traffic with an LLM, store verdicts, alert on drops.
 
-    Configuration comes from the environment and .env (see the README).
+    Configuration comes from the environment and .env (see the README). A bad setup is
+    explained in one line with exit status 2; `--log-level debug` adds the traceback.
     """
     state = ctx.ensure_object(CliState)
+    state.debug = log_level.upper() == "DEBUG"
     configure_logging(level=log_level, secrets=_secrets_of(state))
 
 

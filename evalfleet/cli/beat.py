@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from evalfleet.cli.context import CliState, pass_state
+from evalfleet.cli.context import CliState, pass_state, require_schema
 from evalfleet.errors import EvalfleetError
 
 
@@ -31,6 +31,7 @@ def beat(state: CliState, loglevel: str) -> None:
         load_rule_set(settings)  # fail now, not on the first tick
     except EvalfleetError as exc:
         raise click.UsageError(str(exc)) from None
+    require_schema(settings)
     app = create_app(settings, concurrency=1)
     register_alert_beat(app, settings)
     default_alert_telemetry()

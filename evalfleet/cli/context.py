@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import click
 from pydantic import ValidationError
 
+from evalfleet.cli.boundary import SetupError
 from evalfleet.settings import Settings
 
 #: Relative time units accepted by --since / --until.
@@ -18,6 +19,8 @@ class CliState:
 
     def __init__(self) -> None:
         self._settings: Settings | None = None
+        self.debug = False
+        """Whether ``--log-level debug`` was given: setup errors then show their traceback."""
 
     @property
     def settings(self) -> Settings:
@@ -30,11 +33,27 @@ class CliState:
                     f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
                     for error in exc.errors()
                 )
-                raise click.ClickException(f"invalid settings: {problems}") from None
+                raise SetupError(f"invalid settings: {problems}") from None
         return self._settings
 
 
 pass_state = click.make_pass_decorator(CliState, ensure=True)
+
+
+def require_schema(settings: Settings) -> None:
+    """Read the verdict table once, so a long-running command without a schema stops at
+    start with the boundary's one-line advice instead of failing every job.
+
+    Raises:
+        StoreUnavailable: When the database cannot be reached or has no schema.
+    """
+    from workers.store import open_store
+
+    store = open_store(settings.resolved_database_url(), pool_size=1)
+    try:
+        next(iter(store.iter_verdicts(since=datetime.now(UTC))), None)
+    finally:
+        store.close()
 
 
 def parse_time(text: str | None, *, now: datetime | None = None) -> datetime | None:
@@ -48,7 +67,10 @@ def parse_time(text: str | None, *, now: datetime | None = None) -> datetime | N
     now = now or datetime.now(UTC)
     unit = _UNITS_S.get(text[-1:])
     if unit is not None and text[:-1].isdigit():
-        return now - timedelta(seconds=int(text[:-1]) * unit)
+        try:
+            return now - timedelta(seconds=int(text[:-1]) * unit)
+        except (OverflowError, ValueError):
+            raise ValueError(f"{text!r} reaches back before the year 1") from None
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:

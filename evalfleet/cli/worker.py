@@ -6,7 +6,7 @@ import os
 
 import click
 
-from evalfleet.cli.context import CliState, pass_state
+from evalfleet.cli.context import CliState, pass_state, require_schema
 from evalfleet.errors import EvalfleetError
 
 
@@ -43,6 +43,7 @@ def worker(state: CliState, queues: str, concurrency: int | None, loglevel: str)
     except EvalfleetError as exc:
         raise click.UsageError(str(exc)) from None
     settings = state.settings
+    require_schema(settings)
     concurrency = concurrency or settings.worker_concurrency
     queue_names = [queue_for(name) for name in names]
     activity, deadline = WorkerActivity(), ShutdownDeadline()

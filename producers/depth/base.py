@@ -69,7 +69,9 @@ class CachedQueueDepth:
         messages = self._probe.depth(queue)
         measured = None if messages is None else messages * self._jobs_per_message
         with self._lock:
-            self._seen[queue] = (now, measured)
+            # Timed from the end of the probe: an unreachable broker's probe takes its
+            # whole connect timeout, and must not be repeated for every record.
+            self._seen[queue] = (self._clock(), measured)
         return measured
 
     def add(self, queue: str, jobs: int) -> None:

@@ -1,0 +1,186 @@
+"""A bad setup ends every command with one line, exit status 2 and no traceback.
+
+The commands run for real (click's runner in-process, and the console script in a
+subprocess) against a fresh SQLite file, a fresh Postgres database without the schema,
+ports nobody listens on and URLs with schemes nobody supports.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner, Result
+
+from evalfleet.cli import main
+from evalfleet.cli.boundary import explain
+from tests.conftest import POSTGRES_ADMIN_URL
+
+
+def run(env: dict[str, str], *args: str) -> Result:
+    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+def assert_one_line(result: Result, *expected: str) -> str:
+    """Exit 2, no traceback, and an error line holding every ``expected`` text."""
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1, result.stderr
+    for text in expected:
+        assert text in errors[0], errors[0]
+    return errors[0]
+
+
+def closed_port() -> int:
+    """A port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def sqlite_env(tmp_path: Path) -> dict[str, str]:
+    """Settings on a SQLite file that was never migrated."""
+    return {"EVALFLEET_DATABASE_URL": f"sqlite:///{tmp_path / 'fresh.db'}",
+            "EVALFLEET_DATA_DIR": str(tmp_path / "data")}
+
+
+@pytest.fixture
+def empty_postgres() -> Iterator[str]:
+    """A fresh Postgres database with no schema in it."""
+    name = f"evalfleet_noschema_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    yield f"{base}/{name}"
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.parametrize("args", [
+    ["export"], ["cost"], ["status", "--sample", "0"], ["alerts", "list"],
+    ["dead-letters", "list"], ["worker", "--queues", "rag_qa"],
+])
+def test_no_schema_in_sqlite_says_to_migrate(sqlite_env: dict[str, str], args: list[str]) -> None:
+    line = assert_one_line(run(sqlite_env, *args), "no evalfleet schema",
+                           "run `evalfleet migrate`")
+    assert "fresh.db" in line
+
+
+@pytest.mark.parametrize("args", [["export"], ["alerts", "check"], ["beat"],
+                                  ["worker", "--queues", "rag_qa"]])
+def test_no_schema_in_postgres_says_to_migrate(empty_postgres: str, redis_url: str,
+                                               args: list[str]) -> None:
+    env = {"EVALFLEET_DATABASE_URL": empty_postgres, "EVALFLEET_BROKER_URL": redis_url}
+    assert_one_line(run(env, *args), "no evalfleet schema", "run `evalfleet migrate`")
+
+
+def test_after_migrate_the_same_command_works(sqlite_env: dict[str, str]) -> None:
+    assert run(sqlite_env, "export").exit_code == 2
+    assert run(sqlite_env, "migrate").exit_code == 0
+    result = run(sqlite_env, "export")
+    assert result.exit_code == 0 and result.stdout == ""
+
+
+@pytest.mark.parametrize("args", [["migrate"], ["export"], ["cost"]])
+def test_unreachable_database_hides_its_password(args: list[str]) -> None:
+    url = f"postgresql+psycopg://evalfleet:hunter2secret@127.0.0.1:{closed_port()}/evalfleet"
+    line = assert_one_line(run({"EVALFLEET_DATABASE_URL": url}, *args),
+                           "cannot use the database", "Connection refused",
+                           "check EVALFLEET_DATABASE_URL")
+    assert "hunter2secret" not in line
+
+
+def test_missing_postgres_database_is_named() -> None:
+    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    url = f"{base}/evalfleet_absent_{uuid.uuid4().hex[:8]}"
+    assert_one_line(run({"EVALFLEET_DATABASE_URL": url}, "export"), "does not exist")
+
+
+@pytest.mark.parametrize("url", ["foo://host/db", "mysql://user@host/db", "not a url"])
+def test_unsupported_database_url(url: str) -> None:
+    assert_one_line(run({"EVALFLEET_DATABASE_URL": url}, "export"),
+                    "EVALFLEET_DATABASE_URL", "postgresql+psycopg://")
+
+
+def test_unsupported_broker_url(sqlite_env: dict[str, str], tmp_path: Path) -> None:
+    samples = tmp_path / "s.jsonl"
+    samples.write_text('{"id": "a", "input": "q", "output": "a"}\n')
+    env = {**sqlite_env, "EVALFLEET_BROKER_URL": "kafka://host:9092"}
+    assert_one_line(run(env, "produce", str(samples), "--metric", "rag_qa"),
+                    "EVALFLEET_BROKER_URL", "redis://", "amqp://")
+
+
+def test_unreachable_broker_is_one_line(sqlite_env: dict[str, str], tmp_path: Path) -> None:
+    samples = tmp_path / "s.jsonl"
+    samples.write_text('{"id": "a", "input": "q", "output": "a"}\n')
+    env = {**sqlite_env, "EVALFLEET_BROKER_URL": f"redis://127.0.0.1:{closed_port()}/0"}
+    result = run(env, "produce", str(samples), "--metric", "rag_qa")
+    # produce keeps its documented status 1 for a broker it cannot publish to.
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "cannot publish to the broker" in result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["status", "--metric", "nope", "--sample", "0"], ["worker", "--queues", "nope"],
+    ["produce", "-", "--metric", "nope"],
+])
+def test_unknown_metric(sqlite_env: dict[str, str], args: list[str]) -> None:
+    run(sqlite_env, "migrate")
+    assert_one_line(run(sqlite_env, *args), "unknown metric 'nope'", "rag_qa")
+
+
+@pytest.mark.parametrize("value", ["99999999999d", "9" * 40 + "s", "²d", "yesterday"])
+def test_bad_times(sqlite_env: dict[str, str], value: str) -> None:
+    run(sqlite_env, "migrate")
+    assert_one_line(run(sqlite_env, "export", "--since", value), repr(value))
+
+
+def test_invalid_settings_exit_2() -> None:
+    assert_one_line(run({"EVALFLEET_WORKER_CONCURRENCY": "-5"}, "export"),
+                    "invalid settings", "worker_concurrency")
+
+
+def console(env: dict[str, str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m evalfleet ARGS`` in a child with only ``env`` as its evalfleet settings."""
+    base = {key: value for key, value in os.environ.items()
+            if not key.startswith(("EVALFLEET_", "OPENAI_"))}
+    return subprocess.run([sys.executable, "-m", "evalfleet", *args], env={**base, **env},
+                          cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_console_script_no_schema_and_debug_traceback(sqlite_env: dict[str, str],
+                                                      tmp_path: Path) -> None:
+    quiet = console(sqlite_env, "status", "--sample", "0", cwd=tmp_path)
+    assert quiet.returncode == 2, quiet.stderr
+    assert quiet.stderr.strip().splitlines() == [
+        f"Error: the database {sqlite_env['EVALFLEET_DATABASE_URL']} has no evalfleet "
+        "schema (table verdicts); run `evalfleet migrate`"]
+    debug = console(sqlite_env, "--log-level", "debug", "status", "--sample", "0",
+                    cwd=tmp_path)
+    assert debug.returncode == 2
+    assert "Traceback (most recent call last)" in debug.stderr
+    assert debug.stderr.strip().splitlines()[-1] == quiet.stderr.strip()
+
+
+def test_bad_rules_file_is_one_line(postgres_url: str, tmp_path: Path) -> None:
+    bad = tmp_path / "rules.yml"
+    bad.write_text("rules: [")
+    result = console({"EVALFLEET_ALERT_RULES_FILE": str(bad),
+                      "EVALFLEET_DATABASE_URL": postgres_url}, "alerts", "check", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert str(bad) in result.stderr
+
+
+@pytest.mark.parametrize("exc", [RuntimeError("boom"), ZeroDivisionError(), KeyError("x"),
+                                 ValueError("no")])
+def test_other_failures_are_not_setup_errors(exc: Exception) -> None:
+    assert explain(exc, database_url="sqlite:///x.db", broker_url="redis://h/0") is None
