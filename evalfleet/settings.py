@@ -134,6 +134,10 @@ class Settings(BaseSettings):
     judge_timeout_s: float = Field(default=60.0, gt=0)
     """Timeout of one judge HTTP call, connect to last byte."""
 
+    judge_max_reply_bytes: int = Field(default=1_048_576, ge=1024)
+    """Largest answer body read from the judge; a longer one is not read and its job
+    ends as a ``truncated`` verdict (after the one re-ask)."""
+
     reask_on_invalid: bool = True
     """Re-ask the judge once, quoting the validation error, when its verdict is unusable."""
 

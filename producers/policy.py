@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from evalfleet.errors import InvalidSamplingConfig
 from evalfleet.settings import Settings
 from producers.redact import BUILTIN_KINDS, RedactionRules, Redactor
+from producers.regex import LinearPattern, compile_linear
 
 ShedPolicy = Literal["drop_new", "lower_rate"]
 
@@ -64,9 +65,9 @@ class Condition(_Model):
     regex: str | None = None
     """The whole attribute value matches this regular expression."""
 
-    def compiled(self) -> re.Pattern[str] | None:
-        """The compiled regex, or None."""
-        return None if self.regex is None else re.compile(self.regex)
+    def compiled(self) -> LinearPattern | None:
+        """The compiled regex (RE2, linear time), or None."""
+        return None if self.regex is None else compile_linear(self.regex)
 
 
 def _shorthand(value: Any) -> Any:
@@ -89,8 +90,8 @@ def _expand_conditions(value: Any) -> Any:
                              "'equals', 'in' or 'regex'")
         if "regex" in tests:
             try:
-                re.compile(str(tests["regex"]))
-            except re.error as exc:
+                compile_linear(str(tests["regex"]))
+            except ValueError as exc:
                 raise ValueError(f"attribute {key!r}: regex does not compile: {exc}") from None
     return expanded
 
@@ -171,8 +172,8 @@ class RedactionSpec(_Model):
             if not _KIND_NAME.fullmatch(name):
                 raise ValueError(f"pattern name {name!r}: use lower case letters, digits, _")
             try:
-                re.compile(source)
-            except re.error as exc:
+                compile_linear(source)
+            except ValueError as exc:
                 raise ValueError(f"pattern {name!r} does not compile: {exc}") from None
         return patterns
 
@@ -226,7 +227,7 @@ class Rule:
     """Sampling rate, 0..1."""
     where: Mapping[str, Condition]
     """Attribute conditions, all of which must hold."""
-    patterns: Mapping[str, re.Pattern[str]]
+    patterns: Mapping[str, LinearPattern]
     """Compiled regex conditions, by attribute."""
     minimum_per_segment: int
     """Samples kept per segment and window whatever the rate."""

@@ -85,9 +85,11 @@ def build_judge(settings: Settings, *, concurrency: int,
     api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     if settings.judge_client == "openai":
         return OpenAIJudge(base_url=settings.openai_base_url, api_key=api_key,
-                           timeout_s=settings.judge_timeout_s)
+                           timeout_s=settings.judge_timeout_s,
+                           max_reply_bytes=settings.judge_max_reply_bytes)
     client = AsyncHttpJudge(base_url=settings.openai_base_url, api_key=api_key,
-                            timeout_s=settings.judge_timeout_s, max_connections=concurrency)
+                            timeout_s=settings.judge_timeout_s, max_connections=concurrency,
+                            max_reply_bytes=settings.judge_max_reply_bytes)
     pacing = Pacing(limiter=build_limiter(settings), max_wait_s=settings.rate_limit_max_wait_s,
                     budget_for=lambda model: budget_for(settings, model), on_wait=on_wait)
     return JudgeRunner(client, concurrency=concurrency, pacing=pacing)
