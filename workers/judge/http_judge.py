@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import time
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import aiohttp
 
 from evalfleet import jsontext
 from evalfleet.errors import JudgeError, JudgeUnavailable
+from evalfleet.settings import strip_credentials
 from workers.backoff import parse_retry_after
 from workers.judge.base import JudgeReply, JudgeRequest
 from workers.judge.reply import DEFAULT_MAX_REPLY_BYTES, reply_from_body, too_large_reply
@@ -34,11 +36,16 @@ class AsyncHttpJudge:
         self, *, base_url: str | None, api_key: str | None, timeout_s: float,
         max_connections: int, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
-        self._url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
-        self._headers = {
-            "Authorization": f"Bearer {api_key or PLACEHOLDER_API_KEY}",
-            "Content-Type": "application/json",
-        }
+        url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+        # Credentials in the URL become Basic auth when there is no API key (a proxy in
+        # front of a local judge); the URL itself is sent, logged and keyed without them.
+        self._url = strip_credentials(url)
+        user = urlsplit(url).username
+        password = urlsplit(url).password
+        authorization = (aiohttp.BasicAuth(unquote(user or ""), unquote(password)).encode()
+                         if password is not None and not api_key
+                         else f"Bearer {api_key or PLACEHOLDER_API_KEY}")
+        self._headers = {"Authorization": authorization, "Content-Type": "application/json"}
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._max_connections = max_connections
         self._max_reply_bytes = max_reply_bytes
@@ -46,7 +53,8 @@ class AsyncHttpJudge:
 
     @property
     def endpoint(self) -> str:
-        """The URL requests go to (names this judge in limits and circuit breakers)."""
+        """The URL requests go to, without credentials: it names this judge in Redis
+        keys (rate limits), log lines and errors (the circuit breaker)."""
         return self._url
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
