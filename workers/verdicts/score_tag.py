@@ -11,13 +11,12 @@ scores are ambiguous, never averaged or picked from.
 from __future__ import annotations
 
 import re
-import unicodedata
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from evalfleet.metric import Metric
 from evalfleet.sample import Sample
-from workers.verdicts.coerce import coerce_verdict
+from workers.verdicts.coerce import coerce_verdict, fold_digits
 from workers.verdicts.result import ParseFailure, Verdict
 from workers.verdicts.scan import strip_think
 
@@ -30,7 +29,7 @@ _EXAMPLE_CUE = re.compile(
 )
 _RUBRIC_PREFIX = re.compile(r"[\s>]*")
 _RUBRIC_SUFFIX = re.compile(r"[ \t]*[-\u2013\u2014][ \t]+\S")
-_DIGIT = re.compile(r"\d")
+_DIGIT = re.compile(r"[0-9]")
 _LAYOUT_CHAR = re.compile('[\n"\u201c\u201d]')
 
 #: Characters of a tag's line read on either side of it.
@@ -202,16 +201,17 @@ def _ends_inside_tag(text: str, *, tag: str, label: re.Pattern[str] | None) -> b
 
 
 def _normalise_digits(value: str) -> str:
-    # NFKC folds full-width digits (U+FF14 for 4) into ASCII ones.
-    return unicodedata.normalize("NFKC", value).strip()
+    # Full-width digits (U+FF14 for 4) become ASCII ones; superscripts and circled
+    # digits stay what they are, not numbers.
+    return fold_digits(value)
 
 
 def _tag_value(value: str) -> int | float | str:
     """The tag's content as a JSON value would be: 4 -> 4, 4.0 -> 4.0, else the text."""
     bare = _normalise_digits(value)
-    if re.fullmatch(r"[+-]?\d+", bare):
+    if re.fullmatch(r"[+-]?[0-9]+", bare):
         return int(bare)
-    if re.fullmatch(r"[+-]?(?:\d+\.\d*|\.\d+)", bare):
+    if re.fullmatch(r"[+-]?(?:[0-9]+\.[0-9]*|\.[0-9]+)", bare):
         return float(bare)
     return bare
 

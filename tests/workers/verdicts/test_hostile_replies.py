@@ -76,3 +76,14 @@ def test_a_reply_over_the_size_cap_is_truncated() -> None:
                            finish_reason=TOO_LARGE)
     assert isinstance(result, ParseFailure) and result.error_class == "truncated"
     assert "size cap" in result.message
+
+
+@pytest.mark.parametrize("tag", ["\u2462", "\u00b3", "\u0663"])
+def test_a_score_tag_with_a_digit_that_is_not_ascii_or_full_width_is_no_score(tag: str) -> None:
+    result = parse_verdict(f"Fine. Score- <score>{tag}</score>", metric=metric("rec_faithfulness"),
+                           sample=sample(), finish_reason="stop")
+    assert isinstance(result, ParseFailure)
+    full_width = parse_verdict("Fine. Score- <score>\uff14</score>",
+                               metric=metric("rec_faithfulness"), sample=sample(),
+                               finish_reason="stop")
+    assert isinstance(full_width, Verdict) and full_width.raw_scores == {"faithfulness": 4}
