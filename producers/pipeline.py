@@ -93,7 +93,7 @@ class ProduceStats:
                 if fate.status == "enqueued":
                     self.enqueued[fate.metric] = self.enqueued.get(fate.metric, 0) + 1
                 elif fate.status == "shed":
-                    self.shed[(fate.metric, result.segment or "")] += 1
+                    self.shed[(fate.metric, telemetry.short_label(result.segment or ""))] += 1
                 else:
                     self.duplicates[fate.metric] += 1
 

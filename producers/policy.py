@@ -141,6 +141,11 @@ class SegmentSpec(_Model):
     max_tracked: int = Field(default=10_000, ge=1)
     """Segments counted at once for the minimum; the least recently seen is forgotten."""
 
+    max_new: int = Field(default=100, ge=0)
+    """New segments per metric and window that get the minimum; past it a new segment
+    is sampled at the rate (counted in ``evalfleet_producer_segments_capped_total``),
+    so varying a segment attribute cannot buy every sample a place."""
+
 
 class RedactionSpec(_Model):
     """Which PII is redacted before samples leave the producer."""
