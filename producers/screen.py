@@ -26,6 +26,14 @@ from producers.selector import Pick, select
 
 
 @dataclass(frozen=True, slots=True)
+class OversizedRecord:
+    """A record too long to be read at all (a followed line over the line limit)."""
+
+    size_bytes: int
+    """Its length."""
+
+
+@dataclass(frozen=True, slots=True)
 class Admitted:
     """A valid sample picked for at least one metric."""
 
@@ -136,6 +144,9 @@ class Screen:
     def _parse(self, raw: Any, *, record: str) -> Sample:
         if isinstance(raw, Sample):
             return raw
+        if isinstance(raw, OversizedRecord):
+            raise InvalidSample(f"a line of {raw.size_bytes:,} bytes is too long to read; "
+                                "it was skipped", record=record)
         if isinstance(raw, bytes):
             return parse_sample_line(raw, record=record, limits=self._limits.structure)
         return parse_sample(raw, record=record, limits=self._limits.structure)

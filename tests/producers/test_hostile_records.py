@@ -119,11 +119,12 @@ def test_follow_moves_past_every_hostile_line(
     psettings: Settings, redis_client: redis.Redis, tmp_path: Path,
 ) -> None:
     lines, ids = interleaved()
+    lines.insert(-1, '{"id": "huge", "input": "' + "x" * 3_000_000 + '"}')
     log, offsets = tmp_path / "app.log", tmp_path / "offsets.json"
     log.write_bytes(("\n".join(lines) + "\n").encode())
     runtime = ProducerRuntime(psettings)
     store = OffsetStore(offsets)
-    tail = Tail(log, start=store.load())
+    tail = Tail(log, start=store.load(), max_line_bytes=2_000_000)
     errors: list[InvalidSample] = []
     stop = threading.Event()
     thread = threading.Thread(target=follow, kwargs={
@@ -141,9 +142,11 @@ def test_follow_moves_past_every_hostile_line(
         tail.close()
         runtime.close()
     assert sorted(queued_ids(redis_client, "rag_qa")) == ids
-    assert len(errors) == len(HOSTILE)
-    assert {error.record for error in errors} == {f"app.log line {2 * n + 2}"
-                                                          for n in range(len(HOSTILE))}
+    assert len(errors) == len(HOSTILE) + 1
+    assert {error.record for error in errors} == {
+        *(f"app.log line {2 * n + 2}" for n in range(len(HOSTILE))),
+        f"app.log line {len(lines) - 1}"}
+    assert any("too long to read" in str(error) for error in errors)
 
 
 def saved_line(store: OffsetStore) -> int:
