@@ -7,7 +7,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ from starlette.testclient import TestClient
 
 from evalfleet.cli import main
 from evalfleet.errors import InvalidSample
+from evalfleet.judgesim import RunningSim
 from evalfleet.settings import Settings
 from producers.follow import follow
 from producers.ingest import create_app
@@ -25,9 +26,10 @@ from producers.offsets import OffsetStore
 from producers.runtime import ProducerRuntime
 from producers.sdk import Submitter
 from producers.tail import Tail
-from tests.helpers import wait_until
+from tests.helpers import WorkerProcess, wait_until
 from tests.producers.builders import queued_ids, record
 from tests.producers.hostile import Hostile, hostile_records
+from workers.store import VerdictStore
 
 HOSTILE = hostile_records(0)
 
@@ -179,3 +181,21 @@ def test_a_urllib_client_sees_413_for_a_large_body(ingest_url: str) -> None:
         urllib.request.urlopen(request, timeout=20)
     assert raised.value.code == 413
     assert "over the limit" in raised.value.read().decode()
+
+
+def test_the_good_records_around_hostile_ones_become_verdicts(
+    settings: Settings, sim: RunningSim, store: VerdictStore, tmp_path: Path,
+    start_worker: Callable[..., WorkerProcess],
+) -> None:
+    lines, ids = interleaved()
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(("\n".join(lines) + "\n").encode())
+    result = CliRunner().invoke(main, ["produce", str(path), "--metric", "rag_qa",
+                                       "--sample-rate", "1"], env=settings.as_environment())
+    assert f"jobs enqueued: rag_qa {len(ids)}" in result.output, result.output[-1000:]
+    start_worker(settings, queues=["rag_qa"])
+    wait_until(lambda: store.counts().verdicts == len(ids), timeout_s=60,
+               what="a verdict per good record")
+    assert sorted(verdict.key.sample_id for verdict in store.iter_verdicts()) == ids
+    assert store.counts().dead_letters == 0
+    assert sim.stats()["requests"] == len(ids)
