@@ -17,7 +17,7 @@ from typing import Any
 
 from evalfleet.errors import InvalidSample
 from evalfleet.metric import Metric
-from evalfleet.sample import Sample, parse_sample, parse_sample_line
+from evalfleet.sample import Sample, check_structure, parse_sample, parse_sample_line
 from producers.limits import FieldLimits, check_limits
 from producers.policy import Policy
 from producers.quota import SegmentQuota
@@ -143,6 +143,10 @@ class Screen:
 
     def _parse(self, raw: Any, *, record: str) -> Sample:
         if isinstance(raw, Sample):
+            # Built in the caller's process, never through the record checks.
+            problem = check_structure(raw.model_dump(), limits=self._limits.structure)
+            if problem is not None:
+                raise InvalidSample(problem[1], record=record, field=problem[0])
             return raw
         if isinstance(raw, OversizedRecord):
             raise InvalidSample(f"a line of {raw.size_bytes:,} bytes is too long to read; "

@@ -199,3 +199,19 @@ def test_the_good_records_around_hostile_ones_become_verdicts(
     assert sorted(verdict.key.sample_id for verdict in store.iter_verdicts()) == ids
     assert store.counts().dead_letters == 0
     assert sim.stats()["requests"] == len(ids)
+
+
+def test_a_sample_object_built_in_the_application_is_checked_too(
+    psettings: Settings, redis_client: redis.Redis,
+) -> None:
+    from evalfleet.sample import Sample
+
+    submitter = Submitter(psettings, metrics=["rag_qa"])
+    built = Sample.model_construct(**{**json.loads(good(0)), "input": "nul\x00"})
+    submitter.submit(built)
+    submitter.submit(json.loads(good(1)))
+    assert submitter.flush(timeout_s=30)
+    stats = submitter.stats()
+    submitter.close()
+    assert (stats.rejected, stats.accepted) == (1, 1)
+    assert queued_ids(redis_client, "rag_qa") == ["good-001"]
