@@ -26,7 +26,7 @@ from producers.dispatcher import Dispatcher, JobFate
 from producers.limits import FieldLimits
 from producers.policy import Fallbacks, Policy, default_policy
 from producers.quota import SegmentQuota
-from producers.screen import Admitted, Rejected, SampledOut, Screen
+from producers.screen import Admitted, OversizedLine, Rejected, SampledOut, Screen
 
 RecordStatus = Literal["accepted", "sampled_out", "shed", "duplicate", "rejected"]
 
@@ -188,7 +188,8 @@ def run_lines(
             batches before it.
     """
     stats = stats if stats is not None else ProduceStats()
-    records = ((f"line {n}", line) for n, line in lines if line.strip())
+    records = ((f"line {n}", line) for n, line in lines
+               if isinstance(line, OversizedLine) or line.strip())
     for batch in _chunks(records, batch_size):
         results = pipeline.process(batch)
         stats.add(results)

@@ -25,12 +25,18 @@ from producers.redact import redact_sample
 from producers.selector import Pick, select
 
 
-@dataclass(frozen=True, slots=True)
-class OversizedRecord:
-    """A record too long to be read at all (a followed line over the line limit)."""
+class OversizedLine(bytes):
+    """The empty stand-in for a line too long to read (a file, standard input or a
+    followed log): the screen rejects it naming its line; blank-line filters keep it."""
 
     size_bytes: int
-    """Its length."""
+    """The line's length."""
+
+    def __new__(cls, size_bytes: int) -> OversizedLine:
+        """A stand-in for a line of ``size_bytes``."""
+        line = super().__new__(cls, b"")
+        line.size_bytes = size_bytes
+        return line
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +154,7 @@ class Screen:
             if problem is not None:
                 raise InvalidSample(problem[1], record=record, field=problem[0])
             return raw
-        if isinstance(raw, OversizedRecord):
+        if isinstance(raw, OversizedLine):
             raise InvalidSample(f"a line of {raw.size_bytes:,} bytes is too long to read; "
                                 "it was skipped", record=record)
         if isinstance(raw, bytes):

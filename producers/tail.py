@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from producers.offsets import FINGERPRINT_BYTES, Position, file_fingerprint, fingerprint
+from producers.screen import OversizedLine
 
 logger = logging.getLogger(__name__)
 
@@ -46,13 +47,11 @@ class TailLine:
     number: int
     """Line number in its file, from 1."""
     data: bytes
-    """The raw line, newline included."""
+    """The raw line, newline included (an :class:`OversizedLine` for one too long)."""
     source: str
     """The name of the file it was read from (``app.log.1`` after a rotation)."""
     position: Position
     """The position just after this line."""
-    oversized: int = 0
-    """For a line over the limit: its length in bytes (``data`` is then empty)."""
 
 
 class Tail:
@@ -162,8 +161,8 @@ class Tail:
                     break
                 self._offset += length
                 self._line += 1
-                lines.append(TailLine(self._line, b"", self._name, self._position(),
-                                      oversized=length))
+                lines.append(TailLine(self._line, OversizedLine(length), self._name,
+                                      self._position()))
                 continue
             if not data.endswith(b"\n"):
                 self._file.seek(self._offset)  # incomplete: wait for the rest of it

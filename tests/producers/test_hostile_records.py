@@ -215,3 +215,27 @@ def test_a_sample_object_built_in_the_application_is_checked_too(
     submitter.close()
     assert (stats.rejected, stats.accepted) == (1, 1)
     assert queued_ids(redis_client, "rag_qa") == ["good-001"]
+
+
+def test_a_file_line_over_the_limit_is_rejected_by_number_and_the_rest_go_on(
+    psettings: Settings, redis_client: redis.Redis, tmp_path: Path,
+) -> None:
+    from producers.pipeline import run_lines
+    from producers.source import read_lines
+
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(f"{good(0)}\n".encode() + b'{"id": "' + b"x" * 50_000 + b'"}\n'
+                     + b"y" * 30_000 + f"\n{good(1)}\n".encode())
+    runtime = ProducerRuntime(psettings)
+    errors: list[InvalidSample] = []
+    try:
+        stats = run_lines(read_lines(str(path), max_line_bytes=10_000),
+                          pipeline=runtime.pipeline(metrics=["rag_qa"], rate=1.0,
+                                                    source="file"),
+                          batch_size=10, on_error=errors.append)
+    finally:
+        runtime.close()
+    assert [(error.record, "too long to read" in error.reason) for error in errors] == [
+        ("line 2", True), ("line 3", True)]
+    assert (stats.lines, stats.rejected) == (4, 2)
+    assert sorted(queued_ids(redis_client, "rag_qa")) == ["good-000", "good-001"]
