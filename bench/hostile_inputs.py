@@ -75,6 +75,8 @@ SHAPES: dict[str, tuple[str, Callable[[int], Callable[[], object]]]] = {
         {"id": "x", "input": "A" * n}))),
     "record, escaped text": ("validate", lambda n: _validate(json.dumps(
         {"id": "x", "input": "\u00e9\"\\" * (n // 12)}))),
+    "record, escaped quotes, unclosed": ("validate", lambda n: _validate(
+        '{"id": "x", "input": "' + '\\"' * (n // 2) + "\\")),
     "record, deep nesting": ("validate", lambda n: _validate(
         '{"id": "x", "fields": {"d": ' + "[" * (n // 2) + "]" * (n // 2) + "}}")),
     "record, many keys": ("validate", lambda n: _validate(json.dumps(
