@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from evalfleet.errors import InvalidSamplingConfig
 from evalfleet.settings import Settings
-from producers.redact import BUILTIN_KINDS, RedactionRules, Redactor
+from producers.redact import BUILTIN_KINDS, MAX_REDACT_CHARS, RedactionRules, Redactor
 from producers.regex import LinearPattern, compile_linear
 
 ShedPolicy = Literal["drop_new", "lower_rate"]
@@ -161,6 +161,9 @@ class RedactionSpec(_Model):
 
     id: bool = False
     """Redact the sample id too."""
+
+    max_chars: int = Field(default=MAX_REDACT_CHARS, ge=1)
+    """Longest text redacted per field; the rest becomes ``[TRUNCATED]``."""
 
     @field_validator("kinds")
     @classmethod
@@ -303,7 +306,8 @@ class Policy:
         """The compiled redaction rules of this policy."""
         spec = self.spec.redaction
         return Redactor(RedactionRules(kinds=spec.kinds, patterns=dict(spec.patterns),
-                                       attributes=spec.attributes, id=spec.id))
+                                       attributes=spec.attributes, id=spec.id,
+                                       max_chars=spec.max_chars))
 
     def _resolve(self, metric: str, rate: float | None) -> Rule:
         own = self.spec.metrics.get(metric, MetricRule())
