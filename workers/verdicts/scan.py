@@ -291,7 +291,7 @@ def _read_region(text: str, start: int) -> Region | _ReasoningEnd | None:
             top = frames[-1]
             if top.opener == "{" and top.value_start is not None and last not in _VALUE_START:
                 # A string right after a finished value: a member whose comma is missing.
-                _object_punctuation(top, ",", text, i - 1)
+                _object_punctuation(top, ",", text, i - 1, keep=len(frames) <= _MAX_PAIR_DEPTH)
             quote, last = _CLOSERS[char], char
             i += 1
             continue
@@ -314,7 +314,8 @@ def _read_region(text: str, start: int) -> Region | _ReasoningEnd | None:
                     duplicate=duplicate, depth=depth,
                 )
         elif frames[-1].opener == "{":
-            _object_punctuation(frames[-1], char, text, i)
+            _object_punctuation(frames[-1], char, text, i,
+                                keep=len(frames) <= _MAX_PAIR_DEPTH)
         last = char
         i += 1
     return None
@@ -343,12 +344,13 @@ def _close_frames(frames: list[_Frame], opener: str, text: str, at: int, *,
             return closed
 
 
-def _object_punctuation(frame: _Frame, char: str, text: str, at: int) -> None:
+def _object_punctuation(frame: _Frame, char: str, text: str, at: int, *,
+                        keep: bool = True) -> None:
     if char == ",":
-        _end_value(frame, text, at, keep=True)
+        _end_value(frame, text, at, keep=keep)
         frame.key_start = at + 1
     elif char == ":" and frame.key is None and frame.key_start is not None:
-        frame.key = _clean_key(text[frame.key_start:at])
+        frame.key = _clean_key(text[frame.key_start:at]) if keep else ""
         frame.value_start = at + 1
 
 

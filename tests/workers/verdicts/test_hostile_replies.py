@@ -36,6 +36,8 @@ SHAPES = {
     "escaped quotes": '{\\"a\\": ' * (N // 4),
     "comments": "{" + "/*" * N,
     "nul": '{"faithfulness": 0.5\x00}',
+    "deep members": '{"a":' * (N // 10) + "1" + ',"b":1}' * (N // 10),
+    "keys around arrays": "{" + "[{" * (N // 4) + "}]" * (N // 4) + ":1}",
 }
 
 
