@@ -19,11 +19,11 @@ HARD_MAX_DEPTH = 256
 
 # A string (to its closing quote, or to the end when unterminated, so the engine never
 # retries inside it) or one bracket. Possessive quantifiers: no backtracking.
-_TOKEN = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\Z)|[\[\]{}]', re.DOTALL)
-_TOKEN_BYTES = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\Z)|[\[\]{}]', re.DOTALL)
+_TOKEN = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)|[\[\]{}]', re.DOTALL)
+_TOKEN_BYTES = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)|[\[\]{}]', re.DOTALL)
 
 # The same with the separators, for splitting an array into its items.
-_ITEM_TOKEN = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\Z)|[\[\]{},:]', re.DOTALL)
+_ITEM_TOKEN = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)|[\[\]{},:]', re.DOTALL)
 
 
 class JsonTooDeep(ValueError):

@@ -1,16 +1,23 @@
 """Logging set-up with secret scrubbing.
 
 Every handler gets a filter that replaces configured secrets (API key,
-passwords in URLs) with ``***`` in the final message, whatever logged it.
+passwords in URLs) with ``***`` in the final message, whatever logged it. The
+password of any URL in a message is masked too, configured or not (a URL a
+library quotes in its error, a URL typed on the command line).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 
 #: What a secret is replaced with.
 MASK = "***"
+
+# The password of a URL: "scheme://user:PASSWORD@". Starts at "://" and every part is
+# bounded, so a long line costs linear time.
+_URL_PASSWORD = re.compile(r"(://[^\s/:@]{0,256}:)[^\s/@]{1,512}@")
 
 
 class SecretFilter(logging.Filter):
@@ -23,8 +30,6 @@ class SecretFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Mask secrets in the record's message (always keeps the record)."""
-        if not self._secrets:
-            return True
         message = record.getMessage()
         masked = scrub(message, self._secrets)
         if masked != message:
@@ -37,11 +42,18 @@ class SecretFilter(logging.Filter):
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every secret replaced by ``***``."""
+    """``text`` with every secret and every URL's password replaced by ``***``."""
     for secret in secrets:
         if secret:
             text = text.replace(secret, MASK)
-    return text
+    return scrub_urls(text)
+
+
+def scrub_urls(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@`` replaced by ``***``."""
+    if "://" not in text:
+        return text
+    return _URL_PASSWORD.sub(lambda found: f"{found.group(1)}{MASK}@", text)
 
 
 def install_secret_filter(secrets: Iterable[str], *, logger: logging.Logger | None = None) -> None:

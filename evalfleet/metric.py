@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import string
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,6 +31,8 @@ from evalfleet.sample import Sample
 
 #: Characters of the content hash kept as the prompt version.
 VERSION_LENGTH = 12
+
+_DIGIT_RUN = re.compile(r"[0-9]+")
 
 #: Paths a template variable may read from a sample.
 SAMPLE_PATHS = ("id", "input", "output", "context", "reference", "timestamp")
@@ -49,6 +53,36 @@ class MessageSpec(_Model):
 
     template: str
     """The text, with placeholders in the chosen syntax."""
+
+    @model_validator(mode="after")
+    def _named_fields_only(self) -> MessageSpec:
+        if self.syntax == "format":
+            check_format_fields(self.template)
+        return self
+
+
+def check_format_fields(template: str) -> None:
+    """Refuse a Python-format template that ``format_map`` could never fill.
+
+    A bare ``{}`` or a positional ``{0}`` asks for an argument a mapping does not
+    give: the template would load and then fail every job. Unbalanced braces fail
+    the same way.
+
+    Raises:
+        ValueError: Naming the field or the parse problem.
+    """
+    try:
+        parsed = [(name, spec) for _, name, spec, _ in string.Formatter().parse(template)
+                  if name is not None]
+    except ValueError as exc:
+        raise ValueError(f"template does not parse: {exc} (write a literal brace as "
+                         "{{ or }})") from None
+    for name, spec in parsed:
+        if name == "" or name.split(".", 1)[0].split("[", 1)[0].isdigit():
+            raise ValueError(f"template has a positional field {{{name}}}: name every "
+                             "field (write a literal brace as {{ or }})")
+        if spec and any(len(digits) > 4 for digits in _DIGIT_RUN.findall(spec)):
+            raise ValueError(f"field {{{name}:{spec}}} pads to more than 9,999 characters")
 
 
 class VariableSpec(_Model):
@@ -87,6 +121,11 @@ class ExamplesSpec(_Model):
 
     template: str
     """Python-format template applied to each example; ``{n}`` is its 1-based number."""
+
+    @model_validator(mode="after")
+    def _named_fields_only(self) -> ExamplesSpec:
+        check_format_fields(self.template)
+        return self
 
     separator: str = "\n\n"
     """Put between rendered examples."""
@@ -349,7 +388,7 @@ def load_metric_file(path: Path) -> Metric:
         raise InvalidMetricSpec(f"name {spec.name!r} differs from the file name", path=str(path))
     examples_text = {}
     for variable, examples in spec.examples.items():
-        example_bytes = (path.parent / examples.file).read_bytes()
+        example_bytes = _examples_file(path, examples.file).read_bytes()
         digest.update(example_bytes)
         examples_text[variable] = _render_examples(examples, example_bytes, path=path)
     return Metric(
@@ -445,6 +484,19 @@ def _substitute_constants(data: Any) -> Any:
     return {**data, "output": output, "scores": scores}
 
 
+def _examples_file(path: Path, name: str) -> Path:
+    """The examples file ``name`` beside the metric file ``path``, which it may not leave
+    (no absolute path, no ``..`` out of the folder, no symbolic link out of it)."""
+    folder = path.parent.resolve()
+    target = (folder / name).resolve()
+    if Path(name).is_absolute() or not target.is_relative_to(folder):
+        raise InvalidMetricSpec(f"examples file {name!r} is outside the metric's folder",
+                                path=str(path))
+    if not target.is_file():
+        raise InvalidMetricSpec(f"examples file {name!r} does not exist", path=str(path))
+    return target
+
+
 def _render_examples(examples: ExamplesSpec, raw: bytes, *, path: Path) -> str:
     items = yaml.safe_load(raw)
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
@@ -453,7 +505,7 @@ def _render_examples(examples: ExamplesSpec, raw: bytes, *, path: Path) -> str:
         return examples.separator.join(
             examples.template.format_map({**item, "n": n}) for n, item in enumerate(items, 1)
         )
-    except (KeyError, ValueError) as exc:
+    except (KeyError, ValueError, IndexError, AttributeError) as exc:
         raise InvalidMetricSpec(f"{examples.file}: bad example: {exc}", path=str(path)) from None
 
 

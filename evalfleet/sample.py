@@ -233,6 +233,8 @@ def _object_problem(path: str, value: dict[Any, Any], *,
 def _value_problem(value: Any) -> str | None:
     if isinstance(value, str):
         return _text_problem(value)
+    if value is not None and not isinstance(value, bool | int | float | list | dict):
+        return f"is not a JSON value ({type(value).__name__})"
     if isinstance(value, float) and not math.isfinite(value):
         return f"{value} is not a finite number"
     if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:

@@ -9,9 +9,10 @@ can scrub them.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -23,27 +24,72 @@ EMBEDDED_BROKER_URL = "filesystem://localhost//"
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
+#: Query parameters whose values are credentials (``?api_key=``, ``?token=``...).
+_SECRET_PARAM = re.compile(r"key|token|secret|passw|pwd|sig|auth|credential", re.IGNORECASE)
+
+
 def mask_url(url: str) -> str:
-    """Return ``url`` with any password replaced by ``***``.
+    """Return ``url`` with its password and secret query values replaced by ``***``.
 
     Args:
         url: A URL such as ``postgresql+psycopg://user:pw@host/db``.
 
     Returns:
-        The same URL, password masked; unchanged when it has none.
+        The same URL, credentials masked; unchanged when it has none. A URL that
+        cannot be parsed is replaced whole by ``***``.
     """
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+    try:
+        parts = urlsplit(url)
+        password, port = parts.password, parts.port
+    except ValueError:
+        return "***"
+    masked = url
+    if password is not None:
+        user = parts.username or ""
+        host = parts.hostname or ""
+        shown_port = f":{port}" if port else ""
+        masked = urlunsplit(parts._replace(netloc=f"{user}:***@{host}{shown_port}"))
+    for value in _secret_params(parts.query):
+        masked = masked.replace(value, "***")
+    return masked
+
+
+def strip_credentials(url: str) -> str:
+    """``url`` without its user, password and secret query values: a name for it that
+    may go anywhere (a Redis key, a metric label, a log line)."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        return "***"
+    netloc = f"{host}:{port}" if port else host
+    return mask_url(urlunsplit(parts._replace(netloc=netloc)))
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """The credentials inside ``url``: its password and secret query values."""
+    if not url:
+        return []
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return [url]
+    found = [password] if password else []
+    return found + _secret_params(parts.query)
 
 
 def url_password(url: str | None) -> str | None:
     """The password inside ``url``, or None."""
-    return urlsplit(url).password if url else None
+    try:
+        return urlsplit(url).password if url else None
+    except ValueError:
+        return None
+
+
+def _secret_params(query: str) -> list[str]:
+    return [value for name, value in parse_qsl(query, keep_blank_values=False)
+            if _SECRET_PARAM.search(name) and value]
 
 
 class Settings(BaseSettings):
@@ -133,6 +179,10 @@ class Settings(BaseSettings):
 
     judge_timeout_s: float = Field(default=60.0, gt=0)
     """Timeout of one judge HTTP call, connect to last byte."""
+
+    judge_max_reply_bytes: int = Field(default=1_048_576, ge=1024)
+    """Largest answer body read from the judge; a longer one is not read and its job
+    ends as a ``truncated`` verdict (after the one re-ask)."""
 
     reask_on_invalid: bool = True
     """Re-ask the judge once, quoting the validation error, when its verdict is unusable."""
@@ -388,9 +438,11 @@ class Settings(BaseSettings):
         return env
 
     def secret_values(self) -> list[str]:
-        """Every secret string in these settings, for log scrubbing."""
-        secrets = [url_password(self.database_url), url_password(self.broker_url),
-                   url_password(self.alertmanager_url), url_password(self.judge_probe_url)]
+        """Every secret string in these settings, for log scrubbing: the credentials in
+        every URL setting, the API key, the webhook secret and the ingest tokens."""
+        secrets: list[str | None] = []
+        for name in self.url_fields():
+            secrets.extend(url_secrets(getattr(self, name)))
         if self.openai_api_key is not None:
             secrets.append(self.openai_api_key.get_secret_value())
         if self.alert_webhook_secret is not None:
@@ -399,10 +451,15 @@ class Settings(BaseSettings):
             secrets.extend(t.strip() for t in self.ingest_tokens.get_secret_value().split(","))
         return [s for s in secrets if s]
 
+    @classmethod
+    def url_fields(cls) -> list[str]:
+        """The names of the settings that hold a URL (every one may carry a password)."""
+        return [name for name in cls.model_fields if name.endswith("_url")]
+
     def __repr_args__(self) -> Any:
+        urls = set(self.url_fields())
         for name, value in super().__repr_args__():
-            if name in ("database_url", "broker_url", "openai_base_url", "alertmanager_url",
-                        "judge_probe_url") and value:
+            if name in urls and isinstance(value, str):
                 yield name, mask_url(value)
             else:
                 yield name, value

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from evalfleet.errors import BrokerUnavailable, InvalidSample
 from producers.offsets import OffsetStore
 from producers.pipeline import Pipeline, ProduceStats
+from producers.screen import OversizedLine
 from producers.tail import Tail, TailLine
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,8 @@ def follow(
 
 def _publish(lines: list[TailLine], *, pipeline: Pipeline, stats: ProduceStats,
              stop: threading.Event, on_error: Callable[[InvalidSample], None]) -> bool:
-    records = [(_label(line), line.data) for line in lines if line.data.strip()]
+    records = [(_label(line), line.data) for line in lines
+               if isinstance(line.data, OversizedLine) or line.data.strip()]
     attempt = 0
     while True:
         try:

@@ -26,7 +26,7 @@ from producers.dispatcher import Dispatcher, JobFate
 from producers.limits import FieldLimits
 from producers.policy import Fallbacks, Policy, default_policy
 from producers.quota import SegmentQuota
-from producers.screen import Admitted, Rejected, SampledOut, Screen
+from producers.screen import Admitted, OversizedLine, Rejected, SampledOut, Screen
 
 RecordStatus = Literal["accepted", "sampled_out", "shed", "duplicate", "rejected"]
 
@@ -93,7 +93,7 @@ class ProduceStats:
                 if fate.status == "enqueued":
                     self.enqueued[fate.metric] = self.enqueued.get(fate.metric, 0) + 1
                 elif fate.status == "shed":
-                    self.shed[(fate.metric, result.segment or "")] += 1
+                    self.shed[(fate.metric, telemetry.short_label(result.segment or ""))] += 1
                 else:
                     self.duplicates[fate.metric] += 1
 
@@ -188,7 +188,8 @@ def run_lines(
             batches before it.
     """
     stats = stats if stats is not None else ProduceStats()
-    records = ((f"line {n}", line) for n, line in lines if line.strip())
+    records = ((f"line {n}", line) for n, line in lines
+               if isinstance(line, OversizedLine) or line.strip())
     for batch in _chunks(records, batch_size):
         results = pipeline.process(batch)
         stats.add(results)

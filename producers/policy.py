@@ -36,7 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from evalfleet.errors import InvalidSamplingConfig
 from evalfleet.settings import Settings
-from producers.redact import BUILTIN_KINDS, RedactionRules, Redactor
+from producers.redact import BUILTIN_KINDS, MAX_REDACT_CHARS, RedactionRules, Redactor
+from producers.regex import LinearPattern, compile_linear
 
 ShedPolicy = Literal["drop_new", "lower_rate"]
 
@@ -64,9 +65,9 @@ class Condition(_Model):
     regex: str | None = None
     """The whole attribute value matches this regular expression."""
 
-    def compiled(self) -> re.Pattern[str] | None:
-        """The compiled regex, or None."""
-        return None if self.regex is None else re.compile(self.regex)
+    def compiled(self) -> LinearPattern | None:
+        """The compiled regex (RE2, linear time), or None."""
+        return None if self.regex is None else compile_linear(self.regex)
 
 
 def _shorthand(value: Any) -> Any:
@@ -89,8 +90,8 @@ def _expand_conditions(value: Any) -> Any:
                              "'equals', 'in' or 'regex'")
         if "regex" in tests:
             try:
-                re.compile(str(tests["regex"]))
-            except re.error as exc:
+                compile_linear(str(tests["regex"]))
+            except ValueError as exc:
                 raise ValueError(f"attribute {key!r}: regex does not compile: {exc}") from None
     return expanded
 
@@ -140,6 +141,11 @@ class SegmentSpec(_Model):
     max_tracked: int = Field(default=10_000, ge=1)
     """Segments counted at once for the minimum; the least recently seen is forgotten."""
 
+    max_new: int = Field(default=100, ge=0)
+    """New segments per metric and window that get the minimum; past it a new segment
+    is sampled at the rate (counted in ``evalfleet_producer_segments_capped_total``),
+    so varying a segment attribute cannot buy every sample a place."""
+
 
 class RedactionSpec(_Model):
     """Which PII is redacted before samples leave the producer."""
@@ -156,6 +162,9 @@ class RedactionSpec(_Model):
     id: bool = False
     """Redact the sample id too."""
 
+    max_chars: int = Field(default=MAX_REDACT_CHARS, ge=1)
+    """Longest text redacted per field; the rest becomes ``[TRUNCATED]``."""
+
     @field_validator("kinds")
     @classmethod
     def _known_kinds(cls, kinds: tuple[str, ...]) -> tuple[str, ...]:
@@ -171,8 +180,8 @@ class RedactionSpec(_Model):
             if not _KIND_NAME.fullmatch(name):
                 raise ValueError(f"pattern name {name!r}: use lower case letters, digits, _")
             try:
-                re.compile(source)
-            except re.error as exc:
+                compile_linear(source)
+            except ValueError as exc:
                 raise ValueError(f"pattern {name!r} does not compile: {exc}") from None
         return patterns
 
@@ -226,7 +235,7 @@ class Rule:
     """Sampling rate, 0..1."""
     where: Mapping[str, Condition]
     """Attribute conditions, all of which must hold."""
-    patterns: Mapping[str, re.Pattern[str]]
+    patterns: Mapping[str, LinearPattern]
     """Compiled regex conditions, by attribute."""
     minimum_per_segment: int
     """Samples kept per segment and window whatever the rate."""
@@ -297,7 +306,8 @@ class Policy:
         """The compiled redaction rules of this policy."""
         spec = self.spec.redaction
         return Redactor(RedactionRules(kinds=spec.kinds, patterns=dict(spec.patterns),
-                                       attributes=spec.attributes, id=spec.id))
+                                       attributes=spec.attributes, id=spec.id,
+                                       max_chars=spec.max_chars))
 
     def _resolve(self, metric: str, rate: float | None) -> Rule:
         own = self.spec.metrics.get(metric, MetricRule())

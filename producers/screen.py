@@ -17,12 +17,26 @@ from typing import Any
 
 from evalfleet.errors import InvalidSample
 from evalfleet.metric import Metric
-from evalfleet.sample import Sample, parse_sample, parse_sample_line
+from evalfleet.sample import Sample, check_structure, parse_sample, parse_sample_line
 from producers.limits import FieldLimits, check_limits
 from producers.policy import Policy
 from producers.quota import SegmentQuota
 from producers.redact import redact_sample
 from producers.selector import Pick, select
+
+
+class OversizedLine(bytes):
+    """The empty stand-in for a line too long to read (a file, standard input or a
+    followed log): the screen rejects it naming its line; blank-line filters keep it."""
+
+    size_bytes: int
+    """The line's length."""
+
+    def __new__(cls, size_bytes: int) -> OversizedLine:
+        """A stand-in for a line of ``size_bytes``."""
+        line = super().__new__(cls, b"")
+        line.size_bytes = size_bytes
+        return line
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +149,14 @@ class Screen:
 
     def _parse(self, raw: Any, *, record: str) -> Sample:
         if isinstance(raw, Sample):
+            # Built in the caller's process, never through the record checks.
+            problem = check_structure(raw.model_dump(), limits=self._limits.structure)
+            if problem is not None:
+                raise InvalidSample(problem[1], record=record, field=problem[0])
             return raw
+        if isinstance(raw, OversizedLine):
+            raise InvalidSample(f"a line of {raw.size_bytes:,} bytes is too long to read; "
+                                "it was skipped", record=record)
         if isinstance(raw, bytes):
             return parse_sample_line(raw, record=record, limits=self._limits.structure)
         return parse_sample(raw, record=record, limits=self._limits.structure)

@@ -370,7 +370,7 @@ class Submitter:
                     if fate.status == "enqueued":
                         counts.enqueued[fate.metric] += 1
                     elif fate.status == "shed":
-                        counts.shed[(fate.metric, item.segment)] += 1
+                        counts.shed[(fate.metric, telemetry.short_label(item.segment))] += 1
                     else:
                         counts.duplicates[fate.metric] += 1
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from producers import telemetry
 from producers.policy import Policy
 from producers.quota import SegmentQuota
 from producers.sampler import is_sampled
@@ -87,7 +88,9 @@ def select(
         # Count every sample that passes the filters: the minimum is "the first N seen".
         in_minimum = quota.take(metric=metric, segment=segment,
                                 minimum=rule.minimum_per_segment,
-                                window_s=policy.spec.segments.window_s, now_s=now_s)
+                                window_s=policy.spec.segments.window_s, now_s=now_s,
+                                max_new=policy.spec.segments.max_new,
+                                on_capped=telemetry.SEGMENTS_CAPPED.labels(metric).inc)
         if is_sampled(sample_id, rule.rate):
             picks.append(Pick(metric, "rate", rule.rate, rule.delay_s))
         elif in_minimum:

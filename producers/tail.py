@@ -24,11 +24,20 @@ from pathlib import Path
 from typing import BinaryIO
 
 from producers.offsets import FINGERPRINT_BYTES, Position, file_fingerprint, fingerprint
+from producers.screen import OversizedLine
 
 logger = logging.getLogger(__name__)
 
 #: Seconds the old file must stay quiet after a rotation before the new one is read.
 ROTATION_GRACE_S = 1.0
+
+#: Longest line read, in bytes; a longer one is skipped whole (to its newline) and
+#: reported as an oversized record, so one line can neither exhaust memory nor stall
+#: the follower (a line longer than the read limit never looked complete).
+MAX_LINE_BYTES = 16 * 1024 * 1024
+
+#: Bytes read at a time while skipping an oversized line.
+_SKIP_CHUNK_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +47,7 @@ class TailLine:
     number: int
     """Line number in its file, from 1."""
     data: bytes
-    """The raw line, newline included."""
+    """The raw line, newline included (an :class:`OversizedLine` for one too long)."""
     source: str
     """The name of the file it was read from (``app.log.1`` after a rotation)."""
     position: Position
@@ -50,7 +59,8 @@ class Tail:
 
     def __init__(self, path: Path, *, start: Position | None,
                  rotation_grace_s: float = ROTATION_GRACE_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 max_line_bytes: int = MAX_LINE_BYTES) -> None:
         """Prepare to follow ``path`` from ``start`` (its beginning when None).
 
         Args:
@@ -58,8 +68,10 @@ class Tail:
             start: A saved position, or None.
             rotation_grace_s: Quiet time of a rotated file before moving on.
             clock: Monotonic time source.
+            max_line_bytes: Longest line read; longer ones are skipped and reported.
         """
         self.path = path
+        self._max_line_bytes = max_line_bytes
         self._start = start
         self._grace_s = rotation_grace_s
         self._clock = clock
@@ -141,7 +153,17 @@ class Tail:
         assert self._file is not None
         lines: list[TailLine] = []
         while len(lines) < max_lines:
-            data = self._file.readline()
+            data = self._file.readline(self._max_line_bytes + 1)
+            if len(data) > self._max_line_bytes:
+                length = len(data) if data.endswith(b"\n") else self._skip_line(len(data))
+                if length is None:
+                    self._file.seek(self._offset)  # no newline yet: wait for it
+                    break
+                self._offset += length
+                self._line += 1
+                lines.append(TailLine(self._line, OversizedLine(length), self._name,
+                                      self._position()))
+                continue
             if not data.endswith(b"\n"):
                 self._file.seek(self._offset)  # incomplete: wait for the rest of it
                 break
@@ -149,6 +171,22 @@ class Tail:
             self._line += 1
             lines.append(TailLine(self._line, data, self._name, self._position()))
         return lines
+
+    def _skip_line(self, read: int) -> int | None:
+        """Read on to the newline that ends an oversized line; its whole length, or
+        None when the file ends first. Linear in the line, whatever its length."""
+        assert self._file is not None
+        length = read
+        while True:
+            chunk = self._file.read(_SKIP_CHUNK_BYTES)
+            if not chunk:
+                return None
+            end = chunk.find(b"\n")
+            if end >= 0:
+                length += end + 1
+                self._file.seek(self._offset + length)
+                return length
+            length += len(chunk)
 
     def _position(self) -> Position:
         length = min(self._offset, FINGERPRINT_BYTES)

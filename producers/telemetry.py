@@ -9,12 +9,16 @@ values cannot blow up Prometheus.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 
 from prometheus_client import Counter, Gauge
 
 #: Distinct segment label values per process before the rest count as ``other``.
 MAX_SEGMENT_LABELS = 500
+
+#: Longest segment label, in characters; a longer one keeps its start and a digest.
+MAX_SEGMENT_LABEL_CHARS = 128
 
 RECORDS = Counter(
     "evalfleet_producer_records_total",
@@ -50,6 +54,12 @@ REDACTIONS = Counter(
     "PII matches redacted before publishing, by kind.",
     ["kind"],
 )
+SEGMENTS_CAPPED = Counter(
+    "evalfleet_producer_segments_capped_total",
+    "Samples of a new segment not given the segment minimum because the window's cap "
+    "on new segments (segments.max_new) was reached, by metric.",
+    ["metric"],
+)
 POLICY_RELOADS = Counter(
     "evalfleet_producer_policy_reloads_total",
     "Sampling config reloads, by result (ok, invalid: the previous config stays).",
@@ -66,7 +76,9 @@ _segments_lock = threading.Lock()
 
 
 def segment_label(segment: str) -> str:
-    """``segment``, or ``other`` once :data:`MAX_SEGMENT_LABELS` others were seen."""
+    """``segment`` (shortened, see :func:`short_label`), or ``other`` once
+    :data:`MAX_SEGMENT_LABELS` others were seen."""
+    segment = short_label(segment)
     with _segments_lock:
         if segment in _segments:
             return segment
@@ -74,3 +86,12 @@ def segment_label(segment: str) -> str:
             _segments.add(segment)
             return segment
     return "other"
+
+
+def short_label(segment: str) -> str:
+    """``segment`` cut to :data:`MAX_SEGMENT_LABEL_CHARS`: its start, then ``~`` and a
+    digest of the whole, so two long segments stay apart."""
+    if len(segment) <= MAX_SEGMENT_LABEL_CHARS:
+        return segment
+    digest = hashlib.sha256(segment.encode("utf-8", "replace")).hexdigest()[:12]
+    return f"{segment[:MAX_SEGMENT_LABEL_CHARS - 13]}~{digest}"

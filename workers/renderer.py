@@ -3,23 +3,52 @@
 Sample text is data: values are inserted in a single pass and never rendered
 again, so ``{x}``, ``{{ x }}``, ``<score>`` or a JSON verdict inside a sample
 reaches the judge verbatim. Jinja templates run in a sandbox with undefined
-variables as errors.
+variables as errors, and with bounded output: ``{{ 'a' * 10**9 }}`` is refused
+before the string is built, and a message past :data:`MAX_MESSAGE_CHARS` stops
+rendering. Either refusal makes that one job a dead letter (``invalid_sample``).
 """
 
 from __future__ import annotations
 
 import string
 from functools import lru_cache
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from jinja2 import StrictUndefined, Template, meta
+from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
-from evalfleet.errors import InvalidMetricSpec
+from evalfleet.errors import InvalidMetricSpec, InvalidSample
 from evalfleet.metric import MessageSpec, Metric
 from evalfleet.sample import Sample
 
-_JINJA = SandboxedEnvironment(
+#: Longest message a Jinja template may render, in characters.
+MAX_MESSAGE_CHARS = 8 * 1024 * 1024
+
+#: Largest result of ``**`` in a Jinja template, in bits.
+_MAX_POWER_BITS = 4096
+
+
+class _BoundedSandbox(SandboxedEnvironment):
+    """The sandbox, with ``*`` and ``**`` checked before they build a huge value."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for sequence, count in ((left, right), (right, left)):
+                if (isinstance(sequence, str | list | tuple) and isinstance(count, int)
+                        and len(sequence) * count > MAX_MESSAGE_CHARS):
+                    raise SecurityError(f"a repetition of {len(sequence) * count:,} items "
+                                        f"is over the limit of {MAX_MESSAGE_CHARS:,}")
+        if (operator == "**" and isinstance(left, int) and isinstance(right, int)
+                and right > 0 and abs(left) > 1
+                and left.bit_length() * right > _MAX_POWER_BITS):
+            raise SecurityError(f"a power over {_MAX_POWER_BITS} bits")
+        return super().call_binop(context, operator, left, right)
+
+
+_JINJA = _BoundedSandbox(
     undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True,
 )
 
@@ -78,10 +107,25 @@ def template_placeholders(message: MessageSpec) -> set[str]:
 
 def _render_one(message: MessageSpec, values: dict[str, str]) -> str:
     if message.syntax == "jinja":
-        return _compiled(message.template).render(values)
+        return _render_bounded(_compiled(message.template), values)
     if message.syntax == "format":
         return message.template.format_map(values)
     return message.template
+
+
+def _render_bounded(template: Template, values: dict[str, str]) -> str:
+    parts: list[str] = []
+    size = 0
+    try:
+        for part in template.generate(values):
+            size += len(part)
+            if size > MAX_MESSAGE_CHARS:
+                raise InvalidSample(f"the prompt is not rendered: its template makes a "
+                                    f"message over {MAX_MESSAGE_CHARS:,} characters")
+            parts.append(part)
+    except SecurityError as exc:
+        raise InvalidSample(f"the prompt is not rendered: {exc}") from None
+    return "".join(parts)
 
 
 @lru_cache(maxsize=256)

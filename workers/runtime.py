@@ -94,10 +94,12 @@ def build_judge(settings: Settings, *, concurrency: int,
                     budget_for=lambda model: budget_for(settings, model), on_wait=on_wait)
     if settings.judge_client == "openai":
         blocking = OpenAIJudge(base_url=settings.openai_base_url, api_key=api_key,
-                               timeout_s=settings.judge_timeout_s)
+                               timeout_s=settings.judge_timeout_s,
+                               max_reply_bytes=settings.judge_max_reply_bytes)
         return PacedJudge(blocking, endpoint=blocking.endpoint, pacing=pacing)
     client = AsyncHttpJudge(base_url=settings.openai_base_url, api_key=api_key,
-                            timeout_s=settings.judge_timeout_s, max_connections=concurrency)
+                            timeout_s=settings.judge_timeout_s, max_connections=concurrency,
+                            max_reply_bytes=settings.judge_max_reply_bytes)
     return JudgeRunner(client, concurrency=concurrency, pacing=pacing)
 
 

@@ -42,3 +42,16 @@ def test_too_deep_names_the_outer_key() -> None:
 def test_split_items(text: bytes, key: bytes | None, items: list[object] | None) -> None:
     found = jsontext.split_items(text, key=key)
     assert (None if found is None else [json.loads(item) for item in found]) == items
+
+
+def test_an_unterminated_string_of_escaped_quotes_is_scanned_once() -> None:
+    # Each escaped quote used to restart the string match, to the end of the text:
+    # 10,000 of them took 3.7 s; 100,000 took 385 s. Linear: under 0.1 s for 1 MB.
+    import time
+
+    text = '"' + '\\"' * 500_000 + "\\"
+    started = time.perf_counter()
+    jsontext.check_depth(text)
+    jsontext.check_depth(text.encode())
+    jsontext.split_items(b"[" + text.encode())
+    assert time.perf_counter() - started < 10.0

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from importlib import resources
 from pathlib import Path
 
 import pytest
+import yaml
 
 from evalfleet.errors import InvalidMetricSpec, InvalidSample, UnknownMetric
 from evalfleet.metric import load_metric_file, load_registry
@@ -101,3 +103,34 @@ def test_extra_directory_adds_and_replaces_metrics(tmp_path: Path) -> None:
 def test_missing_extra_directory_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(InvalidMetricSpec, match="does not exist"):
         load_registry(tmp_path / "nope")
+
+
+@pytest.mark.parametrize(("template", "words"), [
+    ("Judge {}", "positional field {}"), ("Judge {0}", "positional field {0}"),
+    ("Judge {0.x}", "positional field"), ("Judge { this", "does not parse"),
+    ("Judge {examples_str:>99999999}", "pads to more than"),
+])
+def test_a_format_template_that_could_never_fill_is_refused_at_load(
+    tmp_path: Path, template: str, words: str,
+) -> None:
+    path = copy_metric(tmp_path, "context_precision")
+    shutil.copy(BUNDLED / "context_precision.examples.yaml", tmp_path)
+    data = yaml.safe_load(path.read_text())
+    data["messages"][0]["template"] = template
+    data["messages"][0]["syntax"] = "format"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(InvalidMetricSpec, match=re.escape(words)):
+        load_metric_file(path)
+
+
+@pytest.mark.parametrize("name", ["../outside.examples.yaml", "/etc/hostname", "missing.yaml"])
+def test_the_examples_file_stays_in_the_metric_folder(tmp_path: Path, name: str) -> None:
+    folder = tmp_path / "metrics"
+    folder.mkdir()
+    path = copy_metric(folder, "context_precision")
+    shutil.copy(BUNDLED / "context_precision.examples.yaml", tmp_path / "outside.examples.yaml")
+    data = yaml.safe_load(path.read_text())
+    data["examples"]["examples_str"]["file"] = name
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(InvalidMetricSpec, match=r"outside the metric's folder|does not exist"):
+        load_metric_file(path)

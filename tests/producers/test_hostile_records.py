@@ -7,7 +7,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ from starlette.testclient import TestClient
 
 from evalfleet.cli import main
 from evalfleet.errors import InvalidSample
+from evalfleet.judgesim import RunningSim
 from evalfleet.settings import Settings
 from producers.follow import follow
 from producers.ingest import create_app
@@ -25,9 +26,10 @@ from producers.offsets import OffsetStore
 from producers.runtime import ProducerRuntime
 from producers.sdk import Submitter
 from producers.tail import Tail
-from tests.helpers import wait_until
+from tests.helpers import WorkerProcess, wait_until
 from tests.producers.builders import queued_ids, record
 from tests.producers.hostile import Hostile, hostile_records
+from workers.store import VerdictStore
 
 HOSTILE = hostile_records(0)
 
@@ -119,11 +121,12 @@ def test_follow_moves_past_every_hostile_line(
     psettings: Settings, redis_client: redis.Redis, tmp_path: Path,
 ) -> None:
     lines, ids = interleaved()
+    lines.insert(-1, '{"id": "huge", "input": "' + "x" * 3_000_000 + '"}')
     log, offsets = tmp_path / "app.log", tmp_path / "offsets.json"
     log.write_bytes(("\n".join(lines) + "\n").encode())
     runtime = ProducerRuntime(psettings)
     store = OffsetStore(offsets)
-    tail = Tail(log, start=store.load())
+    tail = Tail(log, start=store.load(), max_line_bytes=2_000_000)
     errors: list[InvalidSample] = []
     stop = threading.Event()
     thread = threading.Thread(target=follow, kwargs={
@@ -141,9 +144,11 @@ def test_follow_moves_past_every_hostile_line(
         tail.close()
         runtime.close()
     assert sorted(queued_ids(redis_client, "rag_qa")) == ids
-    assert len(errors) == len(HOSTILE)
-    assert {error.record for error in errors} == {f"app.log line {2 * n + 2}"
-                                                          for n in range(len(HOSTILE))}
+    assert len(errors) == len(HOSTILE) + 1
+    assert {error.record for error in errors} == {
+        *(f"app.log line {2 * n + 2}" for n in range(len(HOSTILE))),
+        f"app.log line {len(lines) - 1}"}
+    assert any("too long to read" in str(error) for error in errors)
 
 
 def saved_line(store: OffsetStore) -> int:
@@ -176,3 +181,61 @@ def test_a_urllib_client_sees_413_for_a_large_body(ingest_url: str) -> None:
         urllib.request.urlopen(request, timeout=20)
     assert raised.value.code == 413
     assert "over the limit" in raised.value.read().decode()
+
+
+def test_the_good_records_around_hostile_ones_become_verdicts(
+    settings: Settings, sim: RunningSim, store: VerdictStore, tmp_path: Path,
+    start_worker: Callable[..., WorkerProcess],
+) -> None:
+    lines, ids = interleaved()
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(("\n".join(lines) + "\n").encode())
+    result = CliRunner().invoke(main, ["produce", str(path), "--metric", "rag_qa",
+                                       "--sample-rate", "1"], env=settings.as_environment())
+    assert f"jobs enqueued: rag_qa {len(ids)}" in result.output, result.output[-1000:]
+    start_worker(settings, queues=["rag_qa"])
+    wait_until(lambda: store.counts().verdicts == len(ids), timeout_s=60,
+               what="a verdict per good record")
+    assert sorted(verdict.key.sample_id for verdict in store.iter_verdicts()) == ids
+    assert store.counts().dead_letters == 0
+    assert sim.stats()["requests"] == len(ids)
+
+
+def test_a_sample_object_built_in_the_application_is_checked_too(
+    psettings: Settings, redis_client: redis.Redis,
+) -> None:
+    from evalfleet.sample import Sample
+
+    submitter = Submitter(psettings, metrics=["rag_qa"])
+    built = Sample.model_construct(**{**json.loads(good(0)), "input": "nul\x00"})
+    submitter.submit(built)
+    submitter.submit(json.loads(good(1)))
+    assert submitter.flush(timeout_s=30)
+    stats = submitter.stats()
+    submitter.close()
+    assert (stats.rejected, stats.accepted) == (1, 1)
+    assert queued_ids(redis_client, "rag_qa") == ["good-001"]
+
+
+def test_a_file_line_over_the_limit_is_rejected_by_number_and_the_rest_go_on(
+    psettings: Settings, redis_client: redis.Redis, tmp_path: Path,
+) -> None:
+    from producers.pipeline import run_lines
+    from producers.source import read_lines
+
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(f"{good(0)}\n".encode() + b'{"id": "' + b"x" * 50_000 + b'"}\n'
+                     + b"y" * 30_000 + f"\n{good(1)}\n".encode())
+    runtime = ProducerRuntime(psettings)
+    errors: list[InvalidSample] = []
+    try:
+        stats = run_lines(read_lines(str(path), max_line_bytes=10_000),
+                          pipeline=runtime.pipeline(metrics=["rag_qa"], rate=1.0,
+                                                    source="file"),
+                          batch_size=10, on_error=errors.append)
+    finally:
+        runtime.close()
+    assert [(error.record, "too long to read" in error.reason) for error in errors] == [
+        ("line 2", True), ("line 3", True)]
+    assert (stats.lines, stats.rejected) == (4, 2)
+    assert sorted(queued_ids(redis_client, "rag_qa")) == ["good-000", "good-001"]

@@ -133,3 +133,13 @@ def test_the_example_config_is_valid() -> None:
                           max_delay_s=max_delay_for(Settings()),
                           known_metrics=load_registry().names())
     assert loaded.metric_names
+
+
+def test_redaction_max_chars_comes_from_the_config() -> None:
+    from collections import Counter
+
+    from tests.producers.builders import policy
+
+    redactor = policy("redaction: {max_chars: 10}").redactor
+    counts: Counter[str] = Counter()
+    assert redactor.redact_text("a@b.io and more text", counts) == "[EMAIL] and[TRUNCATED]"

@@ -38,3 +38,19 @@ def test_state_is_bounded_least_recently_seen_forgotten() -> None:
     assert take(quota, "a", 1.0) is True   # a was forgotten: counts from 0 again
     quota.resize(1)
     assert len(quota) == 1
+
+
+def test_new_segments_past_the_cap_get_no_minimum_and_are_counted() -> None:
+    quota = SegmentQuota(max_tracked=1000)
+    capped: list[int] = []
+
+    def varied(n: int, now_s: float) -> bool:
+        return quota.take(metric="m", segment=f"route=/r{n}", minimum=5, window_s=HOUR_S,
+                          now_s=now_s, max_new=3, on_capped=lambda: capped.append(n))
+
+    assert [varied(n, 10.0) for n in range(10)] == [True] * 3 + [False] * 7
+    assert capped == list(range(3, 10)) and quota.capped == {"m": 7}
+    assert varied(0, 11.0)  # a segment already counting goes on
+    assert varied(99, HOUR_S + 1)  # a new window admits new segments again
+    assert quota.take(metric="other", segment="route=/x", minimum=5, window_s=HOUR_S,
+                      now_s=10.0, max_new=3)  # per metric

@@ -183,3 +183,30 @@ def test_a_new_file_reusing_the_inode_is_not_taken_for_the_old(tmp_path: Path) -
     second = Tail(path, start=position)
     assert texts(second.poll(max_lines=10))[0].startswith("SECOND")
     second.close()
+
+
+def size(line: TailLine) -> int:
+    return getattr(line.data, "size_bytes", 0)
+
+
+def test_an_oversized_line_is_skipped_whole_and_reported(tmp_path: Path) -> None:
+    path = tmp_path / "app.log"
+    path.write_bytes(b'{"id": "a"}\n' + b"x" * 5000 + b"\n" + b"y" * 100 + b'{"id": "b"}\n')
+    tail = Tail(path, start=None, max_line_bytes=1000)
+    lines = tail.poll(max_lines=10)
+    tail.close()
+    assert [(line.number, size(line), line.data) for line in lines] == [
+        (1, 0, b'{"id": "a"}\n'), (2, 5001, b""), (3, 0, b"y" * 100 + b'{"id": "b"}\n')]
+
+
+def test_an_oversized_line_still_being_written_waits_then_goes(tmp_path: Path) -> None:
+    path = tmp_path / "app.log"
+    path.write_bytes(b"x" * 3000)
+    tail = Tail(path, start=None, max_line_bytes=1000)
+    assert tail.poll(max_lines=10) == []
+    with path.open("ab") as stream:
+        stream.write(b"x" * 3000 + b'\n{"id": "c"}\n')
+    lines = tail.poll(max_lines=10)
+    tail.close()
+    assert [(size(line), line.data) for line in lines] == [(6001, b""),
+                                                               (0, b'{"id": "c"}\n')]

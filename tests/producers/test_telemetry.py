@@ -22,3 +22,12 @@ def test_metric_names_carry_the_prefix() -> None:
                  "evalfleet_producer_dropped_total", "evalfleet_producer_jobs_total",
                  "evalfleet_producer_redactions_total"):
         assert f"# TYPE {name} counter" in text
+
+
+def test_long_segment_labels_are_bounded_and_stay_apart() -> None:
+    from producers.telemetry import MAX_SEGMENT_LABEL_CHARS, short_label
+
+    one, two = "app=" + "x" * 70_000, "app=" + "x" * 69_999 + "y"
+    assert short_label("app=bot") == "app=bot"
+    assert len(short_label(one)) == MAX_SEGMENT_LABEL_CHARS
+    assert short_label(one) != short_label(two)

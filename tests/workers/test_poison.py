@@ -16,6 +16,7 @@ from evalfleet.settings import Settings
 from producers.enqueuer import Enqueuer
 from tests.brokers import broker_idle
 from tests.helpers import WorkerProcess, wait_until
+from tests.workers.verdicts.test_hostile_replies import SHAPES
 from workers.store import VerdictStore
 from workers.store.storable import decode_original
 
@@ -73,3 +74,32 @@ def test_an_unstorable_job_is_one_dead_letter_and_its_neighbours_are_stored(
     assert sim.stats()["requests"] == len(batch)
     log = worker.log_path.read_text(errors="replace")
     assert "Traceback" not in log and "internal_error" not in log
+
+
+def test_hostile_replies_each_end_as_a_verdict_and_the_worker_stays_up(
+    settings: Settings, sim: RunningSim, store: VerdictStore,
+    start_worker: Callable[..., WorkerProcess],
+) -> None:
+    valid = json.dumps({"faithfulness": 0.5, "context_relevance": 0.5,
+                        "answer_relevance": 0.5, "semantic_similarity": 0.5,
+                        "evaluation_status": "success"})
+    replies = {**SHAPES, "valid with nul": valid[:-1] + ', "note": "a\\u0000b\x00"}',
+               "five megabytes": "x" * 5_000_000}
+    sim.script([{"match": f"case {name}", "replies": [{"content": content}],
+                 "then": "repeat_last"} for name, content in replies.items()])
+    worker = start_worker(settings, queues=["rag_qa"])
+    enqueuer = Enqueuer(settings)
+    try:
+        enqueuer.send_many([new_job("rag_qa", parse_sample(sample(f"r-{n}", input=f"case {name}")))
+                            for n, name in enumerate(replies)])
+    finally:
+        enqueuer.close()
+    wait_until(lambda: store.counts().verdicts == len(replies) and broker_idle(settings, worker),
+               timeout_s=120, what="a verdict per reply")
+    assert worker.process.poll() is None
+    assert store.counts().dead_letters == 0
+    by_input = {verdict.key.sample_id: verdict for verdict in store.iter_verdicts()}
+    nul = by_input[f"r-{list(replies).index('valid with nul')}"]
+    assert nul.status == "ok" and "\\u0000" in (nul.raw_output or "")
+    big = by_input[f"r-{list(replies).index('five megabytes')}"]
+    assert (big.status, big.error_class) == ("failed", "truncated")

@@ -61,3 +61,19 @@ def test_unknown_placeholder_is_reported() -> None:
 def test_template_placeholders(syntax: str, template: str, names: set[str]) -> None:
     message = MessageSpec(role="user", syntax=syntax, template=template)  # type: ignore[arg-type]
     assert template_placeholders(message) == names
+
+
+@pytest.mark.parametrize("template", [
+    "{{ 'a' * 10**9 }}", "{{ [1] * 10**8 }}", "{{ 10 ** 100000 }}",
+    "{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}",
+])
+def test_a_jinja_template_cannot_render_without_bound(template: str) -> None:
+    from evalfleet.errors import InvalidSample
+
+    base = metric("rag_qa")
+    spec = base.spec.model_copy(update={"messages": (
+        MessageSpec(role="user", syntax="jinja", template=template),)})
+    bounded = Metric(spec=spec, version="x", examples_text={}, path="x.yaml")
+    with pytest.raises(InvalidSample, match="the prompt is not rendered"):
+        render_messages(bounded, parse_sample({"id": "1", "input": "q", "output": "a",
+                                               "context": ["c"]}))

@@ -10,12 +10,16 @@ from __future__ import annotations
 import json
 import time
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import aiohttp
 
+from evalfleet import jsontext
 from evalfleet.errors import JudgeError, JudgeUnavailable
+from evalfleet.settings import strip_credentials
 from workers.backoff import parse_retry_after
-from workers.judge.base import JudgeReply, JudgeRequest, reported
+from workers.judge.base import JudgeReply, JudgeRequest
+from workers.judge.reply import DEFAULT_MAX_REPLY_BYTES, reply_from_body, too_large_reply
 from workers.judge.status import classify_status
 
 #: Where requests go when no base URL is configured.
@@ -30,20 +34,27 @@ class AsyncHttpJudge:
 
     def __init__(
         self, *, base_url: str | None, api_key: str | None, timeout_s: float,
-        max_connections: int,
+        max_connections: int, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
-        self._url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
-        self._headers = {
-            "Authorization": f"Bearer {api_key or PLACEHOLDER_API_KEY}",
-            "Content-Type": "application/json",
-        }
+        url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+        # Credentials in the URL become Basic auth when there is no API key (a proxy in
+        # front of a local judge); the URL itself is sent, logged and keyed without them.
+        self._url = strip_credentials(url)
+        user = urlsplit(url).username
+        password = urlsplit(url).password
+        authorization = (aiohttp.BasicAuth(unquote(user or ""), unquote(password)).encode()
+                         if password is not None and not api_key
+                         else f"Bearer {api_key or PLACEHOLDER_API_KEY}")
+        self._headers = {"Authorization": authorization, "Content-Type": "application/json"}
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._max_connections = max_connections
+        self._max_reply_bytes = max_reply_bytes
         self._session: aiohttp.ClientSession | None = None
 
     @property
     def endpoint(self) -> str:
-        """The URL requests go to (names this judge in limits and circuit breakers)."""
+        """The URL requests go to, without credentials: it names this judge in Redis
+        keys (rate limits), log lines and errors (the circuit breaker)."""
         return self._url
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
@@ -57,20 +68,34 @@ class AsyncHttpJudge:
         status, headers, raw = await self._post(json.dumps(request.payload()))
         latency_ms = round((time.perf_counter() - started) * 1000)
         if status != 200:
-            raise _status_error(status, headers, raw)
-        return _reply(raw, latency_ms=latency_ms)
+            raise _status_error(status, headers, raw or b"")
+        if raw is None:
+            return too_large_reply(latency_ms=latency_ms)
+        return reply_from_body(raw, latency_ms=latency_ms)
 
-    async def _post(self, body: str) -> tuple[int, Any, bytes]:
+    async def _post(self, body: str) -> tuple[int, Any, bytes | None]:
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300)
             self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
         try:
             async with self._session.post(self._url, data=body, headers=self._headers) as answer:
-                return answer.status, answer.headers, await answer.read()
+                return answer.status, answer.headers, await self._read(answer)
         except TimeoutError:
             raise JudgeUnavailable("judge call timed out") from None
         except aiohttp.ClientError as exc:
             raise JudgeUnavailable(f"cannot reach the judge: {type(exc).__name__}: {exc}") from exc
+
+    async def _read(self, answer: aiohttp.ClientResponse) -> bytes | None:
+        """The body, or None once it passes the cap (the rest is not read)."""
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in answer.content.iter_chunked(65_536):
+            size += len(chunk)
+            if size > self._max_reply_bytes:
+                answer.close()
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     async def close(self) -> None:
         """Close the session and its connections."""
@@ -81,7 +106,7 @@ class AsyncHttpJudge:
 
 def _status_error(status: int, headers: Any, raw: bytes) -> JudgeError:
     try:
-        body = json.loads(raw)
+        body = jsontext.loads(raw)
     except ValueError:
         body = None
     message = _error_message(body) or raw[:200].decode("utf-8", "replace")
@@ -94,22 +119,3 @@ def _error_message(body: Any) -> str | None:
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         return str(error["message"])
     return None
-
-
-def _reply(raw: bytes, *, latency_ms: int) -> JudgeReply:
-    try:
-        data = json.loads(raw)
-        choice = data["choices"][0]
-        content = choice["message"].get("content")
-        usage = data.get("usage") or {}
-        return JudgeReply(
-            text=content if isinstance(content, str) else None,
-            finish_reason=choice.get("finish_reason"),
-            prompt_tokens=usage.get("prompt_tokens"),
-            completion_tokens=usage.get("completion_tokens"), latency_ms=latency_ms,
-            model=reported(data.get("model")),
-            system_fingerprint=reported(data.get("system_fingerprint")),
-        )
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise JudgeUnavailable(f"unreadable judge reply ({type(exc).__name__})") from None
-

@@ -10,14 +10,16 @@ sends a batch one request at a time. The worker paces it through
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
+import httpx
 import openai
 
 from evalfleet.errors import JudgeError, JudgeUnavailable
 from workers.backoff import parse_retry_after
-from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest, reported
+from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.http_judge import DEFAULT_BASE_URL
+from workers.judge.reply import DEFAULT_MAX_REPLY_BYTES, reply_from_body, too_large_reply
 from workers.judge.status import classify_status
 
 #: Sent when no API key is configured (local judges such as the simulator ignore it).
@@ -27,13 +29,15 @@ PLACEHOLDER_API_KEY = "not-needed"
 class OpenAIJudge(JudgeClient):
     """Chat completions through one shared, thread-safe ``openai.OpenAI`` client."""
 
-    def __init__(self, *, base_url: str | None, api_key: str | None, timeout_s: float) -> None:
+    def __init__(self, *, base_url: str | None, api_key: str | None, timeout_s: float,
+                 max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> None:
         self._endpoint = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
         # max_retries=0: the worker owns the one retry layer (backoff, Retry-After).
         self._client = openai.OpenAI(
             base_url=base_url, api_key=api_key or PLACEHOLDER_API_KEY, timeout=timeout_s,
             max_retries=0,
         )
+        self._max_reply_bytes = max_reply_bytes
 
     @property
     def endpoint(self) -> str:
@@ -53,21 +57,29 @@ class OpenAIJudge(JudgeClient):
 
     def _complete(self, request: JudgeRequest) -> JudgeReply:
         started = time.perf_counter()
+        # The body is read in chunks up to the cap, then parsed as the lean client does.
         try:
-            completion = self._client.chat.completions.create(**request.payload())
+            with self._client.chat.completions.with_streaming_response.create(
+                    **request.payload()) as response:
+                raw = self._read(response.iter_bytes(65_536))
         except openai.OpenAIError as exc:
             raise _translate(exc) from exc
+        except httpx.HTTPError as exc:
+            raise JudgeUnavailable(f"cannot read the judge's reply: {type(exc).__name__}") from exc
         latency_ms = round((time.perf_counter() - started) * 1000)
-        if not completion.choices:
-            raise JudgeUnavailable("judge reply has no choices")
-        choice, usage = completion.choices[0], completion.usage
-        return JudgeReply(
-            text=choice.message.content, finish_reason=choice.finish_reason,
-            prompt_tokens=usage.prompt_tokens if usage else None,
-            completion_tokens=usage.completion_tokens if usage else None,
-            latency_ms=latency_ms, model=reported(completion.model),
-            system_fingerprint=reported(completion.system_fingerprint),
-        )
+        if raw is None:
+            return too_large_reply(latency_ms=latency_ms)
+        return reply_from_body(raw, latency_ms=latency_ms)
+
+    def _read(self, chunks: Iterator[bytes]) -> bytes | None:
+        kept: list[bytes] = []
+        size = 0
+        for chunk in chunks:
+            size += len(chunk)
+            if size > self._max_reply_bytes:
+                return None
+            kept.append(chunk)
+        return b"".join(kept)
 
     def close(self) -> None:
         """See :meth:`JudgeClient.close`."""

@@ -277,9 +277,10 @@ def translate_errors() -> Iterator[None]:
 
     ``OperationalError`` and ``InterfaceError`` (connection refused or lost, server
     shutting down, serialization failure, deadlock) are :class:`StoreUnavailable`: try
-    again later. Every other database error (``DataError``, ``IntegrityError``...) and an
-    encoding error raised before the statement is sent are :class:`StoreRejected`: the
-    same rows would be refused again. The message names the driver's error class and
+    again later. Every other database error (``DataError``, ``IntegrityError``...) and a
+    ``ValueError`` raised adapting a value before the statement is sent (an encoding,
+    an integer too long to write) are :class:`StoreRejected`: the same rows would be
+    refused again. The message names the driver's error class and
     its first line only: the full text quotes the statement's parameters.
     """
     try:
@@ -290,7 +291,7 @@ def translate_errors() -> Iterator[None]:
         first_line = storable_text(str(exc.orig).splitlines()[0] if str(exc.orig) else "")
         raise StoreRejected(f"the database refused a value: {type(exc.orig).__name__}: "
                             f"{first_line[:200]}") from exc
-    except UnicodeError as exc:
+    except ValueError as exc:  # raised adapting a value: an encoding, an integer's size
         raise StoreRejected(f"the database refused a value: {type(exc).__name__}: "
                             f"{storable_text(str(exc))[:200]}") from exc
 

@@ -35,6 +35,12 @@ _UNSTORABLE = re.compile("[\\x00\\ud800-\\udfff]")
 #: Deepest nesting cleaned in place; deeper values are replaced by their text.
 _MAX_DEPTH = 64
 
+#: Widest integer stored as a JSON number, in bits; wider ones are stored as text.
+_MAX_INT_BITS = 64
+
+#: Widest integer written out in full as text (Python refuses past 4,300 digits).
+_MAX_INT_BITS_AS_TEXT = 4096
+
 #: Longest value of each key column, in characters (the schema's ``varchar`` sizes).
 KEY_COLUMN_CHARS = {"sample_id": 256, "metric": 64, "prompt_version": 32, "judge_model": 128}
 
@@ -61,14 +67,20 @@ def storable_json(value: Any, *, _depth: int = 0) -> Any:
         return storable_text(value)
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, dict | list) and _depth >= _MAX_DEPTH:
+    if isinstance(value, int) and not isinstance(value, bool) and _too_wide(value):
+        if value.bit_length() > _MAX_INT_BITS_AS_TEXT:
+            return f"<an integer of {value.bit_length():,} bits>"
+        return str(value)
+    if isinstance(value, dict | list | tuple) and _depth >= _MAX_DEPTH:
         return storable_text(repr(value)[:65_536])
     if isinstance(value, list | tuple):
         return [storable_json(item, _depth=_depth + 1) for item in value]
     if isinstance(value, dict):
         return {storable_text(str(key)): storable_json(item, _depth=_depth + 1)
                 for key, item in value.items()}
-    return value
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return storable_text(repr(value)[:65_536])  # not a JSON value at all
 
 
 def first_unstorable(value: Any, *, path: str = "") -> str | None:
@@ -84,6 +96,11 @@ def first_unstorable(value: Any, *, path: str = "") -> str | None:
         elif isinstance(item, float):
             if not math.isfinite(item):
                 return where or "value"
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int):
+            if _too_wide(item):
+                return where or "value"
         elif isinstance(item, dict | list | tuple) and depth >= _MAX_DEPTH:
             return where or "value"
         elif isinstance(item, dict):
@@ -92,7 +109,13 @@ def first_unstorable(value: Any, *, path: str = "") -> str | None:
         elif isinstance(item, list | tuple):
             stack.extend(reversed([(f"{where}[{n}]", inner, depth + 1, "")
                                    for n, inner in enumerate(item)]))
+        else:
+            return where or "value"
     return None
+
+
+def _too_wide(value: int) -> bool:
+    return value.bit_length() > _MAX_INT_BITS
 
 
 def key_problem(key: VerdictKey) -> str | None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,9 +26,17 @@ from evalfleet.metric import FieldSpec, Metric
 from evalfleet.sample import Sample
 from workers.verdicts.result import RawValue, Verdict
 
-_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+# ASCII digits only: \d would also take Arabic-Indic or Devanagari digits, which
+# float() reads, and "only unambiguous coercions" allows ASCII and full-width ones.
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _PERCENT = re.compile(rf"({_NUMBER.pattern})\s*%")
 _FRACTION = re.compile(rf"({_NUMBER.pattern})\s*/\s*({_NUMBER.pattern})")
+
+# Full-width digits and the signs around numbers, folded to ASCII. Not NFKC: it also
+# turns superscripts, subscripts and circled digits (¹/₂, ③) into digits.
+_FULL_WIDTH = str.maketrans({**{chr(0xFF10 + n): str(n) for n in range(10)},
+                             "\uff0e": ".", "\uff0b": "+", "\uff0d": "-", "\uff05": "%",
+                             "\uff0f": "/", "\uff45": "e", "\uff25": "E", "\u3000": " "})
 _NON_FINITE = {"nan", "inf", "infinity"}
 
 #: What judges write for "no value" in a score, once trimmed and lowercased; read as null
@@ -250,9 +257,13 @@ def _as_float(value: int | float) -> float | None:
         return None
 
 
+def fold_digits(text: str) -> str:
+    """``text`` with full-width digits, signs, ``.``, ``%`` and ``/`` as ASCII, stripped."""
+    return text.translate(_FULL_WIDTH).strip()
+
+
 def _number_from_text(text: str, spec: FieldSpec) -> float | Invalid | None:
-    # NFKC folds full-width digits (U+FF14 for 4) into ASCII ones.
-    bare = unicodedata.normalize("NFKC", text).strip()
+    bare = fold_digits(text)
     if _NUMBER.fullmatch(bare):
         return float(bare)
     if bare.lower().lstrip("+-") in _NON_FINITE:
@@ -264,6 +275,8 @@ def _number_from_text(text: str, spec: FieldSpec) -> float | Invalid | None:
         return float(match.group(1)) / 100
     if (match := _FRACTION.fullmatch(bare)) is not None:
         numerator, denominator = float(match.group(1)), float(match.group(2))
+        if not (math.isfinite(numerator) and math.isfinite(denominator)):
+            return None  # 5/1e999 is not 0.0
         if denominator <= 0:
             return Invalid(f"{show(text)} has no valid denominator")
         if unit:

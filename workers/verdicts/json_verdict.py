@@ -31,6 +31,10 @@ MAX_DEPTH = 16
 #: Longest text value quoted when two verdicts differ in it, in characters.
 MAX_SHOWN = 20
 
+#: Most candidate regions read from one reply. A reply with more is refused whole
+#: (fail closed) rather than read in time that grows with the number of candidates.
+MAX_CANDIDATES = 256
+
 #: A number as a judge may write it unquoted; anything else a repair library
 #: turned into a number (``80%`` -> 80, ``0. 8`` -> 0.0) is checked as text instead.
 _NUMBER_TOKEN = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|-?Infinity|NaN")
@@ -83,6 +87,9 @@ def parse_json_verdict(text: str, *, metric: Metric, sample: Sample) -> Verdict 
         return ParseFailure("empty", "the reply is empty apart from reasoning")
     if scan.truncated:
         return ParseFailure("truncated", "the reply ends inside a JSON object that never closes")
+    if len(scan.regions) > MAX_CANDIDATES:
+        return ParseFailure("schema", f"the reply holds {len(scan.regions):,} JSON regions, "
+                                      f"more than the {MAX_CANDIDATES} read; send one verdict")
     valid: list[Verdict] = []
     rejected: list[tuple[int, _Rejected]] = []
     for number, region in enumerate(scan.regions, 1):
@@ -91,6 +98,8 @@ def parse_json_verdict(text: str, *, metric: Metric, sample: Sample) -> Verdict 
             rejected.append((number, outcome))
         elif outcome is not None:
             valid.extend(outcome)
+            if _distinct_count(valid) > 1:
+                break  # ambiguous already: reading more candidates cannot change that
     if valid:
         return _single(valid)
     if rejected:
@@ -126,7 +135,9 @@ def _decode(
     unescaped = _unescape(text)
     if unescaped is not None:
         inner = scan_json(unescaped).regions
-        return _decode(inner[0].text, region=inner[0], fields=fields) if inner else None
+        if not inner or inner[0].depth > MAX_DEPTH:
+            return None
+        return _decode(inner[0].text, region=inner[0], fields=fields)
     if region is None:
         found = scan_json(text).regions
         region = found[0] if found else None
@@ -239,11 +250,21 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return data
 
 
-def _single(verdicts: list[Verdict]) -> Verdict | ParseFailure:
+def _distinct(verdicts: list[Verdict]) -> list[Verdict]:
     distinct: list[Verdict] = []
     for verdict in verdicts:
         if not any(same_value(verdict.fields, seen.fields) for seen in distinct):
             distinct.append(verdict)
+    return distinct
+
+
+def _distinct_count(verdicts: list[Verdict]) -> int:
+    # Called after each new verdict: only the newest can add a distinct one.
+    return len(_distinct(verdicts[:1] + verdicts[-1:])) if len(verdicts) > 1 else len(verdicts)
+
+
+def _single(verdicts: list[Verdict]) -> Verdict | ParseFailure:
+    distinct = _distinct(verdicts)
     if len(distinct) == 1:
         return distinct[0]
     first, second = distinct[0], distinct[1]

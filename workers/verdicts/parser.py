@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from evalfleet.metric import Metric
 from evalfleet.sample import Sample
+from workers.judge.reply import TOO_LARGE as REPLY_TOO_LARGE
 from workers.verdicts.json_verdict import parse_json_verdict
 from workers.verdicts.result import ParseFailure, Verdict
 from workers.verdicts.score_tag import parse_score_tag
@@ -45,6 +46,11 @@ def _parse(
     if finish_reason == "length":
         return ParseFailure(
             "truncated", "the reply was cut off at the token limit (finish_reason 'length')",
+        )
+    if finish_reason == REPLY_TOO_LARGE:
+        return ParseFailure(
+            "truncated", "the reply was over the size cap and not read "
+                         "(EVALFLEET_JUDGE_MAX_REPLY_BYTES)",
         )
     if text is None:
         return ParseFailure("empty", "the reply has no content")

@@ -40,6 +40,10 @@ _CLOSERS = {'"': '"', "'": "'", "\u201c": "\u201d\u201c", "\u201d": "\u201d\u201
 #: Characters after which a single quote opens a string; elsewhere it is an apostrophe.
 _VALUE_START = "{[,:"
 
+#: Nesting down to which object members are recorded (keys, values as written,
+#: duplicates); deeper ones are still matched, not recorded.
+_MAX_PAIR_DEPTH = 32
+
 
 @dataclass(frozen=True)
 class DuplicateKey:
@@ -250,8 +254,12 @@ class _ReasoningEnd:
 
 
 def _read_region(text: str, start: int) -> Region | _ReasoningEnd | None:
-    """Match the bracket at ``start``; None when it never closes."""
+    """Match the bracket at ``start``; None when it never closes. Linear time."""
     frames = [_new_frame(text[start], start)]
+    # Open frames per bracket type: a closer with no opener of its type is ignored in
+    # O(1), where a search of the stack made "[" * n + "}" * n quadratic.
+    open_count = {"{": 0, "[": 0}
+    open_count[text[start]] += 1
     depth = 1
     duplicate: DuplicateKey | None = None
     quote: str | None = None
@@ -283,17 +291,22 @@ def _read_region(text: str, start: int) -> Region | _ReasoningEnd | None:
             top = frames[-1]
             if top.opener == "{" and top.value_start is not None and last not in _VALUE_START:
                 # A string right after a finished value: a member whose comma is missing.
-                _object_punctuation(top, ",", text, i - 1)
+                _object_punctuation(top, ",", text, i - 1, keep=len(frames) <= _MAX_PAIR_DEPTH)
             quote, last = _CLOSERS[char], char
             i += 1
             continue
         if char in "{[":
             frames.append(_new_frame(char, i))
+            open_count[char] += 1
             depth = max(depth, len(frames))
         elif char in "}]":
-            closed = _close_frames(frames, "{" if char == "}" else "[", text, i)
+            closed = _close_frames(frames, "{" if char == "}" else "[", text, i,
+                                   open_count=open_count)
             for frame in closed:
-                duplicate = duplicate or _duplicate_in(frame)
+                # Only the first duplicate is reported; checking deeper frames once one
+                # is found would only cost time.
+                if duplicate is None and len(frames) < _MAX_PAIR_DEPTH:
+                    duplicate = _duplicate_in(frame)
             if not frames:
                 return Region(
                     start=start, end=i + 1, text=text[start:i + 1],
@@ -301,7 +314,8 @@ def _read_region(text: str, start: int) -> Region | _ReasoningEnd | None:
                     duplicate=duplicate, depth=depth,
                 )
         elif frames[-1].opener == "{":
-            _object_punctuation(frames[-1], char, text, i)
+            _object_punctuation(frames[-1], char, text, i,
+                                keep=len(frames) <= _MAX_PAIR_DEPTH)
         last = char
         i += 1
     return None
@@ -311,34 +325,39 @@ def _new_frame(opener: str, at: int) -> _Frame:
     return _Frame(opener=opener, key_start=at + 1 if opener == "{" else None)
 
 
-def _close_frames(frames: list[_Frame], opener: str, text: str, at: int) -> list[_Frame]:
+def _close_frames(frames: list[_Frame], opener: str, text: str, at: int, *,
+                  open_count: dict[str, int]) -> list[_Frame]:
     """Pop the frames a closing bracket ends, innermost first.
 
     A closer whose opener is deeper in the stack also closes the frames above it
     (``{"a": [1, 2}``); a closer with no opener at all is ignored.
     """
-    if not any(frame.opener == opener for frame in frames):
+    if not open_count[opener]:
         return []
     closed = []
     while True:
         frame = frames.pop()
-        _end_value(frame, text, at)
+        open_count[frame.opener] -= 1
+        _end_value(frame, text, at, keep=len(frames) < _MAX_PAIR_DEPTH)
         closed.append(frame)
         if frame.opener == opener:
             return closed
 
 
-def _object_punctuation(frame: _Frame, char: str, text: str, at: int) -> None:
+def _object_punctuation(frame: _Frame, char: str, text: str, at: int, *,
+                        keep: bool = True) -> None:
     if char == ",":
-        _end_value(frame, text, at)
+        _end_value(frame, text, at, keep=keep)
         frame.key_start = at + 1
     elif char == ":" and frame.key is None and frame.key_start is not None:
-        frame.key = _clean_key(text[frame.key_start:at])
+        frame.key = _clean_key(text[frame.key_start:at]) if keep else ""
         frame.value_start = at + 1
 
 
-def _end_value(frame: _Frame, text: str, at: int) -> None:
-    if frame.key is not None and frame.value_start is not None:
+def _end_value(frame: _Frame, text: str, at: int, *, keep: bool) -> None:
+    # Deep frames keep no values: each would copy the text of every frame inside it,
+    # quadratic in the nesting. Verdicts nest a few levels; their pairs are all kept.
+    if keep and frame.key is not None and frame.value_start is not None:
         frame.pairs.append((frame.key, text[frame.value_start:at].strip()))
     frame.key = frame.value_start = frame.key_start = None
 

@@ -16,12 +16,12 @@ the tags decide.
 from __future__ import annotations
 
 import re
-import unicodedata
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from evalfleet.metric import Metric
 from evalfleet.sample import Sample
-from workers.verdicts.coerce import coerce_verdict
+from workers.verdicts.coerce import coerce_verdict, fold_digits
 from workers.verdicts.result import ParseFailure, Verdict
 from workers.verdicts.scan import strip_think
 
@@ -34,7 +34,12 @@ _EXAMPLE_CUE = re.compile(
 )
 _RUBRIC_PREFIX = re.compile(r"[\s>]*")
 _RUBRIC_SUFFIX = re.compile(r"[ \t]*[-\u2013\u2014][ \t]+\S")
-_DIGIT = re.compile(r"\d")
+_DIGIT = re.compile(r"[0-9]")
+_LAYOUT_CHAR = re.compile('[\n"\u201c\u201d]')
+
+#: Characters of a tag's line read on either side of it.
+_WINDOW = 200
+
 #: Longest last line read as a plain ``Score- N`` line, in characters.
 _MAX_SCORE_LINE = 80
 _OPEN_QUOTES = "\"'\u201c\u2018\u00ab"
@@ -75,8 +80,8 @@ def parse_score_tag(text: str, *, metric: Metric, sample: Sample) -> Verdict | P
         plain = _plain_score_line(visible, label=output.label or "")
         if plain is not None:
             return _verdict(plain, reason=visible[:plain.start], metric=metric, sample=sample)
-    code = [(span.start(), span.end()) for span in _CODE.finditer(visible)]
-    tags = [tag for tag in found if _counts(tag, visible, code=code)]
+    layout = _Layout.of(visible) if found else None
+    tags = [tag for tag in found if layout is not None and _counts(tag, visible, layout)]
     counted = [tag for tag in tags if tag.labelled] or tags
     if not counted:
         where = " outside text quoted from the prompt" if found else ""
@@ -129,8 +134,9 @@ def _label_pattern(label: str | None) -> re.Pattern[str] | None:
     if not label:
         return None
     word = re.escape(label.strip().rstrip("-:\u2013 ").strip())
+    # Possessive: "Score-" and a long run of spaces must not backtrack over the run.
     return re.compile(
-        rf"(?:[*_]{{1,2}})?\b{word}\s*[-:\u2013]\s*(?:[*_]{{1,2}})?\s*$", re.IGNORECASE,
+        rf"(?:[*_]{{1,2}})?\b{word}\s*+[-:\u2013]\s*+(?:[*_]{{1,2}})?\s*+$", re.IGNORECASE,
     )
 
 
@@ -149,36 +155,82 @@ def _find_tags(text: str, *, tag: str, label: re.Pattern[str] | None) -> list[_T
     return found
 
 
-def _counts(tag: _Tag, text: str, *, code: list[tuple[int, int]]) -> bool:
+@dataclass(frozen=True)
+class _Layout:
+    """Where the newlines, quotes and code spans of a reply are, to answer questions
+    about each tag's line in logarithmic time: one pass over the text however many
+    tags it holds (slicing each tag's line made a long line of tags quadratic)."""
+
+    newlines: list[int]
+    quotes: dict[str, list[int]]
+    code_starts: list[int]
+    code_ends: list[int]
+
+    @classmethod
+    def of(cls, text: str) -> _Layout:
+        positions: dict[str, list[int]] = {char: [] for char in '\n"\u201c\u201d'}
+        for found in _LAYOUT_CHAR.finditer(text):
+            positions[found.group()].append(found.start())
+        code = [(span.start(), span.end()) for span in _CODE.finditer(text)]
+        return cls(newlines=positions.pop("\n"), quotes=positions,
+                   code_starts=[start for start, _ in code], code_ends=[end for _, end in code])
+
+    def line_of(self, start: int, end: int, *, length: int) -> tuple[int, int]:
+        """The line around ``start``..``end``: where it begins and ends."""
+        before = bisect_left(self.newlines, start)
+        after = bisect_left(self.newlines, end)
+        return (self.newlines[before - 1] + 1 if before else 0,
+                self.newlines[after] if after < len(self.newlines) else length)
+
+    def count(self, char: str, start: int, end: int) -> int:
+        """How many ``char`` (a quote) lie in ``start``..``end``."""
+        where = self.quotes[char]
+        return bisect_left(where, end) - bisect_left(where, start)
+
+    def in_code(self, start: int, end: int) -> bool:
+        """Whether ``start``..``end`` lies inside one code span."""
+        index = bisect_right(self.code_starts, start) - 1
+        return index >= 0 and end <= self.code_ends[index]
+
+
+def _counts(tag: _Tag, text: str, layout: _Layout) -> bool:
     """False for tags quoted from the prompt: rubric lines, examples, code, quotes."""
-    line_start = text.rfind("\n", 0, tag.start) + 1
-    line_end = text.find("\n", tag.end)
-    prefix = text[line_start:tag.start]
-    suffix = text[tag.end:len(text) if line_end < 0 else line_end]
+    line_start, line_end = layout.line_of(tag.start, tag.end, length=len(text))
+    # Only a window of the line either side is read: every test looks near the tag,
+    # except the quote counts, which come from the layout.
+    prefix = text[max(line_start, tag.start - _WINDOW):tag.start]
+    suffix = text[tag.end:min(line_end, tag.end + _WINDOW)]
     # A rubric line opens with a bare tag: "<score>4</score> - The summary ...".
-    if not tag.labelled and _RUBRIC_PREFIX.fullmatch(prefix) and _RUBRIC_SUFFIX.match(suffix):
+    if (not tag.labelled and tag.start - line_start <= _WINDOW
+            and _RUBRIC_PREFIX.fullmatch(prefix) and _RUBRIC_SUFFIX.match(suffix)):
         return False
     if _EXAMPLE_CUE.search(prefix[-40:]):
         return False
-    in_code = any(start <= tag.start and tag.end <= end for start, end in code)
-    return not (in_code or _quoted(prefix, suffix))
+    if layout.in_code(tag.start, tag.end):
+        return False
+    return not _quoted(tag, prefix, suffix, layout=layout, line=(line_start, line_end))
 
 
-def _quoted(prefix: str, suffix: str) -> bool:
+def _quoted(tag: _Tag, prefix: str, suffix: str, *, layout: _Layout,
+            line: tuple[int, int]) -> bool:
     before, after = prefix.rstrip(), suffix.lstrip()
     if before[-1:] and before[-1] in _OPEN_QUOTES and after[:1] and after[0] in _CLOSE_QUOTES:
         return True
+    line_start, line_end = line
     # Inside a quotation that opened earlier on the line: "... <score>5</score> ..."
-    if prefix.count('"') % 2 == 1 and '"' in suffix:
+    if (layout.count('"', line_start, tag.start) % 2 == 1
+            and layout.count('"', tag.end, line_end)):
         return True
-    return prefix.count("\u201c") > prefix.count("\u201d") and "\u201d" in suffix
+    return (layout.count("\u201c", line_start, tag.start)
+            > layout.count("\u201d", line_start, tag.start)
+            and layout.count("\u201d", tag.end, line_end) > 0)
 
 
 def _ends_inside_tag(text: str, *, tag: str, label: re.Pattern[str] | None) -> bool:
     name = re.escape(tag)
     tail = text.rstrip()
     # An opening tag with no closing tag after it on its line: "Score- <score>4</sc".
-    if re.search(rf"<\s*{name}\s*>[^<>\n]*(?:<\s*/?\s*\w*\s*)?$", tail, re.IGNORECASE):
+    if re.search(rf"<\s*+{name}\s*+>[^<>\n]*+(?:<\s*+/?\s*+\w*+\s*+)?$", tail, re.IGNORECASE):
         return True
     partial = "".join(f"(?:{re.escape(char)}" for char in tag) + ")?" * len(tag)
     cut = re.search(rf"<\s*{partial}$", tail, re.IGNORECASE)
@@ -186,16 +238,17 @@ def _ends_inside_tag(text: str, *, tag: str, label: re.Pattern[str] | None) -> b
 
 
 def _normalise_digits(value: str) -> str:
-    # NFKC folds full-width digits (U+FF14 for 4) into ASCII ones.
-    return unicodedata.normalize("NFKC", value).strip()
+    # Full-width digits (U+FF14 for 4) become ASCII ones; superscripts and circled
+    # digits stay what they are, not numbers.
+    return fold_digits(value)
 
 
 def _tag_value(value: str) -> int | float | str:
     """The tag's content as a JSON value would be: 4 -> 4, 4.0 -> 4.0, else the text."""
     bare = _normalise_digits(value)
-    if re.fullmatch(r"[+-]?\d+", bare):
+    if re.fullmatch(r"[+-]?[0-9]+", bare):
         return int(bare)
-    if re.fullmatch(r"[+-]?(?:\d+\.\d*|\.\d+)", bare):
+    if re.fullmatch(r"[+-]?(?:[0-9]+\.[0-9]*|\.[0-9]+)", bare):
         return float(bare)
     return bare
 

@@ -31,7 +31,10 @@ def test_storable_json_and_the_path_it_names() -> None:
     value = {"a": [1.5, float("inf")], "b\x00": "x", "c": {"d": float("nan")}}
     assert first_unstorable(value, path="payload") == "payload.a[1]"
     assert storable_json(value) == {"a": [1.5, "Infinity"], "b\\u0000": "x", "c": {"d": "NaN"}}
-    assert first_unstorable({"fine": [1, "x", None]}) is None
+    assert first_unstorable({"fine": [1, "x", None, True, 2**63]}) is None
+    assert first_unstorable({"n": 10**5000}) == "n"
+    assert storable_json({"n": 10**30, "m": 10**5000, "s": {1}}) == {
+        "n": str(10**30), "m": "<an integer of 16,610 bits>", "s": "{1}"}
 
 
 def letter(payload: object, sample_id: str | None = "s-1") -> DeadLetter:
@@ -57,10 +60,12 @@ def test_a_dead_letter_is_stored_with_its_original_recoverable(any_store: SqlSto
 def test_judge_text_with_nul_is_a_stored_verdict(any_store: SqlStore) -> None:
     any_store.save(verdicts=[record(raw_output="before\x00after", reason="r\x00",
                                     attributes={"app": "\x00"},
-                                    raw_scores={"x": float("nan")})], owner="w")
+                                    raw_scores={"x": float("nan"), "y": 10**5000})],
+                   owner="w")
     (stored,) = any_store.iter_verdicts()
     assert (stored.raw_output, stored.reason) == ("before\\u0000after", "r\\u0000")
-    assert stored.attributes == {"app": "\\u0000"} and stored.raw_scores == {"x": "NaN"}
+    assert stored.attributes == {"app": "\\u0000"}
+    assert stored.raw_scores == {"x": "NaN", "y": "<an integer of 16,610 bits>"}
 
 
 def test_an_unstorable_verdict_becomes_a_dead_letter_beside_the_good_ones(

@@ -39,7 +39,8 @@ def coerce(value: Any, spec: FieldSpec, **sample_overrides: Any) -> Any:
 @pytest.mark.parametrize(("value", "spec", "expected"), [
     (0.8, UNIT, 0.8), (0, UNIT, 0.0), (1, UNIT, 1.0), ("0.8", UNIT, 0.8), (" .5 ", UNIT, 0.5),
     ("80%", UNIT, 0.8), ("80 %", UNIT, 0.8), ("8/10", UNIT, 0.8), ("4 / 5", UNIT, 0.8),
-    ("\uff10.\uff18", UNIT, 0.8), ("8/10", TEN, 8.0), (7, TEN, 7.0),
+    ("\uff10.\uff18", UNIT, 0.8), ("\uff18\uff10\uff05", UNIT, 0.8),
+    ("\uff14\uff0f\uff15", UNIT, 0.8), ("8/10", TEN, 8.0), (7, TEN, 7.0),
     (4, LIKERT, 4), (4.0, LIKERT, 4), ("4", LIKERT, 4), ("4.0", LIKERT, 4), ("4/5", LIKERT, 4),
     (True, FLAG, True), ("false", FLAG, False), (" TRUE ", FLAG, True),
     ("none", KIND, "none"), (" Wrong_Logic ", KIND, "wrong_logic"),
@@ -86,6 +87,12 @@ def test_accepted(value: Any, spec: FieldSpec, expected: Any) -> None:
     (True, IDENT, "does not match"),
     (5, TEXT, "expected a string, got a number 5"),
     (None, TEXT, "null is not allowed"),
+    ("\u00b9/\u2082", UNIT, "is not a number"),  # superscript one over subscript two
+    ("\u2462", LIKERT, "is not a number"),  # circled three
+    ("\u0663", LIKERT, "is not a number"),  # Arabic-Indic three
+    ("5/1e999", UNIT, "not a finite number"),
+    ("1e999/2", UNIT, "not a finite number"),
+    ("1e999%", UNIT, "not a finite number"),
 ])
 def test_rejected(value: Any, spec: FieldSpec, words: str) -> None:
     coerced = coerce(value, spec)
