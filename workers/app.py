@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -202,24 +202,27 @@ class _DeadlineRuntime:
 
 def _register_evaluate(app: Celery, runtime: _DeadlineRuntime, *,
                        activity: WorkerActivity) -> None:
-    # shared=False: the task belongs to this app only, with this app's runtime.
-    @app.task(name=EVALUATE_TASK, bind=True, shared=False)
-    def evaluate(task: Task, message: Any) -> str:
-        """Judge the samples of one message on their metric and store the verdicts."""
+    """Register the evaluate task (judge a message's samples, store the verdicts) and
+    the save task (store the verdicts of a save message, judged while the database was
+    away), each reporting to ``activity``."""
+    runners: dict[str, Callable[..., str]] = {EVALUATE_TASK: run_message, SAVE_TASK: run_save}
+    for name, run in runners.items():
+        # shared=False: the task belongs to this app only, with this app's runtime.
+        app.task(name=name, bind=True, shared=False)(
+            _reporting(run, runtime=runtime, activity=activity))
+
+
+def _reporting(run: Callable[..., str], *, runtime: _DeadlineRuntime,
+               activity: WorkerActivity) -> Callable[[Task, Any], str]:
+    def task(task: Task, message: Any) -> str:
         activity.started()
         try:
-            return run_message(task, message, runtime.get(), activity=activity)
+            return run(task, message, runtime.get(), activity=activity)
         finally:
             activity.finished()
 
-    @app.task(name=SAVE_TASK, bind=True, shared=False)
-    def save(task: Task, message: Any) -> str:
-        """Store the verdicts of a save message (judged while the database was away)."""
-        activity.started()
-        try:
-            return run_save(task, message, runtime.get(), activity=activity)
-        finally:
-            activity.finished()
+    task.__doc__ = run.__doc__
+    return task
 
 
 def run_message(task: Task, message: Any, runtime: Runtime, *,
