@@ -113,7 +113,7 @@ class SqlStore(VerdictStore):
         statement = self.insert(verdicts_table).on_conflict_do_nothing().returning(
             verdicts_table.c.id, *_KEY_COLUMNS)
         new_ids = {VerdictKey(*row[1:]): row[0]
-                   for row in conn.execute(statement, [_verdict_row(r) for r in records])}
+                   for row in conn.execute(statement, [verdict_row(r) for r in records])}
         # Only real values go to the aggregation table; nulls stay in the verdict.
         score_rows = [
             {"verdict_id": new_ids[record.key], "name": name, "metric": record.key.metric,
@@ -258,7 +258,8 @@ def dead_letter_from_row(row: RowMapping) -> DeadLetter:
     )
 
 
-def _verdict_row(record: VerdictRecord) -> dict[str, Any]:
+def verdict_row(record: VerdictRecord) -> dict[str, Any]:
+    """The ``verdicts`` row of a record."""
     return {
         "sample_id": record.key.sample_id, "metric": record.key.metric,
         "prompt_version": record.key.prompt_version, "judge_model": record.key.judge_model,
