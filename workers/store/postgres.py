@@ -1,12 +1,14 @@
 """The production verdict store: PostgreSQL through psycopg 3.
 
-A batch of verdicts and their scores is written by one statement with one JSON
-parameter (:data:`_INSERT_VERDICTS`): the rows are read by
+A batch's claim (:data:`_CLAIM`) and its verdicts with their scores
+(:data:`_INSERT_VERDICTS`) each take one statement with the batch as one JSON
+parameter: the rows are read by
 ``jsonb_populate_recordset`` against the table's own row type, and a second data-
 modifying step of the same statement adds the scores of the verdicts that were new.
 The usual multi-row ``INSERT ... RETURNING`` then a second ``INSERT`` for the scores
 cost 0.25 ms of worker CPU per verdict, most of it binding 20 parameters a row into a
-statement text too long for psycopg's query cache, parsed again on every batch.
+statement text too long for psycopg's query cache, parsed again on every batch; the
+claim's three statements cost 0.17 ms per key the same way.
 """
 
 from __future__ import annotations
@@ -20,8 +22,35 @@ from sqlalchemy import Table, create_engine, func, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 
-from workers.store.base import VerdictRecord
+from workers.store.base import VerdictKey, VerdictRecord
 from workers.store.sql import SqlStore, verdict_row
+
+#: Claims the keys in ``:keys`` (a JSON array of keys with their digests) for
+#: ``:owner`` until ``:expires_at``, unless a verdict or a dead letter settled them or a
+#: live claim of another owner holds them. One row per key: settled, taken, and the
+#: expiry of the claim it found (the snapshot before this statement's own write).
+_CLAIM = """
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:keys AS jsonb)) AS k(
+        sample_id text, metric text, prompt_version text, judge_model text, digest text)
+), settled AS (
+    SELECT input.digest FROM input JOIN verdicts USING (
+        sample_id, metric, prompt_version, judge_model)
+    UNION
+    SELECT dead_letters.verdict_key FROM dead_letters JOIN input
+        ON dead_letters.verdict_key = input.digest
+), taken AS (
+    INSERT INTO claims (key, owner, expires_at)
+    SELECT digest, :owner, :expires_at FROM input
+    WHERE digest NOT IN (SELECT digest FROM settled)
+    ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+    WHERE claims.expires_at < :now OR claims.owner = :owner
+    RETURNING key
+)
+SELECT input.digest, input.digest IN (SELECT digest FROM settled),
+       input.digest IN (SELECT key FROM taken), claims.expires_at
+FROM input LEFT JOIN claims ON claims.key = input.digest
+"""
 
 #: Inserts the verdicts in ``:rows`` (a JSON array of rows) that are new, with their
 #: non-null scores, and returns how many were new. ``{columns}``: the rows' fields.
@@ -62,6 +91,29 @@ class PostgresStore(SqlStore):
     def insert(self, table: Table) -> Any:
         """PostgreSQL's INSERT, with ``on_conflict_do_nothing`` / ``_do_update``."""
         return insert(table)
+
+    def take_claims(
+        self, conn: Connection, keys: Sequence[VerdictKey], *, owner: str, now: datetime,
+        expires_at: datetime,
+    ) -> tuple[set[VerdictKey], set[str], dict[str, datetime]]:
+        """See :meth:`SqlStore.take_claims`: one statement (:data:`_CLAIM`)."""
+        by_digest = {key.digest(): key for key in keys}
+        rows = [{"sample_id": key.sample_id, "metric": key.metric,
+                 "prompt_version": key.prompt_version, "judge_model": key.judge_model,
+                 "digest": digest} for digest, key in by_digest.items()]
+        done: set[VerdictKey] = set()
+        taken: set[str] = set()
+        held: dict[str, datetime] = {}
+        for digest, settled, took, held_until in conn.execute(text(_CLAIM), {
+                "keys": json.dumps(rows), "owner": owner, "now": now,
+                "expires_at": expires_at}):
+            if settled:
+                done.add(by_digest[digest])
+            elif took:
+                taken.add(digest)
+            elif held_until is not None:
+                held[digest] = held_until
+        return done, taken, held
 
     def _insert_verdicts(self, conn: Connection, records: Sequence[VerdictRecord]) -> int:
         rows = [verdict_row(record) for record in records]

@@ -65,27 +65,40 @@ class SqlStore(VerdictStore):
         if not keys:
             return []
         now = to_utc(now)
-        expires_at = now + timedelta(seconds=lease_s)
         with self._transaction() as conn:
-            done = _settled(conn, keys)
-            todo = {key.digest(): key for key in keys if key not in done}
-            taken: set[str] = set()
-            if todo:
-                # Take each key that is free, expired, or already ours.
-                take = self.insert(claims).on_conflict_do_update(
-                    index_elements=[claims.c.key],
-                    set_={"owner": owner, "expires_at": expires_at},
-                    where=(claims.c.expires_at < now) | (claims.c.owner == owner),
-                ).returning(claims.c.key)
-                rows = [{"key": digest, "owner": owner, "expires_at": expires_at}
-                        for digest in todo]
-                taken = set(conn.execute(take, rows).scalars())
-            busy = [digest for digest in todo if digest not in taken]
-            held: dict[str, datetime] = {
-                digest: until for digest, until in conn.execute(
-                    select(claims.c.key, claims.c.expires_at).where(claims.c.key.in_(busy)))
-            } if busy else {}
+            done, taken, held = self.take_claims(
+                conn, keys, owner=owner, now=now, expires_at=now + timedelta(seconds=lease_s))
         return [_claim_state(key, done=done, taken=taken, held=held, now=now) for key in keys]
+
+    def take_claims(
+        self, conn: Connection, keys: Sequence[VerdictKey], *, owner: str, now: datetime,
+        expires_at: datetime,
+    ) -> tuple[set[VerdictKey], set[str], dict[str, datetime]]:
+        """The claim's work inside its transaction (dialects may do it in fewer trips).
+
+        Returns:
+            The keys already settled, the digests now held by ``owner``, and for the
+            other digests held by someone else, until when.
+        """
+        done = _settled(conn, keys)
+        todo = {key.digest(): key for key in keys if key not in done}
+        taken: set[str] = set()
+        if todo:
+            # Take each key that is free, expired, or already ours.
+            take = self.insert(claims).on_conflict_do_update(
+                index_elements=[claims.c.key],
+                set_={"owner": owner, "expires_at": expires_at},
+                where=(claims.c.expires_at < now) | (claims.c.owner == owner),
+            ).returning(claims.c.key)
+            rows = [{"key": digest, "owner": owner, "expires_at": expires_at}
+                    for digest in todo]
+            taken = set(conn.execute(take, rows).scalars())
+        busy = [digest for digest in todo if digest not in taken]
+        held: dict[str, datetime] = {
+            digest: until for digest, until in conn.execute(
+                select(claims.c.key, claims.c.expires_at).where(claims.c.key.in_(busy)))
+        } if busy else {}
+        return done, taken, held
 
     def save(
         self, *, verdicts: Sequence[VerdictRecord] = (), dead_letters: Sequence[DeadLetter] = (),

@@ -199,3 +199,13 @@ def test_a_batch_keeps_hostile_text_its_times_and_only_new_scores(any_store: Sql
                                     "ORDER BY value").all()
     assert [tuple(row) for row in rows] == [("faithfulness", 0.0), ("faithfulness", 0.25),
                                             ("faithfulness", 0.5)]
+
+
+def test_claims_of_hostile_keys_in_one_batch(any_store: SqlStore) -> None:
+    keys = [VerdictKey(f"'\"); -- :keys {n} \\u0041 é", "rag_qa", "v1", "m") for n in range(3)]
+    states = [c.state for c in any_store.claim(keys, owner="a", lease_s=60, now=NOW)]
+    assert states == [ClaimState.CLAIMED] * 3
+    any_store.save(verdicts=[record(keys[0])], owner="a")
+    again = any_store.claim(keys, owner="b", lease_s=60, now=NOW + timedelta(seconds=20))
+    assert [c.state for c in again] == [ClaimState.DONE, ClaimState.BUSY, ClaimState.BUSY]
+    assert again[1].retry_in_s == pytest.approx(40)
