@@ -4,13 +4,22 @@ Setup: a fresh Postgres database, a Redis database, the simulator in its own
 process at a fixed latency, N rag_qa jobs enqueued (in batch messages, as the
 producers send them) before the workers start, then ``--workers`` ``evalfleet
 worker`` processes per concurrency level. Throughput is compared with the
-ceiling workers x C / L (concurrency over judge latency); "machine busy" is the
-share of all cores in use during the run, by every process (Postgres, Redis and
-the simulator included).
+ceiling workers x C / L (concurrency over judge latency), and with the latency the
+workers measured per call ("L seen": the simulator's latency plus any queueing on a
+busy machine, on either side); "machine busy" is the share of all cores in use during
+the run, by every process (Postgres, Redis and the simulator included).
 
     python -m bench.worker_throughput --jobs 3000 --latency-ms 500 --concurrency 64 256 1024
     python -m bench.worker_throughput --jobs 20000 --latency-ms 500 --concurrency 512 --workers 2
     python -m bench.worker_throughput --concurrency 256 --redis-consume atomic kombu
+    python -m bench.worker_throughput --trees /tmp/base . --concurrency 64 256 1024
+    python -m bench.worker_throughput --trees /tmp/base . --queue-sets rag_qa \
+        bbh_match,rag_qa rag_qa,bbh_match --jobs 1600
+
+``--trees`` runs the workers from other source trees (a checkout of an older commit)
+in the same run, so before and after share one machine state. ``--queue-sets`` times
+draining the rag_qa jobs with a worker on each set of queues instead (the other
+queues empty): a worker on several queues should be as fast as one on rag_qa alone.
 
 Needs Postgres and Redis on 127.0.0.1 (as the tests do). Prints a table.
 """
@@ -53,29 +62,92 @@ def main() -> None:
     parser.add_argument("--redis-consume", nargs="+", choices=["atomic", "kombu"],
                         default=["atomic"],
                         help="Redis consume: the atomic pop (default) and/or kombu's BRPOP.")
+    parser.add_argument("--trees", nargs="+", type=Path, default=[Path(".")],
+                        help="Source trees to run the workers from (default: this one).")
+    parser.add_argument("--queue-sets", nargs="+", default=None, metavar="QUEUES",
+                        help="Time the drain with a worker on each comma-separated set.")
+    parser.add_argument("--drain-timeout-s", type=float, default=120.0)
     args = parser.parse_args()
+    if args.queue_sets:
+        drain_table(args)
+        return
 
     sim, base_url = start_simulator(args.latency_ms)
     print(f"setup: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"python {platform.python_version()}, judge client {args.judge_client}, "
           f"{args.jobs} rag_qa jobs in messages of {args.batch_size}, "
           f"judge latency {args.latency_ms:g} ms (simulator in its own process), "
-          f"{args.workers} worker process(es), Postgres and Redis on this machine")
-    print(f"{'consume':>8} {'C':>6} {'verdicts/s':>11} {'C/L':>8} {'of C/L':>7} "
-          f"{'CPU ms/verdict':>15} {'peak RSS MB':>12} {'machine busy':>13}")
+          f"{args.workers} worker process(es) from {', '.join(map(tree_label, args.trees))}, "
+          "Postgres and Redis on this machine")
+    print(f"{'tree':>12} {'consume':>8} {'C':>6} {'verdicts/s':>11} {'C/L':>8} {'of C/L':>7} "
+          f"{'CPU ms/verdict':>15} {'peak RSS MB':>12} {'machine busy':>13} "
+          f"{'L seen ms':>10} {'of C/L seen':>12}")
     try:
         for concurrency in args.concurrency:
-            for consume in args.redis_consume:
-                row = run_one(concurrency=concurrency, jobs=args.jobs, base_url=base_url,
-                              batch_size=args.batch_size, judge_client=args.judge_client,
-                              workers=args.workers, atomic_consume=consume == "atomic")
-                ceiling = args.workers * concurrency / (args.latency_ms / 1000)
-                print(f"{consume:>8} {concurrency:>6} {row['rate']:>11.1f} {ceiling:>8.1f} "
-                      f"{row['rate'] / ceiling:>7.0%} {row['cpu_ms']:>15.2f} "
-                      f"{row['rss_mb']:>12.0f} {row['busy']:>13.0%}", flush=True)
+            for tree in args.trees:
+                for consume in args.redis_consume:
+                    row = run_one(concurrency=concurrency, jobs=args.jobs, base_url=base_url,
+                                  batch_size=args.batch_size, judge_client=args.judge_client,
+                                  workers=args.workers, atomic_consume=consume == "atomic",
+                                  tree=tree)
+                    ceiling = args.workers * concurrency / (args.latency_ms / 1000)
+                    print(f"{tree_label(tree):>12} {consume:>8} {concurrency:>6} "
+                          f"{row['rate']:>11.1f} {ceiling:>8.1f} {row['rate'] / ceiling:>7.0%} "
+                          f"{row['cpu_ms']:>15.2f} {row['rss_mb']:>12.0f} "
+                          f"{row['busy']:>13.0%} {row['latency_ms']:>10.0f} "
+                          f"{row['rate'] / (ceiling * args.latency_ms / row['latency_ms']):>12.0%}",
+                          flush=True)
     finally:
         sim.terminate()
         sim.wait()
+
+
+def drain_table(args: argparse.Namespace) -> None:
+    """Time draining ``args.jobs`` rag_qa jobs with one worker on each queue set."""
+    sim, base_url = start_simulator(args.latency_ms)
+    print(f"setup: {platform.machine()}, {os.cpu_count()} cores, {args.jobs} rag_qa jobs in "
+          f"messages of {args.batch_size}, judge latency {args.latency_ms:g} ms, one worker "
+          f"at C={args.concurrency[0]} per queue set (its other queues empty), Postgres and "
+          "Redis on this machine")
+    print(f"{'tree':>12} {'queues':>22} {'drain s':>8} {'verdicts':>9}")
+    try:
+        for queues in args.queue_sets:
+            for tree in args.trees:
+                seconds, done = drain_once(queues=queues, jobs=args.jobs, base_url=base_url,
+                                           batch_size=args.batch_size, tree=tree,
+                                           concurrency=args.concurrency[0],
+                                           timeout_s=args.drain_timeout_s)
+                shown = f"{seconds:.1f}" if done == args.jobs else f">{seconds:.0f}"
+                print(f"{tree_label(tree):>12} {queues:>22} {shown:>8} {done:>9}", flush=True)
+    finally:
+        sim.terminate()
+        sim.wait()
+
+
+def drain_once(*, queues: str, jobs: int, base_url: str, batch_size: int, tree: Path,
+               concurrency: int, timeout_s: float) -> tuple[float, int]:
+    """Seconds from a worker's start until ``jobs`` verdicts (or the timeout), and how many."""
+    settings = fresh_services(base_url).model_copy(update={"batch_size": batch_size})
+    enqueue(settings, jobs)
+    store = open_store(settings.resolved_database_url())
+    worker = start_worker(settings, concurrency=concurrency, name=f"drain-{tree_label(tree)}",
+                          queue=queues, tree=tree)
+    try:
+        started = time.monotonic()
+        done = 0
+        while done < jobs and time.monotonic() - started < timeout_s:
+            time.sleep(0.1)
+            done = store.counts().verdicts
+        return time.monotonic() - started, done
+    finally:
+        worker.terminate()
+        worker.wait()
+        store.close()
+
+
+def tree_label(tree: Path) -> str:
+    """A short name for a source tree in a table."""
+    return "this tree" if tree.resolve() == Path.cwd().resolve() else tree.resolve().name
 
 
 def start_simulator(latency_ms: float, *,
@@ -95,16 +167,16 @@ def start_simulator(latency_ms: float, *,
 
 
 def run_one(*, concurrency: int, jobs: int, base_url: str, batch_size: int,
-            judge_client: str, workers: int = 1,
-            atomic_consume: bool = True) -> dict[str, float]:
+            judge_client: str, workers: int = 1, atomic_consume: bool = True,
+            tree: Path | None = None) -> dict[str, float]:
     """Drain ``jobs`` with ``workers`` worker processes; rates over the steady part."""
     settings = fresh_services(base_url).model_copy(
         update={"batch_size": batch_size, "judge_client": judge_client,
                 "redis_atomic_consume": atomic_consume})
     enqueue(settings, jobs)
     store = open_store(settings.resolved_database_url())
-    processes = [start_worker(settings, concurrency=concurrency, name=f"{concurrency}-{n}")
-                 for n in range(workers)]
+    processes = [start_worker(settings, concurrency=concurrency, name=f"{concurrency}-{n}",
+                              tree=tree) for n in range(workers)]
     try:
         while store.counts().verdicts == 0:
             time.sleep(0.01)
@@ -117,7 +189,7 @@ def run_one(*, concurrency: int, jobs: int, base_url: str, batch_size: int,
         elapsed = time.monotonic() - started
         measured = jobs - done_start
         busy, total = (b - a for a, b in zip(machine_start, machine_jiffies(), strict=True))
-        return {"rate": measured / elapsed,
+        return {"rate": measured / elapsed, "latency_ms": mean_latency_ms(settings),
                 "cpu_ms": (sum(cpu_s(p.pid) for p in processes) - cpu_start) * 1000 / measured,
                 "rss_mb": max(peak_rss_mb(p.pid) for p in processes),
                 "busy": busy / total if total else 0.0}
@@ -129,15 +201,34 @@ def run_one(*, concurrency: int, jobs: int, base_url: str, batch_size: int,
 
 
 def start_worker(settings: Settings, *, concurrency: int, name: str,
-                 queue: str = "rag_qa") -> subprocess.Popen[bytes]:
-    """One ``evalfleet worker`` process, its output in /tmp/evalfleet-bench-worker-NAME.log."""
+                 queue: str = "rag_qa", tree: Path | None = None) -> subprocess.Popen[bytes]:
+    """One ``evalfleet worker`` process, its output in /tmp/evalfleet-bench-worker-NAME.log.
+
+    Args:
+        settings: Its settings (as environment variables).
+        concurrency: Its ``--concurrency``.
+        name: Names its log.
+        queue: Its ``--queues`` (comma-separated metrics).
+        tree: The source tree it runs from (default: the one this script runs from).
+    """
     log_path = Path(f"/tmp/evalfleet-bench-worker-{name}.log")
+    env = {**os.environ, **settings.as_environment()}
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree.resolve())
     with log_path.open("wb") as log:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(
             [sys.executable, "-m", "evalfleet", "worker", "--queues", queue,
              "--concurrency", str(concurrency), "--loglevel", "WARNING"],
-            env={**os.environ, **settings.as_environment()}, stdout=log,
+            env=env, cwd=tree.resolve() if tree is not None else None, stdout=log,
             stderr=subprocess.STDOUT)
+
+
+def mean_latency_ms(settings: Settings) -> float:
+    """The mean judge call time the workers recorded in their verdicts."""
+    url = settings.resolved_database_url().replace("+psycopg", "")
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT avg(latency_ms) FROM verdicts").fetchone()
+    return float(row[0]) if row and row[0] is not None else float("nan")
 
 
 def machine_jiffies() -> tuple[int, int]:

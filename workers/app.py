@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,6 +47,7 @@ from evalfleet.message import (
 from evalfleet.settings import Settings
 from workers.health.activity import WorkerActivity
 from workers.runtime import LazyRuntime, Runtime
+from workers.save_message import SAVE_TASK, UnsavedBatch, decode_save, encode_save
 from workers.shutdown import DeadlineJudge, ShutdownDeadline, install_shutdown_deadline
 from workers.store import DeadLetter
 
@@ -201,15 +202,27 @@ class _DeadlineRuntime:
 
 def _register_evaluate(app: Celery, runtime: _DeadlineRuntime, *,
                        activity: WorkerActivity) -> None:
-    # shared=False: the task belongs to this app only, with this app's runtime.
-    @app.task(name=EVALUATE_TASK, bind=True, shared=False)
-    def evaluate(task: Task, message: Any) -> str:
-        """Judge the samples of one message on their metric and store the verdicts."""
+    """Register the evaluate task (judge a message's samples, store the verdicts) and
+    the save task (store the verdicts of a save message, judged while the database was
+    away), each reporting to ``activity``."""
+    runners: dict[str, Callable[..., str]] = {EVALUATE_TASK: run_message, SAVE_TASK: run_save}
+    for name, run in runners.items():
+        # shared=False: the task belongs to this app only, with this app's runtime.
+        app.task(name=name, bind=True, shared=False)(
+            _reporting(run, runtime=runtime, activity=activity))
+
+
+def _reporting(run: Callable[..., str], *, runtime: _DeadlineRuntime,
+               activity: WorkerActivity) -> Callable[[Task, Any], str]:
+    def task(task: Task, message: Any) -> str:
         activity.started()
         try:
-            return run_message(task, message, runtime.get(), activity=activity)
+            return run(task, message, runtime.get(), activity=activity)
         finally:
             activity.finished()
+
+    task.__doc__ = run.__doc__
+    return task
 
 
 def run_message(task: Task, message: Any, runtime: Runtime, *,
@@ -239,8 +252,10 @@ def run_message(task: Task, message: Any, runtime: Runtime, *,
     # out a second time, same id and so same claims: both copies judge the same jobs.
     # The settings fit retry_max_s in the timeout, so no countdown may exceed it.
     longest_s = runtime.evaluator.options.retry_max_s
+    queue = queue_for(jobs[0].metric)
     try:
-        outcomes = runtime.evaluator.run_batch(jobs, owner=message_id)
+        outcomes = runtime.evaluator.run_batch(
+            jobs, owner=message_id, keep=lambda unsaved: _publish_save(task, unsaved))
     except WorkerShuttingDown as exc:
         # No verdict of the batch is stored yet (they are stored together, at the end).
         # The copy keeps the message id, so it takes over this delivery's claims at once.
@@ -254,7 +269,6 @@ def run_message(task: Task, message: Any, runtime: Runtime, *,
         # instead would let every message of the queue cycle into the workers' memory to
         # wait there; with a large backlog they would wait past the visibility timeout and
         # be handed out twice once the database is back.
-        queue = queue_for(jobs[0].metric)
         logger.warning("%s; %d %s job(s) go back to the queue", exc, len(jobs), jobs[0].metric)
         _publish(task, jobs, countdown_s=0.0, task_id=message_id)
         _pause_queue(task, runtime, queue=queue, pause_s=min(STORE_PAUSE_S, longest_s),
@@ -278,10 +292,76 @@ def run_message(task: Task, message: Any, runtime: Runtime, *,
         _publish(task, [outcome.retry_job for outcome in paused if outcome.retry_job],
                  countdown_s=0.0)
         longest = max(paused, key=lambda outcome: outcome.pause_s)
-        _pause_queue(task, runtime, queue=queue_for(jobs[0].metric), pause_s=longest.pause_s,
+        _pause_queue(task, runtime, queue=queue, pause_s=longest.pause_s,
                      reason=longest.detail, activity=activity)
+    kept = sum(outcome.kind == "kept" for outcome in outcomes)
+    if kept:
+        # The database went away after the judge answered: the verdicts wait in a save
+        # message (published before this delivery is acknowledged), not in the judge's
+        # queue again. New jobs could only fail to claim, so stop taking the queue.
+        _pause_queue(task, runtime, queue=queue, pause_s=min(STORE_PAUSE_S, longest_s),
+                     reason=f"the database is unavailable; {kept} judged verdict(s) "
+                            "wait in a save message", activity=activity)
     kinds = Counter(outcome.kind for outcome in outcomes)
     return ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+
+
+def run_save(task: Task, message: Any, runtime: Runtime, *,
+             activity: WorkerActivity | None = None) -> str:
+    """Store the rows of a save message (:mod:`workers.save_message`); idempotent.
+
+    While the database is unavailable the message goes back to its queue under the
+    same id and the worker pauses that queue, as for a job. Rows the database refuses
+    for good become dead letters of the jobs they judged (replayable).
+
+    Args:
+        task: The bound save task.
+        message: The message body.
+        runtime: The process's runtime.
+        activity: Told about queues this worker pauses.
+
+    Returns:
+        What became of the rows, for Celery's log line.
+    """
+    try:
+        unsaved = decode_save(message)
+    except InvalidMessage as exc:
+        logger.warning("dead letter: %s", exc)
+        _keep_as_dead_letters(runtime, [_undecodable(message, exc)])
+        return "dead_letter"
+    try:
+        new = runtime.store.save(verdicts=unsaved.verdicts, dead_letters=unsaved.dead_letters,
+                                 release=unsaved.release, owner=unsaved.owner)
+    except StoreUnavailable as exc:
+        queue = queue_for(unsaved.metric)
+        logger.warning("%s; a save message of %d verdict(s) goes back to %s", exc,
+                       len(unsaved.verdicts), queue)
+        _republish(task, message, queue=queue, task_id=str(task.request.id))
+        _pause_queue(task, runtime, queue=queue, pause_s=STORE_PAUSE_S, reason=f"{exc}",
+                     activity=activity)
+        return "retry"
+    except Exception as exc:
+        logger.exception("dead letter: %d saved verdict(s) of %s could not be stored",
+                         len(unsaved.verdicts), unsaved.metric)
+        _keep_as_dead_letters(runtime, [*(_internal_error(job, exc) for job in unsaved.jobs),
+                                        *unsaved.dead_letters])
+        return "dead_letter"
+    return f"{new} saved, {len(unsaved.verdicts) - new} stored before"
+
+
+def _publish_save(task: Task, unsaved: UnsavedBatch) -> None:
+    """Publish ``unsaved`` as a save message to its jobs' queue; returns once the broker
+    has it (RabbitMQ: confirmed), so the jobs may be acknowledged."""
+    task.app.send_task(SAVE_TASK, args=[encode_save(unsaved)], queue=queue_for(unsaved.metric))
+    logger.warning("the database is unavailable: %d judged verdict(s) of %s wait in a save "
+                   "message", len(unsaved.verdicts), unsaved.metric)
+
+
+def _republish(task: Task, message: Any, *, queue: str, task_id: str) -> None:
+    try:
+        task.apply_async(args=[message], queue=queue, task_id=task_id)
+    except Exception as exc:
+        raise Reject(f"cannot re-publish: {exc}", requeue=True) from exc
 
 
 def _pause_queue(task: Task, runtime: Runtime, *, queue: str, pause_s: float, reason: str,

@@ -24,6 +24,7 @@ from evalfleet.errors import (
     JudgeError,
     JudgeRejected,
     StoreRejected,
+    StoreUnavailable,
     UnknownMetric,
 )
 from evalfleet.message import AttemptFailure, Job, encode_history, encode_job, next_attempt
@@ -34,6 +35,7 @@ from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.formats import FormatSupport
 from workers.judge.status import refuses_response_format
 from workers.renderer import ChatMessage, render_messages
+from workers.save_message import UnsavedBatch
 from workers.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, VerdictStore
 from workers.store.evidence import sample_content
 from workers.telemetry import Telemetry
@@ -82,7 +84,7 @@ class EvaluatorOptions:
 class Outcome:
     """What became of one delivery of a job. Build with the named constructors."""
 
-    kind: Literal["stored", "duplicate", "retry", "paused", "dead_letter"]
+    kind: Literal["stored", "kept", "duplicate", "retry", "paused", "dead_letter"]
     detail: str = ""
     """Verdict status, dead-letter error class, or why a retry is due."""
     retry_job: Job | None = None
@@ -92,7 +94,7 @@ class Outcome:
     pause_s: float = 0.0
     """For ``paused``: how long the worker should stop taking the job's queue."""
     record: VerdictRecord | None = None
-    """For ``stored``: the verdict."""
+    """For ``stored`` (and ``kept``: judged, waiting in a save message): the verdict."""
 
     @classmethod
     def stored(cls, record: VerdictRecord) -> Outcome:
@@ -190,16 +192,23 @@ class Evaluator:
         """Process one delivery of one job (see :meth:`run_batch`)."""
         return self.run_batch([job], owner=owner)[0]
 
-    def run_batch(self, jobs: Sequence[Job], *, owner: str) -> list[Outcome]:
+    def run_batch(self, jobs: Sequence[Job], *, owner: str,
+                  keep: Callable[[UnsavedBatch], None] | None = None) -> list[Outcome]:
         """Process one delivery of a batch of jobs.
 
         Args:
             jobs: The jobs of one broker message.
             owner: Unique per broker message (its id): who holds the claims.
+            keep: Keeps the judged rows durably when the store is unavailable (the
+                worker publishes them as a save message); their outcomes are then
+                ``kept``. Without it, or when it fails, the store's error is raised.
 
         Returns:
             One outcome per job, in order; ``retry`` outcomes must be enqueued by the
             caller.
+
+        Raises:
+            StoreUnavailable: The database cannot be reached and nothing was kept.
         """
         batch = _Batch(outcomes=[None] * len(jobs))
         pending = self._claim_and_render(jobs, batch, owner=owner)
@@ -207,13 +216,38 @@ class Evaluator:
         for item in pending:
             self._conclude(item, batch)
         if batch.verdicts or batch.dead_letters or batch.release:
-            self.store.save(verdicts=batch.verdicts, dead_letters=batch.dead_letters,
-                            release=batch.release, owner=owner,
-                            on_rejected=self._unstorable(batch, pending))
+            try:
+                self.store.save(verdicts=batch.verdicts, dead_letters=batch.dead_letters,
+                                release=batch.release, owner=owner,
+                                on_rejected=self._unstorable(batch, pending))
+            except StoreUnavailable as exc:
+                self._keep_unsaved(batch, pending, owner=owner, keep=keep, error=exc)
         self._count_spend(batch.verdicts)
         self._observe(batch.verdicts, pending)
         assert all(outcome is not None for outcome in batch.outcomes)
         return [outcome for outcome in batch.outcomes if outcome is not None]
+
+    def _keep_unsaved(self, batch: _Batch, pending: Sequence[_Pending], *, owner: str,
+                      keep: Callable[[UnsavedBatch], None] | None,
+                      error: StoreUnavailable) -> None:
+        """The store is unavailable: hand the judged rows to ``keep`` so they are not
+        judged again, or raise ``error`` when there is nothing judged to keep (the jobs
+        go back to the queue, as when the claim failed) or no way to keep it."""
+        if keep is None or not (batch.verdicts or batch.dead_letters):
+            raise error
+        job_of = {item.key: item.job for item in pending}
+        try:
+            keep(UnsavedBatch(owner=owner, verdicts=tuple(batch.verdicts),
+                              jobs=tuple(job_of[record.key] for record in batch.verdicts),
+                              dead_letters=tuple(batch.dead_letters),
+                              release=tuple(batch.release)))
+        except Exception as exc:
+            logger.warning("cannot keep %d judged verdict(s) for saving: %s",
+                           len(batch.verdicts), exc)
+            raise error from exc
+        for index, outcome in enumerate(batch.outcomes):
+            if outcome is not None and outcome.kind == "stored":
+                batch.outcomes[index] = replace(outcome, kind="kept")
 
     def _observe(self, records: Sequence[VerdictRecord], pending: Sequence[_Pending]) -> None:
         """Count verdicts, scores, lag, tokens, cost and judge failures (Prometheus)."""

@@ -12,9 +12,9 @@ explains:
     none: workers and database stay up, so every answer is stored; what the broker
     lost track of comes back and finds its verdict.
 ``postgres_outage``
-    workers x task threads x batch size, one per sample, only for samples answered
-    before Postgres came back: the batches judged when it went away cannot be stored
-    and are judged again; nothing new is claimed while it is down.
+    none, and exactly one judge request per sample: the batches judged when it went
+    away wait in save messages on the broker until it is back; nothing new is claimed
+    while it is down.
 ``judge_faults``
     none: a 429, a 500 or a timeout is not an answer, and a dead letter must have had
     no answer at all.
@@ -143,18 +143,17 @@ def postgres_outage(services: ChaosServices, sim: RunningSim, log_dir: Path) -> 
         services.postgres.stop()
         run.note(f"Postgres stopped for {POSTGRES_DOWN_S:g} s")
         time.sleep(POSTGRES_DOWN_S)
-        # Nothing is claimed while the database is down, so the samples answered by
-        # now are the only ones whose answers can have been lost.
-        answered_during = {sample for sample, count in run.answered().items() if count}
         services.postgres.start()
         run.note("Postgres started again")
         run.disturbance_over()
-        held = task_slots(run.settings, concurrency=concurrency) * run.settings.batch_size
         allowance = Allowance(
-            total=workers * held, per_sample=1, explained=frozenset(answered_during),
-            reason=f"{workers} workers x {held} jobs a worker holds: the batches judged "
-                   "when Postgres went away; only samples answered before it came back")
-        return run.finish(allowance, drain_timeout_s=60)
+            total=0, per_sample=0,
+            reason="a verdict judged while Postgres was away waits in a save message on "
+                   "the broker, so nothing is judged twice")
+        result = run.finish(allowance, drain_timeout_s=60)
+        requests, jobs = result.figures.judge_requests, result.figures.jobs_in
+        return _with(result, [f"{requests} judge requests for {jobs} samples"]
+                     if requests != jobs else [])
     finally:
         run.close()
 

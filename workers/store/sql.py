@@ -77,27 +77,40 @@ class SqlStore(VerdictStore):
         if not keys:
             return []
         now = to_utc(now)
-        expires_at = now + timedelta(seconds=lease_s)
         with self._transaction() as conn:
-            done = _settled(conn, keys)
-            todo = {key.digest(): key for key in keys if key not in done}
-            taken: set[str] = set()
-            if todo:
-                # Take each key that is free, expired, or already ours.
-                take = self.insert(claims).on_conflict_do_update(
-                    index_elements=[claims.c.key],
-                    set_={"owner": owner, "expires_at": expires_at},
-                    where=(claims.c.expires_at < now) | (claims.c.owner == owner),
-                ).returning(claims.c.key)
-                rows = [{"key": digest, "owner": owner, "expires_at": expires_at}
-                        for digest in todo]
-                taken = set(conn.execute(take, rows).scalars())
-            busy = [digest for digest in todo if digest not in taken]
-            held: dict[str, datetime] = {
-                digest: until for digest, until in conn.execute(
-                    select(claims.c.key, claims.c.expires_at).where(claims.c.key.in_(busy)))
-            } if busy else {}
+            done, taken, held = self.take_claims(
+                conn, keys, owner=owner, now=now, expires_at=now + timedelta(seconds=lease_s))
         return [_claim_state(key, done=done, taken=taken, held=held, now=now) for key in keys]
+
+    def take_claims(
+        self, conn: Connection, keys: Sequence[VerdictKey], *, owner: str, now: datetime,
+        expires_at: datetime,
+    ) -> tuple[set[VerdictKey], set[str], dict[str, datetime]]:
+        """The claim's work inside its transaction (dialects may do it in fewer trips).
+
+        Returns:
+            The keys already settled, the digests now held by ``owner``, and for the
+            other digests held by someone else, until when.
+        """
+        done = _settled(conn, keys)
+        todo = {key.digest(): key for key in keys if key not in done}
+        taken: set[str] = set()
+        if todo:
+            # Take each key that is free, expired, or already ours.
+            take = self.insert(claims).on_conflict_do_update(
+                index_elements=[claims.c.key],
+                set_={"owner": owner, "expires_at": expires_at},
+                where=(claims.c.expires_at < now) | (claims.c.owner == owner),
+            ).returning(claims.c.key)
+            rows = [{"key": digest, "owner": owner, "expires_at": expires_at}
+                    for digest in todo]
+            taken = set(conn.execute(take, rows).scalars())
+        busy = [digest for digest in todo if digest not in taken]
+        held: dict[str, datetime] = {
+            digest: until for digest, until in conn.execute(
+                select(claims.c.key, claims.c.expires_at).where(claims.c.key.in_(busy)))
+        } if busy else {}
+        return done, taken, held
 
     def save(
         self, *, verdicts: Sequence[VerdictRecord] = (), dead_letters: Sequence[DeadLetter] = (),
@@ -159,7 +172,7 @@ class SqlStore(VerdictStore):
         statement = self.insert(verdicts_table).on_conflict_do_nothing().returning(
             verdicts_table.c.id, *_KEY_COLUMNS)
         new_ids = {VerdictKey(*row[1:]): row[0]
-                   for row in conn.execute(statement, [_verdict_row(r) for r in records])}
+                   for row in conn.execute(statement, [verdict_row(r) for r in records])}
         # Only production values go to the aggregation table that alerts read; nulls,
         # and the scores of calibration, canary and shadow verdicts, stay in the verdict.
         score_rows = [
@@ -170,9 +183,9 @@ class SqlStore(VerdictStore):
         ]
         if score_rows:
             conn.execute(verdict_scores.insert(), score_rows)
-        sample_rows = _sample_rows(records, new_ids)
-        if sample_rows:
-            conn.execute(verdict_samples.insert(), sample_rows)
+        samples = sample_rows(records, new_ids)
+        if samples:
+            conn.execute(verdict_samples.insert(), samples)
         return len(new_ids)
 
     def iter_verdicts(
@@ -366,7 +379,7 @@ def dead_letter_from_row(row: RowMapping) -> DeadLetter:
     )
 
 
-def _sample_rows(records: Sequence[VerdictRecord],
+def sample_rows(records: Sequence[VerdictRecord],
                  new_ids: dict[VerdictKey, int]) -> list[dict[str, Any]]:
     """``verdict_samples`` rows of the new verdicts that carry their sample."""
     return [
@@ -376,7 +389,8 @@ def _sample_rows(records: Sequence[VerdictRecord],
     ]
 
 
-def _verdict_row(record: VerdictRecord) -> dict[str, Any]:
+def verdict_row(record: VerdictRecord) -> dict[str, Any]:
+    """The ``verdicts`` row of a record."""
     return {
         "sample_id": record.key.sample_id, "metric": record.key.metric,
         "prompt_version": record.key.prompt_version, "judge_model": record.key.judge_model,

@@ -13,6 +13,7 @@ from workers.store import (
     Claim,
     ClaimState,
     DeadLetter,
+    SqlStore,
     VerdictKey,
     VerdictRecord,
     VerdictStore,
@@ -180,3 +181,36 @@ def test_migrations_match_the_schema(backend: str, request: pytest.FixtureReques
         diff = compare_metadata(MigrationContext.configure(conn), metadata)
     store.close()
     assert diff == []
+
+
+def test_a_batch_keeps_hostile_text_its_times_and_only_new_scores(any_store: SqlStore) -> None:
+    hostile = "'); DROP TABLE verdicts; -- :rows %(rows)s {x} {{ y }} <score>5</score> \u2028 é"
+    first = [record(VerdictKey(f"s-{n}", "rag_qa", "v1", "m"), reason=hostile,
+                    raw_output=hostile, attributes={"app": hostile},
+                    scores={"faithfulness": 0.25 * n, "correct": None})
+             for n in range(3)]
+    assert any_store.save(verdicts=first[:2], owner="a") == 2
+    assert any_store.save(verdicts=first, owner="a") == 1  # two were stored already
+    stored = {r.key.sample_id: r for r in any_store.iter_verdicts()}
+    assert sorted(stored) == ["s-0", "s-1", "s-2"]
+    for original in first:
+        again = stored[original.key.sample_id]
+        assert (again.reason, again.raw_output, again.attributes) == (
+            hostile, hostile, {"app": hostile})
+        assert (again.sample_ts, again.created_at) == (original.sample_ts, original.created_at)
+        assert again.scores == original.scores
+    with any_store.engine.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT name, value FROM verdict_scores "
+                                    "ORDER BY value").all()
+    assert [tuple(row) for row in rows] == [("faithfulness", 0.0), ("faithfulness", 0.25),
+                                            ("faithfulness", 0.5)]
+
+
+def test_claims_of_hostile_keys_in_one_batch(any_store: SqlStore) -> None:
+    keys = [VerdictKey(f"'\"); -- :keys {n} \\u0041 é", "rag_qa", "v1", "m") for n in range(3)]
+    states = [c.state for c in any_store.claim(keys, owner="a", lease_s=60, now=NOW)]
+    assert states == [ClaimState.CLAIMED] * 3
+    any_store.save(verdicts=[record(keys[0])], owner="a")
+    again = any_store.claim(keys, owner="b", lease_s=60, now=NOW + timedelta(seconds=20))
+    assert [c.state for c in again] == [ClaimState.DONE, ClaimState.BUSY, ClaimState.BUSY]
+    assert again[1].retry_in_s == pytest.approx(40)
