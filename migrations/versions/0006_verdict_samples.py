@@ -10,6 +10,10 @@ producer accepted them, after redaction. Keyed by the verdict and deleted with i
 ``created_at`` (the verdict's) lets ``evalfleet purge`` apply
 ``EVALFLEET_SAMPLE_RETENTION_DAYS`` along its own index without touching verdicts.
 Verdicts written before this revision have no row.
+
+``alert_transitions``: every change of state of an alert rule and segment, with the
+numbers (and worst samples) of the evaluation that caused it, for ``evalfleet alerts
+show`` and the web page.
 """
 
 from __future__ import annotations
@@ -38,8 +42,24 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("verdict_id", name="pk_verdict_samples"),
     )
     op.create_index("ix_verdict_samples_created_at", "verdict_samples", ["created_at"])
+    op.create_table(
+        "alert_transitions",
+        sa.Column("id", SURROGATE_KEY, autoincrement=True, nullable=False),
+        sa.Column("rule", sa.String(128), nullable=False),
+        sa.Column("segment_key", sa.String(64), nullable=False),
+        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("previous", sa.String(24), nullable=False),
+        sa.Column("state", sa.String(24), nullable=False),
+        sa.Column("events", sa.String(128), nullable=False),
+        sa.Column("finding", JSON_DOCUMENT, nullable=False),
+        sa.PrimaryKeyConstraint("id", name="pk_alert_transitions"),
+    )
+    op.create_index("ix_alert_transitions_rule_segment_key_at", "alert_transitions",
+                    ["rule", "segment_key", "at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_alert_transitions_rule_segment_key_at", table_name="alert_transitions")
+    op.drop_table("alert_transitions")
     op.drop_index("ix_verdict_samples_created_at", table_name="verdict_samples")
     op.drop_table("verdict_samples")

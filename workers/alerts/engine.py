@@ -219,9 +219,14 @@ class AlertEngine:
                 window_evidence(conn, rule, segment, at=at), secrets=self._secrets)}
         ledger.save_state(conn, rule=rule.name, segment=segment, state=step.state, at=at,
                           finding=details)
+        was = current.state if previous else "new"
+        if step.events or step.state.state != was:
+            ledger.record_transition(conn, rule=rule.name, segment=segment, at=at, previous=was,
+                                     state=step.state.state, events=step.events,
+                                     finding=details)
         self._keep_baseline_clean(conn, rule, segment, step, at)
         self._queue(conn, rule, segment, step, details, at=at, now=now)
-        return _row(rule, segment, current.state if previous else "new", step, details)
+        return _row(rule, segment, was, step, details)
 
     def _keep_baseline_clean(self, conn: Connection, rule: Rule, segment: Segment, step: Step,
                              at: datetime) -> None:

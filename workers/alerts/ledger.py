@@ -25,7 +25,12 @@ from sqlalchemy.engine import Connection
 from workers.alerts.segment import Segment
 from workers.alerts.state import AlertState
 from workers.store.dialect import is_sqlite, upsert
-from workers.store.schema import alert_exclusions, alert_rule_runs, alert_states
+from workers.store.schema import (
+    alert_exclusions,
+    alert_rule_runs,
+    alert_states,
+    alert_transitions,
+)
 from workers.store.sql import to_utc
 
 
@@ -109,6 +114,16 @@ def save_state(
     statement = upsert(conn, alert_states).values(rule=rule, segment_key=segment.key, **values)
     conn.execute(statement.on_conflict_do_update(
         index_elements=[alert_states.c.rule, alert_states.c.segment_key], set_=values,
+    ))
+
+
+def record_transition(conn: Connection, *, rule: str, segment: Segment, at: datetime,
+                      previous: str, state: str, events: tuple[str, ...],
+                      finding: dict[str, Any]) -> None:
+    """Keep one change of state (or notified event) in the rule's history."""
+    conn.execute(alert_transitions.insert().values(
+        rule=rule, segment_key=segment.key, at=at, previous=previous, state=state,
+        events=",".join(events), finding=finding,
     ))
 
 

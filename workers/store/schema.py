@@ -181,6 +181,21 @@ alert_notifications = Table(
     Index(None, "delivered_at", "next_attempt_at"),
 )
 
+# Every change of state of a rule and segment, with the numbers that caused it: the
+# history ``alerts show`` and the page draw (markers on the trend, "last transition").
+alert_transitions = Table(
+    "alert_transitions", metadata,
+    Column("id", SurrogateKey, primary_key=True, autoincrement=True),
+    Column("rule", String(128), nullable=False),
+    Column("segment_key", String(64), nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("previous", String(24), nullable=False),
+    Column("state", String(24), nullable=False),
+    Column("events", String(128), nullable=False),
+    Column("finding", JsonDocument, nullable=False),
+    Index(None, "rule", "segment_key", "at"),
+)
+
 alert_rule_runs = Table(
     "alert_rule_runs", metadata,
     Column("rule", String(128), primary_key=True),
