@@ -380,3 +380,4 @@ def test_demo_runs_on_the_embedded_default(tmp_path: Path) -> None:
     assert len(samples) == 2 and all("prompt_version=v12" in line for line in samples)
     assert evidence.count("judge:") >= 2 and "not supported by the context" in evidence
     assert "evalfleet alerts show support_faithfulness_drop" in out
+    assert "evalfleet ui" in out

@@ -192,13 +192,14 @@ def most_telling(states: Sequence[Any]) -> Segment:
 
 def render_alert_view(view: Any) -> str:
     """``alerts show``'s text: every sample or judge text cleaned for a terminal."""
+    from workers.alerts.alert import format_duration
     from workers.alerts.evidence import plain_text
 
     spec, finding = view.rule.spec, view.finding
     clean = _cleaner(plain_text)
     lines = [f"{spec.name}  {clean(str(view.segment), 200)}",
              f"score {spec.score} of {spec.metric}, alert on a {spec.direction}, "
-             f"window {_span(spec.window)}"]
+             f"window {format_duration(spec.window)}"]
     if view.stored is None:
         lines.append("state: never evaluated (run evalfleet alerts check)")
     else:
@@ -248,13 +249,16 @@ def _bar(value: float, width: int) -> str:
 
 
 def _trend_lines(view: Any) -> list[str]:
+    from workers.alerts.alert import format_duration
+
     points = view.trend
     if not points:
         return []
     means = [p.mean for p in points]
     known = [m for m in means if m is not None]
     step = (points[1].start - points[0].start) if len(points) > 1 else None
-    head = f"trend from {_when(points[0].start)}, one point per {_span(step) if step else '-'}"
+    every = format_duration(step) if step else "-"
+    head = f"trend from {_when(points[0].start)}, one point per {every}"
     if not known:
         return [head, "  (no samples)"]
     blocks = "▁▂▃▄▅▆▇█"
@@ -292,14 +296,6 @@ def _worst_lines(worst: Sequence[Any], clean: Any) -> list[str]:
 
 def _when(moment: Any) -> str:
     return str(moment.strftime("%Y-%m-%dT%H:%MZ"))
-
-
-def _span(delta: Any) -> str:
-    seconds = int(delta.total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
 
 
 def parse_segment(text: str) -> Segment:

@@ -37,6 +37,9 @@ from workers.store import DeadLetter, VerdictRecord, VerdictStore, migrate, open
 #: Longest the demo waits for the worker to finish, in seconds.
 DRAIN_TIMEOUT_S = 300.0
 
+#: Where ``evalfleet ui`` serves by default.
+UI_URL = "http://127.0.0.1:8500"
+
 #: Metrics the demo enqueues each sample for (those the samples carry inputs for).
 DEMO_METRICS = ("rag_qa", "context_precision")
 
@@ -115,6 +118,7 @@ def _alert_cycle(settings: Settings, verdicts: list[VerdictRecord], *, tag: str,
     echo(f"  export EVALFLEET_DATABASE_URL='{shown_url}' "
          f"EVALFLEET_ALERT_RULES_FILE='{rules_file.resolve()}'")
     echo(f"  evalfleet alerts show {RULE_NAME}{segment}")
+    echo(f"  evalfleet ui    # then open {UI_URL}/ and click the FIRING segment")
 
 
 def _demo_settings(settings: Settings) -> Settings:

@@ -18,6 +18,7 @@ from workers.alerts.evidence import window_evidence
 from workers.alerts.ledger import StoredState, load_states
 from workers.alerts.rule import PinnedBaseline, Rule
 from workers.alerts.segment import Segment
+from workers.store.dialect import is_sqlite
 from workers.store.evidence import Evidence, attributes_match
 from workers.store.schema import alert_transitions, verdict_scores, verdicts
 from workers.store.sql import to_utc
@@ -141,19 +142,31 @@ def load_history(conn: Connection, *, rule: str, segment: Segment,
             for row in reversed(rows)]
 
 
-def load_trend(conn: Connection, rule: Rule, segment: Segment, *, end: datetime,
-               span: timedelta, buckets: int) -> list[Bucket]:
-    """The segment's mean score in ``buckets`` equal stretches of ``span`` ending at ``end``."""
+def _scored(conn: Connection, rule: Rule, segment: Segment, *, start: datetime,
+            end: datetime) -> Any:
     spec = rule.spec
-    start = end - span
     vs = verdict_scores.c
     filters = {key: (value,) if isinstance(value, str) else tuple(value)
                for key, value in spec.filters.items()}
-    rows = conn.execute(
+    return conn.execute(
         select(vs.value, vs.sample_ts)
         .select_from(verdict_scores.join(verdicts, verdicts.c.id == vs.verdict_id))
         .where(vs.metric == spec.metric, vs.name == spec.score, vs.sample_ts >= to_utc(start),
-               vs.sample_ts < to_utc(end), *attributes_match(segment.as_dict(), filters)))
+               vs.sample_ts < to_utc(end),
+               *attributes_match(segment.as_dict(), filters, containment=not is_sqlite(conn))))
+
+
+def load_values(conn: Connection, rule: Rule, segment: Segment, *, start: datetime,
+                end: datetime) -> list[float]:
+    """The segment's score values with sample times in ``[start, end)``."""
+    return [float(value) for value, _ in _scored(conn, rule, segment, start=start, end=end)]
+
+
+def load_trend(conn: Connection, rule: Rule, segment: Segment, *, end: datetime,
+               span: timedelta, buckets: int) -> list[Bucket]:
+    """The segment's mean score in ``buckets`` equal stretches of ``span`` ending at ``end``."""
+    start = end - span
+    rows = _scored(conn, rule, segment, start=start, end=end)
     width_s = span.total_seconds() / buckets
     sums = [0.0] * buckets
     counts = [0] * buckets
