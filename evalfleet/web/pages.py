@@ -17,7 +17,7 @@ from evalfleet.web.charts import histogram, polyline, y_of
 from workers.alerts.alert import format_duration
 from workers.alerts.rule import PinnedBaseline, Rule, RuleSet, parse_duration
 from workers.alerts.segment import Segment
-from workers.alerts.view import load_alert_view, load_history, load_trend, load_values
+from workers.alerts.view import load_alert_view, load_history, load_scored, load_trend
 from workers.store.pages import (
     count_by_metric,
     load_dead_letters,
@@ -113,22 +113,23 @@ class PageData:
         }
 
     def _distributions(self, rule: Rule, view: Any) -> tuple[list[float], list[float], str]:
+        # The view's trend rows already span the window and a trailing baseline.
         spec = rule.spec
-        at, segment = view.at, view.segment
-        baseline = spec.baseline
-        with self.store.engine.connect() as conn:
-            window = load_values(conn, rule, segment, start=at - spec.window, end=at)
-            if isinstance(baseline, PinnedBaseline):
-                label = view.finding.get("baseline_segment")
-                source = _segment_of(label, rule) if label else None
-                if source is None:
-                    return window, [], "no baseline segment yet"
-                values = load_values(conn, rule, source, start=at - baseline.window, end=at)
-                return window, values, f"{source}, last {format_duration(baseline.window)}"
-            end = at - spec.window - baseline.gap
-            values = load_values(conn, rule, segment, start=end - baseline.window, end=end)
-            return window, values, (f"the same segment, {format_duration(baseline.window)} before "
-                                    "the window (firing periods included)")
+        at, baseline = view.at, spec.baseline
+        window = [value for value, ts in view.values if ts >= at - spec.window]
+        if isinstance(baseline, PinnedBaseline):
+            label = view.finding.get("baseline_segment")
+            source = _segment_of(label, rule) if label else None
+            if source is None:
+                return window, [], "no baseline segment yet"
+            with self.store.engine.connect() as conn:
+                rows = load_scored(conn, rule, source, start=at - baseline.window, end=at)
+            return window, [value for value, _ in rows], \
+                f"{source}, last {format_duration(baseline.window)}"
+        end = at - spec.window - baseline.gap
+        values = [value for value, ts in view.values if end - baseline.window <= ts < end]
+        return window, values, (f"the same segment, {format_duration(baseline.window)} before "
+                                "the window (firing periods included)")
 
     def trend(self, rule_name: str, *, segment: str | None, span: str,
               filter_text: str) -> dict[str, Any] | None:

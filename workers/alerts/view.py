@@ -77,6 +77,8 @@ class AlertView:
     """Changes of state, oldest first."""
     trend: list[Bucket] = field(default_factory=list)
     """The segment's mean over time, ending at ``at``."""
+    values: list[tuple[float, datetime]] = field(default_factory=list)
+    """The segment's values and sample times the trend was drawn from."""
     worst: list[Evidence] = field(default_factory=list)
     """The window's worst-scoring samples, worst first."""
 
@@ -112,8 +114,9 @@ def load_alert_view(
             stored.evaluated_at if stored else datetime.now(UTC))
         view = AlertView(rule=rule, segment=segment, stored=stored, at=moment)
         view.history = load_history(conn, rule=rule.name, segment=segment)
-        view.trend = load_trend(conn, rule, segment, end=moment, span=trend_span(rule),
-                                buckets=buckets)
+        span = trend_span(rule)
+        view.values = load_scored(conn, rule, segment, start=moment - span, end=moment)
+        view.trend = bucket_means(view.values, start=moment - span, span=span, buckets=buckets)
         view.worst = window_evidence(conn, rule, segment, at=moment, limit=worst)
     return view
 
@@ -142,37 +145,46 @@ def load_history(conn: Connection, *, rule: str, segment: Segment,
             for row in reversed(rows)]
 
 
-def _scored(conn: Connection, rule: Rule, segment: Segment, *, start: datetime,
-            end: datetime) -> Any:
+def load_scored(conn: Connection, rule: Rule, segment: Segment, *, start: datetime,
+                end: datetime) -> list[tuple[float, datetime]]:
+    """The segment's ``(value, sample time)`` pairs with sample times in ``[start, end)``.
+
+    The time range is given on ``verdicts`` as well as on the scores (the same sample
+    time), so Postgres can combine the segment's GIN lookup with the verdicts' (metric,
+    sample_ts) index and read only the segment's rows of the range.
+    """
     spec = rule.spec
-    vs = verdict_scores.c
+    vs, v = verdict_scores.c, verdicts.c
     filters = {key: (value,) if isinstance(value, str) else tuple(value)
                for key, value in spec.filters.items()}
-    return conn.execute(
+    rows = conn.execute(
         select(vs.value, vs.sample_ts)
-        .select_from(verdict_scores.join(verdicts, verdicts.c.id == vs.verdict_id))
-        .where(vs.metric == spec.metric, vs.name == spec.score, vs.sample_ts >= to_utc(start),
+        .select_from(verdicts.join(verdict_scores, (vs.verdict_id == v.id)
+                                   & (vs.name == spec.score)))
+        .where(v.metric == spec.metric, v.sample_ts >= to_utc(start), v.sample_ts < to_utc(end),
+               vs.metric == spec.metric, vs.sample_ts >= to_utc(start),
                vs.sample_ts < to_utc(end),
                *attributes_match(segment.as_dict(), filters, containment=not is_sqlite(conn))))
-
-
-def load_values(conn: Connection, rule: Rule, segment: Segment, *, start: datetime,
-                end: datetime) -> list[float]:
-    """The segment's score values with sample times in ``[start, end)``."""
-    return [float(value) for value, _ in _scored(conn, rule, segment, start=start, end=end)]
+    return [(float(value), to_utc(ts)) for value, ts in rows]
 
 
 def load_trend(conn: Connection, rule: Rule, segment: Segment, *, end: datetime,
                span: timedelta, buckets: int) -> list[Bucket]:
     """The segment's mean score in ``buckets`` equal stretches of ``span`` ending at ``end``."""
-    start = end - span
-    rows = _scored(conn, rule, segment, start=start, end=end)
+    rows = load_scored(conn, rule, segment, start=end - span, end=end)
+    return bucket_means(rows, start=end - span, span=span, buckets=buckets)
+
+
+def bucket_means(rows: list[tuple[float, datetime]], *, start: datetime, span: timedelta,
+                 buckets: int) -> list[Bucket]:
+    """Mean and count of ``rows`` in ``buckets`` equal stretches of ``span`` from ``start``."""
     width_s = span.total_seconds() / buckets
     sums = [0.0] * buckets
     counts = [0] * buckets
     for value, ts in rows:
-        index = min(buckets - 1, int((to_utc(ts) - start).total_seconds() // width_s))
-        sums[index] += float(value)
-        counts[index] += 1
+        index = int((ts - start).total_seconds() // width_s)
+        if 0 <= index < buckets:
+            sums[index] += value
+            counts[index] += 1
     return [Bucket(start=start + timedelta(seconds=i * width_s), n=counts[i],
                    mean=sums[i] / counts[i] if counts[i] else None) for i in range(buckets)]
