@@ -24,6 +24,7 @@ not the network), and every SQL statement one load issued with its time; finally
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import random
@@ -263,18 +264,18 @@ def _measure(settings: Settings, *, repeat: int) -> None:
 
 
 def _explain_baseline(engine: Any, *, segment_labels: dict[str, str]) -> None:
-    """The alert page's baseline distribution: one segment's day of scores."""
+    """The alert page's read of one segment: its trend, window and baseline rows."""
+    # The statement workers.alerts.view.load_scored issues for the alert page.
     query = text(
-        "EXPLAIN (ANALYZE, BUFFERS) SELECT vs.value, vs.sample_ts FROM verdict_scores vs"
-        " JOIN verdicts v ON v.id = vs.verdict_id WHERE vs.metric = 'rag_qa'"
-        " AND vs.name = 'faithfulness' AND vs.sample_ts >= now() - interval '25 hours'"
-        " AND vs.sample_ts < now() - interval '1 hour'"
+        "EXPLAIN (ANALYZE, BUFFERS) SELECT vs.value, vs.sample_ts FROM verdicts v"
+        " JOIN verdict_scores vs ON vs.verdict_id = v.id AND vs.name = 'faithfulness'"
+        " WHERE v.metric = 'rag_qa' AND v.sample_ts >= now() - interval '25 hours'"
+        " AND v.sample_ts < now() AND vs.metric = 'rag_qa'"
+        " AND vs.sample_ts >= now() - interval '25 hours' AND vs.sample_ts < now()"
         " AND v.attributes @> CAST(:labels AS jsonb)")
-    import json
-
     with engine.connect() as conn:
         plan = [row[0] for row in conn.execute(query, {"labels": json.dumps(segment_labels)})]
-    print("\nalert page, baseline distribution of one segment (one day):")
+    print("\nalert page, one segment's trend, window and baseline (25 hours):")
     for line in plan:
         print("  " + line)
 
