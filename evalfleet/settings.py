@@ -350,6 +350,10 @@ class Settings(BaseSettings):
     """``evalfleet purge`` empties the judge's raw output and the error text of verdicts
     created more than this many days ago, keeping their scores; unset keeps them."""
 
+    ui_token: SecretStr | None = None
+    """The token ``evalfleet ui`` asks for (needed when it binds to anything but the
+    loopback interface); open ``/?token=...`` once and a cookie carries it."""
+
     keep_samples: bool = True
     """Workers store each verdict's sample content (input, output, context, reference,
     fields, as the producer accepted it, after redaction) beside the verdict, so alerts
@@ -447,6 +451,8 @@ class Settings(BaseSettings):
             secrets.append(self.openai_api_key.get_secret_value())
         if self.alert_webhook_secret is not None:
             secrets.append(self.alert_webhook_secret.get_secret_value())
+        if self.ui_token is not None:
+            secrets.append(self.ui_token.get_secret_value())
         if self.ingest_tokens is not None:
             secrets.extend(t.strip() for t in self.ingest_tokens.get_secret_value().split(","))
         return [s for s in secrets if s]

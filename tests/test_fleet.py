@@ -392,3 +392,15 @@ def test_demo_runs_on_the_embedded_default(tmp_path: Path) -> None:
     table = [line.split() for line in result.stdout.splitlines() if line.startswith("rag_qa ")]
     assert len(table) >= 6
     assert sum(int(row[4]) for row in table) + sum(int(row[5]) for row in table) == 240
+    # The planted drop (support-bot's v12 answers add unsupported claims) fires...
+    out = result.stdout
+    assert "FIRING at 2026-11-21" in out
+    assert "support_faithfulness_drop prompt_version=v12,app=support-bot" in out
+    assert "v11,app=" not in out.split("FIRING", 1)[1].split("\n\n")[0]  # nothing else fired
+    # ...and is shown with its evidence: worst samples, their text and the judge's why.
+    evidence = out.split("worst samples of the window", 1)[1]
+    samples = [line for line in evidence.splitlines() if line.lstrip()[:2] in ("1.", "2.")]
+    assert len(samples) == 2 and all("prompt_version=v12" in line for line in samples)
+    assert evidence.count("judge:") >= 2 and "not supported by the context" in evidence
+    assert "evalfleet alerts show support_faithfulness_drop" in out
+    assert "evalfleet ui" in out

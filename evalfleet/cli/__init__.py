@@ -19,6 +19,7 @@ from evalfleet.cli.produce import produce
 from evalfleet.cli.purge import purge
 from evalfleet.cli.status import status
 from evalfleet.cli.store import cost, export, migrate
+from evalfleet.cli.ui import ui
 from evalfleet.cli.worker import worker
 from evalfleet.log import configure_logging
 
@@ -49,5 +50,5 @@ def _secrets_of(state: CliState) -> list[str]:
 
 for _command in (migrate, produce, worker, export, cost, metrics, demo, judge_sim, alerts, beat,
                  calibrate,
-                 ingest, status, dead_letters, purge, worker_health):
+                 ingest, status, dead_letters, purge, worker_health, ui):
     main.add_command(_command)

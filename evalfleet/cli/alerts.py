@@ -117,6 +117,187 @@ def alerts_rebaseline(state: CliState, rule_name: str, segment_text: str | None)
                "the next cycles compare with every sample")
 
 
+@alerts.command("show")
+@click.argument("rule_name", metavar="RULE")
+@click.argument("segment_text", metavar="[SEGMENT]", required=False)
+@click.option("--at", "at_text", default=None,
+              help="Look at the window ending here (ISO 8601, or 15m/2h ago); default: the "
+                   "segment's last evaluation.")
+@click.option("--worst", type=click.IntRange(1, 50), default=5, show_default=True,
+              help="Worst samples shown.")
+@pass_state
+def alerts_show(state: CliState, rule_name: str, segment_text: str | None,
+                at_text: str | None, worst: int) -> None:
+    """Show one alert: its state history, the window against the baseline with a small
+    chart, and the worst samples of the window with the judge's reasoning.
+
+    SEGMENT is written as alerts list prints it (app=support-bot,prompt_version=v12);
+    without it, the most specific firing segment, else the whole rule.
+    """
+    from workers.alerts import load_rule_set
+    from workers.alerts.ledger import load_states
+    from workers.alerts.view import load_alert_view
+    from workers.store import open_store
+
+    try:
+        rules = load_rule_set(state.settings)
+        at = parse_time(at_text)
+    except (ValueError, EvalfleetError) as exc:
+        raise click.UsageError(str(exc)) from None
+    rule = next((r for r in rules.rules if r.name == rule_name), None)
+    if rule is None:
+        raise click.UsageError(f"no rule {rule_name!r} (rules: "
+                               f"{', '.join(r.name for r in rules.rules)})")
+    store = open_store(state.settings.resolved_database_url(), pool_size=1)
+    try:
+        if segment_text is not None:
+            segment = rule_segment(parse_segment(segment_text), rule.spec.segment_keys)
+        else:
+            with store.engine.connect() as conn:
+                segment = most_telling(load_states(conn, rule.name))
+        view = load_alert_view(store.engine, rule, segment, at=at, worst=worst)
+    finally:
+        store.close()
+    click.echo(render_alert_view(view))
+
+
+def rule_segment(segment: Segment, keys: Sequence[str]) -> Segment:
+    """``segment`` with its labels in the rule's order.
+
+    Raises:
+        click.UsageError: When its keys are not a level of the rule (a prefix of its keys).
+    """
+    labels = segment.as_dict()
+    wanted = list(keys[: len(labels)])
+    if sorted(labels) != sorted(wanted):
+        levels = ", ".join(",".join(keys[:depth]) for depth in range(1, len(keys) + 1))
+        raise click.UsageError(f"segment {str(segment)!r} is not a level of this rule "
+                               f"(levels: {levels or 'only (all)'})")
+    return type(segment)(tuple((key, labels[key]) for key in wanted))
+
+
+def most_telling(states: Sequence[Any]) -> Segment:
+    """The most specific firing segment (smallest q-value among equals), else the whole."""
+    from workers.alerts.segment import Segment
+
+    def q_value(stored: Any) -> float:
+        tests = stored.finding.get("tests") or [{}]
+        return min(float(t.get("q_value", 1.0)) for t in tests)
+
+    firing = [s for s in states if s.state.state == "firing"]
+    if not firing:
+        return Segment()
+    return min(firing, key=lambda s: (-s.segment.depth, q_value(s))).segment
+
+
+def render_alert_view(view: Any) -> str:
+    """``alerts show``'s text: every sample or judge text cleaned for a terminal."""
+    from workers.alerts.alert import format_duration
+    from workers.alerts.evidence import plain_text
+
+    spec, finding = view.rule.spec, view.finding
+    clean = _cleaner(plain_text)
+    lines = [f"{spec.name}  {clean(str(view.segment), 200)}",
+             f"score {spec.score} of {spec.metric}, alert on a {spec.direction}, "
+             f"window {format_duration(spec.window)}"]
+    if view.stored is None:
+        lines.append("state: never evaluated (run evalfleet alerts check)")
+    else:
+        state = view.stored.state
+        lines.append(f"state: {state.state} since {_when(state.since)} "
+                     f"(evaluated {_when(view.stored.evaluated_at)})")
+    lines += ["", *_comparison(finding, clean), "", *_trend_lines(view)]
+    lines += ["", "history", *(_transition_line(t) for t in view.history[-15:])]
+    if not view.history:
+        lines.append("  (no changes of state yet)")
+    lines += ["", f"worst samples of the window {_when(view.window_start)} .. {_when(view.at)}"
+              f" ({'highest' if spec.direction == 'increase' else 'lowest'} {spec.score} first)"]
+    lines += _worst_lines(view.worst, clean) or ["  (no scored samples in the window)"]
+    return "\n".join(lines)
+
+
+def _cleaner(plain_text: Any) -> Any:
+    def clean(text: Any, limit: int) -> str:
+        return str(plain_text(None if text is None else str(text), limit=limit))
+    return clean
+
+
+def _comparison(finding: dict[str, Any], clean: Any) -> list[str]:
+    width = 30
+    lines = []
+    for label, mean, n in (("window", finding.get("mean"), finding.get("n")),
+                           ("baseline", finding.get("baseline_mean"), finding.get("baseline_n"))):
+        if mean is None:
+            lines.append(f"{label:<9}{'-':>6}  (no data)" if label == "window"
+                         else f"{label:<9}{'-':>6}  (no baseline)")
+            continue
+        lines.append(f"{label:<9}{float(mean):>6.3f}  {_bar(float(mean), width)}  n={n}")
+    if finding.get("baseline_segment"):
+        lines.append(f"         baseline from {clean(finding['baseline_segment'], 200)}")
+    for test in finding.get("tests", []):
+        lines.append(f"{test['against']} test {test['test']}: effect {_num(test['effect'])}, "
+                     f"p {_num(test['p_value'])}, q {_num(test['q_value'])}")
+    if not finding.get("tests"):
+        lines.append(f"no test ran: {finding.get('observation', 'never evaluated')}")
+    return lines
+
+
+def _bar(value: float, width: int) -> str:
+    eighths = round(max(0.0, min(1.0, value)) * width * 8)
+    full, rest = divmod(eighths, 8)
+    return ("█" * full + ("▏▎▍▌▋▊▉"[rest - 1] if rest else "")).ljust(width, "·")
+
+
+def _trend_lines(view: Any) -> list[str]:
+    from workers.alerts.alert import format_duration
+
+    points = view.trend
+    if not points:
+        return []
+    means = [p.mean for p in points]
+    known = [m for m in means if m is not None]
+    step = (points[1].start - points[0].start) if len(points) > 1 else None
+    every = format_duration(step) if step else "-"
+    head = f"trend from {_when(points[0].start)}, one point per {every}"
+    if not known:
+        return [head, "  (no samples)"]
+    blocks = "▁▂▃▄▅▆▇█"
+    low, high = min(known), max(known)
+    spread = (high - low) or 1.0
+    line = "".join(" " if m is None else blocks[min(7, int((m - low) / spread * 8))]
+                   for m in means)
+    marks = "".join("^" if p.start >= view.window_start else " " for p in points)
+    return [head, f"  {line}  {low:.2f} .. {high:.2f}", f"  {marks}  ^ current window"]
+
+
+def _transition_line(transition: Any) -> str:
+    events = f"  notified: {', '.join(transition.events)}" if transition.events else ""
+    mean = transition.finding.get("mean")
+    numbers = f"  mean {_num(mean)} n={transition.finding.get('n', 0)}" if mean is not None else ""
+    return f"  {_when(transition.at)}  {transition.previous} -> {transition.state}{numbers}{events}"
+
+
+def _worst_lines(worst: Sequence[Any], clean: Any) -> list[str]:
+    lines = []
+    for number, item in enumerate(worst, start=1):
+        attributes = " ".join(f"{clean(k, 40)}={clean(v, 60)}"
+                              for k, v in sorted(item.attributes.items()))
+        lines.append(f"  {number}. {item.value:.2f}  {clean(item.sample_id, 80)}  "
+                     f"{_when(item.sample_ts)}  {attributes}")
+        sample = item.sample or {}
+        if item.sample is None:
+            lines.append("     (sample not kept)")
+        for label, key in (("question", "input"), ("answer", "output")):
+            if sample.get(key):
+                lines.append(f"     {label + ':':<10}{clean(sample[key], 300)}")
+        lines.append(f"     {'judge:':<10}{clean(item.reason, 400) or '(no reasoning given)'}")
+    return lines
+
+
+def _when(moment: Any) -> str:
+    return str(moment.strftime("%Y-%m-%dT%H:%MZ"))
+
+
 def parse_segment(text: str) -> Segment:
     """A segment as printed (``app=support-bot,prompt_version=v12``, or ``(all)``).
 

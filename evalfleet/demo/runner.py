@@ -3,7 +3,8 @@
 Steps: pick the embedded defaults where nothing is configured, create the
 schema, start the judge simulator when no judge is configured, enqueue the
 samples, run one worker process until every job has ended as a verdict or a
-dead letter, and print a summary per metric and segment.
+dead letter, print a summary per metric and segment, then run the alert engine
+over the traffic's hours and print the alert that fired with its evidence.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
+from evalfleet.demo.alerting import RULE_NAME, demo_rules_file, replay_alerts
 from evalfleet.demo.summary import format_summary, summarise
 from evalfleet.errors import InvalidSample
 from evalfleet.judgesim import SimConfig, start_in_thread
@@ -34,6 +36,9 @@ from workers.store import DeadLetter, VerdictRecord, VerdictStore, migrate, open
 
 #: Longest the demo waits for the worker to finish, in seconds.
 DRAIN_TIMEOUT_S = 300.0
+
+#: Where ``evalfleet ui`` serves by default.
+UI_URL = "http://127.0.0.1:8500"
 
 #: Metrics the demo enqueues each sample for (those the samples carry inputs for).
 DEMO_METRICS = ("rag_qa", "context_precision")
@@ -86,11 +91,34 @@ def run_demo(
         run = _Run(store, started_at=started_at, tag=tag)
         done = _wait_for(run, expected=stats.jobs, worker=worker, echo=echo)
 
-        echo(format_summary(summarise(run.verdicts())))
+        verdicts = run.verdicts()
+        echo(format_summary(summarise(verdicts)))
         dead = run.dead_letters()
         if dead:
             echo(f"{len(dead)} dead letters, e.g. {dead[0].error_class}: {dead[0].error}")
+        if verdicts:
+            _alert_cycle(settings, verdicts, tag=tag, echo=echo)
         return 0 if done else 1
+
+
+def _alert_cycle(settings: Settings, verdicts: list[VerdictRecord], *, tag: str,
+                 echo: Callable[[str], None]) -> None:
+    """Replay the traffic's hours through the alert engine and say how to look closer."""
+    rules_file = demo_rules_file(settings, run_tag=tag)
+    alert_settings = settings.model_copy(update={"alert_rules_file": rules_file,
+                                                 "alertmanager_url": None})
+    times = [record.sample_ts for record in verdicts]
+    echo("")
+    replay = replay_alerts(alert_settings, first=min(times), last=max(times), echo=echo)
+    url = settings.resolved_database_url()
+    shown_url = url if settings.embedded_database else mask_url(url)
+    segment = f" '{replay.shown}'" if replay.shown else ""
+    echo("")
+    echo("Look closer (the same data, nothing else to configure):")
+    echo(f"  export EVALFLEET_DATABASE_URL='{shown_url}' "
+         f"EVALFLEET_ALERT_RULES_FILE='{rules_file.resolve()}'")
+    echo(f"  evalfleet alerts show {RULE_NAME}{segment}")
+    echo(f"  evalfleet ui    # then open {UI_URL}/ and click the FIRING segment")
 
 
 def _demo_settings(settings: Settings) -> Settings:
@@ -127,6 +155,7 @@ def _tagged(lines: Iterable[tuple[int, bytes]], tag: str) -> Iterator[tuple[int,
         if tag and line.strip():
             record = json.loads(line)
             record["id"] = f"{record['id']}{tag}"
+            record.setdefault("attributes", {})["demo_run"] = tag
             line = json.dumps(record, ensure_ascii=False).encode()
         yield number, line
 

@@ -125,7 +125,7 @@ def _template_values(rule: Rule, segment: Segment, details: dict[str, Any]) -> d
     return {
         "rule": spec.name, "metric": spec.metric, "score": spec.score,
         "direction": spec.direction, "segment": str(segment),
-        "window": _duration(spec.window), "threshold": _text(spec.threshold),
+        "window": format_duration(spec.window), "threshold": _text(spec.threshold),
         "n": _text(details.get("n")), "mean": _text(details.get("mean")),
         "baseline_mean": _text(details.get("baseline_mean")),
         "effect": _text(best.get("effect")), "p_value": _text(best.get("p_value")),
@@ -172,7 +172,8 @@ def _interval(bounds: Any) -> str:
     return f"[{_text(float(low))}, {_text(float(high))}]"
 
 
-def _duration(delta: timedelta) -> str:
+def format_duration(delta: timedelta) -> str:
+    """``3h``, ``10m``, ``1d``: the largest whole unit, else seconds."""
     seconds = int(delta.total_seconds())
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds % size == 0 and seconds >= size:

@@ -191,22 +191,26 @@ class AlertEngine:
         policy = Policy(for_count=spec.for_count, recovery_count=spec.recovery.for_count,
                         renotify=spec.renotify, no_data=spec.no_data)
         rows = []
+        points: list[dict[str, Any]] = []
         now = self._clock()
         with ledger.rule_transaction(self.engine, rule.name) as conn:
             stored = {s.segment: s.state for s in ledger.load_states(conn, rule.name)}
             seen = {j.finding.segment for j in judgements}
             for judgement in judgements:
                 rows.append(self._step(conn, rule, judgement.finding.segment, judgement,
-                                       stored.get(judgement.finding.segment), policy, at, now))
+                                       stored.get(judgement.finding.segment), policy, at, now,
+                                       points))
             # Segments known from earlier cycles with no samples now: too little data.
             for segment in sorted(set(stored) - seen):
                 rows.append(self._step(conn, rule, segment, None, stored[segment], policy,
-                                       at, now))
+                                       at, now, points))
+            ledger.record_points(conn, rule=rule.name, at=at, points=points)
         return rows
 
     def _step(
         self, conn: Connection, rule: Rule, segment: Segment, judgement: Judgement | None,
         previous: AlertState | None, policy: Policy, at: datetime, now: datetime,
+        points: list[dict[str, Any]],
     ) -> ReportRow:
         observation = judgement.observation if judgement else "insufficient_data"
         details = finding_details(judgement) if judgement else {"n": 0, "mean": None,
@@ -219,9 +223,18 @@ class AlertEngine:
                 window_evidence(conn, rule, segment, at=at), secrets=self._secrets)}
         ledger.save_state(conn, rule=rule.name, segment=segment, state=step.state, at=at,
                           finding=details)
+        was = current.state if previous else "new"
+        points.append({"segment_key": segment.key, "n": int(str(details.get("n") or 0)),
+                       "mean": details.get("mean"), "baseline_n": details.get("baseline_n"),
+                       "baseline_mean": details.get("baseline_mean"),
+                       "state": step.state.state})
+        if step.events or step.state.state != was:
+            ledger.record_transition(conn, rule=rule.name, segment=segment, at=at, previous=was,
+                                     state=step.state.state, events=step.events,
+                                     finding=details)
         self._keep_baseline_clean(conn, rule, segment, step, at)
         self._queue(conn, rule, segment, step, details, at=at, now=now)
-        return _row(rule, segment, current.state if previous else "new", step, details)
+        return _row(rule, segment, was, step, details)
 
     def _keep_baseline_clean(self, conn: Connection, rule: Rule, segment: Segment, step: Step,
                              at: datetime) -> None:

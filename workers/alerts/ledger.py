@@ -16,7 +16,7 @@ import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, case, delete, select, text, update
@@ -25,7 +25,13 @@ from sqlalchemy.engine import Connection
 from workers.alerts.segment import Segment
 from workers.alerts.state import AlertState
 from workers.store.dialect import is_sqlite, upsert
-from workers.store.schema import alert_exclusions, alert_rule_runs, alert_states
+from workers.store.schema import (
+    alert_exclusions,
+    alert_points,
+    alert_rule_runs,
+    alert_states,
+    alert_transitions,
+)
 from workers.store.sql import to_utc
 
 
@@ -110,6 +116,32 @@ def save_state(
     conn.execute(statement.on_conflict_do_update(
         index_elements=[alert_states.c.rule, alert_states.c.segment_key], set_=values,
     ))
+
+
+def record_transition(conn: Connection, *, rule: str, segment: Segment, at: datetime,
+                      previous: str, state: str, events: tuple[str, ...],
+                      finding: dict[str, Any]) -> None:
+    """Keep one change of state (or notified event) in the rule's history."""
+    conn.execute(alert_transitions.insert().values(
+        rule=rule, segment_key=segment.key, at=at, previous=previous, state=state,
+        events=",".join(events), finding=finding,
+    ))
+
+
+#: How long the per-evaluation points are kept.
+POINTS_KEPT = timedelta(days=2)
+
+
+def record_points(conn: Connection, *, rule: str, at: datetime,
+                  points: list[dict[str, Any]]) -> None:
+    """Keep this evaluation's numbers per segment (``segment_key``, ``n``, ``mean``,
+    ``baseline_n``, ``baseline_mean``, ``state``) and drop the rule's points older than
+    :data:`POINTS_KEPT`."""
+    if points:
+        conn.execute(upsert(conn, alert_points).on_conflict_do_nothing(),
+                     [{"rule": rule, "at": at, **point} for point in points])
+    conn.execute(delete(alert_points).where(alert_points.c.rule == rule,
+                                            alert_points.c.at < at - POINTS_KEPT))
 
 
 def open_exclusion(conn: Connection, *, rule: str, segment: Segment,

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, and_, delete, func, select
+from sqlalchemy import ColumnElement, Engine, and_, delete, func, select, type_coerce
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
+from workers.store.dialect import is_sqlite
 from workers.store.schema import verdict_samples, verdict_scores, verdicts
 from workers.store.sql import to_utc
 
@@ -61,10 +63,18 @@ def load_samples(conn: Connection, verdict_ids: Sequence[int]) -> dict[int, dict
 
 
 def attributes_match(labels: Mapping[str, str],
-                     filters: Mapping[str, Sequence[str]] = {}) -> list[ColumnElement[bool]]:
-    """Conditions on ``verdicts.attributes``: each label equal, each filter one of its values."""
+                     filters: Mapping[str, Sequence[str]] = {}, *,
+                     containment: bool = False) -> list[ColumnElement[bool]]:
+    """Conditions on ``verdicts.attributes``: each label equal, each filter one of its values.
+
+    With ``containment`` (Postgres) the labels are one ``attributes @> {...}`` test, which
+    the GIN index ``ix_verdicts_attributes`` answers.
+    """
     attributes = verdicts.c.attributes
-    conditions = [attributes[key].as_string() == value for key, value in labels.items()]
+    if containment and labels:
+        conditions = [type_coerce(attributes, JSONB).contains(dict(labels))]
+    else:
+        conditions = [attributes[key].as_string() == value for key, value in labels.items()]
     conditions += [attributes[key].as_string().in_(list(values))
                    for key, values in filters.items()]
     return conditions
@@ -98,7 +108,8 @@ def lowest_scoring(
                vs.sample_ts, verdicts.c.attributes)
         .select_from(verdict_scores.join(verdicts, verdicts.c.id == vs.verdict_id))
         .where(vs.metric == metric, vs.name == score, vs.sample_ts >= to_utc(start),
-               vs.sample_ts < to_utc(end), *attributes_match(labels, filters))
+               vs.sample_ts < to_utc(end),
+               *attributes_match(labels, filters, containment=not is_sqlite(conn)))
         .order_by(order, verdicts.c.id).limit(limit)
     )
     rows = conn.execute(query).all()

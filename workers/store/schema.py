@@ -70,6 +70,11 @@ verdicts = Table(
     UniqueConstraint("sample_id", "metric", "prompt_version", "judge_model"),
     Index(None, "metric", "created_at"),
     Index(None, "metric", "sample_ts"),
+    # A segment's verdicts (``attributes @> '{"app": ..., "route": ...}'``) without
+    # reading every segment's: the alert page's distributions, trend and worst samples.
+    # (On SQLite a plain index on the JSON text, unused: the schema is one for both.)
+    Index("ix_verdicts_attributes", "attributes", postgresql_using="gin",
+          postgresql_ops={"attributes": "jsonb_path_ops"}),
 )
 
 verdict_scores = Table(
@@ -196,6 +201,37 @@ alert_notifications = Table(
     Column("failed_at", DateTime(timezone=True)),
     Column("last_error", Text),
     Index(None, "delivered_at", "next_attempt_at"),
+)
+
+# Every change of state of a rule and segment, with the numbers that caused it: the
+# history ``alerts show`` and the page draw (markers on the trend, "last transition").
+alert_transitions = Table(
+    "alert_transitions", metadata,
+    Column("id", SurrogateKey, primary_key=True, autoincrement=True),
+    Column("rule", String(128), nullable=False),
+    Column("segment_key", String(64), nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("previous", String(24), nullable=False),
+    Column("state", String(24), nullable=False),
+    Column("events", String(128), nullable=False),
+    Column("finding", JsonDocument, nullable=False),
+    Index(None, "rule", "segment_key", "at"),
+)
+
+# One row per evaluation of a rule and segment: the window's and the baseline's means
+# and counts. The rollup the overview's sparklines and the trend's baseline band read
+# (a few rows per segment instead of its verdicts); the engine keeps two days of it.
+alert_points = Table(
+    "alert_points", metadata,
+    Column("rule", String(128), primary_key=True),
+    Column("segment_key", String(64), primary_key=True),
+    Column("at", DateTime(timezone=True), primary_key=True),
+    Column("n", Integer, nullable=False),
+    Column("mean", Float),
+    Column("baseline_n", Integer),
+    Column("baseline_mean", Float),
+    Column("state", String(24), nullable=False),
+    Index(None, "rule", "at"),
 )
 
 alert_rule_runs = Table(

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from tests.served import Served
 
 
 @dataclass(frozen=True)
@@ -40,18 +39,8 @@ class Receiver:
         self.fail_status = 503
         self._lock = threading.Lock()
         app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["POST"])])
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                                log_config=None)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run,
-                                        kwargs={"sockets": [self._sock]}, daemon=True)
-        self._thread.start()
-        while not self._server.started:
-            time.sleep(0.005)
+        self._served = Served(app)
+        self.url = self._served.url
 
     async def _handle(self, request: Request) -> JSONResponse:
         body = await request.body()
@@ -73,6 +62,4 @@ class Receiver:
         return [alert for r in self.accepted if r.path == "/api/v2/alerts" for alert in r.json]
 
     def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(5)
-        self._sock.close()
+        self._served.stop()

@@ -1,0 +1,90 @@
+"""``evalfleet ui``: the read-only web page (ASGI, served by uvicorn)."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+import click
+
+from evalfleet.cli.context import CliState, pass_state
+from evalfleet.errors import EvalfleetError
+from evalfleet.log import install_secret_filter
+
+#: Addresses the page may serve on without a token.
+_LOOPBACK_NAMES = ("localhost",)
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind; anything but loopback needs EVALFLEET_UI_TOKEN.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8500, show_default=True)
+@click.option("--access-log/--no-access-log", default=False, show_default=True)
+@pass_state
+def ui(state: CliState, host: str, port: int, access_log: bool) -> None:
+    """Serve the web page: alerts, trends, the worst samples and the judge's reasoning,
+    verdicts, dead letters and fleet health. Read-only; works offline.
+    """
+    import uvicorn
+
+    settings = state.settings
+    token = settings.ui_token.get_secret_value() if settings.ui_token else None
+    if token is None and not is_loopback(host):
+        raise click.UsageError(f"--host {host} is reachable from other machines: set "
+                               "EVALFLEET_UI_TOKEN (or bind 127.0.0.1)")
+    try:
+        app = build_ui_app(settings, token=token)
+    except EvalfleetError as exc:
+        raise click.UsageError(str(exc)) from None
+    install_secret_filter(settings.secret_values())
+    click.echo(f"evalfleet ui on http://{host}:{port}/ (token {'on' if token else 'off'})",
+               err=True)
+    uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="warning")
+
+
+def is_loopback(host: str) -> bool:
+    """True for a loopback address or ``localhost``."""
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def build_ui_app(settings: Any, *, token: str | None) -> Any:
+    """The web app over the configured store, rules and queues.
+
+    Raises:
+        InvalidAlertRule: When the rules file is invalid.
+    """
+    from evalfleet.cli.status import monitor_options
+    from evalfleet.web import UiOptions, create_app
+    from evalfleet.web.pages import PageData
+    from workers.alerts import load_rule_set
+    from workers.ops.monitor import StatusMonitor
+    from workers.ops.queue import open_queue_probe
+    from workers.ops.status import status_json
+    from workers.store import open_store
+
+    rules = load_rule_set(settings)
+    store = open_store(settings.resolved_database_url(), pool_size=4)
+
+    def read_health() -> dict[str, Any]:
+        try:
+            probe = open_queue_probe(settings)
+        except EvalfleetError as exc:
+            return {"queues": [], "error": str(exc)}
+        try:
+            options = monitor_options(settings, metrics=(), window_s=300.0,
+                                      concurrency=settings.worker_concurrency, drain_s=900.0)
+            monitor = StatusMonitor(store=store, probe=probe, options=options)
+            return status_json(monitor.observe())
+        except EvalfleetError as exc:
+            return {"queues": [], "error": str(exc)}
+        finally:
+            probe.close()
+
+    data = PageData(store=store, rules=rules, secrets=tuple(settings.secret_values()),
+                    health_reader=read_health)
+    return create_app(data, UiOptions(token=token, secrets=tuple(settings.secret_values())))

@@ -1,0 +1,71 @@
+"""Chart geometry for the page: numbers in, SVG coordinates out. Pure.
+
+Every value that reaches the SVG is a number formatted here, so no text from a sample
+or a judge can end up inside a drawing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: Bins of a score histogram over 0..1.
+HISTOGRAM_BINS = 10
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One histogram bar: its box and what it counts."""
+
+    x: float
+    y: float
+    width: float
+    height: float
+    label: str
+
+
+def polyline(values: Sequence[float | None], *, width: float, height: float,
+             low: float = 0.0, high: float = 1.0) -> str:
+    """SVG ``points`` for values spread evenly across ``width``; gaps skip a point.
+
+    Values are placed on the ``low``..``high`` scale, top of the box at ``high``.
+    """
+    if not values:
+        return ""
+    step = width / max(1, len(values) - 1)
+    spread = (high - low) or 1.0
+    coordinates = []
+    for index, value in enumerate(values):
+        if value is None:
+            continue
+        y = height - (min(high, max(low, value)) - low) / spread * height
+        coordinates.append(f"{index * step:.1f},{y:.1f}")
+    return " ".join(coordinates)
+
+
+def y_of(value: float | None, *, height: float, low: float = 0.0,
+         high: float = 1.0) -> float | None:
+    """The y coordinate of ``value`` in a box of ``height`` (None stays None)."""
+    if value is None:
+        return None
+    spread = (high - low) or 1.0
+    return round(height - (min(high, max(low, value)) - low) / spread * height, 1)
+
+
+def histogram(values: Sequence[float], *, width: float, height: float,
+              bins: int = HISTOGRAM_BINS) -> list[Bar]:
+    """Bars of the share of ``values`` in each of ``bins`` equal bins of 0..1."""
+    counts = [0] * bins
+    for value in values:
+        counts[min(bins - 1, max(0, int(value * bins)))] += 1
+    total = sum(counts) or 1
+    tallest = max(counts) / total if any(counts) else 1.0
+    bar_width = width / bins
+    bars = []
+    for index, count in enumerate(counts):
+        share = count / total
+        bar_height = round(share / tallest * height, 1) if tallest else 0.0
+        bars.append(Bar(x=round(index * bar_width + 1, 1), y=round(height - bar_height, 1),
+                        width=round(bar_width - 2, 1), height=bar_height,
+                        label=f"{index / bins:.1f}-{(index + 1) / bins:.1f}: {count}"))
+    return bars

@@ -1,0 +1,273 @@
+"""What each page shows, read from the store and shaped for its template.
+
+Every method returns plain data; the templates escape it. Text from samples, judges
+and errors is passed as text (never marked safe); secrets are masked in error text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from evalfleet.log import scrub
+from evalfleet.web.charts import histogram, polyline, y_of
+from workers.alerts.alert import format_duration
+from workers.alerts.rule import PinnedBaseline, Rule, RuleSet, parse_duration
+from workers.alerts.segment import Segment
+from workers.alerts.view import load_alert_view, load_history, load_scored, load_trend
+from workers.store.pages import (
+    count_by_metric,
+    load_dead_letters,
+    load_points,
+    load_state_rows,
+    load_verdict,
+)
+from workers.store.sql import SqlStore
+
+#: Evaluations a sparkline shows.
+SPARK_POINTS = 48
+
+#: Ranges the trend page offers.
+RANGES = ("1h", "6h", "24h", "2d")
+
+#: Order of states on the overview: what needs a person first.
+_STATE_ORDER = {"firing": 0, "pending": 1, "no_data": 2, "resolved": 3, "ok": 4,
+                "insufficient_data": 5}
+
+#: Chart boxes, in SVG units.
+SPARK_W, SPARK_H = 120.0, 24.0
+CHART_W, CHART_H = 720.0, 200.0
+HIST_W, HIST_H = 300.0, 120.0
+
+
+@dataclass
+class PageData:
+    """The sources the pages read.
+
+    Args:
+        store: The verdict store.
+        rules: The alert rules.
+        secrets: Masked in error text.
+        health: Reads the fleet's queues and activity (None: not available).
+    """
+
+    store: SqlStore
+    rules: RuleSet
+    secrets: Sequence[str] = ()
+    health_reader: Callable[[], dict[str, Any]] | None = None
+
+    def overview(self) -> dict[str, Any]:
+        """Every rule and segment: state, sparkline of window against baseline, last change."""
+        rules = {rule.name: rule for rule in self.rules.rules}
+        with self.store.engine.connect() as conn:
+            states = [s for s in load_state_rows(conn) if s.rule in rules]
+            points: dict[tuple[str, str], list[Any]] = {}
+            for name, rule in rules.items():
+                latest = max((s.evaluated_at for s in states if s.rule == name), default=None)
+                if latest is None:
+                    continue
+                since = latest - rule.spec.interval * SPARK_POINTS
+                for key, series in load_points(conn, rule=name, since=since).items():
+                    points[(name, key)] = series[-SPARK_POINTS:]
+        rows: list[dict[str, Any]] = []
+        for state in states:
+            series = points.get((state.rule, state.segment_key), [])
+            segment = Segment(state.labels)
+            rows.append({
+                "rule": state.rule, "segment": str(segment), "depth": segment.depth,
+                "state": state.state, "since": state.since,
+                "n": state.finding.get("n"), "mean": state.finding.get("mean"),
+                "baseline_mean": state.finding.get("baseline_mean"),
+                "window_line": polyline([p.mean for p in series], width=SPARK_W,
+                                        height=SPARK_H),
+                "baseline_line": polyline([p.baseline_mean for p in series], width=SPARK_W,
+                                          height=SPARK_H),
+            })
+        rows.sort(key=lambda r: (_STATE_ORDER.get(r["state"], 9), r["rule"], r["depth"],
+                                 r["segment"]))
+        counts: dict[str, int] = {}
+        for row in rows:
+            counts[row["state"]] = counts.get(row["state"], 0) + 1
+        return {"rows": rows, "counts": counts, "rules": list(rules.values()),
+                "spark": {"w": SPARK_W, "h": SPARK_H}}
+
+    def alert(self, rule_name: str, *, segment: str) -> dict[str, Any] | None:
+        """One rule and segment: tests, distributions, worst samples, history."""
+        rule = self._rule(rule_name)
+        parsed = _segment_of(segment, rule) if rule else None
+        if rule is None or parsed is None:
+            return None
+        view = load_alert_view(self.store.engine, rule, parsed, worst=10)
+        window_values, baseline_values, baseline_label = self._distributions(rule, view)
+        return {
+            "rule": rule, "spec": rule.spec, "segment": str(parsed), "view": view,
+            "finding": view.finding, "tests": view.finding.get("tests", []),
+            "window_bars": histogram(window_values, width=HIST_W, height=HIST_H),
+            "baseline_bars": histogram(baseline_values, width=HIST_W, height=HIST_H),
+            "window_count": len(window_values), "baseline_count": len(baseline_values),
+            "baseline_label": baseline_label, "hist": {"w": HIST_W, "h": HIST_H},
+            "worst": [{**_evidence_row(item)} for item in view.worst],
+        }
+
+    def _distributions(self, rule: Rule, view: Any) -> tuple[list[float], list[float], str]:
+        # The view's trend rows already span the window and a trailing baseline.
+        spec = rule.spec
+        at, baseline = view.at, spec.baseline
+        window = [value for value, ts in view.values if ts >= at - spec.window]
+        if isinstance(baseline, PinnedBaseline):
+            label = view.finding.get("baseline_segment")
+            source = _segment_of(label, rule) if label else None
+            if source is None:
+                return window, [], "no baseline segment yet"
+            with self.store.engine.connect() as conn:
+                rows = load_scored(conn, rule, source, start=at - baseline.window, end=at)
+            return window, [value for value, _ in rows], \
+                f"{source}, last {format_duration(baseline.window)}"
+        end = at - spec.window - baseline.gap
+        values = [value for value, ts in view.values if end - baseline.window <= ts < end]
+        return window, values, (f"the same segment, {format_duration(baseline.window)} before "
+                                "the window (firing periods included)")
+
+    def trend(self, rule_name: str, *, segment: str | None, span: str,
+              filter_text: str) -> dict[str, Any] | None:
+        """A segment's mean over ``span`` with the baseline band and alert markers."""
+        rule = self._rule(rule_name)
+        if rule is None:
+            return None
+        span = span if span in RANGES else "6h"
+        width = parse_duration(span)
+        wanted = _labels_of(filter_text)
+        with self.store.engine.connect() as conn:
+            states = [s for s in load_state_rows(conn) if s.rule == rule.name]
+            choices = [str(Segment(s.labels)) for s in states
+                       if wanted.items() <= dict(s.labels).items()]
+            chosen = _segment_of(segment, rule) if segment else None
+            if chosen is None:
+                chosen = Segment()
+            end = max((s.evaluated_at for s in states), default=datetime.now(UTC))
+            buckets = load_trend(conn, rule, chosen, end=end, span=width, buckets=48)
+            points = load_points(conn, rule=rule.name, since=end - width,
+                                 segment_key=chosen.key).get(chosen.key, [])
+            history = [t for t in load_history(conn, rule=rule.name, segment=chosen)
+                       if t.at >= end - width]
+        start = end - width
+        return {
+            "rule": rule, "spec": rule.spec, "segment": str(chosen), "choices": choices,
+            "filter": filter_text, "range": span, "ranges": RANGES,
+            "chart": _trend_chart(buckets, points, history, start=start, end=end,
+                                  min_effect=rule.spec.min_effect),
+            "buckets": buckets, "history": history, "start": start, "end": end,
+        }
+
+    def verdict(self, verdict_id: int) -> dict[str, Any] | None:
+        """One verdict and the sample it judged."""
+        with self.store.engine.connect() as conn:
+            found = load_verdict(conn, verdict_id)
+        if found is None:
+            return None
+        sample = found.get("sample") or None
+        return {
+            "v": found, "sample": sample,
+            "fields_json": json.dumps(sample.get("fields") or {}, indent=2, ensure_ascii=False)
+            if sample else "",
+            "error": self._mask(found.get("error")),
+            "raw_output": self._mask(found.get("raw_output")),
+        }
+
+    def dead_letters(self) -> dict[str, Any]:
+        """The newest dead letters, with their payloads."""
+        with self.store.engine.connect() as conn:
+            letters = load_dead_letters(conn)
+        return {"letters": [
+            {**letter, "error": self._mask(letter["error"]),
+             "payload_json": self._mask(json.dumps(letter["payload"], indent=2,
+                                                   ensure_ascii=False)[:20_000])}
+            for letter in letters]}
+
+    def health(self) -> dict[str, Any]:
+        """Queues (depth, in flight, lag, failures) and coverage per metric."""
+        with self.store.engine.connect() as conn:
+            counts = count_by_metric(conn)
+        queues = self.health_reader() if self.health_reader else {"queues": []}
+        waiting = {q["metric"]: (q.get("waiting_jobs"), q.get("in_flight_jobs"))
+                   for q in queues.get("queues", [])}
+        coverage = []
+        for metric in sorted(set(counts) | set(waiting)):
+            numbers = counts.get(metric, {})
+            judged = numbers.get("ok", 0) + numbers.get("failed", 0)
+            dead = numbers.get("dead_letters", 0)
+            queued, in_flight = waiting.get(metric, (None, None))
+            known = queued is not None and in_flight is not None
+            accepted = judged + dead + ((queued or 0) + (in_flight or 0))
+            coverage.append({"metric": metric, "ok": numbers.get("ok", 0),
+                             "failed": numbers.get("failed", 0), "dead": dead,
+                             "waiting": queued, "in_flight": in_flight,
+                             "share": judged / accepted if accepted and known else None})
+        return {"queues": queues.get("queues", []), "coverage": coverage,
+                "queue_error": queues.get("error")}
+
+    def _rule(self, name: str) -> Rule | None:
+        return next((rule for rule in self.rules.rules if rule.name == name), None)
+
+    def _mask(self, text: str | None) -> str | None:
+        return scrub(text, self.secrets) if text else text
+
+
+def _labels_of(text: str | None) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for part in (text or "").split(","):
+        key, sep, value = part.partition("=")
+        if sep and key.strip():
+            labels[key.strip()] = value.strip()
+    return labels
+
+
+def _segment_of(text: str | None, rule: Rule) -> Segment | None:
+    """A segment as printed, in the rule's key order; None when it is not a level."""
+    if text is None or text.strip() in ("", "(all)"):
+        return Segment()
+    labels = _labels_of(text)
+    keys = rule.spec.segment_keys[: len(labels)]
+    if sorted(labels) != sorted(keys):
+        return None
+    return Segment(tuple((key, labels[key]) for key in keys))
+
+
+def _evidence_row(item: Any) -> dict[str, Any]:
+    sample = item.sample or {}
+    return {"verdict_id": item.verdict_id, "sample_id": item.sample_id, "value": item.value,
+            "reason": item.reason, "at": item.sample_ts, "attributes": item.attributes,
+            "input": sample.get("input"), "output": sample.get("output"),
+            "kept": item.sample is not None}
+
+
+def _trend_chart(buckets: Sequence[Any], points: Sequence[Any], history: Sequence[Any], *,
+                 start: datetime, end: datetime, min_effect: float) -> dict[str, Any]:
+    span_s = (end - start).total_seconds() or 1.0
+
+    def x_at(moment: datetime) -> float:
+        return round((moment - start).total_seconds() / span_s * CHART_W, 1)
+
+    band_top = [(x_at(p.at), y_of(p.baseline_mean, height=CHART_H)) for p in points
+                if p.baseline_mean is not None]
+    band_bottom = [(x_at(p.at), y_of(max(0.0, p.baseline_mean - min_effect), height=CHART_H))
+                   for p in points if p.baseline_mean is not None]
+    band = " ".join(f"{x},{y}" for x, y in band_top + band_bottom[::-1])
+    count = len(buckets) or 1
+    dots = [{"x": round((i + 0.5) * CHART_W / count, 1), "y": y_of(b.mean, height=CHART_H),
+             "n": b.n, "mean": b.mean, "at": b.start}
+            for i, b in enumerate(buckets) if b.mean is not None]
+    return {
+        "w": CHART_W, "h": CHART_H,
+        "line": " ".join(f"{dot['x']},{dot['y']}" for dot in dots),
+        "dots": dots,
+        "step": format_duration((end - start) / count),
+        "band": band,
+        "markers": [{"x": x_at(t.at), "state": t.state, "at": t.at} for t in history
+                    if t.state in ("firing", "resolved")],
+        "grid": [{"y": y_of(v, height=CHART_H), "label": f"{v:.1f}"}
+                 for v in (0.0, 0.25, 0.5, 0.75, 1.0)],
+    }

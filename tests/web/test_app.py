@@ -1,0 +1,115 @@
+"""The web page over a store with hostile samples: escaped, scriptless, token-guarded."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from evalfleet.cli.ui import build_ui_app, is_loopback
+from evalfleet.settings import Settings
+from tests.workers.alerts import stream
+from tests.workers.alerts.conftest import BOTH_DATABASES, write_rules
+from tests.workers.alerts.notifier.test_evidence import plant_worst
+from tests.workers.alerts.test_engine import DROP_RULE, MINUTE, T0, history, run
+from workers.alerts import open_alert_engine
+from workers.store import DeadLetter, migrate, open_store
+
+MARKUP = '<script>alert(1)</script><img src=x onerror="alert(2)"> javascript:alert(3)'
+
+
+@pytest.fixture
+def site(alert_database: str, tmp_path: Path, serve: Callable[..., Any]) -> Any:
+    """A fired rule with hostile worst samples and a dead letter, and its page."""
+    rules = write_rules(tmp_path / "rules.yaml", DROP_RULE)
+    settings = Settings(database_url=alert_database, alert_rules_file=rules,
+                        openai_api_key="sk-secret-123", data_dir=tmp_path)
+    engine = open_alert_engine(settings, deliver=False)
+    drop = stream.steady(start=T0, minutes=20, per_minute=20, mean=0.70, seed=2,
+                         attributes={"app": "support-bot"})
+    stream.write(engine.engine, history(T0) + drop)
+    plant_worst(alert_database)
+    run(engine, T0 - 5 * MINUTE, 16)
+    engine.close()
+    store = open_store(alert_database)
+    store.save(dead_letters=[DeadLetter(
+        sample_id=MARKUP, metric="rag_qa", error_class="judge_rejected",
+        error="HTTP 400 with key sk-secret-123 " + MARKUP, attempts=1,
+        payload={"sample": {"output": MARKUP}}, created_at=T0)], owner="t")
+    store.close()
+    return serve(build_ui_app(settings, token=None))
+
+
+def get(site: Any, path: str, **kwargs: Any) -> httpx.Response:
+    return httpx.get(site.url + path, timeout=10, **kwargs)
+
+
+@pytest.mark.parametrize("alert_database", BOTH_DATABASES, indirect=True)
+def test_pages_escape_hostile_text_and_allow_no_script(site: Any) -> None:
+    overview = get(site, "/")
+    assert overview.status_code == 200
+    assert 'class="row-firing"' in overview.text and "app=support-bot" in overview.text
+    alert = get(site, "/alerts/faithfulness_drop", params={"segment": "app=support-bot"})
+    assert alert.status_code == 200
+    assert "&lt;!channel&gt;" in alert.text and "<!channel>" not in alert.text
+    verdict_ids = re.findall(r'href="/verdicts/(\d+)"', alert.text)
+    assert len(verdict_ids) >= 3
+    for response in (overview, alert, get(site, f"/verdicts/{verdict_ids[0]}"),
+                     get(site, "/dead-letters"), get(site, "/health"),
+                     get(site, "/rules/faithfulness_drop/trend",
+                         params={"segment": "app=support-bot", "range": "1h"})):
+        assert response.status_code == 200, response.text[:500]
+        csp = response.headers["content-security-policy"]
+        assert "default-src 'none'" in csp and "script-src" not in csp
+        assert response.headers["x-content-type-options"] == "nosniff"
+        body = response.text
+        assert "<script" not in body.lower() and "<img" not in body.lower()
+        assert 'href="javascript' not in body and "onerror=\"" not in body
+        assert "sk-secret-123" not in body
+    letters = get(site, "/dead-letters").text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in letters and "***" in letters
+
+
+@pytest.mark.parametrize("alert_database", ["sqlite"], indirect=True)
+def test_unknown_things_are_404(site: Any) -> None:
+    assert get(site, "/alerts/nope").status_code == 404
+    assert get(site, "/alerts/faithfulness_drop", params={"segment": "route=/x"}).status_code \
+        == 404
+    assert get(site, "/verdicts/999999").status_code == 404
+    assert get(site, "/nothing").status_code == 404
+
+
+def test_a_token_guards_the_page(tmp_path: Path, serve: Callable[..., Any]) -> None:
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'ui.db'}", data_dir=tmp_path)
+    store = open_store(settings.resolved_database_url())
+    migrate(store.engine)
+    store.close()
+    site = serve(build_ui_app(settings, token="t0ken"))
+    assert get(site, "/").status_code == 401
+    assert get(site, "/", headers={"authorization": "Bearer wrong"}).status_code == 401
+    assert get(site, "/", headers={"authorization": "Bearer t0ken"}).status_code == 200
+    with httpx.Client(base_url=site.url, timeout=10, follow_redirects=True) as client:
+        first = client.get("/health", params={"token": "t0ken"})  # follows the redirect
+        assert first.status_code == 200 and "token" not in str(first.url)
+        assert client.get("/").status_code == 200  # the cookie carries it now
+
+
+@pytest.mark.parametrize("host,loopback", [("127.0.0.1", True), ("::1", True),
+                                           ("localhost", True), ("0.0.0.0", False),
+                                           ("10.0.0.5", False), ("example.com", False)])
+def test_loopback(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+def test_the_ui_refuses_to_listen_beyond_loopback_without_a_token(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from evalfleet.cli import main
+
+    env = {"EVALFLEET_DATA_DIR": str(tmp_path)}
+    result = CliRunner().invoke(main, ["ui", "--host", "0.0.0.0"], env=env)
+    assert result.exit_code == 2 and "EVALFLEET_UI_TOKEN" in result.output
