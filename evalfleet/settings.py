@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: Broker URL used when none is configured: kombu's file-system transport.
@@ -92,6 +100,18 @@ def _secret_params(query: str) -> list[str]:
             if _SECRET_PARAM.search(name) and value]
 
 
+class ShadowJudge(BaseModel):
+    """A second judge that sees a share of a metric's traffic, kept out of alerts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(min_length=1)
+    """The shadow's judge model."""
+
+    share: float = Field(gt=0, le=1)
+    """Share of the metric's enqueued samples the shadow judges too (by sample id)."""
+
+
 class Settings(BaseSettings):
     """Everything evalfleet can be configured with.
 
@@ -130,6 +150,11 @@ class Settings(BaseSettings):
 
     judge_models: dict[str, str] = Field(default_factory=dict)
     """Per-metric judge model, e.g. ``{"rag_qa": "gpt-4.1"}`` (JSON in the environment)."""
+
+    shadow_judges: dict[str, ShadowJudge] = Field(default_factory=dict)
+    """Per metric, a shadow judge and its share of traffic, e.g. ``{"rag_qa": {"model":
+    "gpt-4.1", "share": 0.1}}`` (JSON in the environment): producers enqueue those samples
+    a second time for it; ``evalfleet calibrate --compare`` reports the agreement."""
 
     judge_client: Literal["http", "openai"] = "http"
     """``http``: the lean aiohttp client, many calls in flight per process (default);
@@ -425,6 +450,9 @@ class Settings(BaseSettings):
     def as_environment(self) -> dict[str, str]:
         """Environment variables that reproduce these settings in a child process."""
         env: dict[str, str] = {}
+        plain = self.model_dump(mode="json", include={
+            name for name in type(self).model_fields
+            if isinstance(getattr(self, name), dict | list)})
         for name, field in type(self).model_fields.items():
             value = getattr(self, name)
             if value is None:
@@ -438,7 +466,7 @@ class Settings(BaseSettings):
                 value = value.get_secret_value()
             elif isinstance(value, Path):
                 value = value.resolve()
-            env[str(key)] = json.dumps(value) if isinstance(value, dict | list) else str(value)
+            env[str(key)] = json.dumps(plain[name]) if name in plain else str(value)
         return env
 
     def secret_values(self) -> list[str]:

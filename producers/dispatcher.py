@@ -19,12 +19,14 @@ from typing import Literal, Protocol
 
 from evalfleet.errors import BrokerUnavailable
 from evalfleet.message import Job, new_job, queue_for
+from evalfleet.settings import ShadowJudge
 from producers import telemetry
 from producers.backpressure import keeps, rate_factor
 from producers.budget import BudgetGate
 from producers.dedupe import Deduper, dedupe_key
 from producers.depth import CachedQueueDepth
 from producers.policy import Policy
+from producers.sampler import id_fraction
 from producers.screen import Admitted
 from producers.selector import Pick
 
@@ -55,7 +57,8 @@ class Dispatcher:
     """Deduplicates, sheds and publishes batches of admitted samples. Thread-safe."""
 
     def __init__(self, *, publisher: Publisher, deduper: Deduper,
-                 depth: CachedQueueDepth, budget: BudgetGate | None = None) -> None:
+                 depth: CachedQueueDepth, budget: BudgetGate | None = None,
+                 shadows: Mapping[str, ShadowJudge] | None = None) -> None:
         """Wire the parts.
 
         Args:
@@ -63,11 +66,13 @@ class Dispatcher:
             deduper: The deduplication window.
             depth: Queue depths for backpressure.
             budget: Daily budgets lowering rates (None: no budgets).
+            shadows: Per metric, a shadow judge that judges a share of its jobs too.
         """
         self._publisher = publisher
         self._deduper = deduper
         self._depth = depth
         self._budget = budget
+        self._shadows = dict(shadows or {})
 
     def dispatch(self, batch: Sequence[Admitted], *, policy: Policy) -> list[list[JobFate]]:
         """Publish the jobs of ``batch``.
@@ -103,6 +108,11 @@ class Dispatcher:
                 continue
             fates[n].append(JobFate(pick.metric, "enqueued"))
             jobs.append(new_job(pick.metric, admitted.sample))
+            shadow = self._shadows.get(pick.metric)
+            if shadow is not None and shadows(admitted.sample.id, share=shadow.share):
+                jobs.append(new_job(pick.metric, admitted.sample, purpose="shadow",
+                                    judge_model=shadow.model))
+                added[pick.metric] += 1
             published.append(key)
             added[pick.metric] += 1
         self._publisher.send_many(jobs, delays_s=_delays(batch))
@@ -138,6 +148,15 @@ class Dispatcher:
             # The jobs are published; unmarked, a later copy may go in again, and the
             # workers judge it once.
             logger.warning("published, but not marked for deduplication: %s", exc)
+
+
+def shadows(sample_id: str, *, share: float) -> bool:
+    """Whether a shadow judge with ``share`` judges this sample too.
+
+    By a hash of the id apart from the sampling hash, so a shadow's share is a share of
+    the sampled traffic, not the same ids the sampling rate keeps.
+    """
+    return id_fraction(f"shadow:{sample_id}") < share
 
 
 def _delays(batch: Sequence[Admitted]) -> dict[str, float]:

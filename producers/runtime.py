@@ -77,7 +77,8 @@ class ProducerRuntime:
                                      depth=CachedQueueDepth(
                                          self._depth_probe,
                                          jobs_per_message=settings.batch_size),
-                                     budget=self._budget_gate())
+                                     budget=self._budget_gate(),
+                                     shadows=settings.shadow_judges)
 
     def _budget_gate(self) -> BudgetGate | None:
         """Daily budgets, read from the spend the workers count in Redis."""

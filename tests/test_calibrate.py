@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
+import pytest
 from click.testing import CliRunner
 
 from evalfleet.calibration import agreement
@@ -14,8 +15,10 @@ from evalfleet.calibration.gold import bundled_gold, load_gold
 from evalfleet.cli import main
 from evalfleet.judgesim import RunningSim, simulated_scores
 from evalfleet.metric import load_registry
-from evalfleet.settings import Settings
-from tests.helpers import WorkerProcess
+from evalfleet.sample import parse_sample
+from evalfleet.settings import Settings, ShadowJudge
+from producers.dispatcher import shadows
+from tests.helpers import WorkerProcess, wait_until
 from workers.renderer import render_messages
 from workers.store import VerdictStore
 
@@ -76,3 +79,46 @@ def test_calibration_without_a_worker_says_what_to_start(settings: Settings,
 def test_a_metric_without_a_shipped_gold_set_needs_a_file(settings: Settings) -> None:
     code, _, err = run_cli(settings, "calibrate", "--metric", "tone")
     assert code == 2 and "give a GOLD file" in err
+
+
+def test_a_shadow_judge_is_compared_with_the_current_one(
+    settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
+    tmp_path: Path,
+) -> None:
+    # The shadow scores every 0..1 score 0.1 higher than the current judge (clamped at 1).
+    sim.configure(score_shifts={"judge-shadow": 0.1})
+    shadowed = settings.model_copy(update={"shadow_judges": {
+        "rag_qa": ShadowJudge(model="judge-shadow", share=0.5)}})
+    samples = [{"id": f"s-{n}", "input": f"question {n} about refunds",
+                "output": f"Refunds take {n} days" + " and are free" * (n % 3),
+                "context": [f"Refunds take {n % 5} days."], "reference": "a week"}
+               for n in range(40)]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(sample) + "\n" for sample in samples))
+    assert run_cli(shadowed, "produce", str(path), "--metric", "rag_qa")[0] == 0
+    start_worker(shadowed, queues=["rag_qa"])
+    shadow_ids = [s["id"] for s in samples if shadows(s["id"], share=0.5)]
+    assert 10 <= len(shadow_ids) <= 30
+    wait_until(lambda: sim.stats()["requests"] == 40 + len(shadow_ids), timeout_s=60,
+               what="every production and shadow call")
+    wait_until(lambda: len(run_cli(shadowed, "export", "--purpose", "shadow")[1].splitlines())
+               == len(shadow_ids), timeout_s=30, what="shadow verdicts stored")
+    assert len(run_cli(shadowed, "export")[1].splitlines()) == 40  # production only
+    code, out, err = run_cli(shadowed, "calibrate", "--compare", "--metric", "rag_qa", "--json")
+    assert code == 0, err
+    (report,) = json.loads(out)["shadows"]
+    assert (report["judge_model"], report["gold"], report["items"]) == (
+        "judge-shadow", "judge:gpt-4o-mini", len(shadow_ids))
+    metric = load_registry().get("rag_qa")
+    current = [simulated_scores(render_messages(metric, parse_sample(s)))["faithfulness"]
+               for s in samples if s["id"] in shadow_ids]
+    shifted = [round(min(1.0, value + 0.1), 2) for value in current]
+    expected = agreement(shifted, current, kind="continuous")
+    bias = report["scores"]["faithfulness"]["statistics"]["bias"]
+    assert bias["value"] == pytest.approx(expected.statistics["bias"].value)
+    assert 0.0 < bias["value"] <= 0.1
+
+
+def test_compare_without_shadow_verdicts_says_how_to_get_them(settings: Settings) -> None:
+    code, _, err = run_cli(settings, "calibrate", "--compare", "--metric", "rag_qa")
+    assert code == 1 and "EVALFLEET_SHADOW_JUDGES" in err

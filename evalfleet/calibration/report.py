@@ -31,7 +31,8 @@ class CalibrationReport:
     prompt_version: str
     judge_model: str
     gold: str
-    """The gold set's name (its file name)."""
+    """What the judge is compared with: a gold set's name (its file name), or
+    ``judge:<model>`` when a shadow judge is compared with the current one."""
     items: int
     """Gold items this report covers."""
     failed: int
@@ -59,27 +60,54 @@ def compare(items: Sequence[GoldItem], judged: Mapping[str, Judged], *, metric: 
         One report per prompt version and judge model found among the verdicts (usually
         one), in order of first appearance.
     """
+    pairs = [(dict(item.labels), judged[item.sample.id]) for item in items
+             if item.sample.id in judged]
+    return _reports(pairs, metric=metric, reference=gold, seed=seed)
+
+
+def compare_judges(current: Mapping[str, Judged], shadow: Mapping[str, Judged], *,
+                   metric: Metric, seed: int = 0) -> list[CalibrationReport]:
+    """Compare a shadow judge's verdicts with the current judge's, on the same samples.
+
+    Args:
+        current: The current judge's verdicts, by sample id.
+        shadow: The shadow judge's verdicts, by sample id.
+        metric: The metric judged.
+        seed: Bootstrap seed.
+
+    Returns:
+        One report per shadow prompt version and judge model; the reference is the current
+        judge (``judge:<model>``), and samples the current judge failed on are left out.
+    """
+    pairs = [({name: value for name in metric.spec.scores
+               if (value := _value(current[sample_id], name)) is not None}, verdict)
+             for sample_id, verdict in shadow.items() if sample_id in current]
+    models = sorted({current[sample_id].judge_model for sample_id in shadow
+                     if sample_id in current})
+    return _reports(pairs, metric=metric, reference=f"judge:{','.join(models)}", seed=seed)
+
+
+def _reports(pairs: Sequence[tuple[dict[str, float], Judged]], *, metric: Metric,
+             reference: str, seed: int) -> list[CalibrationReport]:
+    """One report per prompt version and judge model among ``pairs`` (reference, verdict)."""
     scales = score_scales(metric)
-    groups: dict[tuple[str, str], list[tuple[GoldItem, Judged]]] = {}
-    for item in items:
-        verdict = judged.get(item.sample.id)
-        if verdict is not None:
-            groups.setdefault((verdict.prompt_version, verdict.judge_model), []).append(
-                (item, verdict))
+    groups: dict[tuple[str, str], list[tuple[dict[str, float], Judged]]] = {}
+    for pair in pairs:
+        groups.setdefault((pair[1].prompt_version, pair[1].judge_model), []).append(pair)
     reports = []
-    for (prompt_version, judge_model), pairs in groups.items():
-        labelled = [name for name in scales if any(name in item.labels for item, _ in pairs)]
-        scores = {}
-        for name in labelled:
-            scale = scales[name]
-            people = [item.labels.get(name) for item, _ in pairs]
-            said = [_value(verdict, name) for _, verdict in pairs]
-            scores[name] = agreement(said, people, kind=scale.kind,
-                                     categories=scale.categories, seed=seed)
+    for (prompt_version, judge_model), group in groups.items():
+        labelled = [name for name in scales if any(name in labels for labels, _ in group)]
+        scores = {
+            name: agreement([_value(verdict, name) for _, verdict in group],
+                            [labels.get(name) for labels, _ in group],
+                            kind=scales[name].kind, categories=scales[name].categories,
+                            seed=seed)
+            for name in labelled
+        }
         reports.append(CalibrationReport(
             metric=metric.name, prompt_version=prompt_version, judge_model=judge_model,
-            gold=gold, items=len(pairs),
-            failed=sum(1 for _, verdict in pairs if verdict.status != "ok"), scores=scores))
+            gold=reference, items=len(group),
+            failed=sum(1 for _, verdict in group if verdict.status != "ok"), scores=scores))
     return reports
 
 
@@ -94,7 +122,7 @@ def format_report(report: CalibrationReport) -> str:
     """The report as a table for the terminal."""
     lines = [
         f"{report.metric}: prompt {report.prompt_version}, judge {report.judge_model}, "
-        f"gold {report.gold}: {report.items} items, {report.failed} failed verdicts",
+        f"against {report.gold}: {report.items} items, {report.failed} failed verdicts",
         f"  {'score':<22} {'kind':<10} {'n':>4}  {'statistic':<15} {'value':>7}  95% interval",
     ]
     for name, result in report.scores.items():

@@ -17,14 +17,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from evalfleet.calibration.gold import GoldItem, load_gold
-from evalfleet.calibration.report import CalibrationReport, Judged, compare
+from evalfleet.calibration.report import CalibrationReport, Judged, compare, compare_judges
 from evalfleet.errors import InvalidInput
 from evalfleet.localfleet import start_simulator, start_worker, stop_worker
 from evalfleet.message import Job, new_job
 from evalfleet.metric import Metric, load_registry
 from evalfleet.settings import Settings
 from producers.enqueuer import Enqueuer
-from workers.store import CalibrationRun, VerdictStore, migrate, open_store
+from workers.store import CalibrationRun, VerdictRecord, VerdictStore, migrate, open_store
 
 #: Seconds between two looks at the store while waiting for verdicts.
 POLL_S = 0.5
@@ -118,9 +118,7 @@ def _wait(store: VerdictStore, *, metric: Metric, ids: dict[str, GoldItem], sinc
     deadline = time.monotonic() + timeout_s
     while True:
         judged = {
-            ids[record.key.sample_id].sample.id: Judged(
-                record.status, record.raw_scores, record.key.prompt_version,
-                record.key.judge_model)
+            ids[record.key.sample_id].sample.id: _judged(record)
             for record in store.iter_verdicts(metric=metric.name, since=since,
                                               purposes=["calibration"])
             if record.key.sample_id in ids
@@ -135,3 +133,32 @@ def _wait(store: VerdictStore, *, metric: Metric, ids: dict[str, GoldItem], sinc
                 f"worker consuming {metric.queue}? (evalfleet worker --queues {metric.name}, "
                 "or evalfleet calibrate --start-worker)")
         time.sleep(POLL_S)
+
+
+def compare_shadows(store: VerdictStore, *, metric: Metric, since: datetime,
+                    seed: int = 0) -> list[CalibrationReport]:
+    """Each shadow judge's agreement with the current judge on the samples both judged.
+
+    Args:
+        store: The verdict store.
+        metric: The metric.
+        since: Only verdicts created since.
+        seed: Bootstrap seed.
+
+    Returns:
+        One report per shadow judge model (and prompt version).
+    """
+    shadows: dict[str, dict[str, Judged]] = {}
+    for record in store.iter_verdicts(metric=metric.name, since=since, purposes=["shadow"]):
+        shadows.setdefault(record.key.judge_model, {})[record.key.sample_id] = _judged(record)
+    wanted = {sample_id for verdicts in shadows.values() for sample_id in verdicts}
+    current = {record.key.sample_id: _judged(record) for record in store.iter_verdicts(
+        metric=metric.name, since=since, purposes=["production"])
+        if record.key.sample_id in wanted}
+    return [report for verdicts in shadows.values()
+            for report in compare_judges(current, verdicts, metric=metric, seed=seed)]
+
+
+def _judged(record: VerdictRecord) -> Judged:
+    return Judged(record.status, record.raw_scores, record.key.prompt_version,
+                  record.key.judge_model)

@@ -21,10 +21,17 @@ from evalfleet.cli.context import CliState, pass_state
                    "simulator when no OPENAI_BASE_URL is set).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(1, 86400), default=600,
               show_default=True, help="Seconds to wait for the verdicts.")
+@click.option("--compare", is_flag=True,
+              help="Instead of a gold set: each shadow judge (EVALFLEET_SHADOW_JUDGES) against "
+                   "the current judge on the samples both judged, and each against people "
+                   "from its last calibration.")
+@click.option("--since", default="7d", show_default=True,
+              help="With --compare: verdicts created since (ISO 8601 time or 15m/2h/7d ago).")
 @click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
 @pass_state
 def calibrate(state: CliState, gold: Path | None, metric: str, judge_model: str | None,
-              start_worker: bool, timeout_s: float, as_json: bool) -> None:
+              start_worker: bool, timeout_s: float, compare: bool, since: str,
+              as_json: bool) -> None:
     """Judge GOLD (JSONL samples with people's "labels") through the fleet and report the
     agreement per score: kappa, accuracy and confusion for binary scores, weighted kappa
     and Spearman for 1-5 rubrics, Spearman, MAE and bias for 0..1 scores, each with a
@@ -36,6 +43,9 @@ def calibrate(state: CliState, gold: Path | None, metric: str, judge_model: str 
     from evalfleet.calibration.report import format_report
     from evalfleet.calibration.run import CalibrationOptions, run_calibration
 
+    if compare:
+        _compare(state, metric=metric, since=since, as_json=as_json)
+        return
     if gold is None:
         try:
             gold = bundled_gold(metric)
@@ -53,3 +63,51 @@ def calibrate(state: CliState, gold: Path | None, metric: str, judge_model: str 
         return
     for report in reports:
         click.echo(format_report(report))
+
+
+def _compare(state: CliState, *, metric: str, since: str, as_json: bool) -> None:
+    from evalfleet.calibration.report import format_report
+    from evalfleet.calibration.run import compare_shadows
+    from evalfleet.cli.context import parse_time
+    from evalfleet.metric import load_registry
+    from workers.store import open_store
+
+    try:
+        since_at = parse_time(since)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    assert since_at is not None
+    spec = load_registry(state.settings.metrics_dir).get(metric)
+    store = open_store(state.settings.resolved_database_url())
+    try:
+        reports = compare_shadows(store, metric=spec, since=since_at)
+        people = {(run.judge_model, run.prompt_version): run
+                  for run in reversed(store.calibration_runs(metric=metric))}
+    finally:
+        store.close()
+    if not reports:
+        raise click.ClickException(
+            f"no shadow verdicts for {metric} since {since}: set EVALFLEET_SHADOW_JUDGES, "
+            "e.g. {\"%s\": {\"model\": \"gpt-4.1\", \"share\": 0.1}}" % metric)
+    if as_json:
+        click.echo(json.dumps({"shadows": [report.as_json() for report in reports],
+                               "calibrations": [run.report for run in people.values()]},
+                              indent=2))
+        return
+    for report in reports:
+        click.echo(format_report(report))
+    for (model, version), run in people.items():
+        click.echo(f"against people ({run.gold}, {run.created_at:%Y-%m-%d %H:%M}Z): judge "
+                   f"{model}, prompt {version}: " + _summary(run.report))
+
+
+def _summary(report: dict[str, object]) -> str:
+    scores = report.get("scores")
+    parts = []
+    for name, result in (scores.items() if isinstance(scores, dict) else []):
+        statistics = result.get("statistics", {}) if isinstance(result, dict) else {}
+        for statistic, estimate in list(statistics.items())[:1]:
+            value = estimate.get("value") if isinstance(estimate, dict) else None
+            shown = "-" if value is None else f"{value:.3f}"
+            parts.append(f"{name} {statistic} {shown}")
+    return ", ".join(parts) or "no scores"

@@ -88,6 +88,10 @@ class SimConfig(BaseModel):
     models: tuple[str, ...] = Field(default=("judge-sim",), min_length=1)
     """Model names listed by ``GET /v1/models`` (any model name is accepted)."""
 
+    score_shifts: dict[str, float] = Field(default_factory=dict)
+    """Per model name, added to every 0..1 score it gives (clamped): two judges that
+    disagree by a known amount, or one that drifts when the shift changes."""
+
     system_fingerprint: str = "judge-sim"
     """The ``system_fingerprint`` every completion reports (change it to play a provider
     that silently swapped its backend)."""

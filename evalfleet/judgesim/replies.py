@@ -249,7 +249,7 @@ def simulated_verdict(
 
 def build_reply(
     prompt: Prompt, *, model: str, response_format: Any, fault: Fault,
-    max_tokens: int | None = None,
+    max_tokens: int | None = None, shift: float = 0.0,
 ) -> Reply:
     """The simulated judge's answer to one request.
 
@@ -265,17 +265,31 @@ def build_reply(
         response_format: The request's ``response_format``, if any.
         fault: The fault decided for the request; only malformed and truncated matter here.
         max_tokens: The request's completion token limit, if any.
+        shift: Added to every 0..1 score (clamped, two decimals): a judge that scores
+            higher or lower than the default one.
 
     Returns:
         Content, finish reason and token usage.
     """
-    simulation = _simulate(prompt, response_format)
+    simulation = _shifted(_simulate(prompt, response_format), shift)
     content, cut_at = _render(simulation, model=model, bare=_is_json_mode(response_format),
                               malformed=fault.malformed_kind)
     finish_reason = "stop"
     if fault.outcome == "truncated":
         content, finish_reason = content[:cut_at], "length"
     return reply_with(prompt, content=content, finish_reason=finish_reason, max_tokens=max_tokens)
+
+
+def _shifted(simulation: _Simulation, shift: float) -> _Simulation:
+    """The simulation with ``shift`` added to its 0..1 scores (clamped, two decimals)."""
+    if not shift:
+        return simulation
+    verdict = dict(simulation.verdict)
+    for key in simulation.score_keys:
+        value = verdict.get(key)
+        if isinstance(value, float) and 0.0 <= value <= 1.0:
+            verdict[key] = round(min(1.0, max(0.0, value + shift)), 2)
+    return _Simulation(simulation.format, verdict, simulation.score_keys)
 
 
 def reply_with(

@@ -234,7 +234,8 @@ async def _answer(sim: SimState, counters: _Counters, request: Request) -> Respo
         client_left = await _hang(request, hang_s=config.hang_s)
         fault = Fault.none()
     reply = build_reply(chat.prompt, model=chat.model, response_format=chat.response_format,
-                        fault=fault, max_tokens=chat.max_tokens)
+                        fault=fault, max_tokens=chat.max_tokens,
+                        shift=config.score_shifts.get(chat.model, 0.0))
     if not client_left:
         counters.answered(chat.prompt.key)
     return _completion(sim, chat, reply)

@@ -17,11 +17,12 @@ from evalfleet.spend import SpendLedger
 from producers.budget import BudgetGate
 from producers.dedupe import RedisDeduper
 from producers.depth import CachedQueueDepth, RedisQueueDepth
-from producers.dispatcher import Dispatcher
+from producers.dispatcher import Dispatcher, shadows
 from producers.enqueuer import Enqueuer
 from producers.limits import FieldLimits
 from producers.policy import Policy
 from producers.quota import SegmentQuota
+from producers.sampler import is_sampled
 from producers.screen import Admitted, Screen
 from tests.producers.builders import policy, producer_settings, queued_ids, record
 
@@ -137,3 +138,11 @@ def test_a_metric_near_its_daily_budget_is_sampled_less(
     assert shed_count("rag_qa", "app=support-bot", "budget") - before == half["shed"] + 200
     # The samples kept at half the rate are those the full rate keeps with the lower hash.
     assert len(queued_ids(redis_client, "rag_qa")) == 400 + half["enqueued"]
+
+
+def test_a_shadow_share_is_independent_of_the_sampling_rate() -> None:
+    ids = [f"req-{n}" for n in range(20_000)]
+    sampled = [sample_id for sample_id in ids if is_sampled(sample_id, 0.1)]
+    shadowed = [sample_id for sample_id in sampled if shadows(sample_id, share=0.5)]
+    assert 0.45 <= len(shadowed) / len(sampled) <= 0.55
+    assert all(shadows(sample_id, share=1.0) for sample_id in ids[:100])

@@ -51,7 +51,7 @@ def test_the_table_names_every_statistic_and_interval() -> None:
     judged = {f"g{n}": ok(faithfulness=min(1.0, n / 20 + 0.01 * (n % 7))) for n in range(20)}
     (report,) = compare(items, judged, metric=load_registry().get("rag_qa"), gold="g.jsonl")
     table = format_report(report)
-    assert "rag_qa: prompt p1, judge m, gold g.jsonl: 20 items, 0 failed verdicts" in table
+    assert "rag_qa: prompt p1, judge m, against g.jsonl: 20 items, 0 failed verdicts" in table
     for statistic in ("spearman", "mae", "bias"):
         assert statistic in table
     assert "[" in table and "]" in table
