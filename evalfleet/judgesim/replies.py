@@ -459,7 +459,7 @@ def _bbh_match(prompt: Prompt, overrides: dict[str, Any]) -> dict[str, Any]:
                       if role == "user" and _BBH_ID.search(content)), "")
     id_match = _BBH_ID.search(user_text)
     response, truth = _bbh_blocks(user_text)
-    is_correct = overrides.get("is_correct", _slot(prompt.digest, 0) % 2 == 1)
+    is_correct = overrides.get("is_correct", _answers(response, truth, digest=prompt.digest))
     reasoning_score = overrides.get("reasoning_score", _one_to_five(prompt.digest, 1))
     error_type = overrides.get("error_type", "none" if is_correct is True else
                                _BBH_ERRORS[_slot(prompt.digest, 2) % len(_BBH_ERRORS)])
@@ -489,6 +489,17 @@ def _bbh_blocks(user_text: str) -> tuple[str, str]:
                           if span[1] <= truth_start), None)
     response = user_text[response_span[1]:truth_start] if response_span else ""
     return response, user_text[truth_end:].strip()
+
+
+def _answers(response: str, truth: str, *, digest: bytes) -> bool:
+    """Whether the response's last line gives the ground truth (as a whole token, any
+    case), as a judge reading the final answer would decide; a coin from the digest when
+    either is missing."""
+    lines = [line.strip() for line in _THINK.sub("", response).splitlines() if line.strip()]
+    line, wanted = (lines[-1][-200:] if lines else "").lower(), truth.strip().lower()
+    if not line or not wanted or len(wanted) > 60:
+        return _slot(digest, 0) % 2 == 1
+    return re.search(rf"(?<!\w){re.escape(wanted)}(?!\w)", line) is not None
 
 
 def _last_line(response: str) -> str:

@@ -69,10 +69,24 @@ def test_float_scores_come_from_their_own_digest_slot(messages: Messages,
 
 
 @pytest.mark.parametrize("messages", [rendered("bbh_match"), rendered("bbh_match", id="b-2")])
-def test_bbh_scores_come_from_the_digest(messages: Messages) -> None:
-    scores = simulated_scores(messages)
-    assert scores == {"is_correct": digest_slot(messages, 0) % 2 == 1,
-                      "reasoning_score": 1 + digest_slot(messages, 1) % 5}
+def test_bbh_reasoning_comes_from_the_digest(messages: Messages) -> None:
+    assert simulated_scores(messages)["reasoning_score"] == 1 + digest_slot(messages, 1) % 5
+
+
+@pytest.mark.parametrize(("output", "reference", "correct"), [
+    ("Step by step. Therefore, the answer is (B).", "(B)", True),
+    ("Let me work through it step by step, slowly. Therefore, the answer is (B).", "(B)", True),
+    ("Step by step. Therefore, the answer is (A).", "(B)", False),
+    ("So the statement is False.", "False", True),
+    ("So the statement is untrue.", "True", False),
+    ("The total is 24 legs.", "24", True),
+    ("The total is 124 legs.", "24", False),
+    ("I think it is (B).\nWait, no: the answer is (C).", "(B)", False),
+])
+def test_bbh_correctness_reads_the_final_answer(output: str, reference: str,
+                                                correct: bool) -> None:
+    messages = rendered("bbh_match", output=output, reference=reference)
+    assert simulated_scores(messages)["is_correct"] is correct
 
 
 @pytest.mark.parametrize("metric", ["rag_qa", "context_precision", "bbh_match",
