@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -184,3 +184,27 @@ def test_bad_rules_file_is_one_line(postgres_url: str, tmp_path: Path) -> None:
                                  ValueError("no")])
 def test_other_failures_are_not_setup_errors(exc: Exception) -> None:
     assert explain(exc, database_url="sqlite:///x.db", broker_url="redis://h/0") is None
+
+
+def raised(call: Callable[[], object]) -> BaseException:
+    try:
+        call()
+    except Exception as exc:
+        return exc
+    raise AssertionError("expected the call to fail")
+
+
+def test_unreachable_redis_and_rabbitmq_are_explained() -> None:
+    import redis
+    from kombu import Connection
+
+    port = closed_port()
+    from_redis = raised(lambda: redis.Redis(port=port, socket_connect_timeout=2).ping())
+    line = explain(from_redis, broker_url=f"redis://:pw-secret@127.0.0.1:{port}/0")
+    assert line is not None and "cannot reach the broker" in line
+    assert "pw-secret" not in line and "Connection refused" in line
+    amqp_url = f"amqp://guest:pw-secret@127.0.0.1:{port}//"
+    from_amqp = raised(lambda: Connection(amqp_url, connect_timeout=2).ensure_connection(
+        max_retries=0))
+    line = explain(from_amqp, broker_url=amqp_url)
+    assert line is not None and "cannot reach the broker" in line and "pw-secret" not in line
