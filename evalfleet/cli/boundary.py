@@ -17,8 +17,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import click
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
 from evalfleet.errors import BrokerUnavailable, InvalidInput, StoreUnavailable, UnknownMetric
 from evalfleet.settings import REDIS_SCHEMES
@@ -99,11 +97,16 @@ def explain(exc: BaseException, *, database_url: str = "", broker_url: str = "")
 
 
 def _database_setup(error: BaseException, database: str, detail: str) -> str | None:
+    # Imported here: the CLI starts without SQLAlchemy (about 150 ms) until it is needed.
+    from sqlalchemy.exc import ArgumentError, InterfaceError, NoSuchModuleError, OperationalError
+
     if isinstance(error, NoSuchModuleError | ArgumentError) or (
             isinstance(error, ModuleNotFoundError) and _raised_in(error, "sqlalchemy")):
         return (f"EVALFLEET_DATABASE_URL {database} is not a database evalfleet supports; "
                 "use postgresql+psycopg://user@host:5432/name or sqlite:///path")
-    if isinstance(error, StoreUnavailable | DBAPIError):
+    # Connection, authentication and missing-database errors; an IntegrityError or a
+    # ProgrammingError is a bug and keeps its traceback.
+    if isinstance(error, StoreUnavailable | OperationalError | InterfaceError):
         return (f"cannot use the database {database} ({detail}); check "
                 "EVALFLEET_DATABASE_URL and that the server is up")
     return None
@@ -162,6 +165,9 @@ def _detail(chain: list[BaseException]) -> str:
 
 
 def _masked(url: str) -> str:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     if not url:
         return "(not set)"
     try:

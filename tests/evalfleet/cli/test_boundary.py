@@ -208,3 +208,15 @@ def test_unreachable_redis_and_rabbitmq_are_explained() -> None:
         max_retries=0))
     line = explain(from_amqp, broker_url=amqp_url)
     assert line is not None and "cannot reach the broker" in line and "pw-secret" not in line
+
+
+def test_a_database_bug_is_not_a_setup_error(tmp_path: Path) -> None:
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path / 'x.db'}")
+    with engine.begin() as connection:
+        connection.execute(sqlalchemy.text("CREATE TABLE t (id INTEGER PRIMARY KEY)"))
+        connection.execute(sqlalchemy.text("INSERT INTO t VALUES (1)"))
+    with engine.begin() as connection:
+        duplicate = raised(lambda: connection.execute(sqlalchemy.text("INSERT INTO t VALUES (1)")))
+    assert explain(duplicate, database_url=str(engine.url)) is None
