@@ -81,7 +81,7 @@ def explain(exc: BaseException, *, database_url: str = "", broker_url: str = "")
         if table is not None:
             return (f"the database {database} has no evalfleet schema ({table}); "
                     "run `evalfleet migrate`")
-    detail = _detail(chain)
+    detail = _detail(exc)
     for error in chain:
         message = _database_setup(error, database, detail)
         if message is not None:
@@ -119,9 +119,16 @@ def _broker_setup(error: BaseException, broker: str, detail: str) -> str | None:
             broker and not broker.startswith(_BROKER_SCHEMES) and _raised_in(error, "kombu")):
         return (f"EVALFLEET_BROKER_URL {broker} is not a broker evalfleet supports; "
                 "use redis://host:6379/0 or amqp://user:password@host:5672/vhost")
+    from amqp.exceptions import AccessRefused, NotAllowed
     from kombu.exceptions import OperationalError as KombuOperationalError
+    from redis.exceptions import AuthenticationError, ResponseError
     from redis.exceptions import ConnectionError as RedisConnectionError
 
+    # Refused logins and unknown virtual hosts (RabbitMQ), refused passwords (Redis).
+    if isinstance(error, AccessRefused | NotAllowed | AuthenticationError) or (
+            isinstance(error, ResponseError) and "AUTH" in str(error).upper()):
+        return (f"the broker {broker} refused the connection ({detail}); check the user, "
+                "password and virtual host in EVALFLEET_BROKER_URL")
     if isinstance(error, BrokerUnavailable | KombuOperationalError | RedisConnectionError):
         return (f"cannot reach the broker {broker} ({detail}); check "
                 "EVALFLEET_BROKER_URL and that the server is up")
@@ -153,13 +160,19 @@ def _raised_in(error: BaseException, part: str) -> bool:
     return bool(frames) and f"/{part}/" in frames[-1].filename.replace("\\", "/")
 
 
-def _detail(chain: list[BaseException]) -> str:
-    """The driver's own words: the first line of the deepest error in the chain."""
-    for error in chain:
-        orig = getattr(error, "orig", None)
-        if orig is not None:
-            chain = [*chain, orig]
-    deepest = chain[-1]
+def _detail(exc: BaseException) -> str:
+    """The driver's own words: the first line of the deepest error in the ``from`` chain.
+
+    Only explicit causes are followed: an implicit ``__context__`` is often a library's
+    internal noise (an empty pool's ``IndexError``), not what went wrong.
+    """
+    deepest, seen = exc, {id(exc)}
+    while True:
+        nxt = getattr(deepest, "orig", None) or deepest.__cause__
+        if not isinstance(nxt, BaseException) or id(nxt) in seen:
+            break
+        deepest = nxt
+        seen.add(id(nxt))
     text = str(deepest).strip()
     return text.splitlines()[0].strip() if text else type(deepest).__name__
 

@@ -123,10 +123,31 @@ def test_unreachable_broker_is_one_line(sqlite_env: dict[str, str], tmp_path: Pa
     samples = tmp_path / "s.jsonl"
     samples.write_text('{"id": "a", "input": "q", "output": "a"}\n')
     env = {**sqlite_env, "EVALFLEET_BROKER_URL": f"redis://127.0.0.1:{closed_port()}/0"}
-    result = run(env, "produce", str(samples), "--metric", "rag_qa")
-    # produce keeps its documented status 1 for a broker it cannot publish to.
-    assert result.exit_code == 1 and "Traceback" not in result.output
-    assert "cannot publish to the broker" in result.stderr
+    assert_one_line(run(env, "produce", str(samples), "--metric", "rag_qa"),
+                    "cannot reach the broker", "Connection refused", "EVALFLEET_BROKER_URL")
+
+
+def test_unreachable_rabbitmq_is_one_line(sqlite_env: dict[str, str], tmp_path: Path) -> None:
+    samples = tmp_path / "s.jsonl"
+    samples.write_text('{"id": "a", "input": "q", "output": "a"}\n')
+    url = f"amqp://guest:pw-secret@127.0.0.1:{closed_port()}//"
+    line = assert_one_line(run({**sqlite_env, "EVALFLEET_BROKER_URL": url}, "produce",
+                               str(samples), "--metric", "rag_qa"), "cannot reach the broker")
+    assert "pw-secret" not in line
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("amqp://guest:not-the-password@127.0.0.1:5672//", "ACCESS_REFUSED"),
+    ("amqp://guest:guest@127.0.0.1:5672/evalfleet-no-such-vhost", "vhost"),
+])
+def test_rabbitmq_refusing_the_login_or_vhost(sqlite_env: dict[str, str], tmp_path: Path,
+                                              url: str, expected: str) -> None:
+    samples = tmp_path / "s.jsonl"
+    samples.write_text('{"id": "a", "input": "q", "output": "a"}\n')
+    line = assert_one_line(run({**sqlite_env, "EVALFLEET_BROKER_URL": url}, "produce",
+                               str(samples), "--metric", "rag_qa"),
+                           "refused the connection", expected, "EVALFLEET_BROKER_URL")
+    assert "not-the-password" not in line
 
 
 @pytest.mark.parametrize("args", [
