@@ -17,8 +17,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import click
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
 from evalfleet.errors import BrokerUnavailable, InvalidInput, StoreUnavailable, UnknownMetric
 from evalfleet.settings import REDIS_SCHEMES
@@ -83,7 +81,7 @@ def explain(exc: BaseException, *, database_url: str = "", broker_url: str = "")
         if table is not None:
             return (f"the database {database} has no evalfleet schema ({table}); "
                     "run `evalfleet migrate`")
-    detail = _detail(chain)
+    detail = _detail(exc)
     for error in chain:
         message = _database_setup(error, database, detail)
         if message is not None:
@@ -99,11 +97,16 @@ def explain(exc: BaseException, *, database_url: str = "", broker_url: str = "")
 
 
 def _database_setup(error: BaseException, database: str, detail: str) -> str | None:
+    # Imported here: the CLI starts without SQLAlchemy (about 150 ms) until it is needed.
+    from sqlalchemy.exc import ArgumentError, InterfaceError, NoSuchModuleError, OperationalError
+
     if isinstance(error, NoSuchModuleError | ArgumentError) or (
             isinstance(error, ModuleNotFoundError) and _raised_in(error, "sqlalchemy")):
         return (f"EVALFLEET_DATABASE_URL {database} is not a database evalfleet supports; "
                 "use postgresql+psycopg://user@host:5432/name or sqlite:///path")
-    if isinstance(error, StoreUnavailable | DBAPIError):
+    # Connection, authentication and missing-database errors; an IntegrityError or a
+    # ProgrammingError is a bug and keeps its traceback.
+    if isinstance(error, StoreUnavailable | OperationalError | InterfaceError):
         return (f"cannot use the database {database} ({detail}); check "
                 "EVALFLEET_DATABASE_URL and that the server is up")
     return None
@@ -116,9 +119,16 @@ def _broker_setup(error: BaseException, broker: str, detail: str) -> str | None:
             broker and not broker.startswith(_BROKER_SCHEMES) and _raised_in(error, "kombu")):
         return (f"EVALFLEET_BROKER_URL {broker} is not a broker evalfleet supports; "
                 "use redis://host:6379/0 or amqp://user:password@host:5672/vhost")
+    from amqp.exceptions import AccessRefused, NotAllowed
     from kombu.exceptions import OperationalError as KombuOperationalError
+    from redis.exceptions import AuthenticationError, ResponseError
     from redis.exceptions import ConnectionError as RedisConnectionError
 
+    # Refused logins and unknown virtual hosts (RabbitMQ), refused passwords (Redis).
+    if isinstance(error, AccessRefused | NotAllowed | AuthenticationError) or (
+            isinstance(error, ResponseError) and "AUTH" in str(error).upper()):
+        return (f"the broker {broker} refused the connection ({detail}); check the user, "
+                "password and virtual host in EVALFLEET_BROKER_URL")
     if isinstance(error, BrokerUnavailable | KombuOperationalError | RedisConnectionError):
         return (f"cannot reach the broker {broker} ({detail}); check "
                 "EVALFLEET_BROKER_URL and that the server is up")
@@ -150,18 +160,27 @@ def _raised_in(error: BaseException, part: str) -> bool:
     return bool(frames) and f"/{part}/" in frames[-1].filename.replace("\\", "/")
 
 
-def _detail(chain: list[BaseException]) -> str:
-    """The driver's own words: the first line of the deepest error in the chain."""
-    for error in chain:
-        orig = getattr(error, "orig", None)
-        if orig is not None:
-            chain = [*chain, orig]
-    deepest = chain[-1]
+def _detail(exc: BaseException) -> str:
+    """The driver's own words: the first line of the deepest error in the ``from`` chain.
+
+    Only explicit causes are followed: an implicit ``__context__`` is often a library's
+    internal noise (an empty pool's ``IndexError``), not what went wrong.
+    """
+    deepest, seen = exc, {id(exc)}
+    while True:
+        nxt = getattr(deepest, "orig", None) or deepest.__cause__
+        if not isinstance(nxt, BaseException) or id(nxt) in seen:
+            break
+        deepest = nxt
+        seen.add(id(nxt))
     text = str(deepest).strip()
     return text.splitlines()[0].strip() if text else type(deepest).__name__
 
 
 def _masked(url: str) -> str:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     if not url:
         return "(not set)"
     try:

@@ -51,8 +51,8 @@ def produce(state: CliState, file: str, metric_names: tuple[str, ...], sample_ra
     """Validate, sample, redact and enqueue samples from a JSONL FILE (- for stdin).
 
     Bad lines are reported on stderr with their line number, id and field; the rest
-    are enqueued. Exits 1 when any line was rejected or the broker could not be
-    reached, 2 on usage errors.
+    are enqueued. Exits 1 when any line was rejected or the broker stopped answering
+    part way, 2 on usage errors and when the broker cannot be reached at all.
     """
     if follow and file == "-":
         raise click.UsageError("--follow needs a file, not stdin")
@@ -125,6 +125,8 @@ def _produce_once(file: str, *, pipeline: Pipeline, batch_size: int) -> ProduceS
     except OSError as exc:
         raise click.FileError(file, str(exc)) from None
     except BrokerUnavailable as exc:
+        if stats.lines == 0:  # never reached: a setup problem, explained by the boundary
+            raise
         _summarise(file, stats)
         raise click.ClickException(
             f"{exc}; stopped after {stats.lines} records (those were enqueued); "

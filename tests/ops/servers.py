@@ -75,9 +75,13 @@ class Server:
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                             start_new_session=True, cwd=root)
-        wait_until(lambda: ready(self.url + ready_path) or self.process.poll() is not None,
-                   timeout_s=START_TIMEOUT_S, what=f"{name} ready")
-        assert self.process.poll() is None, self.log_path.read_text()
+        try:
+            wait_until(lambda: ready(self.url + ready_path) or self.process.poll() is not None,
+                       timeout_s=START_TIMEOUT_S, what=f"{name} ready")
+            assert self.process.poll() is None, self.log_path.read_text()
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         stop_process(self.process)

@@ -75,6 +75,16 @@ def cli(settings: Settings, *args: str) -> Result:
                               catch_exceptions=False)
 
 
+def produce_and_judge(settings: Settings, samples: list[dict[str, Any]], *,
+                      store: VerdictStore, path: Path) -> None:
+    """Enqueue ``samples`` with ``evalfleet produce``; wait until all are judged."""
+    before = store.counts().verdicts
+    assert cli(settings, "produce", str(write_jsonl(path, samples)), "--metric",
+               "rag_qa").exit_code == 0
+    wait_until(lambda: store.counts().verdicts == before + len(samples), timeout_s=90,
+               what=f"{len(samples)} verdicts")
+
+
 def signed_correctly(request: Received) -> bool:
     """The receiver's own check: HMAC-SHA256 of ``<timestamp>.<body>`` with the secret."""
     timestamp = request.headers["x-evalfleet-timestamp"]
@@ -100,18 +110,13 @@ def test_a_drop_pages_once_through_alertmanager_and_recovery_resolves_it(
     alertmanager: Alertmanager, pager: Receiver, tmp_path: Path,
 ) -> None:
     # Alertmanager pages a group at once when its first alert started over group_wait
-    # ago, so the drop is evaluated at (about) the real time, as the beat does: 10 s
-    # windows and interval keep the test short.
-    now = datetime.now(UTC)
-    fired_at, recovered_at = now + timedelta(seconds=20), now + timedelta(seconds=35)
-    samples = []
-    for seed, app in enumerate(("support-bot", "docs-search")):
-        samples += traffic(app, count=100, start=now - timedelta(hours=2), minutes=100,
-                           mean=0.85, seed=10 + seed)
-        samples += traffic(app, count=30, start=fired_at - timedelta(seconds=9), minutes=0.13,
-                           mean=0.55 if app == "support-bot" else 0.85, seed=20 + seed)
-        samples += traffic(app, count=30, start=recovered_at - timedelta(seconds=9),
-                           minutes=0.13, mean=0.85, seed=30 + seed)
+    # (30 s) ago, so the drop is evaluated at about the real time, as the beat does:
+    # the history is judged first, then the recent traffic, stamped from a moment just
+    # ahead. 10 s windows and interval keep the test short.
+    start = datetime.now(UTC)
+    history = [sample for seed, app in enumerate(("support-bot", "docs-search"))
+               for sample in traffic(app, count=100, start=start - timedelta(hours=2),
+                                     minutes=100, mean=0.85, seed=10 + seed)]
     rules = write_rules(tmp_path / "rules.yaml", {
         "name": RULE, "segment_by": ["app"], "window": "10s", "interval": "10s",
         "min_samples": 20, "min_effect": 0.05, "mode": "baseline",
@@ -126,13 +131,20 @@ def test_a_drop_pages_once_through_alertmanager_and_recovery_resolves_it(
         "alert_rules_file": rules, "alertmanager_url": alertmanager.url,
         "alert_webhook_secret": SECRET, "alert_retry_base_s": 0.05, "alert_retry_max_s": 0.2,
     })
-    path = write_jsonl(tmp_path / "traffic.jsonl", samples)
-    assert cli(alerting, "produce", str(path), "--metric", "rag_qa").exit_code == 0
     start_worker(settings, queues=["rag_qa"], concurrency=16)
-    wait_until(lambda: store.counts().verdicts == len(samples), timeout_s=90,
-               what="every verdict")
+    produce_and_judge(alerting, history, store=store, path=tmp_path / "history.jsonl")
 
+    now = datetime.now(UTC)
+    fired_at, recovered_at = now + timedelta(seconds=10), now + timedelta(seconds=25)
+    recent = []
+    for seed, app in enumerate(("support-bot", "docs-search")):
+        recent += traffic(app, count=30, start=fired_at - timedelta(seconds=9), minutes=0.13,
+                          mean=0.55 if app == "support-bot" else 0.85, seed=20 + seed)
+        recent += traffic(app, count=30, start=recovered_at - timedelta(seconds=9),
+                          minutes=0.13, mean=0.85, seed=30 + seed)
+    produce_and_judge(alerting, recent, store=store, path=tmp_path / "recent.jsonl")
     wait_for_clock(fired_at)
+    assert datetime.now(UTC) < fired_at + timedelta(seconds=20), "judging took too long"
     fired = cli(alerting, "alerts", "check", "--at", fired_at.isoformat())
     assert fired.exit_code == 1, fired.output
     assert "notifications delivered: alertmanager 2" in fired.output

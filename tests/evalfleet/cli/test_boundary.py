@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -123,10 +123,31 @@ def test_unreachable_broker_is_one_line(sqlite_env: dict[str, str], tmp_path: Pa
     samples = tmp_path / "s.jsonl"
     samples.write_text('{"id": "a", "input": "q", "output": "a"}\n')
     env = {**sqlite_env, "EVALFLEET_BROKER_URL": f"redis://127.0.0.1:{closed_port()}/0"}
-    result = run(env, "produce", str(samples), "--metric", "rag_qa")
-    # produce keeps its documented status 1 for a broker it cannot publish to.
-    assert result.exit_code == 1 and "Traceback" not in result.output
-    assert "cannot publish to the broker" in result.stderr
+    assert_one_line(run(env, "produce", str(samples), "--metric", "rag_qa"),
+                    "cannot reach the broker", "Connection refused", "EVALFLEET_BROKER_URL")
+
+
+def test_unreachable_rabbitmq_is_one_line(sqlite_env: dict[str, str], tmp_path: Path) -> None:
+    samples = tmp_path / "s.jsonl"
+    samples.write_text('{"id": "a", "input": "q", "output": "a"}\n')
+    url = f"amqp://guest:pw-secret@127.0.0.1:{closed_port()}//"
+    line = assert_one_line(run({**sqlite_env, "EVALFLEET_BROKER_URL": url}, "produce",
+                               str(samples), "--metric", "rag_qa"), "cannot reach the broker")
+    assert "pw-secret" not in line
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("amqp://guest:not-the-password@127.0.0.1:5672//", "ACCESS_REFUSED"),
+    ("amqp://guest:guest@127.0.0.1:5672/evalfleet-no-such-vhost", "vhost"),
+])
+def test_rabbitmq_refusing_the_login_or_vhost(sqlite_env: dict[str, str], tmp_path: Path,
+                                              url: str, expected: str) -> None:
+    samples = tmp_path / "s.jsonl"
+    samples.write_text('{"id": "a", "input": "q", "output": "a"}\n')
+    line = assert_one_line(run({**sqlite_env, "EVALFLEET_BROKER_URL": url}, "produce",
+                               str(samples), "--metric", "rag_qa"),
+                           "refused the connection", expected, "EVALFLEET_BROKER_URL")
+    assert "not-the-password" not in line
 
 
 @pytest.mark.parametrize("args", [
@@ -184,3 +205,39 @@ def test_bad_rules_file_is_one_line(postgres_url: str, tmp_path: Path) -> None:
                                  ValueError("no")])
 def test_other_failures_are_not_setup_errors(exc: Exception) -> None:
     assert explain(exc, database_url="sqlite:///x.db", broker_url="redis://h/0") is None
+
+
+def raised(call: Callable[[], object]) -> BaseException:
+    try:
+        call()
+    except Exception as exc:
+        return exc
+    raise AssertionError("expected the call to fail")
+
+
+def test_unreachable_redis_and_rabbitmq_are_explained() -> None:
+    import redis
+    from kombu import Connection
+
+    port = closed_port()
+    from_redis = raised(lambda: redis.Redis(port=port, socket_connect_timeout=2).ping())
+    line = explain(from_redis, broker_url=f"redis://:pw-secret@127.0.0.1:{port}/0")
+    assert line is not None and "cannot reach the broker" in line
+    assert "pw-secret" not in line and "Connection refused" in line
+    amqp_url = f"amqp://guest:pw-secret@127.0.0.1:{port}//"
+    from_amqp = raised(lambda: Connection(amqp_url, connect_timeout=2).ensure_connection(
+        max_retries=0))
+    line = explain(from_amqp, broker_url=amqp_url)
+    assert line is not None and "cannot reach the broker" in line and "pw-secret" not in line
+
+
+def test_a_database_bug_is_not_a_setup_error(tmp_path: Path) -> None:
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path / 'x.db'}")
+    with engine.begin() as connection:
+        connection.execute(sqlalchemy.text("CREATE TABLE t (id INTEGER PRIMARY KEY)"))
+        connection.execute(sqlalchemy.text("INSERT INTO t VALUES (1)"))
+    with engine.begin() as connection:
+        duplicate = raised(lambda: connection.execute(sqlalchemy.text("INSERT INTO t VALUES (1)")))
+    assert explain(duplicate, database_url=str(engine.url)) is None
