@@ -29,6 +29,11 @@ MAX_MESSAGE_CHARS = 8 * 1024 * 1024
 _MAX_POWER_BITS = 4096
 
 
+class _TooLarge(SecurityError):
+    """A template building a value or message over the bounds (not any other sandbox
+    refusal, which stays an unexpected error of the template)."""
+
+
 class _BoundedSandbox(SandboxedEnvironment):
     """The sandbox, with ``*`` and ``**`` checked before they build a huge value."""
 
@@ -39,12 +44,12 @@ class _BoundedSandbox(SandboxedEnvironment):
             for sequence, count in ((left, right), (right, left)):
                 if (isinstance(sequence, str | list | tuple) and isinstance(count, int)
                         and len(sequence) * count > MAX_MESSAGE_CHARS):
-                    raise SecurityError(f"a repetition of {len(sequence) * count:,} items "
+                    raise _TooLarge(f"a repetition of {len(sequence) * count:,} items "
                                         f"is over the limit of {MAX_MESSAGE_CHARS:,}")
         if (operator == "**" and isinstance(left, int) and isinstance(right, int)
                 and right > 0 and abs(left) > 1
                 and left.bit_length() * right > _MAX_POWER_BITS):
-            raise SecurityError(f"a power over {_MAX_POWER_BITS} bits")
+            raise _TooLarge(f"a power over {_MAX_POWER_BITS} bits")
         return super().call_binop(context, operator, left, right)
 
 
@@ -123,7 +128,7 @@ def _render_bounded(template: Template, values: dict[str, str]) -> str:
                 raise InvalidSample(f"the prompt is not rendered: its template makes a "
                                     f"message over {MAX_MESSAGE_CHARS:,} characters")
             parts.append(part)
-    except SecurityError as exc:
+    except _TooLarge as exc:
         raise InvalidSample(f"the prompt is not rendered: {exc}") from None
     return "".join(parts)
 
