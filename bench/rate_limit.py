@@ -6,8 +6,8 @@ worker`` processes started at once on a backlog, sharing one budget of ``--rpm``
 through Redis, for each judge client and source tree asked for. The simulator counts
 arrivals per 100 ms; a window's share is its requests against the limit's 10 s worth.
 "busiest" is the most requests in any 10 s window of the run, "first 10 s" the window
-that starts with the first request (the start-up burst), "steady" the rate between
-the first and the last 10 s, against the limit.
+that starts with the first request (the start-up burst), "steady" the rate after that
+window until 2 s before the last request (as the backlog runs out), against the limit.
 
     python -m bench.rate_limit --rpm 1200 --seconds 30 --workers 2 4 \\
         --judge-client http openai --trees /tmp/base .
@@ -34,6 +34,9 @@ from workers.store import open_store
 
 #: The window the peak is measured over, in 100 ms ticks.
 WINDOW_TICKS = 100
+
+#: The end of a run left out of the steady rate, in 100 ms ticks.
+TAIL_TICKS = 20
 
 
 def main() -> None:
@@ -92,8 +95,8 @@ def run_one(args: argparse.Namespace, *, jobs: int, workers: int, client: str,
     windows = [sum(arrivals.get(t, 0) for t in range(start, start + WINDOW_TICKS))
                for start in range(first, max(first, last - WINDOW_TICKS + 1) + 1)]
     per_window = args.rpm / 60 * WINDOW_TICKS / 10
-    middle = sum(arrivals.get(t, 0) for t in range(first + WINDOW_TICKS, last - WINDOW_TICKS))
-    middle_ticks = last - first - 2 * WINDOW_TICKS
+    middle = sum(arrivals.get(t, 0) for t in range(first + WINDOW_TICKS, last - TAIL_TICKS))
+    middle_ticks = last - TAIL_TICKS - first - WINDOW_TICKS
     return {"busiest": max(windows) / per_window, "first": windows[0] / per_window,
             "steady": (middle / (middle_ticks / 10) / (args.rpm / 60)) if middle_ticks > 0
             else float("nan"),

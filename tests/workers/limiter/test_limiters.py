@@ -40,10 +40,10 @@ def test_requests_are_spaced(limiter: RateLimiter) -> None:
     answers = reserve_many(limiter, 5, budget=Budget(requests_per_minute=600))
     waits = [wait for granted, wait in answers if granted]
     assert len(waits) == 5
-    # 10 per second with a 0.25 s burst: the first three go at once, then each
+    # 10 per second with a 0.1 s burst: the first two go at once, then each
     # reservation waits 0.1 s more than the one before.
-    assert waits[:3] == [0.0, 0.0, 0.0]
-    steps = [b - a for a, b in itertools.pairwise(waits[3:])]
+    assert waits[:2] == [0.0, 0.0]
+    steps = [b - a for a, b in itertools.pairwise(waits[2:])]
     assert steps and all(step == pytest.approx(0.1, abs=0.02) for step in steps)
 
 
@@ -71,8 +71,8 @@ def test_tokens_and_corrections(limiter: RateLimiter) -> None:
         return before, after
 
     before, after = run(go())  # type: ignore[misc]
-    assert before == pytest.approx(1.75, abs=0.05)  # 2,000 tokens ahead, 0.25 s burst
-    assert after == pytest.approx(0.25, abs=0.1)    # 1,500 of them given back
+    assert before == pytest.approx(1.9, abs=0.05)  # 2,000 tokens ahead, 0.1 s burst
+    assert after == pytest.approx(0.4, abs=0.1)    # 1,500 of them given back
 
 
 def test_no_limits_never_wait(limiter: RateLimiter) -> None:
@@ -90,7 +90,7 @@ def test_budgets_are_per_key(limiter: RateLimiter) -> None:
 
     first_a, first_b, second_a = run(go())  # type: ignore[misc]
     assert first_a == first_b
-    assert first_a == 0.0 and second_a == pytest.approx(0.75, abs=0.05)  # 1 s less burst
+    assert first_a == 0.0 and second_a == pytest.approx(0.9, abs=0.05)  # 1 s less burst
 
 
 def test_more_calls_than_connections_wait_for_one_instead_of_failing(redis_url: str) -> None:
