@@ -113,3 +113,9 @@ def test_the_ui_refuses_to_listen_beyond_loopback_without_a_token(tmp_path: Path
     env = {"EVALFLEET_DATA_DIR": str(tmp_path)}
     result = CliRunner().invoke(main, ["ui", "--host", "0.0.0.0"], env=env)
     assert result.exit_code == 2 and "EVALFLEET_UI_TOKEN" in result.output
+
+
+def test_the_ui_token_is_a_secret() -> None:
+    settings = Settings(ui_token="tok-secret-9")
+    assert "tok-secret-9" not in repr(settings) + str(settings)
+    assert "tok-secret-9" in settings.secret_values()
