@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection
 from workers.store.base import VerdictKey, VerdictRecord
 from workers.store.schema import verdict_samples
 from workers.store.sql import SqlStore, sample_rows, verdict_row
+from workers.store.storable import key_problem
 
 #: Claims the keys in ``:keys`` (a JSON array of keys with their digests) for
 #: ``:owner`` until ``:expires_at``, unless a verdict or a dead letter settled them or a
@@ -100,9 +101,12 @@ class PostgresStore(SqlStore):
     ) -> tuple[set[VerdictKey], set[str], dict[str, datetime]]:
         """See :meth:`SqlStore.take_claims`: one statement (:data:`_CLAIM`)."""
         by_digest = {key.digest(): key for key in keys}
+        # A key the database cannot hold (a NUL, too long) has no verdict to look up, and
+        # JSON could not carry it: it goes by digest only (claim and dead letter).
         rows = [{"sample_id": key.sample_id, "metric": key.metric,
                  "prompt_version": key.prompt_version, "judge_model": key.judge_model,
-                 "digest": digest} for digest, key in by_digest.items()]
+                 "digest": digest} if key_problem(key) is None else {"digest": digest}
+                for digest, key in by_digest.items()]
         done: set[VerdictKey] = set()
         taken: set[str] = set()
         held: dict[str, datetime] = {}
