@@ -97,6 +97,22 @@ class VerdictRecord:
 
 
 @dataclass(frozen=True)
+class JudgeIdentity:
+    """What a judge model reported about itself over a span of verdicts."""
+
+    judge_model: str
+    """The model asked for."""
+    reported_model: str | None
+    """The model the responses named."""
+    fingerprint: str | None
+    """The responses' ``system_fingerprint``."""
+    verdicts: int
+    first_at: datetime
+    """When the first verdict with this identity was stored."""
+    last_at: datetime
+
+
+@dataclass(frozen=True)
 class CalibrationRun:
     """One ``evalfleet calibrate`` report, as kept."""
 
@@ -212,6 +228,11 @@ class VerdictStore(ABC):
     @abstractmethod
     def daily_costs(self, *, since: datetime) -> list[DailyCost]:
         """Verdicts, tokens and cost per metric and UTC day, for verdicts created since."""
+
+    @abstractmethod
+    def judge_identities(self, *, since: datetime) -> list[JudgeIdentity]:
+        """Each identity judge models reported in verdicts stored since ``since``, by
+        model asked for and then first seen (verdicts with no reported identity left out)."""
 
     @abstractmethod
     def save_calibration(self, run: CalibrationRun) -> None:
