@@ -222,8 +222,9 @@ class VerdictStore(ABC):
         each one judged too (None where none was kept)."""
 
     @abstractmethod
-    def iter_dead_letters(self, *, metric: str | None = None) -> Iterator[DeadLetter]:
-        """Stream dead letters in creation order."""
+    def iter_dead_letters(self, *, metric: str | None = None,
+                          since: datetime | None = None) -> Iterator[DeadLetter]:
+        """Stream dead letters in creation order, optionally only those created since."""
 
     @abstractmethod
     def daily_costs(self, *, since: datetime) -> list[DailyCost]:

@@ -215,11 +215,14 @@ class SqlStore(VerdictStore):
             for row in result.mappings():
                 yield _verdict_record(row)
 
-    def iter_dead_letters(self, *, metric: str | None = None) -> Iterator[DeadLetter]:
+    def iter_dead_letters(self, *, metric: str | None = None,
+                          since: datetime | None = None) -> Iterator[DeadLetter]:
         """See :meth:`VerdictStore.iter_dead_letters`."""
         query = select(dead_letters_table).order_by(dead_letters_table.c.id)
         if metric is not None:
             query = query.where(dead_letters_table.c.metric == metric)
+        if since is not None:
+            query = query.where(dead_letters_table.c.created_at >= to_utc(since))
         with self._connection() as conn:
             for row in conn.execute(query).mappings():
                 yield dead_letter_from_row(row)
