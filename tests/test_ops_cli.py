@@ -51,6 +51,38 @@ def test_status_reads_queues_and_recent_verdicts(settings: Settings, store: SqlS
     assert "eval.rag_qa: failures judge_unavailable (dead letter) 1" in table
 
 
+def test_status_shows_a_judge_that_changed_what_it_reports(settings: Settings,
+                                                          store: SqlStore) -> None:
+    now = datetime.now(UTC)
+    store.save(verdicts=[
+        verdict(f"a{n}", created_at=now - timedelta(hours=2, seconds=n),
+                judge_reported_model="judge-2026-10", judge_fingerprint="fp_a")
+        for n in range(3)
+    ] + [
+        verdict(f"b{n}", created_at=now - timedelta(minutes=n),
+                judge_reported_model="judge-2026-11", judge_fingerprint="fp_b")
+        for n in range(2)
+    ] + [verdict("old", created_at=now - timedelta(days=3), judge_fingerprint="fp_0")],
+        owner="t")
+    result = run(settings, "status", "--metric", "rag_qa", "--sample", "0", "--json")
+    identities = json.loads(result.output)["judge_identities"]
+    assert [(i["reported_model"], i["fingerprint"], i["verdicts"]) for i in identities] == [
+        ("judge-2026-10", "fp_a", 3), ("judge-2026-11", "fp_b", 2)]  # a day back only
+    table = run(settings, "status", "--metric", "rag_qa", "--sample", "0").output
+    (note,) = [line for line in table.splitlines() if "changed what it reports" in line]
+    assert "judge-2026-10 (fingerprint fp_a, 3 verdicts" in note
+    assert "; then judge-2026-11 (fingerprint fp_b, 2 verdicts" in note
+
+
+def test_status_is_quiet_about_a_judge_that_kept_its_identity(settings: Settings,
+                                                            store: SqlStore) -> None:
+    now = datetime.now(UTC)
+    store.save(verdicts=[verdict(f"a{n}", created_at=now, judge_reported_model="judge",
+                                 judge_fingerprint="fp_a") for n in range(3)], owner="t")
+    table = run(settings, "status", "--metric", "rag_qa", "--sample", "0").output
+    assert "changed what it reports" not in table
+
+
 def test_status_watch_estimates_arrivals_from_the_backlog(settings: Settings,
                                                           store: SqlStore) -> None:
     result = run(settings, "status", "--metric", "bbh_match", "--sample", "0", "--json",

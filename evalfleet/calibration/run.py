@@ -123,7 +123,7 @@ def _wait(store: VerdictStore, *, metric: Metric, ids: dict[str, GoldItem], sinc
                                               purposes=["calibration"])
             if record.key.sample_id in ids
         }
-        dead = sum(1 for letter in store.iter_dead_letters(metric=metric.name)
+        dead = sum(1 for letter in store.iter_dead_letters(metric=metric.name, since=since)
                    if letter.sample_id in ids)
         if len(judged) + dead >= len(ids):
             return judged

@@ -6,6 +6,7 @@ import json
 import re
 import sys
 import time
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import click
@@ -145,6 +146,7 @@ def render_status(fleet: FleetStatus) -> str:
                "judge call", "failed", "workers", "to drain"]
     rows = [_row(queue) for queue in fleet.queues]
     notes = [note for queue in fleet.queues for note in _notes(queue)]
+    notes.extend(_identity_notes(fleet))
     return "\n".join([header, "", render_table(columns, rows), *(["", *notes] if notes else [])])
 
 
@@ -201,6 +203,23 @@ def _notes(queue: QueueStatus) -> list[str]:
     if not queue.arrival_basis.startswith("completions +"):
         notes.append(f"{queue.queue}: arrivals = {queue.arrival_basis}")
     return notes
+
+
+def _identity_notes(fleet: FleetStatus) -> list[str]:
+    from workers.ops.status import identity_changes
+
+    notes = []
+    for model, identities in identity_changes(fleet.identities).items():
+        seen = "; then ".join(
+            f"{identity.reported_model or '?'} (fingerprint {identity.fingerprint or '-'}, "
+            f"{identity.verdicts:,} verdicts, {_clock(identity.first_at)} to "
+            f"{_clock(identity.last_at)})" for identity in identities)
+        notes.append(f"judge {model} changed what it reports about itself: {seen}")
+    return notes
+
+
+def _clock(moment: datetime) -> str:
+    return moment.isoformat(timespec="minutes").replace("+00:00", "Z")
 
 
 def format_age(seconds: float | None) -> str:

@@ -36,6 +36,8 @@ class MonitorOptions:
     """Judge calls in flight per worker process."""
     drain_s: float = 900.0
     """Time the drain recommendation clears backlogs in."""
+    identity_window_s: float = 86400.0
+    """How far back judge identities are read (a change within it is shown)."""
 
 
 class StatusMonitor:
@@ -70,7 +72,8 @@ class StatusMonitor:
             at=now, window_s=options.window_s, concurrency=options.concurrency,
             drain_s=options.drain_s, readings=readings, earlier=earlier,
             completed_between=completed, activity=activity, models=options.models,
-            limits=options.limits,
+            limits=options.limits, identities=self.store.judge_identities(
+                since=now - timedelta(seconds=options.identity_window_s)),
         )
 
     def _read_queues(self) -> dict[str, QueueReading]:

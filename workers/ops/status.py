@@ -9,7 +9,7 @@ arrivals are taken to equal the window's completions, and the status says so.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -18,6 +18,7 @@ from evalfleet.message import queue_for
 from workers.ops.activity import Activity, JudgeCost
 from workers.ops.capacity import Demand, RateLimit, Recommendation, recommend_fleet
 from workers.ops.queue import QueueReading
+from workers.store import JudgeIdentity
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,8 @@ class FleetStatus:
     drain_s: float
     """Time the drain recommendation clears backlogs in."""
     queues: tuple[QueueStatus, ...]
+    identities: tuple[JudgeIdentity, ...] = ()
+    """What the judge models reported about themselves lately (see :func:`identity_changes`)."""
 
 
 class _Flow(NamedTuple):
@@ -139,6 +142,7 @@ def build_status(
     readings: Mapping[str, QueueReading], earlier: Mapping[str, QueueReading],
     completed_between: Mapping[str, int], activity: Mapping[str, Activity],
     models: Mapping[str, str], limits: Mapping[str, RateLimit],
+    identities: Sequence[JudgeIdentity] = (),
 ) -> FleetStatus:
     """Put readings and activity together, with a worker recommendation per queue.
 
@@ -153,6 +157,7 @@ def build_status(
         activity: Activity per metric.
         models: Judge model per metric.
         limits: Rate limits per judge model.
+        identities: What the judge models reported about themselves lately.
 
     Returns:
         The fleet status, metrics in the order of ``readings``.
@@ -184,7 +189,24 @@ def build_status(
         for metric, reading in readings.items()
     )
     return FleetStatus(at=at, window_s=window_s, concurrency=concurrency, drain_s=drain_s,
-                       queues=queues)
+                       queues=queues, identities=tuple(identities))
+
+
+def identity_changes(identities: Sequence[JudgeIdentity]) -> dict[str, list[JudgeIdentity]]:
+    """The judge models that answered under more than one identity, each with its
+    identities in the order first seen: a provider's silent model or backend change.
+
+    Args:
+        identities: As :meth:`VerdictStore.judge_identities` returns them.
+
+    Returns:
+        By model asked for, only those with a change.
+    """
+    by_model: dict[str, list[JudgeIdentity]] = {}
+    for identity in identities:
+        by_model.setdefault(identity.judge_model, []).append(identity)
+    return {model: sorted(seen, key=lambda identity: identity.first_at)
+            for model, seen in by_model.items() if len(seen) > 1}
 
 
 def _borrowed_judge(metric: str, activity: Mapping[str, Activity],
@@ -221,6 +243,11 @@ def status_json(status: FleetStatus) -> dict[str, Any]:
         "at": _iso(status.at), "window_s": status.window_s,
         "concurrency": status.concurrency, "drain_s": status.drain_s,
         "queues": [_queue_json(queue) for queue in status.queues],
+        "judge_identities": [
+            {"judge_model": identity.judge_model, "reported_model": identity.reported_model,
+             "fingerprint": identity.fingerprint, "verdicts": identity.verdicts,
+             "first_at": _iso(identity.first_at), "last_at": _iso(identity.last_at)}
+            for identity in status.identities],
     }
 
 

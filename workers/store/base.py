@@ -97,6 +97,22 @@ class VerdictRecord:
 
 
 @dataclass(frozen=True)
+class JudgeIdentity:
+    """What a judge model reported about itself over a span of verdicts."""
+
+    judge_model: str
+    """The model asked for."""
+    reported_model: str | None
+    """The model the responses named."""
+    fingerprint: str | None
+    """The responses' ``system_fingerprint``."""
+    verdicts: int
+    first_at: datetime
+    """When the first verdict with this identity was stored."""
+    last_at: datetime
+
+
+@dataclass(frozen=True)
 class CalibrationRun:
     """One ``evalfleet calibrate`` report, as kept."""
 
@@ -206,12 +222,18 @@ class VerdictStore(ABC):
         each one judged too (None where none was kept)."""
 
     @abstractmethod
-    def iter_dead_letters(self, *, metric: str | None = None) -> Iterator[DeadLetter]:
-        """Stream dead letters in creation order."""
+    def iter_dead_letters(self, *, metric: str | None = None,
+                          since: datetime | None = None) -> Iterator[DeadLetter]:
+        """Stream dead letters in creation order, optionally only those created since."""
 
     @abstractmethod
     def daily_costs(self, *, since: datetime) -> list[DailyCost]:
         """Verdicts, tokens and cost per metric and UTC day, for verdicts created since."""
+
+    @abstractmethod
+    def judge_identities(self, *, since: datetime) -> list[JudgeIdentity]:
+        """Each identity judge models reported in verdicts stored since ``since``, by
+        model asked for and then first seen (verdicts with no reported identity left out)."""
 
     @abstractmethod
     def save_calibration(self, run: CalibrationRun) -> None:

@@ -21,6 +21,7 @@ from workers.store.base import (
     ClaimState,
     DailyCost,
     DeadLetter,
+    JudgeIdentity,
     StoreCounts,
     VerdictKey,
     VerdictRecord,
@@ -214,11 +215,14 @@ class SqlStore(VerdictStore):
             for row in result.mappings():
                 yield _verdict_record(row)
 
-    def iter_dead_letters(self, *, metric: str | None = None) -> Iterator[DeadLetter]:
+    def iter_dead_letters(self, *, metric: str | None = None,
+                          since: datetime | None = None) -> Iterator[DeadLetter]:
         """See :meth:`VerdictStore.iter_dead_letters`."""
         query = select(dead_letters_table).order_by(dead_letters_table.c.id)
         if metric is not None:
             query = query.where(dead_letters_table.c.metric == metric)
+        if since is not None:
+            query = query.where(dead_letters_table.c.created_at >= to_utc(since))
         with self._connection() as conn:
             for row in conn.execute(query).mappings():
                 yield dead_letter_from_row(row)
@@ -248,6 +252,25 @@ class SqlStore(VerdictStore):
                           cost_usd=float(row[5]))
                 for row in conn.execute(query)
             ]
+
+    def judge_identities(self, *, since: datetime) -> list[JudgeIdentity]:
+        """See :meth:`VerdictStore.judge_identities`."""
+        table = verdicts_table.c
+        first, last = func.min(table.created_at), func.max(table.created_at)
+        query = (
+            select(table.judge_model, table.judge_reported_model, table.judge_fingerprint,
+                   func.count(), first, last)
+            .where(table.created_at >= to_utc(since),
+                   (table.judge_reported_model.is_not(None))
+                   | (table.judge_fingerprint.is_not(None)))
+            .group_by(table.judge_model, table.judge_reported_model, table.judge_fingerprint)
+            .order_by(table.judge_model, first)
+        )
+        with self._connection() as conn:
+            return [JudgeIdentity(judge_model=row[0], reported_model=row[1], fingerprint=row[2],
+                                  verdicts=row[3], first_at=to_utc(row[4]),
+                                  last_at=to_utc(row[5]))
+                    for row in conn.execute(query)]
 
     def save_calibration(self, run: CalibrationRun) -> None:
         """See :meth:`VerdictStore.save_calibration`."""

@@ -214,3 +214,23 @@ def test_claims_of_hostile_keys_in_one_batch(any_store: SqlStore) -> None:
     again = any_store.claim(keys, owner="b", lease_s=60, now=NOW + timedelta(seconds=20))
     assert [c.state for c in again] == [ClaimState.DONE, ClaimState.BUSY, ClaimState.BUSY]
     assert again[1].retry_in_s == pytest.approx(40)
+
+
+def test_judge_identities_group_what_the_judge_reported(any_store: VerdictStore) -> None:
+    any_store.save(verdicts=[
+        record(VerdictKey("a", "rag_qa", "v", "m"), created_at=NOW, judge_fingerprint="fp_1",
+               judge_reported_model="m-1"),
+        record(VerdictKey("b", "rag_qa", "v", "m"), created_at=NOW + timedelta(minutes=1),
+               judge_fingerprint="fp_1", judge_reported_model="m-1"),
+        record(VerdictKey("c", "bbh_match", "v", "m"), created_at=NOW + timedelta(minutes=2),
+               judge_fingerprint="fp_2", judge_reported_model="m-1"),
+        record(VerdictKey("d", "rag_qa", "v", "m"), created_at=NOW),  # reported nothing
+        record(VerdictKey("e", "rag_qa", "v", "m"), created_at=NOW - timedelta(days=2),
+               judge_fingerprint="fp_0"),
+    ], owner="a")
+    identities = any_store.judge_identities(since=NOW - timedelta(hours=1))
+    assert [(i.judge_model, i.reported_model, i.fingerprint, i.verdicts, i.first_at, i.last_at)
+            for i in identities] == [
+        ("m", "m-1", "fp_1", 2, NOW, NOW + timedelta(minutes=1)),
+        ("m", "m-1", "fp_2", 1, NOW + timedelta(minutes=2), NOW + timedelta(minutes=2)),
+    ]
