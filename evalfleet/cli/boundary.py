@@ -137,7 +137,10 @@ def _broker_setup(error: BaseException, broker: str, detail: str) -> str | None:
 
 def _missing_table(error: BaseException) -> str | None:
     """The table a query found missing (SQLite and Postgres wording), else None."""
-    text = str(getattr(error, "orig", None) or error)
+    orig = getattr(error, "orig", None)  # only SQLAlchemy's wrapped driver errors
+    if orig is None:
+        return None
+    text = str(orig)
     for marker in ("no such table: ", "relation \""):
         if marker in text and (marker != "relation \"" or "does not exist" in text):
             rest = text.split(marker, 1)[1]
