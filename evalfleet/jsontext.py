@@ -53,6 +53,9 @@ def check_depth(text: str | bytes, *, max_depth: int = HARD_MAX_DEPTH) -> None:
     Raises:
         JsonTooDeep: At the first bracket past the limit.
     """
+    opening = (b"[", b"{") if isinstance(text, bytes) else ("[", "{")
+    if text.count(opening[0]) + text.count(opening[1]) <= max_depth:  # type: ignore[arg-type]
+        return  # too few brackets to nest that deep: no need to scan
     pattern = _TOKEN_BYTES if isinstance(text, bytes) else _TOKEN
     opens: Any = b"[{" if isinstance(text, bytes) else "[{"
     closes: Any = b"]}" if isinstance(text, bytes) else "]}"

@@ -239,3 +239,34 @@ def test_a_file_line_over_the_limit_is_rejected_by_number_and_the_rest_go_on(
         ("line 2", True), ("line 3", True)]
     assert (stats.lines, stats.rejected) == (4, 2)
     assert sorted(queued_ids(redis_client, "rag_qa")) == ["good-000", "good-001"]
+
+
+BODIES = {
+    "deep single object": b'{"id": "d", "fields": {"x": ' + b"[" * 5_000 + b"]" * 5_000 + b"}}",
+    "deep bare array": b"[" * 100_000,
+    "deep object chain": b'{"a":' * 50_000,
+    "not utf-8": b'{"id": "\xff\xfe"}',
+    "surrogate key": b'{"id": "x", "attributes": {"\\ud800": "v"}}',
+    "surrogate id in a batch": b'[{"id": "\\udfff"}, {"id": "ok"}]',
+    "huge number": b'{"id": "x", "fields": {"n": ' + b"9" * 5_000 + b"}}",
+    "nan": b'{"id": "x", "fields": {"n": NaN}}',
+    "nul everywhere": b'{"id": "\\u0000", "\\u0000": "\\u0000"}',
+    "escaped quotes unclosed": b'{"id": "' + b'\\"' * 100_000 + b"\\",
+    "samples not a list": b'{"samples": {"id": "x"}}',
+    "empty": b"",
+}
+
+
+@pytest.mark.parametrize("body", list(BODIES.values()), ids=list(BODIES))
+def test_ingest_answers_every_hostile_body_without_a_500(psettings: Settings,
+                                                          body: bytes) -> None:
+    runtime = ProducerRuntime(psettings)
+    try:
+        client = TestClient(create_app(runtime, tokens=None, metrics=["rag_qa"]),
+                            raise_server_exceptions=False)
+        response = client.post("/v1/samples", content=body,
+                               headers={"Content-Type": "application/json"})
+    finally:
+        runtime.close()
+    assert response.status_code in (202, 400, 413, 422), response.text[:300]
+    assert "detail" in response.json() or "received" in response.json()
