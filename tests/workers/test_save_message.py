@@ -13,13 +13,14 @@ from typing import Any
 import psycopg
 import pytest
 
+from evalfleet.broker import declare_queues, is_amqp
 from evalfleet.errors import InvalidMessage, JudgeError, StoreUnavailable
 from evalfleet.judgesim import RunningSim
 from evalfleet.message import new_job
 from evalfleet.metric import load_registry
 from evalfleet.sample import parse_sample
 from evalfleet.settings import Settings
-from tests.brokers import broker_idle
+from tests.brokers import EVERY_BROKER, broker_idle
 from tests.helpers import WorkerProcess, wait_until
 from workers.app import create_app
 from workers.evaluation import Evaluator, EvaluatorOptions
@@ -158,20 +159,24 @@ def test_when_keeping_fails_the_outage_is_raised(outage: Evaluator) -> None:
         outage.run_batch(_jobs(2), owner="delivery-3", keep=broker_down)
 
 
+@EVERY_BROKER
 def test_a_worker_stores_a_save_message_once_however_often_it_is_delivered(
     settings: Settings, start_worker: Callable[..., WorkerProcess], store: SqlStore,
     sim: RunningSim,
 ) -> None:
     batch = unsaved(2)
-    app = create_app(settings, concurrency=1)
+    app = create_app(settings, concurrency=1, queues=["eval.rag_qa"])
+    if is_amqp(settings):  # the quorum queue as workers declare it
+        with app.connection_for_write() as connection:
+            declare_queues(connection, app.conf.task_queues)
     for _ in range(2):
         app.send_task(SAVE_TASK, args=[encode_save(batch)], queue="eval.rag_qa")
     app.send_task(SAVE_TASK, args=[{"v": 1, "owner": "o"}], queue="eval.rag_qa")
     app.close()
-    start_worker(settings, queues=["rag_qa"], concurrency=4)
+    worker = start_worker(settings, queues=["rag_qa"], concurrency=4)
     wait_until(lambda: store.counts().dead_letters == 2, timeout_s=30,
                what="the batch's dead letter and the unreadable message's")
-    wait_until(lambda: broker_idle(settings), timeout_s=30, what="an idle broker")
+    wait_until(lambda: broker_idle(settings, worker), timeout_s=30, what="an idle broker")
     assert sorted(r.key.sample_id for r in store.iter_verdicts()) == ["s-0", "s-1"]
     letters = sorted(letter.error_class for letter in store.iter_dead_letters())
     assert letters == ["invalid_message", "judge_rejected"]
