@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -30,6 +30,7 @@ def alerts_check(state: CliState, at_text: str | None, no_deliver: bool) -> None
     Exits with status 1 when any segment is firing.
     """
     from workers.alerts import open_alert_engine
+    from workers.alerts.terminal import format_number
 
     try:
         at = parse_time(at_text)
@@ -41,8 +42,9 @@ def alerts_check(state: CliState, at_text: str | None, no_deliver: bool) -> None
     finally:
         engine.close()
     click.echo(f"alerts evaluated at {report.at.isoformat()}")
-    rows = [[row.rule, row.segment, row.previous, row.state, str(row.n), _num(row.mean),
-             _num(row.baseline_mean), _num(row.effect), _num(row.q_value), row.test or "",
+    rows = [[row.rule, row.segment, row.previous, row.state, str(row.n),
+             format_number(row.mean), format_number(row.baseline_mean),
+             format_number(row.effect), format_number(row.q_value), row.test or "",
              ",".join(row.events)] for row in report.rows]
     click.echo(render_table(["rule", "segment", "was", "state", "n", "mean", "baseline",
                              "effect", "q", "test", "notified"], rows))
@@ -63,6 +65,7 @@ def alerts_check(state: CliState, at_text: str | None, no_deliver: bool) -> None
 def alerts_list(state: CliState, show_all: bool) -> None:
     """Show the current state of every rule and segment (not ok ones unless --all)."""
     from workers.alerts.ledger import load_states
+    from workers.alerts.terminal import format_number
     from workers.store import open_store
 
     store = open_store(state.settings.resolved_database_url(), pool_size=1)
@@ -73,8 +76,9 @@ def alerts_list(state: CliState, show_all: bool) -> None:
         store.close()
     rows = [
         [s.rule, str(s.segment), s.state.state, s.state.since.isoformat(timespec="seconds"),
-         str(s.finding.get("n", 0)), _num(s.finding.get("mean")),
-         _num(s.finding.get("baseline_mean")), s.evaluated_at.isoformat(timespec="seconds")]
+         str(s.finding.get("n", 0)), format_number(s.finding.get("mean")),
+         format_number(s.finding.get("baseline_mean")),
+         s.evaluated_at.isoformat(timespec="seconds")]
         for s in stored if show_all or s.state.state != "ok"
     ]
     click.echo(render_table(["rule", "segment", "state", "since", "n", "mean", "baseline",
@@ -136,6 +140,7 @@ def alerts_show(state: CliState, rule_name: str, segment_text: str | None,
     """
     from workers.alerts import load_rule_set
     from workers.alerts.ledger import load_states
+    from workers.alerts.terminal import most_telling, render_alert_view
     from workers.alerts.view import load_alert_view
     from workers.store import open_store
 
@@ -176,128 +181,6 @@ def rule_segment(segment: Segment, keys: Sequence[str]) -> Segment:
     return type(segment)(tuple((key, labels[key]) for key in wanted))
 
 
-def most_telling(states: Sequence[Any]) -> Segment:
-    """The most specific firing segment (smallest q-value among equals), else the whole."""
-    from workers.alerts.segment import Segment
-
-    def q_value(stored: Any) -> float:
-        tests = stored.finding.get("tests") or [{}]
-        return min(float(t.get("q_value", 1.0)) for t in tests)
-
-    firing = [s for s in states if s.state.state == "firing"]
-    if not firing:
-        return Segment()
-    return min(firing, key=lambda s: (-s.segment.depth, q_value(s))).segment
-
-
-def render_alert_view(view: Any) -> str:
-    """``alerts show``'s text: every sample or judge text cleaned for a terminal."""
-    from workers.alerts.alert import format_duration
-    from workers.alerts.evidence import plain_text
-
-    spec, finding = view.rule.spec, view.finding
-    clean = _cleaner(plain_text)
-    lines = [f"{spec.name}  {clean(str(view.segment), 200)}",
-             f"score {spec.score} of {spec.metric}, alert on a {spec.direction}, "
-             f"window {format_duration(spec.window)}"]
-    if view.stored is None:
-        lines.append("state: never evaluated (run evalfleet alerts check)")
-    else:
-        state = view.stored.state
-        lines.append(f"state: {state.state} since {_when(state.since)} "
-                     f"(evaluated {_when(view.stored.evaluated_at)})")
-    lines += ["", *_comparison(finding, clean), "", *_trend_lines(view)]
-    lines += ["", "history", *(_transition_line(t) for t in view.history[-15:])]
-    if not view.history:
-        lines.append("  (no changes of state yet)")
-    lines += ["", f"worst samples of the window {_when(view.window_start)} .. {_when(view.at)}"
-              f" ({'highest' if spec.direction == 'increase' else 'lowest'} {spec.score} first)"]
-    lines += _worst_lines(view.worst, clean) or ["  (no scored samples in the window)"]
-    return "\n".join(lines)
-
-
-def _cleaner(plain_text: Any) -> Any:
-    def clean(text: Any, limit: int) -> str:
-        return str(plain_text(None if text is None else str(text), limit=limit))
-    return clean
-
-
-def _comparison(finding: dict[str, Any], clean: Any) -> list[str]:
-    width = 30
-    lines = []
-    for label, mean, n in (("window", finding.get("mean"), finding.get("n")),
-                           ("baseline", finding.get("baseline_mean"), finding.get("baseline_n"))):
-        if mean is None:
-            lines.append(f"{label:<9}{'-':>6}  (no data)" if label == "window"
-                         else f"{label:<9}{'-':>6}  (no baseline)")
-            continue
-        lines.append(f"{label:<9}{float(mean):>6.3f}  {_bar(float(mean), width)}  n={n}")
-    if finding.get("baseline_segment"):
-        lines.append(f"         baseline from {clean(finding['baseline_segment'], 200)}")
-    for test in finding.get("tests", []):
-        lines.append(f"{test['against']} test {test['test']}: effect {_num(test['effect'])}, "
-                     f"p {_num(test['p_value'])}, q {_num(test['q_value'])}")
-    if not finding.get("tests"):
-        lines.append(f"no test ran: {finding.get('observation', 'never evaluated')}")
-    return lines
-
-
-def _bar(value: float, width: int) -> str:
-    eighths = round(max(0.0, min(1.0, value)) * width * 8)
-    full, rest = divmod(eighths, 8)
-    return ("█" * full + ("▏▎▍▌▋▊▉"[rest - 1] if rest else "")).ljust(width, "·")
-
-
-def _trend_lines(view: Any) -> list[str]:
-    from workers.alerts.alert import format_duration
-
-    points = view.trend
-    if not points:
-        return []
-    means = [p.mean for p in points]
-    known = [m for m in means if m is not None]
-    step = (points[1].start - points[0].start) if len(points) > 1 else None
-    every = format_duration(step) if step else "-"
-    head = f"trend from {_when(points[0].start)}, one point per {every}"
-    if not known:
-        return [head, "  (no samples)"]
-    blocks = "▁▂▃▄▅▆▇█"
-    low, high = min(known), max(known)
-    spread = (high - low) or 1.0
-    line = "".join(" " if m is None else blocks[min(7, int((m - low) / spread * 8))]
-                   for m in means)
-    marks = "".join("^" if p.start >= view.window_start else " " for p in points)
-    return [head, f"  {line}  {low:.2f} .. {high:.2f}", f"  {marks}  ^ current window"]
-
-
-def _transition_line(transition: Any) -> str:
-    events = f"  notified: {', '.join(transition.events)}" if transition.events else ""
-    mean = transition.finding.get("mean")
-    numbers = f"  mean {_num(mean)} n={transition.finding.get('n', 0)}" if mean is not None else ""
-    return f"  {_when(transition.at)}  {transition.previous} -> {transition.state}{numbers}{events}"
-
-
-def _worst_lines(worst: Sequence[Any], clean: Any) -> list[str]:
-    lines = []
-    for number, item in enumerate(worst, start=1):
-        attributes = " ".join(f"{clean(k, 40)}={clean(v, 60)}"
-                              for k, v in sorted(item.attributes.items()))
-        lines.append(f"  {number}. {item.value:.2f}  {clean(item.sample_id, 80)}  "
-                     f"{_when(item.sample_ts)}  {attributes}")
-        sample = item.sample or {}
-        if item.sample is None:
-            lines.append("     (sample not kept)")
-        for label, key in (("question", "input"), ("answer", "output")):
-            if sample.get(key):
-                lines.append(f"     {label + ':':<10}{clean(sample[key], 300)}")
-        lines.append(f"     {'judge:':<10}{clean(item.reason, 400) or '(no reasoning given)'}")
-    return lines
-
-
-def _when(moment: Any) -> str:
-    return str(moment.strftime("%Y-%m-%dT%H:%MZ"))
-
-
 def parse_segment(text: str) -> Segment:
     """A segment as printed (``app=support-bot,prompt_version=v12``, or ``(all)``).
 
@@ -324,10 +207,3 @@ def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=True))
              .rstrip() for line in (header, *rows)]
     return "\n".join(lines)
-
-
-def _num(value: Any) -> str:
-    if value is None:
-        return "-"
-    value = float(value)
-    return f"{value:.2g}" if 0 < abs(value) < 0.001 else f"{value:.3f}"

@@ -75,9 +75,9 @@ def replay_alerts(settings: Settings, *, first: datetime, last: datetime,
     Returns:
         The segments that fired, and the one shown.
     """
-    from evalfleet.cli.alerts import most_telling, render_alert_view
     from workers.alerts import open_alert_engine
     from workers.alerts.ledger import load_states
+    from workers.alerts.terminal import most_telling, render_alert_view
     from workers.alerts.view import load_alert_view
 
     engine = open_alert_engine(settings, deliver=False)

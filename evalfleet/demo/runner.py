@@ -10,11 +10,8 @@ over the traffic's hours and print the alert that fired with its evidence.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
@@ -25,7 +22,7 @@ from pathlib import Path
 from evalfleet.demo.alerting import RULE_NAME, demo_rules_file, replay_alerts
 from evalfleet.demo.summary import format_summary, summarise
 from evalfleet.errors import InvalidSample
-from evalfleet.judgesim import SimConfig, start_in_thread
+from evalfleet.localfleet import start_simulator, start_worker, stop_worker
 from evalfleet.message import Job
 from evalfleet.metric import load_registry
 from evalfleet.settings import Settings, mask_url
@@ -57,7 +54,7 @@ def run_demo(
     samples = samples_path or str(resources.files("evalfleet.demo") / "samples.jsonl")
     with ExitStack() as stack:
         if settings.openai_base_url is None:
-            settings = settings.model_copy(update={"openai_base_url": _start_simulator(stack)})
+            settings = settings.model_copy(update={"openai_base_url": start_simulator(stack)})
             echo("No OPENAI_BASE_URL is set: started the judge simulator. "
                  "The scores below are SIMULATED, not real judgements.")
         echo(f"database: {_describe_database(settings)}; broker: {_describe_broker(settings)}")
@@ -84,9 +81,9 @@ def run_demo(
         echo(f"enqueued {stats.jobs} jobs from {stats.accepted} samples ({samples})")
 
         log_path = settings.data_dir / "worker.log"
-        worker = _start_worker(settings, metrics=list(DEMO_METRICS), concurrency=concurrency,
+        worker = start_worker(settings, queues=list(DEMO_METRICS), concurrency=concurrency,
                                log_path=log_path)
-        stack.callback(_stop, worker)
+        stack.callback(stop_worker, worker)
         echo(f"worker started (log: {log_path})")
         run = _Run(store, started_at=started_at, tag=tag)
         done = _wait_for(run, expected=stats.jobs, worker=worker, echo=echo)
@@ -131,24 +128,6 @@ def _demo_settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"data_dir": data_dir})
 
 
-def _start_simulator(stack: ExitStack) -> str:
-    sim = start_in_thread(SimConfig.build({"latency": "lognormal", "latency_median_ms": 60,
-                                           "latency_p99_ms": 400}))
-    stack.callback(sim.stop)
-    return sim.base_url
-
-
-def _start_worker(
-    settings: Settings, *, metrics: list[str], concurrency: int, log_path: Path,
-) -> subprocess.Popen[bytes]:
-    env = {**os.environ, **settings.as_environment()}
-    command = [sys.executable, "-m", "evalfleet", "worker", "--queues", ",".join(metrics),
-               "--concurrency", str(concurrency), "--loglevel", "INFO"]
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as log:
-        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
 def _tagged(lines: Iterable[tuple[int, bytes]], tag: str) -> Iterator[tuple[int, bytes]]:
     """The sample lines with ``tag`` appended to every id."""
     for number, line in lines:
@@ -187,16 +166,6 @@ def _wait_for(run: _Run, *, expected: int, worker: subprocess.Popen[bytes],
         time.sleep(0.5)
     echo(f"timed out after {DRAIN_TIMEOUT_S:.0f}s waiting for {expected} verdicts")
     return False
-
-
-def _stop(worker: subprocess.Popen[bytes]) -> None:
-    if worker.poll() is None:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
 
 
 def _describe_database(settings: Settings) -> str:
