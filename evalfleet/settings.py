@@ -187,7 +187,8 @@ class Settings(BaseSettings):
 
     rate_limit_max_wait_s: float = Field(default=2.0, ge=0)
     """Longest a call waits for rate budget while holding a slot; a longer wait sends
-    its job back to the queue with that countdown."""
+    its job back to the queue at once, not as an attempt, and the worker stops taking
+    that queue for the wait."""
 
     model_prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
     """US dollars per million tokens (prompt, completion) per judge model, JSON:

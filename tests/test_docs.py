@@ -20,6 +20,11 @@ README_MAX_BYTES = 12_288
 _FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 _HEADING = re.compile(r"^#{1,6} (.+)$", re.M)
+_CODE = re.compile(r"`([^`\s]+)`")
+_REPO_PATH = re.compile(r"[A-Za-z_.][\w.\-]*/[\w.\-/*]*")
+
+#: Paths the docs name that are made at run time, not shipped in the tree.
+_RUNTIME_PATHS = {".evalfleet/demo/", "EVALFLEET_DATA_DIR/follow/", "test-artifacts/screenshots/"}
 
 
 class _Extended(Settings):
@@ -35,7 +40,7 @@ class _Undocumented(Settings):
 
 
 def _markdown_files() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "ops" / "runbook.md"]
 
 
 def _anchor(heading: str) -> str:
@@ -60,6 +65,18 @@ def broken_links(files: list[Path]) -> list[str]:
                 if anchor not in {_anchor(h) for h in _HEADING.findall(text)}:
                     broken.append(f"{path.name}: {target} (no such heading)")
     return broken
+
+
+def missing_paths(files: list[Path], root: Path) -> list[str]:
+    """Every repository path written as code (`workers/store/`, `ops/runbook.md`) in
+    ``files``, outside code blocks, that matches nothing under ``root``."""
+    missing = []
+    for path in files:
+        for token in _CODE.findall(_FENCE.sub("", path.read_text(encoding="utf-8"))):
+            if (_REPO_PATH.fullmatch(token) and token not in _RUNTIME_PATHS
+                    and not any(root.glob(token.rstrip("/")))):
+                missing.append(f"{path.name}: {token}")
+    return missing
 
 
 def test_the_configuration_reference_matches_the_settings() -> None:
@@ -141,3 +158,18 @@ def test_a_broken_link_is_reported(tmp_path: Path) -> None:
         "page.md: there.md#not-a-heading (no such heading)",
         "page.md: #nowhere (no such heading)",
     ]
+
+
+def test_every_path_the_docs_name_exists() -> None:
+    """The module walk and the topic files name real files: a move updates them too."""
+    assert missing_paths(_markdown_files(), ROOT) == []
+
+
+def test_a_missing_path_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "workers" / "store").mkdir(parents=True)
+    (tmp_path / "workers" / "app.py").write_text("")
+    page = tmp_path / "page.md"
+    page.write_text("`workers/store/`, `workers/app.py`, `workers/*.py`, `redis://x/0`,\n"
+                    "`/v1/samples`, `workers/gone.py`, `.evalfleet/demo/`\n"
+                    "```\nworkers/also_gone.py `workers/also_gone.py`\n```\n")
+    assert missing_paths([page], tmp_path) == ["page.md: workers/gone.py"]
