@@ -124,7 +124,8 @@ class Settings(BaseSettings):
     )
 
     database_url: str | None = None
-    """SQLAlchemy URL of the verdict store; unset means a SQLite file in ``data_dir``."""
+    """SQLAlchemy URL of the verdict store (``postgresql+psycopg://...``); unset means a
+    SQLite file in ``data_dir``."""
 
     broker_url: str | None = None
     """Celery broker URL (``redis://``, ``amqp://``); unset means a file-system broker."""
@@ -135,12 +136,13 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "openai_base_url"),
     )
-    """Base URL of the OpenAI-compatible judge, e.g. ``http://127.0.0.1:8400/v1``."""
+    """Base URL of the judge, any OpenAI-compatible server, e.g.
+    ``http://127.0.0.1:8400/v1``; unset means OpenAI's."""
 
     openai_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "openai_api_key"),
     )
-    """API key sent to the judge."""
+    """API key sent to the judge (masked everywhere)."""
 
     metrics_dir: Path | None = None
     """Extra metric files (``*.yaml``); they add metrics or replace bundled ones by name."""
@@ -185,7 +187,8 @@ class Settings(BaseSettings):
 
     rate_limit_max_wait_s: float = Field(default=2.0, ge=0)
     """Longest a call waits for rate budget while holding a slot; a longer wait sends
-    its job back to the queue with that countdown."""
+    its job back to the queue at once, not as an attempt, and the worker stops taking
+    that queue for the wait."""
 
     model_prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
     """US dollars per million tokens (prompt, completion) per judge model, JSON:
@@ -200,13 +203,15 @@ class Settings(BaseSettings):
     reaching zero when the budget is spent."""
 
     judge_response_format: Literal["json_schema", "json_object", "text"] = "json_schema"
-    """The most constrained output the judge supports; a metric never asks for more."""
+    """The most constrained output the judge supports; a metric never asks for more. A
+    judge that refuses it is stepped down automatically (``json_schema``, then
+    ``json_object``, then ``text``)."""
 
     judge_timeout_s: float = Field(default=60.0, gt=0)
     """Timeout of one judge HTTP call, connect to last byte."""
 
     judge_max_reply_bytes: int = Field(default=1_048_576, ge=1024)
-    """Largest answer body read from the judge; a longer one is not read and its job
+    """Largest answer body read from the judge (in chunks); a longer one is not read and its job
     ends as a ``truncated`` verdict (after the one re-ask)."""
 
     reask_on_invalid: bool = True
@@ -216,7 +221,7 @@ class Settings(BaseSettings):
     """Judge calls per job before a transient failure becomes a dead letter."""
 
     retry_base_s: float = Field(default=2.0, gt=0)
-    """First backoff delay after a transient judge failure; doubles per attempt."""
+    """First backoff delay after a transient judge failure; doubles per attempt, with jitter."""
 
     retry_max_s: float = Field(default=300.0, gt=0)
     """Longest backoff delay (also caps a judge's Retry-After)."""
@@ -224,7 +229,8 @@ class Settings(BaseSettings):
     visibility_timeout_s: int = Field(default=900, gt=0)
     """Redis broker: seconds before an unacknowledged job is handed to another worker
     (how long the jobs of a crashed worker wait). Must exceed the longest job (two judge
-    calls) plus ``retry_max_s``, or a job waiting out its retry is handed out twice."""
+    calls) plus ``retry_max_s``, or a job waiting out its retry is handed out twice
+    (checked at start)."""
 
     redis_atomic_consume: bool = True
     """Redis broker: workers wait with ``BLMOVE`` and pop a job and record it as
@@ -233,10 +239,10 @@ class Settings(BaseSettings):
 
     claim_lease_s: float = Field(default=300.0, gt=0)
     """How long a worker may hold the exclusive claim on one job's verdict key; must
-    exceed the longest job (two judge calls)."""
+    exceed the longest job (two judge calls), checked at start."""
 
     worker_concurrency: int = Field(default=256, ge=1)
-    """Judge calls one worker process keeps in flight."""
+    """Judge calls one worker process keeps in flight (``evalfleet worker --concurrency``)."""
 
     shutdown_grace_s: float = Field(default=25.0, ge=0)
     """After SIGTERM a worker takes no new jobs and waits this long for its running ones;
@@ -250,7 +256,8 @@ class Settings(BaseSettings):
 
     liveness_stall_s: float = Field(default=180.0, gt=0)
     """A worker whose queues hold waiting jobs but that neither started nor finished a
-    job for this long is reported not live (``/livez``). Must exceed two judge calls."""
+    job for this long is reported not live (``/livez``). Must exceed two judge calls
+    (checked at start)."""
 
     readiness_timeout_s: float = Field(default=2.0, gt=0)
     """Timeout of each readiness check (broker, database, judge)."""
@@ -262,11 +269,13 @@ class Settings(BaseSettings):
     """Jobs per broker message from producers; also sizes a worker's task threads."""
 
     sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
-    """Share of samples the producer keeps when ``--sample-rate`` is not given."""
+    """Share of samples the producer keeps when ``--sample-rate`` is not given and the
+    sampling config leaves the metric's rate unset."""
 
     sampling_config: Path | None = None
     """Producer sampling config (YAML or JSON): per-metric rates, filters, segment
-    minimums, delays, queue limits and redaction; re-read when the file changes."""
+    minimums, delays, queue limits and redaction (every key in
+    ``ops/sampling.example.yaml``); re-read within a second of a change."""
 
     max_queue_depth: int = Field(default=100_000, ge=0)
     """Jobs a metric queue may hold before producers shed (0: no limit); the sampling
@@ -274,7 +283,8 @@ class Settings(BaseSettings):
 
     shed_policy: Literal["drop_new", "lower_rate"] = "drop_new"
     """What producers do above ``max_queue_depth``: drop new jobs, or lower the sampling
-    rate in proportion to the excess; the sampling config may set it per metric."""
+    rate in proportion to the excess (rate x limit / depth); the sampling config may set
+    it per metric."""
 
     max_field_chars: int = Field(default=65_536, ge=1)
     """Longest text a producer accepts in one field (input, output, reference, each
@@ -289,7 +299,7 @@ class Settings(BaseSettings):
 
     sample_max_depth: int = Field(default=16, ge=2, le=128)
     """Deepest nesting of arrays and objects a producer accepts in one record (the record
-    itself is level 1); deeper records are rejected naming the field."""
+    itself is level 1; at most 128); deeper records are rejected naming the field."""
 
     sample_max_keys: int = Field(default=256, ge=1)
     """Most keys a producer accepts in one object of a record (``attributes``, ``fields``
@@ -312,7 +322,7 @@ class Settings(BaseSettings):
     """Socket timeout of a producer's broker calls, so a hung broker fails fast."""
 
     ingest_tokens: SecretStr | None = None
-    """Bearer tokens ``evalfleet ingest`` accepts, comma-separated."""
+    """Bearer tokens ``evalfleet ingest`` accepts, comma-separated (masked everywhere)."""
 
     ingest_tokens_file: Path | None = None
     """A file of bearer tokens for ``evalfleet ingest``, one per line (``#`` comments)."""
@@ -337,7 +347,8 @@ class Settings(BaseSettings):
     ``alertmanager`` that every rule without its own receivers notifies."""
 
     alert_webhook_secret: SecretStr | None = None
-    """Key of the HMAC-SHA256 signature sent with each generic webhook notification."""
+    """Key of the HMAC-SHA256 signature sent with each generic webhook notification
+    (masked everywhere)."""
 
     alert_external_url: str = "http://127.0.0.1:8500"
     """Base URL of ``evalfleet ui`` as people reach it: each alert's ``generatorURL`` is
@@ -377,7 +388,8 @@ class Settings(BaseSettings):
 
     ui_token: SecretStr | None = None
     """The token ``evalfleet ui`` asks for (needed when it binds to anything but the
-    loopback interface); open ``/?token=...`` once and a cookie carries it."""
+    loopback interface); open ``/?token=...`` once and a cookie carries it (masked
+    everywhere)."""
 
     keep_samples: bool = True
     """Workers store each verdict's sample content (input, output, context, reference,
@@ -447,26 +459,34 @@ class Settings(BaseSettings):
         """The judge model for ``metric``: settings override, then metric file, then global."""
         return self.judge_models.get(metric) or metric_default or self.judge_model
 
+    @classmethod
+    def environment_names(cls) -> dict[str, str]:
+        """The environment variable each field is read from: its first alias, else
+        ``EVALFLEET_<FIELD>``."""
+        names: dict[str, str] = {}
+        for name, field in cls.model_fields.items():
+            alias = field.validation_alias
+            names[name] = (
+                str(alias.choices[0]) if isinstance(alias, AliasChoices)
+                else f"EVALFLEET_{name.upper()}"
+            )
+        return names
+
     def as_environment(self) -> dict[str, str]:
         """Environment variables that reproduce these settings in a child process."""
         env: dict[str, str] = {}
         plain = self.model_dump(mode="json", include={
             name for name in type(self).model_fields
             if isinstance(getattr(self, name), dict | list)})
-        for name, field in type(self).model_fields.items():
+        for name, key in self.environment_names().items():
             value = getattr(self, name)
             if value is None:
                 continue
-            alias = field.validation_alias
-            key = (
-                alias.choices[0] if isinstance(alias, AliasChoices)
-                else f"EVALFLEET_{name.upper()}"
-            )
             if isinstance(value, SecretStr):
                 value = value.get_secret_value()
             elif isinstance(value, Path):
                 value = value.resolve()
-            env[str(key)] = json.dumps(plain[name]) if name in plain else str(value)
+            env[key] = json.dumps(plain[name]) if name in plain else str(value)
         return env
 
     def secret_values(self) -> list[str]:

@@ -33,7 +33,7 @@ __all__ = ["main"]
 def main(ctx: click.Context, log_level: str) -> None:
     """evalfleet: judge sampled production traffic with an LLM, store verdicts, alert on drops.
 
-    Configuration comes from the environment and .env (see the README). A bad setup is
+    Configuration comes from the environment and .env (see docs/configuration.md). A bad setup is
     explained in one line with exit status 2; `--log-level debug` adds the traceback.
     """
     state = ctx.ensure_object(CliState)

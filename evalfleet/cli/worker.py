@@ -22,7 +22,7 @@ def worker(state: CliState, queues: str, concurrency: int | None, loglevel: str)
     """Run a worker that judges jobs from the given metric queues.
 
     One process keeps CONCURRENCY judge calls in flight on one asyncio loop;
-    Celery's thread pool only hands it batches (see the README's Performance).
+    Celery's thread pool only hands it batches (see docs/performance.md).
     SIGTERM: no new jobs; running ones get EVALFLEET_SHUTDOWN_GRACE_S to finish,
     then go back to the queue. EVALFLEET_HEALTH_PORT serves /livez and /readyz.
     """

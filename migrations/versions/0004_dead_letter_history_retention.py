@@ -12,7 +12,7 @@ class, error). Rows written before this revision get an empty list.
 instead of every verdict it emptied before.
 
 No index is added for retention: the purge walks the existing (metric, created_at)
-index of ``verdicts`` one metric at a time (see README, Retention, for the plans).
+index of ``verdicts`` one metric at a time (see docs/operating.md, Retention, for the plans).
 """
 
 from __future__ import annotations

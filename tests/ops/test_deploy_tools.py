@@ -80,11 +80,11 @@ def test_the_schema_catches_a_broken_compose_file() -> None:
 
 
 def test_compose_uses_the_features_that_need_compose_2_24() -> None:
-    """The README states Docker Compose 2.24 as the minimum because of these two."""
+    """docs/deploying.md states Docker Compose 2.24 as the minimum because of these two."""
     service = yaml.safe_load(COMPOSE.read_text())["services"]["beat"]
     assert service["env_file"] == [{"path": ".env", "required": False}]
     assert service["depends_on"]["rabbitmq"]["required"] is False
-    assert "Docker Compose 2.24" in (ROOT / "README.md").read_text()
+    assert "Docker Compose 2.24" in (ROOT / "docs" / "deploying.md").read_text()
     assert "Docker Compose 2.24" in COMPOSE.read_text()
 
 

@@ -2,7 +2,7 @@
 
 Kept for judges that need the client's own behaviour (provider plugins, auth
 refresh). It costs about 3 ms of CPU per call against 0.2 ms for
-:class:`~workers.judge.http_judge.HttpJudge` (``bench/judge_client.py``), and
+:class:`~workers.judge.http_judge.AsyncHttpJudge` (``bench/judge_client.py``), and
 sends a batch one request at a time. The worker paces it through
 :class:`~workers.judge.gate.PacedJudge`, as the HTTP client's runner paces that one.
 """

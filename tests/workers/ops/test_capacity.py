@@ -18,7 +18,7 @@ from workers.ops.capacity import (
 
 
 @pytest.mark.parametrize(("jobs_per_s", "calls_per_job", "latency_s", "expected"), [
-    (100.0, 1.0, 0.5, 50.0),      # the README's C/L: 100 jobs/s at 500 ms hold 50 calls
+    (100.0, 1.0, 0.5, 50.0),      # Little's law: 100 jobs/s at 500 ms hold 50 calls
     (100.0, 1.5, 0.5, 75.0),      # re-asks: half the jobs need a second call
     (0.0, 1.0, 2.0, 0.0),
     (-5.0, 1.0, 2.0, 0.0),        # a shrinking estimate never asks for negative calls

@@ -1,0 +1,141 @@
+"""The configuration reference, rendered from the settings' own field docs.
+
+``docs/configuration.md`` holds a table of every setting between two marker
+comments; this module writes it from :class:`~evalfleet.settings.Settings`: the
+environment variable (:meth:`Settings.environment_names`), the default, and the
+docstring under the field. Run ``python -m evalfleet.docs`` after changing a
+setting; ``python -m evalfleet.docs --check`` exits 1 when the file is out of date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+import itertools
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic_core import PydanticUndefined
+
+from evalfleet.settings import Settings
+
+#: The command that rewrites the table.
+REGENERATE = "python -m evalfleet.docs"
+
+BEGIN = f"<!-- settings table: generated from evalfleet/settings.py by `{REGENERATE}` -->"
+END = "<!-- end of the generated settings table -->"
+
+#: Modules whose classes carry no settings of ours (the bases of ``Settings``).
+_LIBRARIES = frozenset({"builtins", "pydantic", "pydantic_settings", "typing"})
+
+#: The configuration reference in a source tree.
+CONFIGURATION_MD = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+
+
+def field_docstrings(cls: type = Settings) -> dict[str, str]:
+    """The docstring written under each annotated field of ``cls`` and its bases, by
+    field name.
+
+    Read from the source with :mod:`ast`: a string literal standing right after
+    ``name: type [= default]`` in a class body documents ``name``; a subclass's
+    docstring wins over its base's.
+    """
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if klass.__module__.partition(".")[0] in _LIBRARIES:
+            continue
+        tree = ast.parse(Path(inspect.getfile(klass)).read_text(encoding="utf-8"))
+        body = next(node.body for node in ast.walk(tree)
+                    if isinstance(node, ast.ClassDef) and node.name == klass.__name__)
+        for node, following in itertools.pairwise(body):
+            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                    and isinstance(following, ast.Expr)
+                    and isinstance(following.value, ast.Constant)
+                    and isinstance(following.value.value, str)):
+                docs[node.target.id] = inspect.cleandoc(following.value.value)
+    return docs
+
+
+def settings_table(cls: type[Settings] = Settings) -> str:
+    """The Markdown table of every setting: variable, default, meaning.
+
+    Raises:
+        ValueError: A field has no docstring.
+    """
+    docs = field_docstrings(cls)
+    undocumented = [name for name in cls.model_fields if name not in docs]
+    if undocumented:
+        raise ValueError(f"settings without a docstring under the field: {undocumented}")
+    names = cls.environment_names()
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for name, variable in names.items():
+        field = cls.model_fields[name]
+        default = (field.default_factory() if field.default_factory is not None  # type: ignore[call-arg]
+                   else field.default)
+        meaning = _markdown(docs[name], names)
+        rows.append(f"| `{variable}` | {_default(default)} | {meaning} |")
+    return "\n".join(rows) + "\n"
+
+
+def render(document: str, cls: type[Settings] = Settings) -> str:
+    """``document`` with the text between :data:`BEGIN` and :data:`END` replaced by the
+    settings table.
+
+    Raises:
+        ValueError: The markers are missing, repeated or out of order.
+    """
+    start, end = document.find(BEGIN), document.find(END)
+    if document.count(BEGIN) != 1 or document.count(END) != 1 or end < start:
+        raise ValueError(f"expected {BEGIN!r} and then {END!r}, once each")
+    return f"{document[:start]}{BEGIN}\n{settings_table(cls)}{document[end:]}"
+
+
+def _default(value: Any) -> str:
+    if value is None or value is PydanticUndefined:
+        return "unset"
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, float) and value.is_integer():
+        text = str(int(value))
+    elif isinstance(value, dict | list | tuple):
+        text = json.dumps(value)
+    else:
+        text = str(value)
+    return f"`{text}`"
+
+
+def _markdown(docstring: str, names: dict[str, str]) -> str:
+    """One table cell: reST literals as Markdown code, a setting named by its field as
+    its environment variable, on one line, pipes escaped."""
+    text = " ".join(docstring.split())
+    text = re.sub(r"``(.+?)``", lambda m: f"`{names.get(m[1], m[1])}`", text)
+    return text.replace("|", "\\|")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Rewrite (or with ``--check``, verify) the settings table in configuration.md."""
+    parser = argparse.ArgumentParser(prog=REGENERATE, description=__doc__.splitlines()[0])
+    parser.add_argument("path", nargs="?", type=Path, default=CONFIGURATION_MD)
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 when the file is out of date instead of writing it")
+    args = parser.parse_args(argv)
+    current = args.path.read_text(encoding="utf-8")
+    wanted = render(current)
+    if args.check:
+        if current != wanted:
+            print(f"{args.path} is out of date with evalfleet/settings.py; run {REGENERATE}",
+                  file=sys.stderr)
+            return 1
+        return 0
+    if current != wanted:
+        args.path.write_text(wanted, encoding="utf-8")
+        print(f"rewrote the settings table in {args.path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
