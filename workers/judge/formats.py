@@ -23,12 +23,9 @@ from urllib.parse import urlsplit
 
 import redis
 
-from workers.verdicts.schema import ResponseFormat
+from workers.verdicts.schema import MODES, ResponseFormat
 
 logger = logging.getLogger(__name__)
-
-#: Modes from weakest to strongest.
-MODES: tuple[ResponseFormat, ...] = ("text", "json_object", "json_schema")
 
 #: Redis hash of one endpoint's modes by model; the suffix is a digest of the endpoint.
 KEY_PREFIX = "evalfleet:response_format:"

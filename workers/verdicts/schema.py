@@ -15,7 +15,7 @@ from evalfleet.metric import FieldSpec, Metric
 ResponseFormat = Literal["json_schema", "json_object", "text"]
 
 #: Constrained-output modes from weakest to strongest.
-_STRENGTH: tuple[ResponseFormat, ...] = ("text", "json_object", "json_schema")
+MODES: tuple[ResponseFormat, ...] = ("text", "json_object", "json_schema")
 
 _JSON_TYPES = {
     "number": "number", "integer": "integer", "boolean": "boolean", "string": "string",
@@ -40,7 +40,7 @@ def response_format_for(metric: Metric, *, supported: ResponseFormat) -> dict[st
     if metric.spec.output.format != "json":
         return None
     wanted = metric.spec.judge.response_format
-    mode = min(wanted, supported, key=_STRENGTH.index)
+    mode = min(wanted, supported, key=MODES.index)
     if mode == "text":
         return None
     if mode == "json_object":
