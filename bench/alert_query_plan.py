@@ -19,10 +19,10 @@ median of ``--repeat`` timed runs of
 
 1. the alert window query of the shipped rule ``rag_qa_faithfulness_drop`` (rag_qa
    faithfulness per app and prompt version over the last 10 minutes), built and run by
-   ``workers.alerts.window.fetch_summaries``, the very SQL the alert engine issues;
+   ``evalfleet.alerts.window.fetch_summaries``, the very SQL the alert engine issues;
 2. the same rule's trailing baseline (one day, excluding firing periods);
-3. the status command's activity query (``workers.ops.activity``, last 5 minutes);
-4. one batch of each purge statement ``workers.ops.purger`` issues (deleting verdicts,
+3. the status command's activity query (``evalfleet.ops.activity``, last 5 minutes);
+4. one batch of each purge statement ``evalfleet.ops.purger`` issues (deleting verdicts,
    emptying raw outputs), in transactions rolled back;
 5. for contrast, a purge batch on ``created_at`` alone, the obvious query without the
    per-metric walk;
@@ -53,13 +53,13 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import Connection
 
-from evalfleet.metric import load_registry
-from workers.alerts.rule import load_rules
-from workers.alerts.window import WindowQuery, fetch_summaries
-from workers.ops.activity import read_activity
-from workers.ops.purger import Purger
-from workers.ops.retention import RetentionPolicy
-from workers.store import migrate, open_store
+from evalfleet.alerts.rule import load_rules
+from evalfleet.alerts.window import WindowQuery, fetch_summaries
+from evalfleet.core.metric import load_registry
+from evalfleet.ops.activity import read_activity
+from evalfleet.ops.purger import Purger
+from evalfleet.ops.retention import RetentionPolicy
+from evalfleet.store import migrate, open_store
 
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 

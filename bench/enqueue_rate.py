@@ -23,10 +23,10 @@ from tempfile import TemporaryDirectory
 
 import redis
 
-from evalfleet.message import Job, new_job
-from evalfleet.metric import Metric, MetricRegistry, load_registry
-from evalfleet.sample import parse_sample
-from evalfleet.settings import Settings
+from evalfleet.core.message import Job, new_job
+from evalfleet.core.metric import Metric, MetricRegistry, load_registry
+from evalfleet.core.sample import parse_sample
+from evalfleet.core.settings import Settings
 from producers.enqueuer import Enqueuer
 from producers.runtime import ProducerRuntime
 

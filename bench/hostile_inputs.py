@@ -26,7 +26,7 @@ SIZES = (10_000, 100_000, 1_000_000)
 
 
 def _redact(text: str) -> Callable[[], object]:
-    from evalfleet.sample import parse_sample
+    from evalfleet.core.sample import parse_sample
     from producers.redact import RedactionRules, Redactor, redact_sample
 
     redactor = Redactor(RedactionRules())
@@ -35,8 +35,8 @@ def _redact(text: str) -> Callable[[], object]:
 
 
 def _validate(line: str) -> Callable[[], object]:
-    from evalfleet.errors import InvalidSample
-    from evalfleet.sample import parse_sample_line
+    from evalfleet.core.errors import InvalidSample
+    from evalfleet.core.sample import parse_sample_line
 
     def run() -> object:
         try:
@@ -48,8 +48,8 @@ def _validate(line: str) -> Callable[[], object]:
 
 
 def _reply(text: str, metric_name: str = "rag_qa") -> Callable[[], object]:
-    from evalfleet.metric import load_registry
-    from evalfleet.sample import parse_sample
+    from evalfleet.core.metric import load_registry
+    from evalfleet.core.sample import parse_sample
     from workers.verdicts import parse_verdict
 
     metric = load_registry().get(metric_name)

@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable
 import openai
 
 from bench.worker_throughput import start_simulator
-from evalfleet.metric import load_registry
-from evalfleet.sample import parse_sample
+from evalfleet.core.metric import load_registry
+from evalfleet.core.sample import parse_sample
 from workers.judge import AsyncHttpJudge, JudgeRequest
 from workers.renderer import render_messages
 

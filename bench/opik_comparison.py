@@ -41,10 +41,10 @@ import psycopg
 from celery import Celery
 
 from bench.worker_throughput import DATABASE, cpu_s, fresh_services, start_simulator
-from evalfleet.message import EVALUATE_TASK, Job, encode_batch, new_job, queue_for
-from evalfleet.sample import parse_sample
-from evalfleet.settings import Settings
-from workers.store import VerdictStore, open_store
+from evalfleet.core.message import EVALUATE_TASK, Job, encode_batch, new_job, queue_for
+from evalfleet.core.sample import parse_sample
+from evalfleet.core.settings import Settings
+from evalfleet.store import VerdictStore, open_store
 
 METRIC = "context_precision"
 #: LiteLLM model string for Opik: the OpenAI provider, base URL from OPENAI_API_BASE.

@@ -30,7 +30,7 @@ from bench.worker_throughput import (
     start_worker,
     tree_label,
 )
-from workers.store import open_store
+from evalfleet.store import open_store
 
 #: The window the peak is measured over, in 100 ms ticks.
 WINDOW_TICKS = 100

@@ -43,13 +43,13 @@ import psycopg
 from psycopg.types.json import Jsonb
 from sqlalchemy import event, text
 
-from evalfleet.settings import Settings
+from evalfleet.alerts import open_alert_engine
+from evalfleet.alerts.rule import load_rules
+from evalfleet.core.settings import Settings
+from evalfleet.store import migrate, open_store
 from evalfleet.web import UiOptions, create_app
 from evalfleet.web.pages import PageData
 from tests.served import Served
-from workers.alerts import open_alert_engine
-from workers.alerts.rule import load_rules
-from workers.store import migrate, open_store
 
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -220,7 +220,7 @@ def _statements(engine: Any) -> Iterator[list[tuple[str, float]]]:
 
 
 def _measure(settings: Settings, *, repeat: int) -> None:
-    from evalfleet.metric import load_registry
+    from evalfleet.core.metric import load_registry
 
     rules = load_rules(settings.alert_rules_file, registry=load_registry())
     store = open_store(settings.resolved_database_url(), pool_size=4)
@@ -265,7 +265,7 @@ def _measure(settings: Settings, *, repeat: int) -> None:
 
 def _explain_baseline(engine: Any, *, segment_labels: dict[str, str]) -> None:
     """The alert page's read of one segment: its trend, window and baseline rows."""
-    # The statement workers.alerts.view.load_scored issues for the alert page.
+    # The statement evalfleet.alerts.view.load_scored issues for the alert page.
     query = text(
         "EXPLAIN (ANALYZE, BUFFERS) SELECT vs.value, vs.sample_ts FROM verdicts v"
         " JOIN verdict_scores vs ON vs.verdict_id = v.id AND vs.name = 'faithfulness'"

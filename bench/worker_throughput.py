@@ -40,10 +40,10 @@ import psycopg
 import redis
 from celery import Celery
 
-from evalfleet.message import EVALUATE_TASK, Job, encode_batch, new_job
-from evalfleet.sample import parse_sample
-from evalfleet.settings import Settings
-from workers.store import migrate, open_store
+from evalfleet.core.message import EVALUATE_TASK, Job, encode_batch, new_job
+from evalfleet.core.sample import parse_sample
+from evalfleet.core.settings import Settings
+from evalfleet.store import migrate, open_store
 
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 DATABASE = "evalfleet_bench"

@@ -1,7 +1,7 @@
 """The configuration reference, rendered from the settings' own field docs.
 
 ``docs/configuration.md`` holds a table of every setting between two marker
-comments; this module writes it from :class:`~evalfleet.settings.Settings`: the
+comments; this module writes it from :class:`~evalfleet.core.settings.Settings`: the
 environment variable (:meth:`Settings.environment_names`), the default, and the
 docstring under the field. Run ``python -m evalfleet.docs`` after changing a
 setting; ``python -m evalfleet.docs --check`` exits 1 when the file is out of date.
@@ -21,12 +21,12 @@ from typing import Any
 
 from pydantic_core import PydanticUndefined
 
-from evalfleet.settings import Settings
+from evalfleet.core.settings import Settings
 
 #: The command that rewrites the table.
 REGENERATE = "python -m evalfleet.docs"
 
-BEGIN = f"<!-- settings table: generated from evalfleet/settings.py by `{REGENERATE}` -->"
+BEGIN = f"<!-- settings table: generated from evalfleet/core/settings.py by `{REGENERATE}` -->"
 END = "<!-- end of the generated settings table -->"
 
 #: Modules whose classes carry no settings of ours (the bases of ``Settings``).
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = render(current)
     if args.check:
         if current != wanted:
-            print(f"{args.path} is out of date with evalfleet/settings.py; run {REGENERATE}",
+            print(f"{args.path} is out of date with evalfleet/core/settings.py; run {REGENERATE}",
                   file=sys.stderr)
             return 1
         return 0

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
+from evalfleet.core.settings import Settings
 from evalfleet.judgesim import SimConfig, start_in_thread
-from evalfleet.settings import Settings
 
 #: Seconds a worker gets to finish its jobs after SIGTERM before it is killed.
 STOP_GRACE_S = 20.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
-from workers.store.schema import metadata
+from evalfleet.store.schema import metadata
 
 config = context.config
 

@@ -1,7 +1,7 @@
 """Daily budgets at the producer: a metric near its budget gets a lower sampling rate.
 
-Workers count what each metric costs per UTC day (:mod:`evalfleet.spend`); here
-that spend becomes a factor on the metric's rate (:func:`evalfleet.budget.budget_factor`),
+Workers count what each metric costs per UTC day (:mod:`evalfleet.core.spend`); here
+that spend becomes a factor on the metric's rate (:func:`evalfleet.core.budget.budget_factor`),
 applied to the same id hash as every other rate, so the samples still taken are a
 subset of those the full rate takes. Jobs already accepted are always judged.
 """
@@ -13,8 +13,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from evalfleet.budget import budget_day, budget_factor
-from evalfleet.spend import SpendLedger
+from evalfleet.core.budget import budget_day, budget_factor
+from evalfleet.core.spend import SpendLedger
 
 logger = logging.getLogger(__name__)
 

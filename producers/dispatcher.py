@@ -17,14 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from evalfleet.errors import BrokerUnavailable
-from evalfleet.message import Job, new_job, queue_for
-from evalfleet.settings import ShadowJudge
+from evalfleet.broker.depth import CachedQueueDepth
+from evalfleet.core.errors import BrokerUnavailable
+from evalfleet.core.message import Job, new_job, queue_for
+from evalfleet.core.settings import ShadowJudge
 from producers import telemetry
 from producers.backpressure import keeps, rate_factor
 from producers.budget import BudgetGate
 from producers.dedupe import Deduper, dedupe_key
-from producers.depth import CachedQueueDepth
 from producers.policy import Policy
 from producers.sampler import id_fraction
 from producers.screen import Admitted

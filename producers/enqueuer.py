@@ -23,7 +23,7 @@ from typing import Any
 from celery import Celery
 from kombu.exceptions import KombuError, OperationalError
 
-from evalfleet.broker import (
+from evalfleet.broker.queues import (
     broker_countdown_s,
     broker_transport_options,
     declare_queues,
@@ -31,9 +31,9 @@ from evalfleet.broker import (
     is_amqp,
     is_redis,
 )
-from evalfleet.errors import BrokerUnavailable
-from evalfleet.message import EVALUATE_TASK, Job, encode_batch, encode_job, queue_for
-from evalfleet.settings import Settings
+from evalfleet.core.errors import BrokerUnavailable
+from evalfleet.core.message import EVALUATE_TASK, Job, encode_batch, encode_job, queue_for
+from evalfleet.core.settings import Settings
 
 #: Jobs buffered in one Redis pipeline before it is sent (kombu's batch size).
 DEFAULT_BATCH_SIZE = 500
@@ -128,7 +128,7 @@ class Enqueuer:
 
         On RabbitMQ a queue declared with other arguments than the workers' is an
         error, and a delayed job needs the delay exchanges, so both come from
-        :mod:`evalfleet.broker`; elsewhere this only registers the queue by name.
+        :mod:`evalfleet.broker.queues`; elsewhere this only registers the queue by name.
         """
         names = {queue_for(metric) for metric in metrics} - self._prepared
         if not names:

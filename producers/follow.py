@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from evalfleet.errors import BrokerUnavailable, InvalidSample
+from evalfleet.core.errors import BrokerUnavailable, InvalidSample
 from producers.offsets import OffsetStore
 from producers.pipeline import Pipeline, ProduceStats
 from producers.screen import OversizedLine

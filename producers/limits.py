@@ -14,9 +14,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalfleet.errors import InvalidSample
-from evalfleet.sample import DEFAULT_LIMITS, Sample, SampleLimits
-from evalfleet.settings import Settings
+from evalfleet.core.errors import InvalidSample
+from evalfleet.core.sample import DEFAULT_LIMITS, Sample, SampleLimits
+from evalfleet.core.settings import Settings
 
 #: Fields whose limit can be set on its own.
 LIMITED_FIELDS = ("input", "output", "reference", "context", "attributes", "fields")

@@ -14,7 +14,7 @@ import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from evalfleet.errors import InvalidInput
+from evalfleet.core.errors import InvalidInput
 
 #: Bytes at the start of a file that identify it beside its inode.
 FINGERPRINT_BYTES = 1024

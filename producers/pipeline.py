@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Literal
 
-from evalfleet.errors import InvalidSample
-from evalfleet.message import Job
-from evalfleet.metric import Metric
+from evalfleet.broker.depth import CachedQueueDepth, UnknownQueueDepth
+from evalfleet.core.errors import InvalidSample
+from evalfleet.core.message import Job
+from evalfleet.core.metric import Metric
 from producers import telemetry
 from producers.dedupe import MemoryDeduper
-from producers.depth import CachedQueueDepth, UnknownQueueDepth
 from producers.dispatcher import Dispatcher, JobFate
 from producers.limits import FieldLimits
 from producers.policy import Fallbacks, Policy, default_policy

@@ -34,8 +34,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from evalfleet.errors import InvalidSamplingConfig
-from evalfleet.settings import Settings
+from evalfleet.core.errors import InvalidSamplingConfig
+from evalfleet.core.settings import Settings
 from producers.redact import BUILTIN_KINDS, MAX_REDACT_CHARS, RedactionRules, Redactor
 from producers.regex import LinearPattern, compile_linear
 

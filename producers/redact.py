@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalfleet.sample import Sample
+from evalfleet.core.sample import Sample
 from producers.regex import LinearPattern, compile_linear
 
 #: The kinds redacted when the config does not say otherwise.

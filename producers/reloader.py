@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from evalfleet.errors import InvalidSamplingConfig
+from evalfleet.core.errors import InvalidSamplingConfig
 from producers.policy import Fallbacks, Policy, default_policy, parse_policy
 
 logger = logging.getLogger(__name__)

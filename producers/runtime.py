@@ -11,14 +11,7 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from evalfleet.broker import embedded_broker_folder, is_amqp, is_redis
-from evalfleet.metric import MetricRegistry, load_registry
-from evalfleet.settings import Settings
-from evalfleet.spend import SpendLedger
-from producers import telemetry
-from producers.budget import BudgetGate
-from producers.dedupe import Deduper, MemoryDeduper, RedisDeduper
-from producers.depth import (
+from evalfleet.broker.depth import (
     AmqpQueueDepth,
     CachedQueueDepth,
     FilesystemQueueDepth,
@@ -26,6 +19,13 @@ from producers.depth import (
     RedisQueueDepth,
     UnknownQueueDepth,
 )
+from evalfleet.broker.queues import embedded_broker_folder, is_amqp, is_redis
+from evalfleet.core.metric import MetricRegistry, load_registry
+from evalfleet.core.settings import Settings
+from evalfleet.core.spend import SpendLedger
+from producers import telemetry
+from producers.budget import BudgetGate
+from producers.dedupe import Deduper, MemoryDeduper, RedisDeduper
 from producers.dispatcher import Dispatcher
 from producers.enqueuer import Enqueuer
 from producers.limits import FieldLimits

@@ -1,7 +1,7 @@
 """One record from raw input to a sample picked for some metrics, or a clear no. Pure
 but for the segment counts it updates.
 
-The steps, in order: decode and validate the record (``evalfleet.sample``), check
+The steps, in order: decode and validate the record (``evalfleet.core.sample``), check
 field sizes (:mod:`producers.limits`), apply the sampling policy
 (:mod:`producers.selector`), check each picked metric's inputs, and redact PII
 (:mod:`producers.redact`). Each record ends as one of :class:`Admitted`,
@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from evalfleet.errors import InvalidSample
-from evalfleet.metric import Metric
-from evalfleet.sample import Sample, check_structure, parse_sample, parse_sample_line
+from evalfleet.core.errors import InvalidSample
+from evalfleet.core.metric import Metric
+from evalfleet.core.sample import Sample, check_structure, parse_sample, parse_sample_line
 from producers.limits import FieldLimits, check_limits
 from producers.policy import Policy
 from producers.quota import SegmentQuota

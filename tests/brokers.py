@@ -14,10 +14,10 @@ import pytest
 import redis
 from kombu import Connection
 
-from evalfleet.broker import is_amqp, is_redis
-from evalfleet.settings import Settings
+from evalfleet.broker.queues import is_amqp, is_redis
+from evalfleet.core.settings import Settings
+from evalfleet.store import VerdictStore
 from tests.helpers import WorkerProcess
-from workers.store import VerdictStore
 
 #: The brokers this project supports, as the ``broker`` fixture names them.
 BROKERS = ("redis", "rabbitmq")

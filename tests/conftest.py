@@ -22,13 +22,13 @@ import psycopg
 import pytest
 import redis
 
+from evalfleet.core.metric import load_registry
+from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim, SimConfig, start_in_thread
-from evalfleet.metric import load_registry
-from evalfleet.settings import Settings
+from evalfleet.store import SqliteStore, SqlStore, VerdictStore, migrate, open_store
+from evalfleet.store.schema import metadata
 from tests.brokers import DELAY_QUEUES, purge
 from tests.helpers import WorkerProcess
-from workers.store import SqliteStore, SqlStore, VerdictStore, migrate, open_store
-from workers.store.schema import metadata
 
 POSTGRES_ADMIN_URL = os.environ.get("EVALFLEET_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_SERVER_URL = os.environ.get("EVALFLEET_TEST_REDIS", "redis://127.0.0.1:6379")
@@ -120,6 +120,14 @@ def redis_url(redis_session_url: str) -> str:
     client.flushdb()
     client.set(_REDIS_LOCK, session or b"", ex=6 * 3600)
     return redis_session_url
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    """A client on this test's Redis database."""
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
 
 
 @pytest.fixture(scope="session")

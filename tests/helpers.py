@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from evalfleet.errors import JudgeDeferred, JudgeError
-from evalfleet.settings import Settings
+from evalfleet.core.errors import JudgeDeferred, JudgeError
+from evalfleet.core.settings import Settings
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 
 

@@ -1,5 +1,5 @@
 """Broker choice by URL and the queue declarations producers and workers share
-(evalfleet/broker.py), against real Redis and RabbitMQ."""
+(evalfleet/broker/queues.py), against real Redis and RabbitMQ."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import amqp
 import pytest
 from kombu import Connection, Queue
 
-from evalfleet.broker import (
+from evalfleet.broker.queues import (
     DEAD_LETTER_QUEUE,
     broker_countdown_s,
     broker_transport_options,
@@ -17,9 +17,9 @@ from evalfleet.broker import (
     is_amqp,
     is_redis,
 )
-from evalfleet.message import new_job
-from evalfleet.sample import parse_sample
-from evalfleet.settings import Settings
+from evalfleet.core.message import new_job
+from evalfleet.core.sample import parse_sample
+from evalfleet.core.settings import Settings
 from producers.enqueuer import Enqueuer
 from tests.brokers import ready_counts
 from tests.helpers import wait_until

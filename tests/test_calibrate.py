@@ -13,14 +13,14 @@ from click.testing import CliRunner
 from evalfleet.calibration import agreement
 from evalfleet.calibration.gold import bundled_gold, load_gold
 from evalfleet.cli import main
+from evalfleet.core.metric import load_registry
+from evalfleet.core.sample import parse_sample
+from evalfleet.core.settings import Settings, ShadowJudge
 from evalfleet.judgesim import RunningSim, simulated_scores
-from evalfleet.metric import load_registry
-from evalfleet.sample import parse_sample
-from evalfleet.settings import Settings, ShadowJudge
+from evalfleet.store import VerdictStore
 from producers.dispatcher import shadows
 from tests.helpers import WorkerProcess, wait_until
 from workers.renderer import render_messages
-from workers.store import VerdictStore
 
 
 def run_cli(settings: Settings, *args: str) -> tuple[int, str, str]:

@@ -19,8 +19,8 @@ import yaml
 from pydantic import AliasChoices
 
 from evalfleet.cli import main
-from evalfleet.metric import load_registry
-from evalfleet.settings import Settings
+from evalfleet.core.metric import load_registry
+from evalfleet.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 K8S = ROOT / "ops" / "k8s"

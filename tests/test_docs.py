@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evalfleet import docs
-from evalfleet.settings import Settings
+from evalfleet.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGURATION = ROOT / "docs" / "configuration.md"
@@ -68,7 +68,7 @@ def broken_links(files: list[Path]) -> list[str]:
 
 
 def missing_paths(files: list[Path], root: Path) -> list[str]:
-    """Every repository path written as code (`workers/store/`, `ops/runbook.md`) in
+    """Every repository path written as code (`evalfleet/store/`, `ops/runbook.md`) in
     ``files``, outside code blocks, that matches nothing under ``root``."""
     missing = []
     for path in files:
@@ -82,7 +82,7 @@ def missing_paths(files: list[Path], root: Path) -> list[str]:
 def test_the_configuration_reference_matches_the_settings() -> None:
     current = CONFIGURATION.read_text(encoding="utf-8")
     assert docs.render(current) == current, (
-        f"docs/configuration.md is out of date with evalfleet/settings.py: "
+        f"docs/configuration.md is out of date with evalfleet/core/settings.py: "
         f"run `{docs.REGENERATE}` and commit the result")
 
 
@@ -166,10 +166,11 @@ def test_every_path_the_docs_name_exists() -> None:
 
 
 def test_a_missing_path_is_reported(tmp_path: Path) -> None:
-    (tmp_path / "workers" / "store").mkdir(parents=True)
+    (tmp_path / "evalfleet" / "store").mkdir(parents=True)
+    (tmp_path / "workers").mkdir()
     (tmp_path / "workers" / "app.py").write_text("")
     page = tmp_path / "page.md"
-    page.write_text("`workers/store/`, `workers/app.py`, `workers/*.py`, `redis://x/0`,\n"
+    page.write_text("`evalfleet/store/`, `workers/app.py`, `workers/*.py`, `redis://x/0`,\n"
                     "`/v1/samples`, `workers/gone.py`, `.evalfleet/demo/`\n"
                     "```\nworkers/also_gone.py `workers/also_gone.py`\n```\n")
     assert missing_paths([page], tmp_path) == ["page.md: workers/gone.py"]

@@ -21,17 +21,17 @@ import redis
 from click.testing import CliRunner
 
 from evalfleet.cli import main
+from evalfleet.core.message import new_job
+from evalfleet.core.metric import load_registry
+from evalfleet.core.sample import parse_sample
+from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim, prompt_key, simulated_scores
-from evalfleet.message import new_job
-from evalfleet.metric import load_registry
-from evalfleet.sample import parse_sample
-from evalfleet.settings import Settings
+from evalfleet.store import VerdictStore
 from producers.enqueuer import Enqueuer
 from tests.brokers import EVERY_BROKER, broker_idle, fleet_state
 from tests.helpers import WorkerProcess, queued_ids, wait_until
 from workers.renderer import render_messages
 from workers.runtime import task_slots
-from workers.store import VerdictStore
 
 APPS = ("support-bot", "hr-assistant", "docs-search")
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import redis
 
+from evalfleet.core.message import EVALUATE_TASK, encode_batch, new_job
+from evalfleet.core.sample import parse_sample
+from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
-from evalfleet.message import EVALUATE_TASK, encode_batch, new_job
-from evalfleet.sample import parse_sample
-from evalfleet.settings import Settings
+from evalfleet.store import VerdictStore
 from tests.helpers import WorkerProcess, wait_until
 from workers.app import create_app
-from workers.store import VerdictStore
 
 
 def enqueue(settings: Settings, count: int, *, batch: int = 8) -> None:

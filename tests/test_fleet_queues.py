@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from evalfleet.core.message import Job, new_job
+from evalfleet.core.sample import parse_sample
+from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
-from evalfleet.message import Job, new_job
-from evalfleet.sample import parse_sample
-from evalfleet.settings import Settings
+from evalfleet.store import VerdictStore
 from producers.enqueuer import Enqueuer
 from tests.brokers import BROKERS
 from tests.helpers import WorkerProcess, wait_until
-from workers.store import VerdictStore
 
 #: Every broker a worker runs on: the two servers and the embedded file-system one.
 ALL_BROKERS = (*BROKERS, "embedded")

@@ -12,11 +12,11 @@ import redis
 from click.testing import CliRunner, Result
 
 from evalfleet.cli import main
-from evalfleet.settings import Settings
+from evalfleet.core.settings import Settings
+from evalfleet.store import SqlStore
 from producers.enqueuer import Enqueuer
+from tests.evalfleet.ops.builders import dead_letter, job, verdict
 from tests.helpers import queued_ids
-from tests.workers.ops.builders import dead_letter, job, verdict
-from workers.store import SqlStore
 
 
 def run(settings: Settings, *args: str, **env: str) -> Result:

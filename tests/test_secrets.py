@@ -12,14 +12,14 @@ import redis
 from click.testing import CliRunner
 
 from evalfleet.cli import main
+from evalfleet.core.log import scrub
+from evalfleet.core.message import new_job
+from evalfleet.core.sample import parse_sample
+from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
-from evalfleet.log import scrub
-from evalfleet.message import new_job
-from evalfleet.sample import parse_sample
-from evalfleet.settings import Settings
+from evalfleet.store import VerdictStore
 from producers.enqueuer import Enqueuer
 from tests.helpers import WorkerProcess, wait_until
-from workers.store import VerdictStore
 
 SECRETS = {name: f"Pw-{name}-7731" for name in Settings.url_fields()}
 

@@ -24,7 +24,7 @@ from celery import Celery, Task, bootsteps
 from celery.exceptions import Reject
 from celery.signals import after_setup_logger, after_setup_task_logger, worker_ready
 
-from evalfleet.broker import (
+from evalfleet.broker.queues import (
     broker_countdown_s,
     broker_transport_options,
     declare_queues,
@@ -32,9 +32,9 @@ from evalfleet.broker import (
     is_amqp,
     is_redis,
 )
-from evalfleet.errors import InvalidMessage, StoreUnavailable, WorkerShuttingDown
-from evalfleet.log import install_secret_filter
-from evalfleet.message import (
+from evalfleet.core.errors import InvalidMessage, StoreUnavailable, WorkerShuttingDown
+from evalfleet.core.log import install_secret_filter
+from evalfleet.core.message import (
     EVALUATE_TASK,
     AttemptFailure,
     Job,
@@ -44,12 +44,12 @@ from evalfleet.message import (
     encode_job,
     queue_for,
 )
-from evalfleet.settings import Settings
+from evalfleet.core.settings import Settings
+from evalfleet.store import DeadLetter
 from workers.health.activity import WorkerActivity
 from workers.runtime import LazyRuntime, Runtime
 from workers.save_message import SAVE_TASK, UnsavedBatch, decode_save, encode_save
 from workers.shutdown import DeadlineJudge, ShutdownDeadline, install_shutdown_deadline
-from workers.store import DeadLetter
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ STORE_PAUSE_S = 10.0
 REDIS_RESTORE_OPTIONS = {"unacked_restore_throttle": 1}
 
 #: Redis: the transport that never holds a popped job outside Redis.
-REDIS_TRANSPORT = "workers.redis_transport:Transport"
+REDIS_TRANSPORT = "evalfleet.broker.redis_transport:Transport"
 
 #: Longest the worker's event loop sleeps, in seconds. A signal does not wake it, and
 #: on RabbitMQ nothing else may for 10 s, which SIGTERM would otherwise wait out.
@@ -148,11 +148,11 @@ def celery_config(settings: Settings, *, concurrency: int,
         settings: The settings.
         concurrency: Jobs one worker process runs at once.
         queues: The metric queues it consumes (and re-publishes retries to), declared
-            as :func:`evalfleet.broker.eval_queue` says (RabbitMQ: quorum queues, which
+            as :func:`evalfleet.broker.queues.eval_queue` says (RabbitMQ: quorum queues, which
             also makes Celery drop global QoS and delay countdowns in the broker).
     """
     return {
-        # Redis: pop and record as unacknowledged in one step (workers.redis_transport).
+        # Redis: pop and record as unacknowledged in one step (evalfleet.broker.redis_transport).
         "broker_transport": (REDIS_TRANSPORT if is_redis(settings)
                              and settings.redis_atomic_consume else None),
         "broker_transport_options": {

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal, NamedTuple
 
-from evalfleet.budget import Price, budget_day, cost_usd
-from evalfleet.errors import (
+from evalfleet.core.backoff import compute_backoff
+from evalfleet.core.budget import Price, budget_day, cost_usd
+from evalfleet.core.errors import (
     InvalidSample,
     JudgeDeferred,
     JudgeError,
@@ -27,17 +28,16 @@ from evalfleet.errors import (
     StoreUnavailable,
     UnknownMetric,
 )
-from evalfleet.message import AttemptFailure, Job, encode_history, encode_job, next_attempt
-from evalfleet.metric import Metric, MetricRegistry
-from evalfleet.spend import SpendLedger
-from workers.backoff import compute_backoff
+from evalfleet.core.message import AttemptFailure, Job, encode_history, encode_job, next_attempt
+from evalfleet.core.metric import Metric, MetricRegistry
+from evalfleet.core.spend import SpendLedger
+from evalfleet.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, VerdictStore
+from evalfleet.store.evidence import sample_content
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.formats import FormatSupport
 from workers.judge.status import refuses_response_format
 from workers.renderer import ChatMessage, render_messages
 from workers.save_message import UnsavedBatch
-from workers.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, VerdictStore
-from workers.store.evidence import sample_content
 from workers.telemetry import Telemetry
 from workers.verdicts import (
     ParseFailure,

@@ -18,9 +18,9 @@ from jinja2 import StrictUndefined, Template, meta
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
-from evalfleet.errors import InvalidMetricSpec, InvalidSample
-from evalfleet.metric import MessageSpec, Metric
-from evalfleet.sample import Sample
+from evalfleet.core.errors import InvalidMetricSpec, InvalidSample
+from evalfleet.core.metric import MessageSpec, Metric
+from evalfleet.core.sample import Sample
 
 #: Longest message a Jinja template may render, in characters.
 MAX_MESSAGE_CHARS = 8 * 1024 * 1024

@@ -11,10 +11,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from evalfleet.budget import Price
-from evalfleet.metric import load_registry
-from evalfleet.settings import Settings
-from evalfleet.spend import SpendLedger
+from evalfleet.core.budget import Price
+from evalfleet.core.metric import load_registry
+from evalfleet.core.settings import Settings
+from evalfleet.core.spend import SpendLedger
+from evalfleet.store import VerdictStore, open_store
 from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeClient, JudgeRunner, OpenAIJudge
 from workers.judge.formats import FormatSupport, RedisFormatSupport
@@ -22,7 +23,6 @@ from workers.judge.gate import PacedJudge, Pacing
 from workers.limiter import Budget, LocalRateLimiter, RateLimiter, RedisRateLimiter
 from workers.limiter.redis import MAX_CONNECTIONS as LIMITER_MAX_CONNECTIONS
 from workers.renderer import check_templates
-from workers.store import VerdictStore, open_store
 from workers.telemetry import configure_telemetry
 
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from evalfleet.errors import InvalidMessage
-from evalfleet.message import Job, decode_job, encode_job
-from workers.store import DeadLetter, VerdictKey, VerdictRecord
+from evalfleet.core.errors import InvalidMessage
+from evalfleet.core.message import Job, decode_job, encode_job
+from evalfleet.store import DeadLetter, VerdictKey, VerdictRecord
 
 #: The Celery task that writes a save message.
 SAVE_TASK = "evalfleet.save"

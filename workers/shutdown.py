@@ -5,7 +5,7 @@ shutdown). A judge that answers slowly or hangs would keep it waiting until the
 orchestrator's SIGKILL, and the jobs would then wait out the Redis visibility
 timeout. So the wait has a deadline: ``EVALFLEET_SHUTDOWN_GRACE_S`` after the
 signal, every task still waiting for the judge stops waiting
-(:class:`DeadlineJudge` raises :class:`~evalfleet.errors.WorkerShuttingDown`),
+(:class:`DeadlineJudge` raises :class:`~evalfleet.core.errors.WorkerShuttingDown`),
 and the task re-publishes its message under the same task id, then acknowledges
 the delivery (``workers.app.run_message``). The worker then exits on its own.
 
@@ -40,7 +40,7 @@ from typing import Any
 
 from celery.signals import worker_shutting_down
 
-from evalfleet.errors import JudgeError, WorkerShuttingDown
+from evalfleet.core.errors import JudgeError, WorkerShuttingDown
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 
 logger = logging.getLogger(__name__)

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from evalfleet.calibration.agreement import ScoreKind
-from evalfleet.errors import InvalidSample
-from evalfleet.metric import Metric
-from evalfleet.sample import Sample, parse_sample
+from evalfleet.core.errors import InvalidSample
+from evalfleet.core.metric import Metric
+from evalfleet.core.sample import Sample, parse_sample
 
 
 @dataclass(frozen=True)

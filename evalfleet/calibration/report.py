@@ -8,7 +8,7 @@ from typing import Any
 
 from evalfleet.calibration.agreement import Agreement, agreement
 from evalfleet.calibration.gold import GoldItem, score_scales
-from evalfleet.metric import Metric
+from evalfleet.core.metric import Metric
 
 
 @dataclass(frozen=True)

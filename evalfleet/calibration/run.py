@@ -18,13 +18,13 @@ from pathlib import Path
 
 from evalfleet.calibration.gold import GoldItem, load_gold
 from evalfleet.calibration.report import CalibrationReport, Judged, compare, compare_judges
-from evalfleet.errors import InvalidInput
+from evalfleet.core.errors import InvalidInput
+from evalfleet.core.message import Job, new_job
+from evalfleet.core.metric import Metric, load_registry
+from evalfleet.core.settings import Settings
 from evalfleet.localfleet import start_simulator, start_worker, stop_worker
-from evalfleet.message import Job, new_job
-from evalfleet.metric import Metric, load_registry
-from evalfleet.settings import Settings
+from evalfleet.store import CalibrationRun, VerdictRecord, VerdictStore, migrate, open_store
 from producers.enqueuer import Enqueuer
-from workers.store import CalibrationRun, VerdictRecord, VerdictStore, migrate, open_store
 
 #: Seconds between two looks at the store while waiting for verdicts.
 POLL_S = 0.5

@@ -21,7 +21,7 @@ from evalfleet.cli.status import status
 from evalfleet.cli.store import cost, export, migrate
 from evalfleet.cli.ui import ui
 from evalfleet.cli.worker import worker
-from evalfleet.log import configure_logging
+from evalfleet.core.log import configure_logging
 
 __all__ = ["main"]
 

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 import click
 
 from evalfleet.cli.context import CliState, parse_time, pass_state
-from evalfleet.errors import EvalfleetError
+from evalfleet.core.errors import EvalfleetError
 
 if TYPE_CHECKING:
-    from workers.alerts.segment import Segment
+    from evalfleet.alerts.segment import Segment
 
 
 @click.group()
@@ -29,8 +29,8 @@ def alerts_check(state: CliState, at_text: str | None, no_deliver: bool) -> None
 
     Exits with status 1 when any segment is firing.
     """
-    from workers.alerts import open_alert_engine
-    from workers.alerts.terminal import format_number
+    from evalfleet.alerts import open_alert_engine
+    from evalfleet.alerts.terminal import format_number
 
     try:
         at = parse_time(at_text)
@@ -64,9 +64,9 @@ def alerts_check(state: CliState, at_text: str | None, no_deliver: bool) -> None
 @pass_state
 def alerts_list(state: CliState, show_all: bool) -> None:
     """Show the current state of every rule and segment (not ok ones unless --all)."""
-    from workers.alerts.ledger import load_states
-    from workers.alerts.terminal import format_number
-    from workers.store import open_store
+    from evalfleet.alerts.ledger import load_states
+    from evalfleet.alerts.terminal import format_number
+    from evalfleet.store import open_store
 
     store = open_store(state.settings.resolved_database_url(), pool_size=1)
     try:
@@ -97,9 +97,9 @@ def alerts_rebaseline(state: CliState, rule_name: str, segment_text: str | None)
     cycles compare the segment with what it does now, and it resolves by the rule's
     recovery settings.
     """
-    from workers.alerts import load_rule_set
-    from workers.alerts.ledger import rebaseline
-    from workers.store import open_store
+    from evalfleet.alerts import load_rule_set
+    from evalfleet.alerts.ledger import rebaseline
+    from evalfleet.store import open_store
 
     try:
         rules = load_rule_set(state.settings)
@@ -138,11 +138,11 @@ def alerts_show(state: CliState, rule_name: str, segment_text: str | None,
     SEGMENT is written as alerts list prints it (app=support-bot,prompt_version=v12);
     without it, the most specific firing segment, else the whole rule.
     """
-    from workers.alerts import load_rule_set
-    from workers.alerts.ledger import load_states
-    from workers.alerts.terminal import most_telling, render_alert_view
-    from workers.alerts.view import load_alert_view
-    from workers.store import open_store
+    from evalfleet.alerts import load_rule_set
+    from evalfleet.alerts.ledger import load_states
+    from evalfleet.alerts.terminal import most_telling, render_alert_view
+    from evalfleet.alerts.view import load_alert_view
+    from evalfleet.store import open_store
 
     try:
         rules = load_rule_set(state.settings)
@@ -187,7 +187,7 @@ def parse_segment(text: str) -> Segment:
     Raises:
         click.UsageError: For text that is not ``key=value`` pairs.
     """
-    from workers.alerts.segment import Segment
+    from evalfleet.alerts.segment import Segment
 
     if text.strip() in ("", "(all)", "all"):
         return Segment()

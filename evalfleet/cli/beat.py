@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from evalfleet.cli.context import CliState, pass_state, require_schema
-from evalfleet.errors import EvalfleetError
+from evalfleet.core.errors import EvalfleetError
 
 
 @click.command()
@@ -17,12 +17,12 @@ def beat(state: CliState, loglevel: str) -> None:
     Runs Celery beat embedded in a one-slot worker on the evalfleet.alerts queue. Safe
     to run twice: each rule is evaluated once per cycle and each transition notified once.
     """
-    from evalfleet.broker import is_redis
-    from evalfleet.message import queue_for
-    from evalfleet.metric import load_registry
-    from workers.alerts import load_rule_set
-    from workers.alerts.schedule import ALERT_QUEUE, register_alert_beat
-    from workers.alerts.telemetry import default_alert_telemetry
+    from evalfleet.alerts import load_rule_set
+    from evalfleet.alerts.schedule import ALERT_QUEUE, register_alert_beat
+    from evalfleet.alerts.telemetry import default_alert_telemetry
+    from evalfleet.broker.queues import is_redis
+    from evalfleet.core.message import queue_for
+    from evalfleet.core.metric import load_registry
     from workers.app import create_app
     from workers.telemetry import start_metrics_server
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import click
 
-from evalfleet.errors import BrokerUnavailable, InvalidInput, StoreUnavailable, UnknownMetric
-from evalfleet.settings import REDIS_SCHEMES
+from evalfleet.core.errors import BrokerUnavailable, InvalidInput, StoreUnavailable, UnknownMetric
+from evalfleet.core.settings import REDIS_SCHEMES
 
 __all__ = ["FleetGroup", "SetupError", "explain"]
 

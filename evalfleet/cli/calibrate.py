@@ -69,8 +69,8 @@ def _compare(state: CliState, *, metric: str, since: str, as_json: bool) -> None
     from evalfleet.calibration.report import format_report
     from evalfleet.calibration.run import compare_shadows
     from evalfleet.cli.context import parse_time
-    from evalfleet.metric import load_registry
-    from workers.store import open_store
+    from evalfleet.core.metric import load_registry
+    from evalfleet.store import open_store
 
     try:
         since_at = parse_time(since)

@@ -8,7 +8,7 @@ import click
 from pydantic import ValidationError
 
 from evalfleet.cli.boundary import SetupError
-from evalfleet.settings import Settings
+from evalfleet.core.settings import Settings
 
 #: Relative time units accepted by --since / --until.
 _UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -47,7 +47,7 @@ def require_schema(settings: Settings) -> None:
     Raises:
         StoreUnavailable: When the database cannot be reached or has no schema.
     """
-    from workers.store import open_store
+    from evalfleet.store import open_store
 
     store = open_store(settings.resolved_database_url(), pool_size=1)
     try:

@@ -13,7 +13,7 @@ from evalfleet.cli.alerts import render_table
 from evalfleet.cli.context import CliState, parse_time, pass_state
 
 if TYPE_CHECKING:
-    from workers.ops.dead_letter import DeadLetterFilter, ReplayReport
+    from evalfleet.ops.dead_letter import DeadLetterFilter, ReplayReport
 
 #: Characters of the error shown in the table (``--json`` has it whole).
 ERROR_COLUMN_CHARS = 60
@@ -38,7 +38,7 @@ def _filter_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _selection(metric: str | None, error_class: str | None, since: str | None,
                until: str | None, limit: int | None) -> DeadLetterFilter:
-    from workers.ops.dead_letter import DeadLetterFilter
+    from evalfleet.ops.dead_letter import DeadLetterFilter
 
     try:
         return DeadLetterFilter(metric=metric, error_class=error_class, since=parse_time(since),
@@ -61,8 +61,8 @@ def dead_letters_list(state: CliState, metric: str | None, error_class: str | No
                       since: str | None, until: str | None, limit: int | None,
                       as_json: bool) -> None:
     """List dead letters, oldest first."""
-    from workers.ops.dead_letter import dead_letter_json, iter_dead_letters
-    from workers.store import open_store
+    from evalfleet.ops.dead_letter import dead_letter_json, iter_dead_letters
+    from evalfleet.store import open_store
 
     selection = _selection(metric, error_class, since, until, limit)
     store = open_store(state.settings.resolved_database_url(), pool_size=1)
@@ -95,9 +95,9 @@ def dead_letters_replay(state: CliState, metric: str | None, error_class: str | 
     replayed twice, even by two replays at once. Letters whose payload is not a job
     stay in place. Exits with 1 when the broker could not be reached.
     """
+    from evalfleet.ops.dead_letter import replay_dead_letters
+    from evalfleet.store import open_store
     from producers.enqueuer import Enqueuer
-    from workers.ops.dead_letter import replay_dead_letters
-    from workers.store import open_store
 
     selection = _selection(metric, error_class, since, until, limit)
     store = open_store(state.settings.resolved_database_url(), pool_size=1)
@@ -133,8 +133,8 @@ def dead_letters_purge(state: CliState, metric: str | None, error_class: str | N
                        since: str | None, until: str | None, limit: int | None,
                        dry_run: bool, yes: bool) -> None:
     """Delete dead letters for good, in batches."""
-    from workers.ops.dead_letter import purge_dead_letters
-    from workers.store import open_store
+    from evalfleet.ops.dead_letter import purge_dead_letters
+    from evalfleet.store import open_store
 
     selection = _selection(metric, error_class, since, until, limit)
     if selection.selects_all and not yes and not dry_run:

@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from evalfleet.cli.context import CliState, pass_state
-from evalfleet.errors import EvalfleetError
-from evalfleet.log import install_secret_filter
+from evalfleet.core.errors import EvalfleetError
+from evalfleet.core.log import install_secret_filter
 
 
 @click.command()

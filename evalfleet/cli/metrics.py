@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from evalfleet.cli.context import CliState, pass_state
-from evalfleet.errors import EvalfleetError
+from evalfleet.core.errors import EvalfleetError
 
 
 @click.group(invoke_without_command=True)
@@ -14,7 +14,7 @@ def metrics(ctx: click.Context) -> None:
     """List the metrics with their queues and prompt versions (or see `show`)."""
     if ctx.invoked_subcommand is not None:
         return
-    from evalfleet.metric import load_registry
+    from evalfleet.core.metric import load_registry
 
     state = ctx.ensure_object(CliState)
     for metric in load_registry(state.settings.metrics_dir):
@@ -29,8 +29,8 @@ def metrics(ctx: click.Context) -> None:
 @pass_state
 def metrics_show(state: CliState, name: str, sample_path: str | None) -> None:
     """Show metric NAME: its file, version, scores, and the messages a sample renders to."""
-    from evalfleet.metric import load_registry
-    from evalfleet.sample import parse_sample_line
+    from evalfleet.core.metric import load_registry
+    from evalfleet.core.sample import parse_sample_line
     from producers.source import read_lines
     from workers.renderer import render_messages
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from evalfleet.cli.context import CliState, pass_state
-from evalfleet.errors import BrokerUnavailable, EvalfleetError
+from evalfleet.core.errors import BrokerUnavailable, EvalfleetError
 
 if TYPE_CHECKING:
     from producers.pipeline import Pipeline, ProduceStats

@@ -23,9 +23,9 @@ def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
     EVALFLEET_SAMPLE_RETENTION_DAYS, in small transactions (safe to run while the
     fleet works, and to interrupt: the next run carries on).
     """
-    from workers.ops.purger import Purger
-    from workers.ops.retention import RetentionPolicy
-    from workers.store import open_store
+    from evalfleet.ops.purger import Purger
+    from evalfleet.ops.retention import RetentionPolicy
+    from evalfleet.store import open_store
 
     policy = RetentionPolicy.from_settings(state.settings)
     sample_days = state.settings.sample_retention_days
@@ -65,7 +65,7 @@ def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
 
 def _purge_samples(engine: Engine, *, before: datetime, batch_rows: int, dry_run: bool) -> None:
     """Apply EVALFLEET_SAMPLE_RETENTION_DAYS: the verdicts stay, their samples go."""
-    from workers.store.evidence import purge_samples
+    from evalfleet.store.evidence import purge_samples
 
     count, transactions = purge_samples(engine, before=before, batch_rows=batch_rows,
                                         dry_run=dry_run)

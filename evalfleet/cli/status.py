@@ -13,12 +13,12 @@ import click
 
 from evalfleet.cli.alerts import render_table
 from evalfleet.cli.context import CliState, pass_state
-from evalfleet.errors import EvalfleetError
+from evalfleet.core.errors import EvalfleetError
 
 if TYPE_CHECKING:
-    from evalfleet.settings import Settings
-    from workers.ops.monitor import MonitorOptions
-    from workers.ops.status import FleetStatus, QueueStatus
+    from evalfleet.core.settings import Settings
+    from evalfleet.ops.monitor import MonitorOptions
+    from evalfleet.ops.status import FleetStatus, QueueStatus
 
 #: Durations: a number with a unit (s, m, h, d), or plain seconds.
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
@@ -69,9 +69,9 @@ def status(state: CliState, metrics: tuple[str, ...], window: str, concurrency: 
     Workers come from Little's law: arrivals x judge calls per job x call latency /
     calls in flight per worker, capped by the judge's rate limits.
     """
-    from workers.ops.monitor import StatusMonitor
-    from workers.ops.queue import open_queue_probe
-    from workers.store import open_store
+    from evalfleet.broker.probe import open_queue_probe
+    from evalfleet.ops.monitor import StatusMonitor
+    from evalfleet.store import open_store
 
     settings = state.settings
     options = monitor_options(settings, metrics=metrics, window_s=parse_duration_s(window),
@@ -104,9 +104,9 @@ def monitor_options(settings: Settings, *, metrics: tuple[str, ...], window_s: f
     Raises:
         click.UsageError: For an unknown metric.
     """
-    from evalfleet.metric import load_registry
-    from workers.ops.capacity import RateLimit
-    from workers.ops.monitor import MonitorOptions
+    from evalfleet.core.metric import load_registry
+    from evalfleet.ops.capacity import RateLimit
+    from evalfleet.ops.monitor import MonitorOptions
     from workers.runtime import budget_for
 
     registry = load_registry(settings.metrics_dir)
@@ -127,7 +127,7 @@ def monitor_options(settings: Settings, *, metrics: tuple[str, ...], window_s: f
 
 
 def _show(fleet: FleetStatus, *, as_json: bool, clear: bool) -> None:
-    from workers.ops.status import status_json
+    from evalfleet.ops.status import status_json
 
     if as_json:
         click.echo(json.dumps(status_json(fleet)))
@@ -206,7 +206,7 @@ def _notes(queue: QueueStatus) -> list[str]:
 
 
 def _identity_notes(fleet: FleetStatus) -> list[str]:
-    from workers.ops.status import identity_changes
+    from evalfleet.ops.status import identity_changes
 
     notes = []
     for model, identities in identity_changes(fleet.identities).items():

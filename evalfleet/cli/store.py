@@ -8,15 +8,15 @@ import sys
 import click
 
 from evalfleet.cli.context import CliState, parse_time, pass_state
-from evalfleet.message import PURPOSES
+from evalfleet.core.message import PURPOSES
 
 
 @click.command()
 @pass_state
 def migrate(state: CliState) -> None:
     """Create or upgrade the verdict store's schema (Alembic)."""
-    from workers.store import migrate as run_migrations
-    from workers.store import open_store
+    from evalfleet.store import migrate as run_migrations
+    from evalfleet.store import open_store
 
     store = open_store(state.settings.resolved_database_url())
     try:
@@ -41,8 +41,8 @@ def migrate(state: CliState) -> None:
 def export(state: CliState, metric: str | None, since: str | None, until: str | None,
            with_sample: bool, purposes: tuple[str, ...]) -> None:
     """Write verdicts to stdout as JSONL, oldest first."""
-    from workers.store import open_store
-    from workers.store.export import export_row
+    from evalfleet.store import open_store
+    from evalfleet.store.export import export_row
 
     try:
         since_at, until_at = parse_time(since), parse_time(until)
@@ -67,7 +67,7 @@ def cost(state: CliState, days: int) -> None:
     """Judge spend per metric and UTC day: verdicts, tokens, US dollars."""
     from datetime import UTC, datetime, timedelta
 
-    from workers.store import open_store
+    from evalfleet.store import open_store
 
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     store = open_store(state.settings.resolved_database_url())

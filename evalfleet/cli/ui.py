@@ -8,8 +8,8 @@ from typing import Any
 import click
 
 from evalfleet.cli.context import CliState, pass_state
-from evalfleet.errors import EvalfleetError
-from evalfleet.log import install_secret_filter
+from evalfleet.core.errors import EvalfleetError
+from evalfleet.core.log import install_secret_filter
 
 #: Addresses the page may serve on without a token.
 _LOOPBACK_NAMES = ("localhost",)
@@ -58,14 +58,14 @@ def build_ui_app(settings: Any, *, token: str | None) -> Any:
     Raises:
         InvalidAlertRule: When the rules file is invalid.
     """
+    from evalfleet.alerts import load_rule_set
+    from evalfleet.broker.probe import open_queue_probe
     from evalfleet.cli.status import monitor_options
+    from evalfleet.ops.monitor import StatusMonitor
+    from evalfleet.ops.status import status_json
+    from evalfleet.store import open_store
     from evalfleet.web import UiOptions, create_app
     from evalfleet.web.pages import PageData
-    from workers.alerts import load_rule_set
-    from workers.ops.monitor import StatusMonitor
-    from workers.ops.queue import open_queue_probe
-    from workers.ops.status import status_json
-    from workers.store import open_store
 
     rules = load_rule_set(settings)
     store = open_store(settings.resolved_database_url(), pool_size=4)

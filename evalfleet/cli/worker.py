@@ -7,7 +7,7 @@ import os
 import click
 
 from evalfleet.cli.context import CliState, pass_state, require_schema
-from evalfleet.errors import EvalfleetError
+from evalfleet.core.errors import EvalfleetError
 
 
 @click.command()
@@ -26,9 +26,9 @@ def worker(state: CliState, queues: str, concurrency: int | None, loglevel: str)
     SIGTERM: no new jobs; running ones get EVALFLEET_SHUTDOWN_GRACE_S to finish,
     then go back to the queue. EVALFLEET_HEALTH_PORT serves /livez and /readyz.
     """
-    from evalfleet.broker import is_redis
-    from evalfleet.message import queue_for
-    from evalfleet.metric import load_registry
+    from evalfleet.broker.queues import is_redis
+    from evalfleet.core.message import queue_for
+    from evalfleet.core.metric import load_registry
     from workers.app import create_app, prepare_worker
     from workers.health import WorkerActivity, WorkerHealth, serve_health
     from workers.runtime import task_slots

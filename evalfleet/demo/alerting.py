@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from evalfleet.settings import Settings
+from evalfleet.core.settings import Settings
 
 #: The demo's rule, as written in ``rules.yaml``.
 RULE_NAME = "support_faithfulness_drop"
@@ -75,14 +75,14 @@ def replay_alerts(settings: Settings, *, first: datetime, last: datetime,
     Returns:
         The segments that fired, and the one shown.
     """
-    from workers.alerts import open_alert_engine
-    from workers.alerts.ledger import load_states
-    from workers.alerts.terminal import most_telling, render_alert_view
-    from workers.alerts.view import load_alert_view
+    from evalfleet.alerts import open_alert_engine
+    from evalfleet.alerts.ledger import load_states
+    from evalfleet.alerts.terminal import most_telling, render_alert_view
+    from evalfleet.alerts.view import load_alert_view
 
     engine = open_alert_engine(settings, deliver=False)
     # The engine logs each firing as a warning; here the demo prints them itself.
-    engine_log = logging.getLogger("workers.alerts.engine")
+    engine_log = logging.getLogger("evalfleet.alerts.engine")
     level = engine_log.level
     engine_log.setLevel(logging.ERROR)
     try:

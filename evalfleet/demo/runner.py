@@ -19,17 +19,17 @@ from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
+from evalfleet.core.errors import InvalidSample
+from evalfleet.core.message import Job
+from evalfleet.core.metric import load_registry
+from evalfleet.core.settings import Settings, mask_url
 from evalfleet.demo.alerting import RULE_NAME, demo_rules_file, replay_alerts
 from evalfleet.demo.summary import format_summary, summarise
-from evalfleet.errors import InvalidSample
 from evalfleet.localfleet import start_simulator, start_worker, stop_worker
-from evalfleet.message import Job
-from evalfleet.metric import load_registry
-from evalfleet.settings import Settings, mask_url
+from evalfleet.store import DeadLetter, VerdictRecord, VerdictStore, migrate, open_store
 from producers.enqueuer import Enqueuer
 from producers.pipeline import produce
 from producers.source import read_lines
-from workers.store import DeadLetter, VerdictRecord, VerdictStore, migrate, open_store
 
 #: Longest the demo waits for the worker to finish, in seconds.
 DRAIN_TIMEOUT_S = 300.0

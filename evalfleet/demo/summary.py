@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import fmean
 
-from workers.store import VerdictRecord
+from evalfleet.store import VerdictRecord
 
 #: Attributes that make a segment in the summary.
 SEGMENT_KEYS = ("app", "route", "prompt_version")

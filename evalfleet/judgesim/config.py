@@ -12,7 +12,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from evalfleet.errors import InvalidInput
+from evalfleet.core.errors import InvalidInput
 
 #: How a malformed verdict is broken. Each kind leaves text that strict JSON rejects.
 MalformedKind = Literal[

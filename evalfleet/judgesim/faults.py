@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evalfleet.errors import InvalidInput
+from evalfleet.core.errors import InvalidInput
 from evalfleet.judgesim.config import MalformedKind, SimConfig
 
 #: What the simulator did with a request, as counted in ``by_outcome``.

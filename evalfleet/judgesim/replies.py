@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from evalfleet.errors import InvalidInput
+from evalfleet.core.errors import InvalidInput
 from evalfleet.judgesim.config import MalformedKind
 from evalfleet.judgesim.directive import parse_directives
 from evalfleet.judgesim.faults import Fault

@@ -20,7 +20,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 
-from evalfleet.errors import EvalfleetError
+from evalfleet.core.errors import EvalfleetError
 from evalfleet.judgesim.config import InvalidSimConfig, SimConfig
 from evalfleet.judgesim.faults import InvalidScript
 from evalfleet.judgesim.replies import prompt_key

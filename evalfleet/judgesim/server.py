@@ -38,7 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from evalfleet.errors import EvalfleetError, InvalidInput
+from evalfleet.core.errors import EvalfleetError, InvalidInput
 from evalfleet.judgesim.config import InvalidSimConfig, SimConfig
 from evalfleet.judgesim.faults import (
     OUTCOMES,

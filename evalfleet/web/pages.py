@@ -12,20 +12,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from evalfleet.log import scrub
-from evalfleet.web.charts import histogram, polyline, y_of
-from workers.alerts.alert import format_duration
-from workers.alerts.rule import PinnedBaseline, Rule, RuleSet, parse_duration
-from workers.alerts.segment import Segment
-from workers.alerts.view import load_alert_view, load_history, load_scored, load_trend
-from workers.store.pages import (
+from evalfleet.alerts.alert import format_duration
+from evalfleet.alerts.rule import PinnedBaseline, Rule, RuleSet, parse_duration
+from evalfleet.alerts.segment import Segment
+from evalfleet.alerts.view import load_alert_view, load_history, load_scored, load_trend
+from evalfleet.core.log import scrub
+from evalfleet.store.pages import (
     count_by_metric,
     load_dead_letters,
     load_points,
     load_state_rows,
     load_verdict,
 )
-from workers.store.sql import SqlStore
+from evalfleet.store.sql import SqlStore
+from evalfleet.web.charts import histogram, polyline, y_of
 
 #: Evaluations a sparkline shows.
 SPARK_POINTS = 48

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import redis
 
-from evalfleet.errors import BrokerUnavailable
+from evalfleet.core.errors import BrokerUnavailable
 from producers.dedupe.base import Deduper
 
 #: Prefix of the keys that mark a job as published.

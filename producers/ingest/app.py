@@ -22,8 +22,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from evalfleet.errors import BrokerUnavailable
-from evalfleet.log import scrub
+from evalfleet.core.errors import BrokerUnavailable
+from evalfleet.core.log import scrub
 from producers.ingest.auth import check_bearer
 from producers.ingest.body import Problem, build_report, parse_body
 from producers.ingest.openapi import openapi_spec

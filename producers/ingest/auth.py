@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from evalfleet.errors import InvalidInput
-from evalfleet.settings import Settings
+from evalfleet.core.errors import InvalidInput
+from evalfleet.core.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)

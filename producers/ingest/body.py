@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalfleet import jsontext
+from evalfleet.core import jsontext
 from producers.pipeline import RecordResult
 
 
@@ -35,7 +35,7 @@ def parse_body(raw: bytes, *, max_batch: int) -> list[tuple[str, Any]] | Problem
     Returns:
         ``(record name, decoded JSON)`` pairs, or the problem: 400 for a body that is
         not JSON, 422 for one that holds no samples or is one sample nested past
-        :data:`evalfleet.jsontext.HARD_MAX_DEPTH` (the records of a batch that does are
+        :data:`evalfleet.core.jsontext.HARD_MAX_DEPTH` (the records of a batch that does are
         returned as undecoded bytes, each screened on its own), 413 for a batch over
         ``max_batch``.
     """

@@ -1,14 +1,14 @@
 """The OpenAPI 3.1 description of the ingest service, served at ``/openapi.json``.
 
 Written by hand, except the sample's schema, which comes from the
-:class:`~evalfleet.sample.Sample` model so the two cannot drift apart.
+:class:`~evalfleet.core.sample.Sample` model so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from evalfleet.sample import Sample
+from evalfleet.core.sample import Sample
 
 #: The API's version (not the package's): bumped on incompatible changes.
 API_VERSION = "1.0.0"

@@ -28,12 +28,13 @@ from typing import Any
 
 import psycopg
 
-from evalfleet.errors import BrokerUnavailable
+from evalfleet.core.errors import BrokerUnavailable
+from evalfleet.core.message import Job, new_job, queue_for
+from evalfleet.core.metric import load_registry
+from evalfleet.core.sample import parse_sample
+from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim, SimConfig, prompt_key
-from evalfleet.message import Job, new_job, queue_for
-from evalfleet.metric import load_registry
-from evalfleet.sample import parse_sample
-from evalfleet.settings import Settings
+from evalfleet.store import VerdictKey
 from producers.enqueuer import Enqueuer
 from tests.chaos.books import (
     Allowance,
@@ -46,7 +47,6 @@ from tests.chaos.books import (
 from tests.chaos.services import ChaosServices
 from tests.helpers import WorkerProcess
 from workers.renderer import render_messages
-from workers.store import VerdictKey
 
 logger = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from evalfleet.core.message import Job
 from evalfleet.judgesim import RunningSim
-from evalfleet.message import Job
 from tests.chaos.books import Allowance, RunResult
 from tests.chaos.fleet import ChaosRun
 from tests.chaos.services import ChaosServices

@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 import redis
 
-from workers.store import migrate, open_store
+from evalfleet.store import migrate, open_store
 
 #: Where the PostgreSQL binaries live (Debian layout); the newest version is used.
 POSTGRES_BIN_GLOB = "/usr/lib/postgresql/*/bin"

@@ -13,9 +13,9 @@ import pytest
 import redis
 from celery import Celery, Task
 
-from evalfleet.message import EVALUATE_TASK, encode_batch, encode_job, new_job
-from evalfleet.sample import parse_sample
-from evalfleet.settings import Settings
+from evalfleet.core.message import EVALUATE_TASK, encode_batch, encode_job, new_job
+from evalfleet.core.sample import parse_sample
+from evalfleet.core.settings import Settings
 from tests.helpers import DeferringJudge, queued
 from workers.app import STORE_PAUSE_S, celery_config, create_app, run_message
 from workers.runtime import Runtime, build_runtime

@@ -9,9 +9,9 @@ import re
 from functools import cache
 from typing import Any
 
+from evalfleet.core.metric import MetricRegistry, load_registry
+from evalfleet.core.sample import parse_sample
 from evalfleet.judgesim import Fault, Prompt, build_reply
-from evalfleet.metric import MetricRegistry, load_registry
-from evalfleet.sample import parse_sample
 from workers.renderer import render_messages
 
 Messages = list[dict[str, Any]]

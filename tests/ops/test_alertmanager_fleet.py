@@ -25,14 +25,14 @@ import yaml
 from click.testing import CliRunner, Result
 
 from evalfleet.cli import main
-from evalfleet.settings import Settings
+from evalfleet.core.settings import Settings
+from evalfleet.store import VerdictStore
+from tests.evalfleet.alerts.conftest import write_rules
+from tests.evalfleet.alerts.receiver import Received, Receiver
 from tests.helpers import WorkerProcess, wait_until
 from tests.ops.dashboard import ROOT
 from tests.ops.servers import Alertmanager, binary
 from tests.ops.traffic import traffic, write_jsonl
-from tests.workers.alerts.conftest import write_rules
-from tests.workers.alerts.receiver import Received, Receiver
-from workers.store import VerdictStore
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -22,15 +22,15 @@ from typing import Any
 import pytest
 import yaml
 
+from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
-from evalfleet.settings import Settings
+from evalfleet.store import VerdictStore
+from tests.evalfleet.alerts.conftest import write_rules
+from tests.evalfleet.alerts.receiver import Receiver
 from tests.helpers import WorkerProcess, wait_until
 from tests.ops.dashboard import ROOT, dashboard_expressions, metric_names
 from tests.ops.servers import Prometheus, free_port, get_json, ready, stop_process
 from tests.ops.traffic import traffic, write_jsonl
-from tests.workers.alerts.conftest import write_rules
-from tests.workers.alerts.receiver import Receiver
-from workers.store import VerdictStore
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evalfleet.sample import Sample, parse_sample
-from evalfleet.settings import Settings
+from evalfleet.core.sample import Sample, parse_sample
+from evalfleet.core.settings import Settings
 from producers.policy import Fallbacks, Policy, default_policy, parse_policy
 from tests.helpers import queued as queued  # re-exported for the producer tests
 from tests.helpers import queued_ids as queued_ids

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from evalfleet.settings import Settings
+from evalfleet.core.settings import Settings
 from tests.producers.builders import producer_settings
 
 
@@ -19,14 +19,6 @@ from tests.producers.builders import producer_settings
 def psettings(redis_url: str, tmp_path: Path) -> Settings:
     """Producer settings on this test's Redis database."""
     return producer_settings(redis_url, tmp_path)
-
-
-@pytest.fixture
-def redis_client(redis_url: str) -> Iterator[redis.Redis]:
-    """A client on this test's Redis database."""
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
 
 
 class OwnRedis:

@@ -9,14 +9,14 @@ import pytest
 import redis
 from prometheus_client import REGISTRY
 
-from evalfleet.budget import budget_day
-from evalfleet.errors import BrokerUnavailable
-from evalfleet.metric import load_registry
-from evalfleet.settings import Settings
-from evalfleet.spend import SpendLedger
+from evalfleet.broker.depth import CachedQueueDepth, RedisQueueDepth
+from evalfleet.core.budget import budget_day
+from evalfleet.core.errors import BrokerUnavailable
+from evalfleet.core.metric import load_registry
+from evalfleet.core.settings import Settings
+from evalfleet.core.spend import SpendLedger
 from producers.budget import BudgetGate
 from producers.dedupe import RedisDeduper
-from producers.depth import CachedQueueDepth, RedisQueueDepth
 from producers.dispatcher import Dispatcher, shadows
 from producers.enqueuer import Enqueuer
 from producers.limits import FieldLimits

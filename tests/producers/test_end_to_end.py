@@ -23,9 +23,9 @@ from click.testing import CliRunner
 from pydantic import SecretStr
 
 from evalfleet.cli import main
-from evalfleet.settings import Settings
+from evalfleet.core.settings import Settings
+from evalfleet.sdk import Submitter
 from producers.sampler import is_sampled
-from producers.sdk import Submitter
 from tests.brokers import EVERY_BROKER
 from tests.helpers import WorkerProcess, wait_until
 from tests.producers.builders import APPS, record

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from evalfleet.errors import BrokerUnavailable
-from evalfleet.message import decode_job, new_job
-from evalfleet.settings import Settings
+from evalfleet.core.errors import BrokerUnavailable
+from evalfleet.core.message import decode_job, new_job
+from evalfleet.core.settings import Settings
 from producers.enqueuer import Enqueuer
 from tests.producers.builders import producer_settings, queued, sample
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import redis
 
-from evalfleet.errors import InvalidSample
-from evalfleet.settings import Settings
+from evalfleet.core.errors import InvalidSample
+from evalfleet.core.settings import Settings
 from producers.follow import follow
 from producers.offsets import OffsetStore
 from producers.pipeline import ProduceStats

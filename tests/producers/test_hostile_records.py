@@ -17,19 +17,19 @@ from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 from evalfleet.cli import main
-from evalfleet.errors import InvalidSample
+from evalfleet.core.errors import InvalidSample
+from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
-from evalfleet.settings import Settings
+from evalfleet.sdk import Submitter
+from evalfleet.store import VerdictStore
 from producers.follow import follow
 from producers.ingest import create_app
 from producers.offsets import OffsetStore
 from producers.runtime import ProducerRuntime
-from producers.sdk import Submitter
 from producers.tail import Tail
 from tests.helpers import WorkerProcess, wait_until
 from tests.producers.builders import queued_ids, record
 from tests.producers.hostile import Hostile, hostile_records
-from workers.store import VerdictStore
 
 HOSTILE = hostile_records(0)
 
@@ -204,7 +204,7 @@ def test_the_good_records_around_hostile_ones_become_verdicts(
 def test_a_sample_object_built_in_the_application_is_checked_too(
     psettings: Settings, redis_client: redis.Redis,
 ) -> None:
-    from evalfleet.sample import Sample
+    from evalfleet.core.sample import Sample
 
     submitter = Submitter(psettings, metrics=["rag_qa"])
     built = Sample.model_construct(**{**json.loads(good(0)), "input": "nul\x00"})

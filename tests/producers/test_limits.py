@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from evalfleet.errors import InvalidSample
-from evalfleet.settings import Settings
+from evalfleet.core.errors import InvalidSample
+from evalfleet.core.settings import Settings
 from producers.limits import FieldLimits, check_limits
 from tests.producers.builders import sample
 

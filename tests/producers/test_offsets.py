@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from evalfleet.errors import InvalidInput
+from evalfleet.core.errors import InvalidInput
 from producers.offsets import OffsetStore, Position, default_offset_path, file_fingerprint
 
 

@@ -6,10 +6,10 @@ import json
 
 import redis
 
-from evalfleet.errors import InvalidSample
-from evalfleet.message import Job
-from evalfleet.metric import load_registry
-from evalfleet.settings import Settings
+from evalfleet.core.errors import InvalidSample
+from evalfleet.core.message import Job
+from evalfleet.core.metric import load_registry
+from evalfleet.core.settings import Settings
 from producers.pipeline import Pipeline, produce, run_lines
 from producers.runtime import ProducerRuntime
 from tests.producers.builders import queued_ids, record

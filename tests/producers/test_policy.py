@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from evalfleet.errors import InvalidSamplingConfig
-from evalfleet.settings import Settings
+from evalfleet.core.errors import InvalidSamplingConfig
+from evalfleet.core.settings import Settings
 from producers.policy import Fallbacks, max_delay_for, parse_policy
 from tests.producers.builders import policy
 
@@ -126,7 +126,7 @@ def test_redactor_of_the_policy() -> None:
 def test_the_example_config_is_valid() -> None:
     from pathlib import Path
 
-    from evalfleet.metric import load_registry
+    from evalfleet.core.metric import load_registry
 
     example = Path(__file__).parents[2] / "ops" / "sampling.example.yaml"
     loaded = parse_policy(example.read_bytes(), source=str(example), fallbacks=Fallbacks(),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evalfleet.errors import InvalidSamplingConfig
+from evalfleet.core.errors import InvalidSamplingConfig
 from producers.policy import Fallbacks
 from producers.reloader import PolicyReloader
 

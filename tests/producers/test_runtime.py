@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalfleet.budget import budget_day
-from evalfleet.spend import SpendLedger
+from evalfleet.core.budget import budget_day
+from evalfleet.core.spend import SpendLedger
 from producers.runtime import ProducerRuntime
 from tests.brokers import ready_counts
 from tests.producers.builders import producer_settings, record

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalfleet.metric import load_registry
+from evalfleet.core.metric import load_registry
 from producers.limits import FieldLimits
 from producers.quota import SegmentQuota
 from producers.screen import Admitted, Rejected, SampledOut, Screen

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import redis
 
-import producers
-from evalfleet.settings import Settings
+from evalfleet import sdk
+from evalfleet.core.settings import Settings
+from evalfleet.sdk import Submitter
 from producers.runtime import ProducerRuntime
-from producers.sdk import Submitter
 from tests.helpers import wait_until
 from tests.producers.builders import producer_settings, queued_ids, record, sample
 from tests.producers.conftest import OwnRedis
@@ -160,26 +160,25 @@ def test_a_configuration_that_cannot_load_is_logged_and_counted(
     submitter.close()
 
 
-def test_module_level_api(redis_url: str, redis_client: redis.Redis, tmp_path: Path,
-                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from producers import submit
-
+def test_module_level_api_under_evalfleet_sdk(redis_url: str, redis_client: redis.Redis,
+                                              tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     config = tmp_path / "sampling.yaml"
     config.write_text("metrics: {rag_qa: {rate: 1.0}, context_precision: {rate: 0.0}}")
     monkeypatch.setenv("EVALFLEET_BROKER_URL", redis_url)
     monkeypatch.setenv("EVALFLEET_SAMPLING_CONFIG", str(config))
-    producers.shutdown()
+    sdk.shutdown()
     try:
         for n in range(5):
-            assert submit(record(n)) == "queued"  # settings from the environment
-        assert producers.flush(timeout_s=10)
-        assert producers.stats().enqueued == {"rag_qa": 5}
-        assert producers.stats().sampled_out == 0
-        producers.configure(producer_settings(redis_url, tmp_path), metrics=["bbh_match"])
-        assert submit(record(7)) == "queued"
-        assert producers.flush(timeout_s=10)
-        assert producers.stats().enqueued == {"bbh_match": 1}
+            assert sdk.submit(record(n)) == "queued"  # settings from the environment
+        assert sdk.flush(timeout_s=10)
+        assert sdk.stats().enqueued == {"rag_qa": 5}
+        assert sdk.stats().sampled_out == 0
+        sdk.configure(producer_settings(redis_url, tmp_path), metrics=["bbh_match"])
+        assert sdk.submit(record(7)) == "queued"
+        assert sdk.flush(timeout_s=10)
+        assert sdk.stats().enqueued == {"bbh_match": 1}
     finally:
-        producers.shutdown()
+        sdk.shutdown()
     assert len(queued_ids(redis_client, "rag_qa")) == 5
     assert len(queued_ids(redis_client, "bbh_match")) == 1

@@ -29,6 +29,6 @@ def serve() -> Iterator[Any]:
         item.stop()
 
 
-from tests.workers.alerts.conftest import alert_database  # noqa: E402
+from tests.evalfleet.alerts.conftest import alert_database  # noqa: E402
 
 __all__ = ["Served", "alert_database", "serve"]

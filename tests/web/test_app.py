@@ -10,14 +10,14 @@ from typing import Any
 import httpx
 import pytest
 
+from evalfleet.alerts import open_alert_engine
 from evalfleet.cli.ui import build_ui_app, is_loopback
-from evalfleet.settings import Settings
-from tests.workers.alerts import stream
-from tests.workers.alerts.conftest import BOTH_DATABASES, write_rules
-from tests.workers.alerts.notifier.test_evidence import plant_worst
-from tests.workers.alerts.test_engine import DROP_RULE, MINUTE, T0, history, run
-from workers.alerts import open_alert_engine
-from workers.store import DeadLetter, migrate, open_store
+from evalfleet.core.settings import Settings
+from evalfleet.store import DeadLetter, migrate, open_store
+from tests.evalfleet.alerts import stream
+from tests.evalfleet.alerts.conftest import BOTH_DATABASES, write_rules
+from tests.evalfleet.alerts.notifier.test_evidence import plant_worst
+from tests.evalfleet.alerts.test_engine import DROP_RULE, MINUTE, T0, history, run
 
 MARKUP = '<script>alert(1)</script><img src=x onerror="alert(2)"> javascript:alert(3)'
 

@@ -24,7 +24,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 from evalfleet.cli.ui import build_ui_app
-from evalfleet.settings import Settings
+from evalfleet.core.settings import Settings
 from tests.served import Served
 
 pytestmark = pytest.mark.browser

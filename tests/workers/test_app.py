@@ -10,13 +10,13 @@ import pytest
 import redis
 from celery import Celery, Task
 
-from evalfleet.message import EVALUATE_TASK, encode_job, new_job
-from evalfleet.sample import parse_sample
-from evalfleet.settings import Settings
+from evalfleet.core.message import EVALUATE_TASK, encode_job, new_job
+from evalfleet.core.sample import parse_sample
+from evalfleet.core.settings import Settings
+from evalfleet.store import SqlStore
 from workers.app import REDIS_TRANSPORT, celery_config, create_app, run_message
 from workers.runtime import Runtime, build_runtime
 from workers.shutdown import DeadlineJudge, ShutdownDeadline
-from workers.store import SqlStore
 
 SAMPLE = {"id": "req-1", "input": "q", "output": "a"}
 

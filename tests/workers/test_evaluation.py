@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from evalfleet.budget import Price, budget_day
+from evalfleet.core.budget import Price, budget_day
+from evalfleet.core.message import Job, new_job
+from evalfleet.core.metric import load_registry
+from evalfleet.core.sample import parse_sample
+from evalfleet.core.spend import SpendLedger
 from evalfleet.judgesim import RunningSim, simulated_scores
-from evalfleet.message import Job, new_job
-from evalfleet.metric import load_registry
-from evalfleet.sample import parse_sample
-from evalfleet.spend import SpendLedger
+from evalfleet.store import SqlStore
 from tests.helpers import DeferringJudge
 from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import (
@@ -28,7 +29,6 @@ from workers.judge import (
     OpenAIJudge,
 )
 from workers.renderer import render_messages
-from workers.store import SqlStore
 from workers.telemetry import Telemetry
 
 SAMPLE = {"id": "req-1", "input": "How long is the refund window?",

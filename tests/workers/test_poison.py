@@ -9,16 +9,16 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from evalfleet.core.message import Job, new_job
+from evalfleet.core.sample import parse_sample
+from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
-from evalfleet.message import Job, new_job
-from evalfleet.sample import parse_sample
-from evalfleet.settings import Settings
+from evalfleet.store import VerdictStore
+from evalfleet.store.storable import decode_original
 from producers.enqueuer import Enqueuer
 from tests.brokers import broker_idle
 from tests.helpers import WorkerProcess, wait_until
 from tests.workers.verdicts.test_hostile_replies import SHAPES
-from workers.store import VerdictStore
-from workers.store.storable import decode_original
 
 
 def sample(sample_id: str, **changes: Any) -> dict[str, Any]:

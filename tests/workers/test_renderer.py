@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from evalfleet.errors import InvalidMetricSpec
-from evalfleet.metric import MessageSpec, Metric, load_registry
-from evalfleet.sample import parse_sample
+from evalfleet.core.errors import InvalidMetricSpec
+from evalfleet.core.metric import MessageSpec, Metric, load_registry
+from evalfleet.core.sample import parse_sample
 from workers.renderer import check_templates, render_messages, template_placeholders
 
 TRICKY = 'Try {x}, {{ x }}, {0}, {__class__}, <score>5</score> and {"faithfulness": 1.0}'
@@ -68,7 +68,7 @@ def test_template_placeholders(syntax: str, template: str, names: set[str]) -> N
     "{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}",
 ])
 def test_a_jinja_template_cannot_render_without_bound(template: str) -> None:
-    from evalfleet.errors import InvalidSample
+    from evalfleet.core.errors import InvalidSample
 
     base = metric("rag_qa")
     spec = base.spec.model_copy(update={"messages": (

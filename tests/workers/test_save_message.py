@@ -13,20 +13,20 @@ from typing import Any
 import psycopg
 import pytest
 
-from evalfleet.broker import declare_queues, is_amqp
-from evalfleet.errors import InvalidMessage, JudgeError, StoreUnavailable
+from evalfleet.broker.queues import declare_queues, is_amqp
+from evalfleet.core.errors import InvalidMessage, JudgeError, StoreUnavailable
+from evalfleet.core.message import new_job
+from evalfleet.core.metric import load_registry
+from evalfleet.core.sample import parse_sample
+from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
-from evalfleet.message import new_job
-from evalfleet.metric import load_registry
-from evalfleet.sample import parse_sample
-from evalfleet.settings import Settings
+from evalfleet.store import DeadLetter, SqlStore, VerdictKey, VerdictRecord
 from tests.brokers import EVERY_BROKER, broker_idle
 from tests.helpers import WorkerProcess, wait_until
 from workers.app import create_app
 from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeClient, JudgeReply, JudgeRequest, JudgeRunner
 from workers.save_message import SAVE_TASK, UnsavedBatch, decode_save, encode_save
-from workers.store import DeadLetter, SqlStore, VerdictKey, VerdictRecord
 
 NOW = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from evalfleet.errors import WorkerShuttingDown
+from evalfleet.core.errors import WorkerShuttingDown
+from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
-from evalfleet.settings import Settings
+from evalfleet.store import VerdictStore
 from tests.brokers import EVERY_BROKER
 from tests.helpers import WorkerProcess, wait_until
 from tests.test_fleet import cli, export, make_samples, write_jsonl
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.runtime import build_judge, task_slots
 from workers.shutdown import DeadlineJudge, ShutdownDeadline
-from workers.store import VerdictStore
 
 
 def test_the_deadline_starts_once_and_expires_after_the_grace_period() -> None:

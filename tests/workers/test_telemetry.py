@@ -106,7 +106,7 @@ def test_the_ops_rules_and_dashboard_use_only_metrics_that_exist(redis_url: str)
 
     import yaml
 
-    from workers.alerts.telemetry import AlertTelemetry, SegmentSample
+    from evalfleet.alerts.telemetry import AlertTelemetry, SegmentSample
 
     registry = CollectorRegistry()
     telemetry = Telemetry(registry=registry)

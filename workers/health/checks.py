@@ -1,7 +1,7 @@
 """The I/O behind liveness and readiness: broker, database and judge, each with a timeout.
 
 Every check returns a :class:`~workers.health.readiness.CheckResult` and never
-raises; reading queue depths raises :class:`~evalfleet.errors.BrokerUnavailable`,
+raises; reading queue depths raises :class:`~evalfleet.core.errors.BrokerUnavailable`,
 the one place where the broker libraries' exceptions are translated here.
 """
 
@@ -22,9 +22,9 @@ from kombu.exceptions import KombuError, OperationalError
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from evalfleet.broker import broker_transport_options, is_redis
-from evalfleet.errors import BrokerUnavailable
-from evalfleet.settings import Settings, mask_url
+from evalfleet.broker.queues import broker_transport_options, is_redis
+from evalfleet.core.errors import BrokerUnavailable
+from evalfleet.core.settings import Settings, mask_url
 from workers.health.readiness import CheckResult, judge_result
 
 #: The judge's base URL when none is configured (the openai client's default).

@@ -18,8 +18,8 @@ from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from evalfleet.errors import BrokerUnavailable
-from evalfleet.settings import Settings
+from evalfleet.core.errors import BrokerUnavailable
+from evalfleet.core.settings import Settings
 from workers.health.activity import WorkerActivity
 from workers.health.checks import (
     BrokerProbe,

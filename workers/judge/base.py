@@ -1,8 +1,8 @@
 """The judge client contract: chat completions in, replies (or judge errors) out.
 
 Implementations translate their library's exceptions into
-:class:`~evalfleet.errors.JudgeUnavailable` (retry later) and
-:class:`~evalfleet.errors.JudgeRejected` (retrying will not help) at exactly
+:class:`~evalfleet.core.errors.JudgeUnavailable` (retry later) and
+:class:`~evalfleet.core.errors.JudgeRejected` (retrying will not help) at exactly
 one place, and never retry on their own: retries belong to the worker.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalfleet.errors import JudgeError
+from evalfleet.core.errors import JudgeError
 from workers.renderer import ChatMessage
 
 
@@ -86,7 +86,7 @@ class JudgeClient(ABC):
 
         Returns:
             One entry per request, in order: the reply, or the
-            :class:`~evalfleet.errors.JudgeError` that request ended with
+            :class:`~evalfleet.core.errors.JudgeError` that request ended with
             (``JudgeUnavailable`` carries Retry-After).
         """
 

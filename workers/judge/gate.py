@@ -5,7 +5,7 @@ the fleet's rate budget for its model.
 the call: :class:`~workers.judge.runner.JudgeRunner` (the lean HTTP client, on its
 own loop) and :class:`PacedJudge` (a blocking client, the ``openai`` one). A call
 that would wait longer than ``max_wait_s`` for budget, or whose circuit is open, is
-not sent and comes back as :class:`~evalfleet.errors.JudgeDeferred`.
+not sent and comes back as :class:`~evalfleet.core.errors.JudgeDeferred`.
 
 A limiter that cannot be reached (its Redis down) does not stop judging: the call
 goes unpaced and the judge's own 429s pace the fleet. Running out of connections to
@@ -30,7 +30,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from evalfleet.errors import JudgeDeferred, JudgeError, JudgeUnavailable
+from evalfleet.core.errors import JudgeDeferred, JudgeError, JudgeUnavailable
 from workers.breaker import Admission, CircuitBreaker
 from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
 from workers.limiter import Budget, RateLimiter

@@ -14,10 +14,10 @@ from urllib.parse import unquote, urlsplit
 
 import aiohttp
 
-from evalfleet import jsontext
-from evalfleet.errors import JudgeError, JudgeUnavailable
-from evalfleet.settings import strip_credentials
-from workers.backoff import parse_retry_after
+from evalfleet.core import jsontext
+from evalfleet.core.backoff import parse_retry_after
+from evalfleet.core.errors import JudgeError, JudgeUnavailable
+from evalfleet.core.settings import strip_credentials
 from workers.judge.base import JudgeReply, JudgeRequest
 from workers.judge.reply import DEFAULT_MAX_REPLY_BYTES, reply_from_body, too_large_reply
 from workers.judge.status import classify_status

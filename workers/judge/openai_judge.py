@@ -15,8 +15,8 @@ from collections.abc import Iterator, Sequence
 import httpx
 import openai
 
-from evalfleet.errors import JudgeError, JudgeUnavailable
-from workers.backoff import parse_retry_after
+from evalfleet.core.backoff import parse_retry_after
+from evalfleet.core.errors import JudgeError, JudgeUnavailable
 from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.http_judge import DEFAULT_BASE_URL
 from workers.judge.reply import DEFAULT_MAX_REPLY_BYTES, reply_from_body, too_large_reply

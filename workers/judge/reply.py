@@ -9,8 +9,8 @@ cut at the token limit.
 
 from __future__ import annotations
 
-from evalfleet import jsontext
-from evalfleet.errors import JudgeUnavailable
+from evalfleet.core import jsontext
+from evalfleet.core.errors import JudgeUnavailable
 from workers.judge.base import JudgeReply, reported
 
 #: Largest answer body read from the judge, in bytes, unless configured.
@@ -31,7 +31,7 @@ def reply_from_body(raw: bytes, *, latency_ms: int) -> JudgeReply:
 
     Raises:
         JudgeUnavailable: For a body that is not a chat completion (nested past
-            :data:`evalfleet.jsontext.HARD_MAX_DEPTH` included).
+            :data:`evalfleet.core.jsontext.HARD_MAX_DEPTH` included).
     """
     try:
         data = jsontext.loads(raw)

@@ -7,7 +7,7 @@ flight cost one thread and some sockets, not hundreds of threads or processes.
 Before each call the runner asks its :class:`~workers.judge.gate.CallGate` (the
 endpoint's circuit breaker and the fleet's rate limiter); a call that would wait
 longer than ``max_wait_s`` is not sent and comes back as
-:class:`~evalfleet.errors.JudgeDeferred`, so its job goes back to the queue instead
+:class:`~evalfleet.core.errors.JudgeDeferred`, so its job goes back to the queue instead
 of holding a slot.
 """
 
@@ -17,7 +17,7 @@ import asyncio
 import threading
 from collections.abc import Sequence
 
-from evalfleet.errors import JudgeDeferred, JudgeError
+from evalfleet.core.errors import JudgeDeferred, JudgeError
 from workers.breaker import CircuitBreaker
 from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.gate import CallGate, Pacing

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalfleet.errors import JudgeError, JudgeRejected, JudgeUnavailable
+from evalfleet.core.errors import JudgeError, JudgeRejected, JudgeUnavailable
 
 #: Statuses worth retrying besides 429 and 5xx.
 TRANSIENT_STATUSES = frozenset({408, 409, 425})

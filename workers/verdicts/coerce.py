@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from evalfleet.metric import FieldSpec, Metric
-from evalfleet.sample import Sample
+from evalfleet.core.metric import FieldSpec, Metric
+from evalfleet.core.sample import Sample
 from workers.verdicts.result import RawValue, Verdict
 
 # ASCII digits only: \d would also take Arabic-Indic or Devanagari digits, which

@@ -18,8 +18,8 @@ from typing import Any
 
 from json_repair import repair_json
 
-from evalfleet.metric import Metric
-from evalfleet.sample import Sample
+from evalfleet.core.metric import Metric
+from evalfleet.core.sample import Sample
 from workers.verdicts.coerce import coerce_verdict, show
 from workers.verdicts.result import ParseFailure, Verdict
 from workers.verdicts.scan import Region, object_pairs, raw_value, same_value, scan_json

@@ -8,8 +8,8 @@ is described in the design document under "Judge output policy".
 
 from __future__ import annotations
 
-from evalfleet.metric import Metric
-from evalfleet.sample import Sample
+from evalfleet.core.metric import Metric
+from evalfleet.core.sample import Sample
 from workers.judge.reply import TOO_LARGE as REPLY_TOO_LARGE
 from workers.verdicts.json_verdict import parse_json_verdict
 from workers.verdicts.result import ParseFailure, Verdict

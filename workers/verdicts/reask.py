@@ -10,7 +10,7 @@ as instructions.
 
 from __future__ import annotations
 
-from evalfleet.metric import FieldSpec, Metric, OutputSpec
+from evalfleet.core.metric import FieldSpec, Metric, OutputSpec
 from workers.verdicts.result import ParseFailure
 
 _OPENINGS = {

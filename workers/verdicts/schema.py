@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from evalfleet.metric import FieldSpec, Metric
+from evalfleet.core.metric import FieldSpec, Metric
 
 ResponseFormat = Literal["json_schema", "json_object", "text"]
 

@@ -19,8 +19,8 @@ import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-from evalfleet.metric import Metric
-from evalfleet.sample import Sample
+from evalfleet.core.metric import Metric
+from evalfleet.core.sample import Sample
 from workers.verdicts.coerce import coerce_verdict, fold_digits
 from workers.verdicts.result import ParseFailure, Verdict
 from workers.verdicts.scan import strip_think

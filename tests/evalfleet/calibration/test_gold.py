@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from evalfleet.calibration.gold import bundled_gold, load_gold, score_scales
-from evalfleet.metric import load_registry
+from evalfleet.core.metric import load_registry
 
 BUILT_IN = ["rag_qa", "context_precision", "bbh_match", "rec_faithfulness"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from evalfleet.calibration.gold import GoldItem
 from evalfleet.calibration.report import Judged, compare, format_report
-from evalfleet.metric import load_registry
-from evalfleet.sample import Sample
+from evalfleet.core.metric import load_registry
+from evalfleet.core.sample import Sample
 
 
 def item(n: int, **labels: float) -> GoldItem:

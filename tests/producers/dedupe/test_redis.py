@@ -9,7 +9,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from evalfleet.errors import BrokerUnavailable
+from evalfleet.core.errors import BrokerUnavailable
 from producers.dedupe import RedisDeduper
 from producers.dedupe.redis import KEY_PREFIX
 

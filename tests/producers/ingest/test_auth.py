@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from evalfleet.errors import InvalidInput
-from evalfleet.settings import Settings
+from evalfleet.core.errors import InvalidInput
+from evalfleet.core.settings import Settings
 from producers.ingest.auth import check_bearer, load_tokens
 
 TOKENS = ["tok-one", "tok-two"]

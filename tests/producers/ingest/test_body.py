@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from evalfleet.errors import InvalidSample
+from evalfleet.core.errors import InvalidSample
 from producers.dispatcher import JobFate
 from producers.ingest.body import Problem, build_report, parse_body
 from producers.pipeline import RecordResult

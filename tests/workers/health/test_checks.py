@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from evalfleet.errors import BrokerUnavailable
+from evalfleet.core.errors import BrokerUnavailable
+from evalfleet.core.message import new_job
+from evalfleet.core.sample import parse_sample
+from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
-from evalfleet.message import new_job
-from evalfleet.sample import parse_sample
-from evalfleet.settings import Settings
 from producers.enqueuer import Enqueuer
 from tests.brokers import EVERY_BROKER
 from workers.health.checks import DatabaseProbe, broker_probe, judge_probe, run_checks

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from evalfleet.message import new_job
-from evalfleet.sample import parse_sample
-from evalfleet.settings import Settings
+from evalfleet.core.message import new_job
+from evalfleet.core.sample import parse_sample
+from evalfleet.core.settings import Settings
 from producers.enqueuer import Enqueuer
 from tests.brokers import EVERY_BROKER
 from tests.helpers import WorkerProcess, wait_until

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from evalfleet.errors import JudgeDeferred, JudgeRejected, JudgeUnavailable
+from evalfleet.core.errors import JudgeDeferred, JudgeRejected, JudgeUnavailable
 from evalfleet.judgesim import RunningSim
 from workers.breaker import CircuitBreaker
 from workers.judge import (

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from evalfleet.errors import JudgeRejected, JudgeUnavailable
+from evalfleet.core.errors import JudgeRejected, JudgeUnavailable
 from workers.judge.status import classify_status, error_code, refuses_response_format
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from evalfleet.metric import Metric, MetricRegistry, load_registry
-from evalfleet.sample import Sample, parse_sample
+from evalfleet.core.metric import Metric, MetricRegistry, load_registry
+from evalfleet.core.sample import Sample, parse_sample
 
 #: The sample id every builder uses; bbh_match verdicts must echo it.
 SAMPLE_ID = "17"

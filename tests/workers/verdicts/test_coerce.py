@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from evalfleet.metric import FieldSpec
+from evalfleet.core.metric import FieldSpec
 from tests.workers.verdicts.builders import metric, sample
 from workers.verdicts.coerce import (
     Invalid,

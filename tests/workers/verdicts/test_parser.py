@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evalfleet.sample import Sample
+from evalfleet.core.sample import Sample
 from tests.workers.verdicts.builders import (
     BBH,
     CP,

@@ -1,0 +1,222 @@
+"""From window summaries to observations: which tests run, and what their results mean. Pure.
+
+A segment is tested only with at least ``min_samples`` values in its window (and in
+its baseline, for the baseline test); otherwise it has insufficient data, while
+its parent segments, with more samples, are still tested. The p-values of every
+test of one cycle are adjusted together (Benjamini-Hochberg), so hundreds of
+segments do not buy hundreds of chances of a false alarm. A segment breaches when
+a test is significant after that adjustment and its effect is large enough.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from evalfleet.alerts.rule import PinnedBaseline, Rule
+from evalfleet.alerts.segment import Segment
+from evalfleet.alerts.statistic import (
+    Summary,
+    TestResult,
+    adjust_p_values,
+    compare_with_baseline,
+    compare_with_threshold,
+)
+
+Observation = Literal["breach", "clear", "hold", "insufficient_data", "no_data"]
+
+#: What the word ``previous`` means as a pinned baseline value.
+PREVIOUS = "previous"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One segment of one rule, tested (or not) in one cycle."""
+
+    segment: Segment
+    """The segment."""
+    current: Summary
+    """The window's values (``n == 0`` when the segment had none)."""
+    baseline: Summary | None
+    """The baseline's values, None without a baseline."""
+    baseline_segment: Segment | None
+    """Where the baseline came from (a pinned baseline names another value)."""
+    tests: tuple[TestResult, ...]
+    """The tests that ran; empty when the data did not allow any."""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A finding after the cycle's multiple-testing adjustment."""
+
+    rule: Rule
+    """The rule."""
+    finding: Finding
+    """The finding."""
+    q_values: tuple[float, ...]
+    """Benjamini-Hochberg adjusted p-values, one per test."""
+    observation: Observation
+    """What the state machine is told."""
+
+
+def pair_baselines(
+    rule: Rule, *, current: Mapping[Segment, Summary], reference: Mapping[Segment, Summary],
+) -> dict[Segment, tuple[Segment, Summary] | None]:
+    """The baseline of each current segment.
+
+    Args:
+        rule: The rule.
+        current: Window summaries by segment.
+        reference: Summaries of the baseline query: the trailing window, or for a pinned
+            baseline every value of its key over the look-back window.
+
+    Returns:
+        For each current segment, the baseline segment and its summary, or None.
+    """
+    baseline = rule.spec.baseline
+    paired: dict[Segment, tuple[Segment, Summary] | None] = {}
+    for segment in current:
+        if not isinstance(baseline, PinnedBaseline):
+            source: Segment | None = segment
+        else:
+            source = _pinned_source(segment, baseline, reference)
+        summary = reference.get(source) if source is not None else None
+        paired[segment] = (source, summary) if source is not None and summary else None
+    return paired
+
+
+def _pinned_source(
+    segment: Segment, baseline: PinnedBaseline, reference: Mapping[Segment, Summary],
+) -> Segment | None:
+    if not segment.labels:
+        return None
+    value = segment.as_dict()[baseline.key]
+    if baseline.value != PREVIOUS:
+        return None if value == baseline.value else segment.replace(baseline.key, baseline.value)
+    first_seen = {
+        seg.labels[0][1]: summary.first_seen_ts for seg, summary in reference.items()
+        if seg.depth == 1 and summary.first_seen_ts is not None
+    }
+    own = first_seen.get(value)
+    if own is None:
+        return None
+    earlier = [(ts, other) for other, ts in first_seen.items() if ts is not None and ts < own]
+    if not earlier:
+        return None
+    return segment.replace(baseline.key, max(earlier)[1])
+
+
+def examine(
+    rule: Rule, *, segment: Segment, current: Summary,
+    baseline: tuple[Segment, Summary] | None, confidence: float,
+) -> Finding:
+    """Run the rule's tests on one segment, where its data allows.
+
+    Args:
+        rule: The rule.
+        segment: The segment.
+        current: Its window.
+        baseline: Its baseline segment and summary, if any.
+        confidence: Level of the bounds and intervals.
+
+    Returns:
+        The finding; no tests when the window (or every test's input) is too small.
+    """
+    spec = rule.spec
+    tests: list[TestResult] = []
+    if current.n >= spec.min_samples:
+        if spec.uses_threshold and spec.threshold is not None:
+            tests.append(compare_with_threshold(
+                rule.kind, current=current, threshold=spec.threshold,
+                direction=spec.direction, confidence=confidence))
+        if spec.uses_baseline and baseline is not None and baseline[1].n >= spec.min_samples:
+            tests.append(compare_with_baseline(
+                rule.kind, current=current, baseline=baseline[1], direction=spec.direction,
+                confidence=confidence))
+    return Finding(
+        segment=segment, current=current,
+        baseline=baseline[1] if baseline else None,
+        baseline_segment=baseline[0] if baseline else None, tests=tuple(tests),
+    )
+
+
+def judge(
+    findings: Sequence[tuple[Rule, Finding]], *, false_discovery_rate: float,
+) -> list[Judgement]:
+    """Adjust all p-values of a cycle together and turn each finding into an observation.
+
+    Args:
+        findings: Every finding of the cycle, all rules together.
+        false_discovery_rate: The Benjamini-Hochberg level.
+
+    Returns:
+        One judgement per finding, in the same order.
+    """
+    p_values = [test.p_value for _, finding in findings for test in finding.tests]
+    adjusted = iter(adjust_p_values(p_values))
+    judgements = []
+    for rule, finding in findings:
+        q_values = tuple(next(adjusted) for _ in finding.tests)
+        observation = _observe(rule, finding, q_values, rate=false_discovery_rate)
+        judgements.append(Judgement(rule, finding, q_values, observation))
+    return judgements
+
+
+def _observe(
+    rule: Rule, finding: Finding, q_values: tuple[float, ...], *, rate: float,
+) -> Observation:
+    if finding.current.n == 0 and finding.segment.depth == 0:
+        return "no_data"
+    if not finding.tests:
+        return "insufficient_data"
+    spec = rule.spec
+    if any(q <= rate and _large_enough(test, spec.min_effect)
+           for test, q in zip(finding.tests, q_values, strict=True)):
+        return "breach"
+    margin = spec.recovery.margin
+    if all(_cleared(test, spec.min_effect, margin) for test in finding.tests):
+        return "clear"
+    return "hold"
+
+
+def _large_enough(test: TestResult, min_effect: float) -> bool:
+    # A threshold is itself the size that matters: past it by any amount counts.
+    if test.against == "threshold":
+        return test.effect > 0
+    return test.effect > 0 and test.effect >= min_effect
+
+
+def _cleared(test: TestResult, min_effect: float, margin: float) -> bool:
+    # Hysteresis: back on the good side by a margin, not merely no longer significant.
+    if test.against == "threshold":
+        return test.effect <= -margin
+    return test.effect <= min_effect - margin
+
+
+def finding_details(judgement: Judgement) -> dict[str, object]:
+    """The numbers of a judgement as plain JSON data (stored with the state, shown by the CLI)."""
+    finding = judgement.finding
+    details: dict[str, object] = {
+        "n": finding.current.n,
+        "mean": _number(finding.current.mean),
+        "observation": judgement.observation,
+    }
+    if finding.baseline is not None:
+        details["baseline_n"] = finding.baseline.n
+        details["baseline_mean"] = _number(finding.baseline.mean)
+        if finding.baseline_segment is not None and finding.baseline_segment != finding.segment:
+            details["baseline_segment"] = str(finding.baseline_segment)
+    details["tests"] = [
+        {"against": test.against, "test": test.test, "p_value": test.p_value,
+         "q_value": q, "effect": test.effect, "statistic": _number(test.statistic),
+         "bound": test.bound, "interval": test.interval,
+         "baseline_interval": test.baseline_interval}
+        for test, q in zip(finding.tests, judgement.q_values, strict=True)
+    ]
+    return details
+
+
+def _number(value: float) -> float | None:
+    return None if math.isnan(value) or math.isinf(value) else value

@@ -1,0 +1,292 @@
+"""One evaluation cycle: every due rule read, tested, advanced, notified.
+
+The steps, in order:
+
+1. claim this cycle's slot of each rule (another evaluator that got there first
+   has done the rule, so it is skipped);
+2. summarise each rule's window and baseline per segment (``window``);
+3. test every segment, then adjust all p-values of the cycle together
+   (``detector``, ``statistic``);
+4. per rule, under its lock: advance each segment's state (``state``), store it,
+   open or close baseline exclusions, and queue one notification per event and
+   receiver (``ledger``, ``outbox``), all in one transaction;
+5. deliver what is due (``delivery``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.engine import Connection
+
+from evalfleet.alerts import ledger, outbox
+from evalfleet.alerts.alert import build_alert
+from evalfleet.alerts.delivery import DeliveryReport, Dispatcher
+from evalfleet.alerts.detector import (
+    Finding,
+    Judgement,
+    examine,
+    finding_details,
+    judge,
+    pair_baselines,
+)
+from evalfleet.alerts.evidence import evidence_details, window_evidence
+from evalfleet.alerts.notifier import Notifier
+from evalfleet.alerts.rule import PinnedBaseline, Rule, RuleSet
+from evalfleet.alerts.segment import Segment
+from evalfleet.alerts.state import AlertState, Policy, Step, advance
+from evalfleet.alerts.statistic import Summary
+from evalfleet.alerts.telemetry import AlertTelemetry, SegmentSample
+from evalfleet.alerts.window import WindowQuery, fetch_summaries
+
+logger = logging.getLogger(__name__)
+
+#: The whole of a rule's traffic.
+ROOT = Segment()
+
+
+@dataclass(frozen=True)
+class ReportRow:
+    """One rule and segment after a cycle, for people."""
+
+    rule: str
+    segment: str
+    previous: str
+    """State before the cycle."""
+    state: str
+    """State after it."""
+    observation: str
+    n: int
+    mean: float | None
+    baseline_mean: float | None
+    effect: float | None
+    """Of the most significant test."""
+    p_value: float | None
+    q_value: float | None
+    test: str | None
+    events: tuple[str, ...]
+    """What was notified."""
+
+
+@dataclass
+class CycleReport:
+    """What one cycle did."""
+
+    at: datetime
+    """The evaluation time."""
+    rows: list[ReportRow] = field(default_factory=list)
+    """Every segment evaluated."""
+    skipped: list[str] = field(default_factory=list)
+    """Rules another evaluator already ran in this cycle."""
+    delivery: DeliveryReport = field(default_factory=DeliveryReport.empty)
+    """What was delivered."""
+
+    @property
+    def events(self) -> list[tuple[str, str, str]]:
+        """``(rule, segment, event)`` for every notified transition."""
+        return [(row.rule, row.segment, event) for row in self.rows for event in row.events]
+
+
+class AlertEngine:
+    """Evaluates a rule set against the verdict store and notifies receivers.
+
+    Args:
+        engine: The Postgres database holding verdicts and alert state.
+        rules: The rules.
+        dispatcher: Delivers queued notifications; None to only queue them.
+        external_url: Where people look at alerts (each alert's ``generatorURL``).
+        telemetry: Where metrics go; None for none.
+        clock: The current time.
+        notifiers: The dispatcher's notifiers, closed by :meth:`close`.
+        secrets: Strings masked in the evidence notifications carry (the settings').
+    """
+
+    def __init__(
+        self, *, engine: Engine, rules: RuleSet, dispatcher: Dispatcher | None,
+        external_url: str, telemetry: AlertTelemetry | None = None,
+        clock: Callable[[], datetime] | None = None,
+        notifiers: Mapping[str, Notifier] | None = None, secrets: Sequence[str] = (),
+    ) -> None:
+        self.engine = engine
+        self.rules = rules
+        self._dispatcher = dispatcher
+        self._external_url = external_url
+        self._telemetry = telemetry
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._notifiers = dict(notifiers or {})
+        self._secrets = tuple(secrets)
+
+    def close(self) -> None:
+        """Release the database connections and HTTP clients."""
+        for notifier in self._notifiers.values():
+            notifier.close()
+        self.engine.dispose()
+
+    def check(self, *, at: datetime | None = None) -> CycleReport:
+        """Run one cycle: evaluate every rule due at ``at``, then deliver.
+
+        Args:
+            at: The evaluation time; windows end here. None for now. A time in the
+                past evaluates the data as it stands (backfills included).
+
+        Returns:
+            What happened to every segment.
+        """
+        started_s = time.perf_counter()
+        at = (at or self._clock()).astimezone(UTC)
+        report = CycleReport(at=at)
+        due = []
+        for rule in self.rules.rules:
+            slot = math.floor(at.timestamp() / rule.spec.interval.total_seconds())
+            if ledger.claim_slot(self.engine, rule=rule.name, slot=slot, at=at):
+                due.append(rule)
+            else:
+                report.skipped.append(rule.name)
+        findings = [(rule, finding) for rule in due for finding in self._examine(rule, at)]
+        judgements = judge(findings, false_discovery_rate=self.rules.false_discovery_rate)
+        for rule in due:
+            mine = [j for j in judgements if j.rule is rule]
+            report.rows.extend(self._advance(rule, mine, at=at))
+        if self._dispatcher is not None:
+            report.delivery = self._dispatcher.deliver_due()
+        self._record(report, due, elapsed_s=time.perf_counter() - started_s)
+        return report
+
+    def _examine(self, rule: Rule, at: datetime) -> list[Finding]:
+        spec = rule.spec
+        confidence = 1 - self.rules.false_discovery_rate
+        with self.engine.connect() as conn:
+            current = fetch_summaries(conn, WindowQuery.for_rule(rule),
+                                      start=at - spec.window, end=at)
+            reference = self._reference(conn, rule, at) if spec.uses_baseline else {}
+        kept = _largest(current, limit=spec.max_segments)
+        kept.setdefault(ROOT, Summary(n=0))  # the whole is always judged: no data is news
+        paired = pair_baselines(rule, current=kept, reference=reference)
+        return [
+            examine(rule, segment=segment, current=summary, baseline=paired.get(segment),
+                    confidence=confidence)
+            for segment, summary in sorted(kept.items())
+        ]
+
+    def _reference(self, conn: Connection, rule: Rule, at: datetime) -> dict[Segment, Summary]:
+        spec = rule.spec
+        baseline = spec.baseline
+        if isinstance(baseline, PinnedBaseline):
+            return fetch_summaries(conn, WindowQuery.for_rule(rule),
+                                   start=at - baseline.window, end=at)
+        end = at - spec.window - baseline.gap
+        query = WindowQuery.for_rule(rule, exclude_firing=baseline.exclude_firing)
+        return fetch_summaries(conn, query, start=end - baseline.window, end=end)
+
+    def _advance(self, rule: Rule, judgements: list[Judgement], *,
+                 at: datetime) -> list[ReportRow]:
+        spec = rule.spec
+        policy = Policy(for_count=spec.for_count, recovery_count=spec.recovery.for_count,
+                        renotify=spec.renotify, no_data=spec.no_data)
+        rows = []
+        points: list[dict[str, Any]] = []
+        now = self._clock()
+        with ledger.rule_transaction(self.engine, rule.name) as conn:
+            stored = {s.segment: s.state for s in ledger.load_states(conn, rule.name)}
+            seen = {j.finding.segment for j in judgements}
+            for judgement in judgements:
+                rows.append(self._step(conn, rule, judgement.finding.segment, judgement,
+                                       stored.get(judgement.finding.segment), policy, at, now,
+                                       points))
+            # Segments known from earlier cycles with no samples now: too little data.
+            for segment in sorted(set(stored) - seen):
+                rows.append(self._step(conn, rule, segment, None, stored[segment], policy,
+                                       at, now, points))
+            ledger.record_points(conn, rule=rule.name, at=at, points=points)
+        return rows
+
+    def _step(
+        self, conn: Connection, rule: Rule, segment: Segment, judgement: Judgement | None,
+        previous: AlertState | None, policy: Policy, at: datetime, now: datetime,
+        points: list[dict[str, Any]],
+    ) -> ReportRow:
+        observation = judgement.observation if judgement else "insufficient_data"
+        details = finding_details(judgement) if judgement else {"n": 0, "mean": None,
+                                                                 "observation": observation}
+        current = previous or AlertState.initial(at)
+        step = advance(current, observation, policy=policy, at=at)
+        if any(event in ("firing", "renotify") for event in step.events):
+            # What the bad answers look like travels with the alert, not just numbers.
+            details = {**details, "evidence": evidence_details(
+                window_evidence(conn, rule, segment, at=at), secrets=self._secrets)}
+        ledger.save_state(conn, rule=rule.name, segment=segment, state=step.state, at=at,
+                          finding=details)
+        was = current.state if previous else "new"
+        points.append({"segment_key": segment.key, "n": int(str(details.get("n") or 0)),
+                       "mean": details.get("mean"), "baseline_n": details.get("baseline_n"),
+                       "baseline_mean": details.get("baseline_mean"),
+                       "state": step.state.state})
+        if step.events or step.state.state != was:
+            ledger.record_transition(conn, rule=rule.name, segment=segment, at=at, previous=was,
+                                     state=step.state.state, events=step.events,
+                                     finding=details)
+        self._keep_baseline_clean(conn, rule, segment, step, at)
+        self._queue(conn, rule, segment, step, details, at=at, now=now)
+        return _row(rule, segment, was, step, details)
+
+    def _keep_baseline_clean(self, conn: Connection, rule: Rule, segment: Segment, step: Step,
+                             at: datetime) -> None:
+        if "firing" in step.events:
+            # The window that first breached already held bad samples.
+            started = (step.state.breach_started_at or at) - rule.spec.window
+            ledger.open_exclusion(conn, rule=rule.name, segment=segment, started_at=started)
+        if "resolved" in step.events:
+            ledger.close_exclusions(conn, rule=rule.name, segment=segment, ended_at=at)
+
+    def _queue(self, conn: Connection, rule: Rule, segment: Segment, step: Step,
+               details: dict[str, Any], *, at: datetime, now: datetime) -> None:
+        for sequence, event in step.numbered():
+            alert = build_alert(rule=rule, segment=segment, event=event, state=step.state,
+                                details=details, at=at, external_url=self._external_url)
+            for receiver in self.rules.receivers_of(rule):
+                key = outbox.idempotency_key(rule=rule.name, segment_key=segment.key,
+                                             sequence=sequence, receiver=receiver)
+                outbox.enqueue(conn, key=key, rule=rule.name, segment_key=segment.key,
+                               receiver=receiver, kind=event, alert=alert, now=now)
+            logger.warning("alert %s %s %s", rule.name, event, segment)
+
+    def _record(self, report: CycleReport, due: list[Rule], *, elapsed_s: float) -> None:
+        if self._telemetry is None:
+            return
+        telemetry = self._telemetry
+        telemetry.cycle_seconds.observe(elapsed_s)
+        for rule in due:
+            telemetry.evaluations.labels(rule=rule.name).inc()
+        for rule_name, _segment, event in report.events:
+            telemetry.transitions.labels(rule=rule_name, event=event).inc()
+        telemetry.record_cycle((
+            SegmentSample(rule=row.rule, segment=row.segment, state=row.state, n=row.n,
+                          mean=row.mean, baseline_mean=row.baseline_mean)
+            for row in report.rows
+        ), rules=[rule.name for rule in due])
+
+
+def _largest(summaries: dict[Segment, Summary], *, limit: int) -> dict[Segment, Summary]:
+    ranked = sorted(summaries.items(), key=lambda item: (item[0] != ROOT, -item[1].n, item[0]))
+    return dict(ranked[:limit])
+
+
+def _row(rule: Rule, segment: Segment, previous: str, step: Step,
+         details: dict[str, Any]) -> ReportRow:
+    tests: Iterable[dict[str, Any]] = details.get("tests", [])
+    best = min(tests, key=lambda t: t["q_value"], default=None)
+    return ReportRow(
+        rule=rule.name, segment=str(segment), previous=previous, state=step.state.state,
+        observation=str(details.get("observation")), n=int(details.get("n") or 0),
+        mean=details.get("mean"), baseline_mean=details.get("baseline_mean"),
+        effect=best["effect"] if best else None, p_value=best["p_value"] if best else None,
+        q_value=best["q_value"] if best else None, test=best["test"] if best else None,
+        events=step.events,
+    )

@@ -1,0 +1,95 @@
+"""The evidence an alert carries: its window's lowest-scoring samples, cut and cleaned.
+
+Sample and judge text is hostile. What leaves here for a notification or a terminal
+is plain text: no control characters or terminal escape sequences, no bidirectional
+overrides, whitespace collapsed, cut to a bounded length, and the settings' secrets
+masked. Each receiver escapes it again for its own format (Slack's mrkdwn, HTML).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from evalfleet.alerts.rule import Rule
+from evalfleet.alerts.segment import Segment
+from evalfleet.core.log import scrub
+from evalfleet.store.evidence import Evidence, lowest_scoring
+
+#: Samples a firing notification carries.
+EVIDENCE_SAMPLES = 3
+
+#: Longest judge explanation in a notification, in characters.
+REASON_CHARS = 240
+
+#: Longest sample id in a notification, in characters.
+ID_CHARS = 80
+
+#: ANSI/VT escape sequences (CSI, OSC, and two-character ESC sequences).
+_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+
+#: C0 and C1 controls, DEL, and the Unicode bidirectional overrides and isolates.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+_SPACES = re.compile(r"\s+")
+
+
+def plain_text(text: str | None, *, limit: int) -> str:
+    """``text`` safe to print anywhere as one line: escapes and controls removed,
+    whitespace collapsed, cut to ``limit`` characters (with an ellipsis).
+
+    Args:
+        text: Hostile text (None gives an empty string).
+        limit: Longest result, in characters.
+    """
+    if not text:
+        return ""
+    # Cut before the regexes so their cost is bounded by the limit, not the input.
+    cleaned = _ESCAPES.sub("", text[: limit * 4])
+    cleaned = _SPACES.sub(" ", _CONTROLS.sub(" ", cleaned)).strip()
+    if len(cleaned) > limit or len(text) > limit * 4:
+        return cleaned[: max(0, limit - 1)].rstrip() + "…"
+    return cleaned
+
+
+def window_evidence(conn: Connection, rule: Rule, segment: Segment, *, at: datetime,
+                    limit: int = EVIDENCE_SAMPLES) -> list[Evidence]:
+    """The samples of ``segment``'s current window that score worst for ``rule``.
+
+    Args:
+        conn: A database connection.
+        rule: The rule (its metric, score, filters and direction).
+        segment: The segment.
+        at: The evaluation time; the window ends here.
+        limit: Most samples.
+
+    Returns:
+        Worst first (lowest for a ``decrease`` rule, highest for ``increase``).
+    """
+    spec = rule.spec
+    filters = {key: (value,) if isinstance(value, str) else tuple(value)
+               for key, value in spec.filters.items()}
+    return lowest_scoring(conn, metric=spec.metric, score=spec.score, start=at - spec.window,
+                          end=at, labels=segment.as_dict(), filters=filters, limit=limit,
+                          highest=spec.direction == "increase")
+
+
+def evidence_details(evidence: Iterable[Evidence], *,
+                     secrets: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """The evidence as bounded, cleaned JSON data (stored with the alert's numbers).
+
+    Only the id, the score and the judge's explanation go out, never the sample's
+    text: a notification travels further than the store.
+    """
+    hidden = [secret for secret in secrets if secret]
+    return [
+        {"verdict_id": item.verdict_id,
+         "sample_id": plain_text(scrub(item.sample_id, hidden), limit=ID_CHARS),
+         "score": item.value,
+         "explanation": plain_text(scrub(item.reason or "", hidden), limit=REASON_CHARS)}
+        for item in evidence
+    ]

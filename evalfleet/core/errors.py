@@ -1,0 +1,254 @@
+"""The exceptions evalfleet raises, in one tree.
+
+    EvalfleetError
+    ├── InvalidInput                 will never succeed as it is: fix the input
+    │   ├── InvalidSample            a sample record (line, id, field)
+    │   ├── InvalidMessage           a job message off the broker
+    │   ├── InvalidMetricSpec        a metric file in prompts/
+    │   ├── UnknownMetric            a metric name nobody defined
+    │   ├── InvalidSimConfig         judge simulator settings (judgesim.config)
+    │   ├── InvalidScript            a judge simulator reply script (judgesim.faults)
+    │   ├── InvalidChatRequest       a request the judge simulator cannot read (judgesim.replies)
+    │   ├── InvalidAlertRule         an alert rules file (evalfleet.alerts.rule)
+    │   └── InvalidSamplingConfig    a producer sampling config file (producers.policy)
+    ├── JudgeError                   the judge call itself failed
+    │   ├── JudgeUnavailable         retry later: transport, timeout, 429, 5xx
+    │   ├── JudgeDeferred            not sent: rate budget spent or circuit open; retry later
+    │   └── JudgeRejected            retrying will not help: 400, 401, 403, 404
+    ├── StoreUnavailable             retry later: the database cannot be reached
+    ├── StoreRejected                will never succeed: the database refuses a value
+    ├── BrokerUnavailable            retry later: a producer cannot reach the broker
+    ├── WorkerShuttingDown           retry later: the shutdown grace period ended mid-job
+    ├── DeliveryFailed               an alert receiver did not take a notification
+    │   ├── ReceiverUnavailable      retry later: transport, timeout, 429, 5xx
+    │   └── ReceiverRejected         retrying will not help: any other 4xx
+    └── SimNotStarted                the judge simulator did not come up (judgesim.server)
+
+A judge that answered with an unusable verdict is not an exception: the parser
+returns that failure as a value (see ``workers.verdicts``).
+"""
+
+from __future__ import annotations
+
+
+class EvalfleetError(Exception):
+    """Root of every exception raised by evalfleet."""
+
+
+class InvalidInput(EvalfleetError):
+    """Input that will never be processed as it is."""
+
+
+class InvalidSample(InvalidInput):
+    """A sample record that does not match the sample format.
+
+    Attributes:
+        record: Where the record came from, e.g. ``"line 17"``.
+        sample_id: The record's id when it could be read, else None.
+        field: Dotted path of the offending field (``"context[1]"``), or None for
+            problems with the record as a whole (bad JSON, bad encoding).
+        reason: What is wrong, in words.
+    """
+
+    def __init__(
+        self, reason: str, *, record: str = "", sample_id: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.record = record
+        self.sample_id = sample_id
+        self.field = field
+        self.reason = reason
+        super().__init__(self._describe())
+
+    def _describe(self) -> str:
+        where = [part for part in (self.record,) if part]
+        if self.sample_id is not None:
+            where.append(f"id {self.sample_id!r}")
+        if self.field:
+            where.append(f"field {self.field!r}")
+        prefix = ", ".join(where)
+        return f"{prefix}: {self.reason}" if prefix else self.reason
+
+
+class InvalidMessage(InvalidInput):
+    """A job message that cannot be decoded.
+
+    Attributes:
+        data: The raw message as received.
+    """
+
+    def __init__(self, reason: str, *, data: object = None) -> None:
+        self.data = data
+        super().__init__(reason)
+
+
+class InvalidMetricSpec(InvalidInput):
+    """A metric file that cannot be loaded.
+
+    Attributes:
+        path: The file.
+    """
+
+    def __init__(self, reason: str, *, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {reason}")
+
+
+class UnknownMetric(InvalidInput):
+    """A metric name that no file in prompts/ defines."""
+
+    def __init__(self, name: str, *, known: list[str]) -> None:
+        self.name = name
+        super().__init__(f"unknown metric {name!r} (known: {', '.join(sorted(known))})")
+
+
+class JudgeError(EvalfleetError):
+    """The judge call failed before a reply could be read.
+
+    Attributes:
+        status_code: The HTTP status, when the judge answered with one.
+    """
+
+    def __init__(self, reason: str, *, status_code: int | None = None) -> None:
+        self.status_code = status_code
+        super().__init__(reason)
+
+
+class JudgeUnavailable(JudgeError):
+    """A transient failure: transport error, timeout, 429 or 5xx. Retry later.
+
+    Attributes:
+        retry_after_s: The delay the judge asked for (Retry-After), if any.
+    """
+
+    def __init__(
+        self, reason: str, *, status_code: int | None = None, retry_after_s: float | None = None,
+    ) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(reason, status_code=status_code)
+
+
+class JudgeDeferred(JudgeError):
+    """The call was not sent: the fleet's rate budget is spent or the judge's circuit is
+    open. Not the job's fault, so it does not count as an attempt.
+
+    Attributes:
+        retry_after_s: When sending is expected to be possible again.
+    """
+
+    def __init__(self, reason: str, *, retry_after_s: float) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(reason)
+
+
+class JudgeRejected(JudgeError):
+    """The judge refused the request (bad request, auth, unknown model, no quota).
+
+    Attributes:
+        code: The error code the judge gave (``insufficient_quota``...), if any.
+    """
+
+    def __init__(
+        self, reason: str, *, status_code: int | None = None, code: str | None = None,
+    ) -> None:
+        self.code = code
+        super().__init__(reason, status_code=status_code)
+
+    @property
+    def is_access_problem(self) -> bool:
+        """Auth or quota: every call to this judge will fail until someone acts."""
+        return self.status_code in (401, 403) or self.code in (
+            "insufficient_quota", "billing_hard_limit_reached")
+
+
+class StoreUnavailable(EvalfleetError):
+    """The verdict store cannot be reached (connection refused, lost, server down)."""
+
+
+class StoreRejected(EvalfleetError):
+    """The database refuses a value (bad data, a constraint, an encoding): storing the
+    same row again will fail the same way, so it must not go back to the queue.
+
+    Attributes:
+        field: The column or path of the refused value, when known (``sample_id``,
+            ``attributes.app``).
+    """
+
+    def __init__(self, reason: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(reason)
+
+
+class BrokerUnavailable(EvalfleetError):
+    """A producer cannot reach the broker (connection refused, lost, timed out).
+
+    Nothing of the batch that raised it counts as accepted; publish it again later.
+    """
+
+
+class WorkerShuttingDown(EvalfleetError):
+    """The worker's shutdown grace period ran out while a job waited for the judge.
+
+    The job is not finished and must go back to the queue; another worker (or this
+    one, restarted) runs it again.
+    """
+
+
+class InvalidSamplingConfig(InvalidInput):
+    """A producer sampling config file that cannot be used.
+
+    Attributes:
+        path: The file.
+        location: Dotted path of the offending key (``metrics.rag_qa.rate``), or None.
+    """
+
+    def __init__(self, reason: str, *, path: str, location: str | None = None) -> None:
+        self.path = path
+        self.location = location
+        where = f"{path}, {location}" if location else path
+        super().__init__(f"{where}: {reason}")
+
+
+class InvalidAlertRule(InvalidInput):
+    """An alert rules file that cannot be loaded.
+
+    Attributes:
+        path: The file.
+        rule: The rule's name (or its position, ``rules[3]``), None for the file as a whole.
+        field: Dotted path of the offending field, or None.
+    """
+
+    def __init__(
+        self, reason: str, *, path: str, rule: str | None = None, field: str | None = None,
+    ) -> None:
+        self.path = path
+        self.rule = rule
+        self.field = field
+        where = [path]
+        if rule:
+            where.append(f"rule {rule!r}")
+        if field:
+            where.append(f"field {field!r}")
+        super().__init__(f"{', '.join(where)}: {reason}")
+
+
+class DeliveryFailed(EvalfleetError):
+    """An alert receiver did not accept a notification.
+
+    Attributes:
+        receiver: The receiver's name.
+        status_code: The HTTP status, when the receiver answered with one.
+    """
+
+    def __init__(self, reason: str, *, receiver: str, status_code: int | None = None) -> None:
+        self.receiver = receiver
+        self.status_code = status_code
+        super().__init__(f"receiver {receiver!r}: {reason}")
+
+
+class ReceiverUnavailable(DeliveryFailed):
+    """A transient failure (transport, timeout, 429, 5xx): deliver again later."""
+
+
+class ReceiverRejected(DeliveryFailed):
+    """The receiver refused the notification (4xx other than 429): retrying will not help."""

@@ -1,0 +1,515 @@
+"""Metric definitions: the data model of a metric file in ``prompts/`` and its loader.
+
+A metric file (YAML) holds everything that makes a metric: the judge messages
+and their template syntax, how sample fields map to template variables, the
+verdict the judge must return, the scores stored from it and the judge options.
+Adding a metric means adding a file; no code changes.
+
+The prompt version is derived from the bytes of the metric file and any file it
+includes (few-shot examples), so editing either changes the version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import string
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from evalfleet.core.errors import InvalidMetricSpec, InvalidSample, UnknownMetric
+from evalfleet.core.message import queue_for
+from evalfleet.core.sample import Sample
+
+#: Characters of the content hash kept as the prompt version.
+VERSION_LENGTH = 12
+
+_DIGIT_RUN = re.compile(r"[0-9]+")
+
+#: Paths a template variable may read from a sample.
+SAMPLE_PATHS = ("id", "input", "output", "context", "reference", "timestamp")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MessageSpec(_Model):
+    """One chat message sent to the judge."""
+
+    role: Literal["system", "user"]
+    """Chat role of the message."""
+
+    syntax: Literal["jinja", "format", "none"] = "format"
+    """``jinja``: sandboxed Jinja ``{{ x }}``; ``format``: Python ``{x}``; ``none``: sent as is."""
+
+    template: str
+    """The text, with placeholders in the chosen syntax."""
+
+    @model_validator(mode="after")
+    def _named_fields_only(self) -> MessageSpec:
+        if self.syntax == "format":
+            check_format_fields(self.template)
+        return self
+
+
+def check_format_fields(template: str) -> None:
+    """Refuse a Python-format template that ``format_map`` could never fill.
+
+    A bare ``{}`` or a positional ``{0}`` asks for an argument a mapping does not
+    give: the template would load and then fail every job. Unbalanced braces fail
+    the same way.
+
+    Raises:
+        ValueError: Naming the field or the parse problem.
+    """
+    try:
+        parsed = [(name, spec) for _, name, spec, _ in string.Formatter().parse(template)
+                  if name is not None]
+    except ValueError as exc:
+        raise ValueError(f"template does not parse: {exc} (write a literal brace as "
+                         "{{ or }})") from None
+    for name, spec in parsed:
+        if name == "" or name.split(".", 1)[0].split("[", 1)[0].isdigit():
+            raise ValueError(f"template has a positional field {{{name}}}: name every "
+                             "field (write a literal brace as {{ or }})")
+        if spec and any(len(digits) > 4 for digits in _DIGIT_RUN.findall(spec)):
+            raise ValueError(f"field {{{name}:{spec}}} pads to more than 9,999 characters")
+
+
+class VariableSpec(_Model):
+    """Where one template variable comes from: a sample path or a literal value."""
+
+    source: str | None = Field(default=None, alias="from")
+    """Sample path: ``input``, ``output``, ``context``, ``reference``, ``id``,
+    ``timestamp``, ``fields.<key>`` or ``attributes.<key>``."""
+
+    value: str | None = None
+    """A literal value (used instead of ``from``)."""
+
+    required: bool = False
+    """Reject samples where the value is missing or blank (checked by the producer too)."""
+
+    default: str | None = None
+    """Used when the sample has no value (missing, null or blank)."""
+
+    list_style: Literal["numbered", "lines", "json"] = "numbered"
+    """How a list (``context``) is written: ``[1] a`` lines, plain lines, or JSON."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> VariableSpec:
+        if (self.source is None) == (self.value is None):
+            raise ValueError("give exactly one of 'from' and 'value'")
+        if self.source is not None and not _is_sample_path(self.source):
+            raise ValueError(f"unknown sample path {self.source!r}")
+        return self
+
+
+class ExamplesSpec(_Model):
+    """A few-shot file rendered into one template variable."""
+
+    file: str
+    """YAML file beside the metric file: a list of mappings."""
+
+    template: str
+    """Python-format template applied to each example; ``{n}`` is its 1-based number."""
+
+    @model_validator(mode="after")
+    def _named_fields_only(self) -> ExamplesSpec:
+        check_format_fields(self.template)
+        return self
+
+    separator: str = "\n\n"
+    """Put between rendered examples."""
+
+
+FieldType = Literal["number", "integer", "boolean", "string", "enum", "id"]
+NullRule = Literal["never", "allowed", "when_reference_missing"]
+
+
+class FieldSpec(_Model):
+    """One key of the verdict the judge returns."""
+
+    type: FieldType
+    """``number`` (float), ``integer``, ``boolean``, ``string``, ``enum`` or ``id``
+    (a string or integer that must equal the sample id)."""
+
+    minimum: float | None = None
+    """Smallest allowed value (number, integer)."""
+
+    maximum: float | None = None
+    """Largest allowed value (number, integer)."""
+
+    values: tuple[str, ...] = ()
+    """Allowed values (enum)."""
+
+    nullable: NullRule = "never"
+    """When null is a valid value: never, always, or exactly when the sample's
+    reference is missing (trimmed, lowercased: empty, ``none`` or null)."""
+
+    required: bool = True
+    """Reject the verdict when the key is absent."""
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> FieldSpec:
+        if self.type in ("number", "integer") and (self.minimum is None or self.maximum is None):
+            raise ValueError("numbers need 'minimum' and 'maximum'")
+        if self.type == "enum" and not self.values:
+            raise ValueError("enums need 'values'")
+        return self
+
+
+class FailureSpec(_Model):
+    """How the judge declares that it could not evaluate (a valid verdict, not a parse error)."""
+
+    field: str
+    """The status field, e.g. ``evaluation_status``."""
+
+    equals: str
+    """The value that means failure, e.g. ``failed``."""
+
+    reason_fields: tuple[str, ...] = ()
+    """Fields whose text explains the failure."""
+
+
+class OutputSpec(_Model):
+    """The verdict the judge must return."""
+
+    format: Literal["json", "score_tag"]
+    """``json``: one JSON object; ``score_tag``: free text ending ``<tag>N</tag>``."""
+
+    fields: dict[str, FieldSpec] = Field(default_factory=dict)
+    """JSON verdict keys; for ``score_tag``, the single key the tag value is stored under."""
+
+    tag: str = "score"
+    """Tag name for ``score_tag``."""
+
+    label: str | None = None
+    """Text that introduces the final score tag, e.g. ``Score-``; tags with it win."""
+
+    reason_fields: tuple[str, ...] = ()
+    """Fields joined into the verdict's reason (``score_tag``: the text before the tag)."""
+
+    failure: FailureSpec | None = None
+    """A judge-declared failure, if the metric has one."""
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> OutputSpec:
+        if not self.fields:
+            raise ValueError("'fields' must name at least one verdict key")
+        if self.format == "score_tag":
+            if len(self.fields) != 1:
+                raise ValueError("a score_tag output has exactly one field")
+            (spec,) = self.fields.values()
+            if spec.type not in ("integer", "number"):
+                raise ValueError("a score_tag field must be a number or integer")
+        for name in (*self.reason_fields, *(self.failure.reason_fields if self.failure else ())):
+            if name not in self.fields:
+                raise ValueError(f"reason field {name!r} is not in 'fields'")
+        if self.failure and self.failure.field not in self.fields:
+            raise ValueError(f"failure field {self.failure.field!r} is not in 'fields'")
+        return self
+
+
+class ScoreSpec(_Model):
+    """One stored score, normalised to 0..1 from a verdict field."""
+
+    source: str = Field(alias="from")
+    """The verdict field it is read from."""
+
+    scale: tuple[float, float] = (0.0, 1.0)
+    """Raw range: stored as ``(raw - low) / (high - low)``; booleans map to 0 and 1."""
+
+
+class JudgeOptions(_Model):
+    """Per-metric judge options; None inherits the settings."""
+
+    model: str | None = None
+    """Judge model for this metric."""
+
+    temperature: float = 0.0
+    """Sampling temperature."""
+
+    max_tokens: int = Field(default=1024, gt=0)
+    """Upper bound on the reply's tokens; a reply cut here is truncated, never repaired."""
+
+    response_format: Literal["json_schema", "json_object", "text"] = "text"
+    """Constrained output asked of the judge (lowered to what the judge supports)."""
+
+
+class MetricFile(_Model):
+    """The content of one metric file, as written."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,62}$")
+    """Metric name; also names the queue ``eval.<name>``."""
+
+    description: str = ""
+    """One paragraph for people."""
+
+    seed: str | None = None
+    """Where the judge prompt came from."""
+
+    constants: dict[str, str] = Field(default_factory=dict)
+    """Values usable in templates and in verdict field names (``{VERDICT_KEY}``)."""
+
+    variables: dict[str, VariableSpec] = Field(default_factory=dict)
+    """Template variables and where they come from."""
+
+    examples: dict[str, ExamplesSpec] = Field(default_factory=dict)
+    """Template variables filled from few-shot files."""
+
+    messages: tuple[MessageSpec, ...] = Field(min_length=1)
+    """The messages sent to the judge, in order."""
+
+    output: OutputSpec
+    """The verdict the judge must return."""
+
+    scores: dict[str, ScoreSpec] = Field(min_length=1)
+    """Scores stored from the verdict, by name."""
+
+    judge: JudgeOptions = JudgeOptions()
+    """Judge options for this metric."""
+
+    @model_validator(mode="after")
+    def _scores_read_fields(self) -> MetricFile:
+        for name, score in self.scores.items():
+            if score.source not in self.output.fields:
+                raise ValueError(f"score {name!r} reads {score.source!r}, not a verdict field")
+        return self
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A loaded metric: the file's content plus what is derived from it."""
+
+    spec: MetricFile
+    """The file's content, constants already substituted into verdict field names."""
+
+    version: str
+    """Prompt version: a hash of the metric file and its included files."""
+
+    examples_text: dict[str, str]
+    """Few-shot variables, rendered once at load."""
+
+    path: str
+    """Where it was loaded from."""
+
+    @property
+    def name(self) -> str:
+        """The metric's name."""
+        return self.spec.name
+
+    @property
+    def queue(self) -> str:
+        """The broker queue that carries this metric's jobs."""
+        return queue_for(self.spec.name)
+
+    def resolve_variables(self, sample: Sample) -> dict[str, str]:
+        """Every template variable's text for ``sample``: constants, examples, sample values.
+
+        Raises:
+            InvalidSample: When a required value is missing or blank, naming the field.
+        """
+        values = dict(self.spec.constants)
+        values.update(self.examples_text)
+        for name, variable in self.spec.variables.items():
+            values[name] = _variable_text(variable, sample)
+        return values
+
+
+def _variable_text(variable: VariableSpec, sample: Sample) -> str:
+    if variable.value is not None:
+        return variable.value
+    assert variable.source is not None
+    value = sample_value(sample, variable.source)
+    if value is None or value == [] or (isinstance(value, str) and not value.strip()):
+        if variable.required:
+            raise InvalidSample("is required by this metric", sample_id=sample.id,
+                                field=variable.source)
+        return variable.default or ""
+    if isinstance(value, list):
+        return _list_text(value, variable.list_style)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def sample_value(sample: Sample, path: str) -> Any:
+    """The value at ``path`` in ``sample`` (``input``, ``fields.product_title``...), or None."""
+    head, _, key = path.partition(".")
+    if head == "fields":
+        return sample.fields.get(key)
+    if head == "attributes":
+        return sample.attributes.get(key)
+    value = getattr(sample, head)
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _list_text(items: list[Any], style: str) -> str:
+    if style == "json":
+        return json.dumps(items, ensure_ascii=False)
+    texts = [item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
+             for item in items]
+    if style == "lines":
+        return "\n".join(texts)
+    return "\n".join(f"[{n}] {text}" for n, text in enumerate(texts, 1))
+
+
+def load_metric_file(path: Path) -> Metric:
+    """Load and check one metric file.
+
+    Args:
+        path: The YAML file.
+
+    Returns:
+        The metric.
+
+    Raises:
+        InvalidMetricSpec: Naming the file and what is wrong.
+    """
+    raw = path.read_bytes()
+    digest = hashlib.sha256(raw)
+    try:
+        data = yaml.safe_load(raw)
+        spec = MetricFile.model_validate(_substitute_constants(data))
+    except yaml.YAMLError as exc:
+        raise InvalidMetricSpec(f"not valid YAML: {exc}", path=str(path)) from None
+    except ValidationError as exc:
+        raise InvalidMetricSpec(_describe(exc), path=str(path)) from None
+    if spec.name != path.stem:
+        raise InvalidMetricSpec(f"name {spec.name!r} differs from the file name", path=str(path))
+    examples_text = {}
+    for variable, examples in spec.examples.items():
+        example_bytes = _examples_file(path, examples.file).read_bytes()
+        digest.update(example_bytes)
+        examples_text[variable] = _render_examples(examples, example_bytes, path=path)
+    return Metric(
+        spec=spec, version=digest.hexdigest()[:VERSION_LENGTH], examples_text=examples_text,
+        path=str(path),
+    )
+
+
+class MetricRegistry:
+    """The metrics available to this process, by name."""
+
+    def __init__(self, metrics: Iterable[Metric]) -> None:
+        self._metrics = {metric.name: metric for metric in metrics}
+
+    def get(self, name: str) -> Metric:
+        """The metric called ``name``.
+
+        Raises:
+            UnknownMetric: When no file defines it.
+        """
+        try:
+            return self._metrics[name]
+        except KeyError:
+            raise UnknownMetric(name, known=list(self._metrics)) from None
+
+    def names(self) -> list[str]:
+        """All metric names, sorted."""
+        return sorted(self._metrics)
+
+    def __iter__(self) -> Any:
+        return iter(self._metrics[name] for name in self.names())
+
+
+def load_registry(extra_dir: Path | None = None) -> MetricRegistry:
+    """Load the bundled metric files, then those in ``extra_dir``.
+
+    A file in ``extra_dir`` adds a metric, or replaces the bundled metric of the
+    same name.
+
+    Raises:
+        InvalidMetricSpec: When any file is invalid.
+    """
+    metrics = {m.name: m for m in _load_dir(Path(str(resources.files("prompts"))))}
+    if extra_dir is not None:
+        if not extra_dir.is_dir():
+            raise InvalidMetricSpec("metrics directory does not exist", path=str(extra_dir))
+        metrics.update({m.name: m for m in _load_dir(extra_dir)})
+    return MetricRegistry(metrics.values())
+
+
+def _load_dir(directory: Path) -> list[Metric]:
+    files = sorted(p for p in directory.glob("*.yaml") if not p.name.endswith(".examples.yaml"))
+    return [load_metric_file(path) for path in files]
+
+
+def _is_sample_path(path: str) -> bool:
+    head, _, key = path.partition(".")
+    if head in ("fields", "attributes"):
+        return bool(key)
+    return path in SAMPLE_PATHS
+
+
+def _substitute_constants(data: Any) -> Any:
+    """Resolve ``{CONSTANT}`` in verdict field names, reason and failure fields, score sources."""
+    if not isinstance(data, dict):
+        return data
+    constants = data.get("constants") or {}
+    if not isinstance(constants, dict) or not constants:
+        return data
+
+    def resolve(name: Any) -> Any:
+        if isinstance(name, str) and name.startswith("{") and name.endswith("}"):
+            return constants.get(name[1:-1], name)
+        return name
+
+    output = dict(data.get("output") or {})
+    output["fields"] = {resolve(k): v for k, v in (output.get("fields") or {}).items()}
+    output["reason_fields"] = [resolve(k) for k in output.get("reason_fields") or []]
+    failure = output.get("failure")
+    if isinstance(failure, dict):
+        # The failure spec names verdict fields too; left unresolved it would point
+        # at a field that does not exist and the file would be rejected.
+        resolved = dict(failure)
+        if "field" in failure:
+            resolved["field"] = resolve(failure["field"])
+        if isinstance(failure.get("reason_fields"), list):
+            resolved["reason_fields"] = [resolve(k) for k in failure["reason_fields"]]
+        output["failure"] = resolved
+    scores = {
+        name: {**score, "from": resolve(score.get("from"))} if isinstance(score, dict) else score
+        for name, score in (data.get("scores") or {}).items()
+    }
+    return {**data, "output": output, "scores": scores}
+
+
+def _examples_file(path: Path, name: str) -> Path:
+    """The examples file ``name`` beside the metric file ``path``, which it may not leave
+    (no absolute path, no ``..`` out of the folder, no symbolic link out of it)."""
+    folder = path.parent.resolve()
+    target = (folder / name).resolve()
+    if Path(name).is_absolute() or not target.is_relative_to(folder):
+        raise InvalidMetricSpec(f"examples file {name!r} is outside the metric's folder",
+                                path=str(path))
+    if not target.is_file():
+        raise InvalidMetricSpec(f"examples file {name!r} does not exist", path=str(path))
+    return target
+
+
+def _render_examples(examples: ExamplesSpec, raw: bytes, *, path: Path) -> str:
+    items = yaml.safe_load(raw)
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise InvalidMetricSpec(f"{examples.file} must be a list of mappings", path=str(path))
+    try:
+        return examples.separator.join(
+            examples.template.format_map({**item, "n": n}) for n, item in enumerate(items, 1)
+        )
+    except (KeyError, ValueError, IndexError, AttributeError) as exc:
+        raise InvalidMetricSpec(f"{examples.file}: bad example: {exc}", path=str(path)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    location = ".".join(str(part) for part in error["loc"])
+    return f"{location}: {error['msg']}" if location else str(error["msg"])

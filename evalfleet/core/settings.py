@@ -1,0 +1,519 @@
+"""The one settings object, read from the environment and `.env` at start-up.
+
+Every other module receives values from here as arguments; none reads the
+environment itself. Secrets (the API key, passwords inside URLs) are masked in
+``repr`` and can be listed with :meth:`Settings.secret_values` so log filters
+can scrub them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: Broker URL used when none is configured: kombu's file-system transport.
+EMBEDDED_BROKER_URL = "filesystem://localhost//"
+
+#: URL schemes of a Redis server (broker or shared state).
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+#: Query parameters whose values are credentials (``?api_key=``, ``?token=``...).
+_SECRET_PARAM = re.compile(r"key|token|secret|passw|pwd|sig|auth|credential", re.IGNORECASE)
+
+
+def mask_url(url: str) -> str:
+    """Return ``url`` with its password and secret query values replaced by ``***``.
+
+    Args:
+        url: A URL such as ``postgresql+psycopg://user:pw@host/db``.
+
+    Returns:
+        The same URL, credentials masked; unchanged when it has none. A URL that
+        cannot be parsed is replaced whole by ``***``.
+    """
+    try:
+        parts = urlsplit(url)
+        password, port = parts.password, parts.port
+    except ValueError:
+        return "***"
+    masked = url
+    if password is not None:
+        user = parts.username or ""
+        host = parts.hostname or ""
+        shown_port = f":{port}" if port else ""
+        masked = urlunsplit(parts._replace(netloc=f"{user}:***@{host}{shown_port}"))
+    for value in _secret_params(parts.query):
+        masked = masked.replace(value, "***")
+    return masked
+
+
+def strip_credentials(url: str) -> str:
+    """``url`` without its user, password and secret query values: a name for it that
+    may go anywhere (a Redis key, a metric label, a log line)."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        return "***"
+    netloc = f"{host}:{port}" if port else host
+    return mask_url(urlunsplit(parts._replace(netloc=netloc)))
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """The credentials inside ``url``: its password and secret query values."""
+    if not url:
+        return []
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return [url]
+    found = [password] if password else []
+    return found + _secret_params(parts.query)
+
+
+def url_password(url: str | None) -> str | None:
+    """The password inside ``url``, or None."""
+    try:
+        return urlsplit(url).password if url else None
+    except ValueError:
+        return None
+
+
+def _secret_params(query: str) -> list[str]:
+    return [value for name, value in parse_qsl(query, keep_blank_values=False)
+            if _SECRET_PARAM.search(name) and value]
+
+
+class ShadowJudge(BaseModel):
+    """A second judge that sees a share of a metric's traffic, kept out of alerts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(min_length=1)
+    """The shadow's judge model."""
+
+    share: float = Field(gt=0, le=1)
+    """Share of the metric's enqueued samples the shadow judges too (by sample id)."""
+
+
+class Settings(BaseSettings):
+    """Everything evalfleet can be configured with.
+
+    Environment variables carry the ``EVALFLEET_`` prefix except the two the
+    OpenAI client conventionally reads, ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="EVALFLEET_", env_file=".env", extra="ignore", populate_by_name=True,
+    )
+
+    database_url: str | None = None
+    """SQLAlchemy URL of the verdict store (``postgresql+psycopg://...``); unset means a
+    SQLite file in ``data_dir``."""
+
+    broker_url: str | None = None
+    """Celery broker URL (``redis://``, ``amqp://``); unset means a file-system broker."""
+
+    data_dir: Path = Path(".evalfleet")
+    """Where the embedded defaults (SQLite file, file-system broker) keep their data."""
+
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "openai_base_url"),
+    )
+    """Base URL of the judge, any OpenAI-compatible server, e.g.
+    ``http://127.0.0.1:8400/v1``; unset means OpenAI's."""
+
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "openai_api_key"),
+    )
+    """API key sent to the judge (masked everywhere)."""
+
+    metrics_dir: Path | None = None
+    """Extra metric files (``*.yaml``); they add metrics or replace bundled ones by name."""
+
+    judge_model: str = "gpt-4o-mini"
+    """Default judge model; a metric file or ``judge_models`` may override it."""
+
+    judge_models: dict[str, str] = Field(default_factory=dict)
+    """Per-metric judge model, e.g. ``{"rag_qa": "gpt-4.1"}`` (JSON in the environment)."""
+
+    shadow_judges: dict[str, ShadowJudge] = Field(default_factory=dict)
+    """Per metric, a shadow judge and its share of traffic, e.g. ``{"rag_qa": {"model":
+    "gpt-4.1", "share": 0.1}}`` (JSON in the environment): producers enqueue those samples
+    a second time for it; ``evalfleet calibrate --compare`` reports the agreement."""
+
+    judge_client: Literal["http", "openai"] = "http"
+    """``http``: the lean aiohttp client, many calls in flight per process (default);
+    ``openai``: the ``openai`` package, one call at a time per worker thread."""
+
+    judge_rpm: float | None = Field(default=None, gt=0)
+    """Requests per minute the whole fleet may send to the judge, per model (unset: no
+    limit); shared through Redis when there is one."""
+
+    judge_tpm: float | None = Field(default=None, gt=0)
+    """Tokens per minute the whole fleet may use, per model (prompt estimate plus
+    ``max_tokens`` before a call, corrected from the reported usage after it)."""
+
+    judge_rate_limits: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """Per-model limits overriding the two above, JSON: ``{"gpt-4.1": {"rpm": 500,
+    "tpm": 30000}}``."""
+
+    shared_redis_url: str | None = Field(default=None, validation_alias=AliasChoices(
+        "EVALFLEET_SHARED_REDIS_URL", "EVALFLEET_LIMITER_URL", "shared_redis_url"))
+    """Redis holding what the fleet shares besides jobs: rate budgets, daily spend and the
+    producers' deduplication window. Unset: the broker when it is Redis; with another
+    broker and none set, each process keeps its own budgets and window and no daily
+    budget applies. ``EVALFLEET_LIMITER_URL`` is read as an older name."""
+
+    judge_access_pause_s: float = Field(default=300.0, gt=0)
+    """When the judge refuses access (401, 403, exhausted quota) a worker stops consuming
+    that metric's queue for this long, then tries again; the jobs wait in the queue."""
+
+    rate_limit_max_wait_s: float = Field(default=2.0, ge=0)
+    """Longest a call waits for rate budget while holding a slot; a longer wait sends
+    its job back to the queue at once, not as an attempt, and the worker stops taking
+    that queue for the wait."""
+
+    model_prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    """US dollars per million tokens (prompt, completion) per judge model, JSON:
+    ``{"gpt-4o-mini": [0.15, 0.60]}``; verdicts of other models carry no cost."""
+
+    daily_budgets_usd: dict[str, float] = Field(default_factory=dict)
+    """Per-metric daily budget in US dollars, JSON: ``{"rag_qa": 50}``. Near it producers
+    lower the metric's sampling rate (accepted jobs are still judged)."""
+
+    budget_soft_fraction: float = Field(default=0.8, ge=0, le=1)
+    """Share of a daily budget after which producers start lowering the sampling rate,
+    reaching zero when the budget is spent."""
+
+    judge_response_format: Literal["json_schema", "json_object", "text"] = "json_schema"
+    """The most constrained output the judge supports; a metric never asks for more. A
+    judge that refuses it is stepped down automatically (``json_schema``, then
+    ``json_object``, then ``text``)."""
+
+    judge_timeout_s: float = Field(default=60.0, gt=0)
+    """Timeout of one judge HTTP call, connect to last byte."""
+
+    judge_max_reply_bytes: int = Field(default=1_048_576, ge=1024)
+    """Largest answer body read from the judge (in chunks); a longer one is not read and its job
+    ends as a ``truncated`` verdict (after the one re-ask)."""
+
+    reask_on_invalid: bool = True
+    """Re-ask the judge once, quoting the validation error, when its verdict is unusable."""
+
+    max_attempts: int = Field(default=6, ge=1)
+    """Judge calls per job before a transient failure becomes a dead letter."""
+
+    retry_base_s: float = Field(default=2.0, gt=0)
+    """First backoff delay after a transient judge failure; doubles per attempt, with jitter."""
+
+    retry_max_s: float = Field(default=300.0, gt=0)
+    """Longest backoff delay (also caps a judge's Retry-After)."""
+
+    visibility_timeout_s: int = Field(default=900, gt=0)
+    """Redis broker: seconds before an unacknowledged job is handed to another worker
+    (how long the jobs of a crashed worker wait). Must exceed the longest job (two judge
+    calls) plus ``retry_max_s``, or a job waiting out its retry is handed out twice
+    (checked at start)."""
+
+    redis_atomic_consume: bool = True
+    """Redis broker: workers wait with ``BLMOVE`` and pop a job and record it as
+    unacknowledged in one Lua script (needs Redis 6.2 or newer). Off: kombu's ``BRPOP``,
+    which loses a job popped but not yet recorded when Redis or the worker dies then."""
+
+    claim_lease_s: float = Field(default=300.0, gt=0)
+    """How long a worker may hold the exclusive claim on one job's verdict key; must
+    exceed the longest job (two judge calls), checked at start."""
+
+    worker_concurrency: int = Field(default=256, ge=1)
+    """Judge calls one worker process keeps in flight (``evalfleet worker --concurrency``)."""
+
+    shutdown_grace_s: float = Field(default=25.0, ge=0)
+    """After SIGTERM a worker takes no new jobs and waits this long for its running ones;
+    then it stops waiting for the judge and puts the unfinished jobs back in the queue.
+    Keep it a few seconds below the time the orchestrator waits before SIGKILL
+    (Kubernetes ``terminationGracePeriodSeconds``, 30 s unless set; compose
+    ``stop_grace_period``)."""
+
+    health_port: int = Field(default=0, ge=0, le=65535)
+    """Port of a worker's ``/livez`` and ``/readyz`` endpoints; 0 turns them off."""
+
+    liveness_stall_s: float = Field(default=180.0, gt=0)
+    """A worker whose queues hold waiting jobs but that neither started nor finished a
+    job for this long is reported not live (``/livez``). Must exceed two judge calls
+    (checked at start)."""
+
+    readiness_timeout_s: float = Field(default=2.0, gt=0)
+    """Timeout of each readiness check (broker, database, judge)."""
+
+    judge_probe_url: str | None = None
+    """URL the judge readiness check GETs; unset means ``{OPENAI_BASE_URL}/models``."""
+
+    batch_size: int = Field(default=16, ge=1, le=1000)
+    """Jobs per broker message from producers; also sizes a worker's task threads."""
+
+    sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
+    """Share of samples the producer keeps when ``--sample-rate`` is not given and the
+    sampling config leaves the metric's rate unset."""
+
+    sampling_config: Path | None = None
+    """Producer sampling config (YAML or JSON): per-metric rates, filters, segment
+    minimums, delays, queue limits and redaction (every key in
+    ``ops/sampling.example.yaml``); re-read within a second of a change."""
+
+    max_queue_depth: int = Field(default=100_000, ge=0)
+    """Jobs a metric queue may hold before producers shed (0: no limit); the sampling
+    config may set it per metric."""
+
+    shed_policy: Literal["drop_new", "lower_rate"] = "drop_new"
+    """What producers do above ``max_queue_depth``: drop new jobs, or lower the sampling
+    rate in proportion to the excess (rate x limit / depth); the sampling config may set
+    it per metric."""
+
+    max_field_chars: int = Field(default=65_536, ge=1)
+    """Longest text a producer accepts in one field (input, output, reference, each
+    context item, each attribute and ``fields`` value), in characters."""
+
+    field_char_limits: dict[str, int] = Field(default_factory=dict)
+    """Per-field overrides of ``max_field_chars``, JSON: ``{"context": 200000,
+    "fields.product_opinion_summary": 20000}``."""
+
+    max_context_items: int = Field(default=256, ge=1)
+    """Most retrieved chunks a producer accepts in one sample's ``context``."""
+
+    sample_max_depth: int = Field(default=16, ge=2, le=128)
+    """Deepest nesting of arrays and objects a producer accepts in one record (the record
+    itself is level 1; at most 128); deeper records are rejected naming the field."""
+
+    sample_max_keys: int = Field(default=256, ge=1)
+    """Most keys a producer accepts in one object of a record (``attributes``, ``fields``
+    and objects inside ``fields``)."""
+
+    sample_max_key_chars: int = Field(default=256, ge=1)
+    """Longest key a producer accepts in any object of a record, in characters."""
+
+    dedupe_window_s: float = Field(default=3600.0, ge=0)
+    """Producers enqueue one job per sample id and metric within this window (0: off);
+    shared through Redis when the broker is Redis."""
+
+    dedupe_memory_ids: int = Field(default=100_000, ge=1)
+    """Ids the in-memory deduplication remembers (non-Redis brokers, one-shot produce)."""
+
+    producer_batch_size: int = Field(default=500, ge=1)
+    """Jobs a producer publishes in one broker round trip."""
+
+    producer_broker_timeout_s: float = Field(default=5.0, gt=0)
+    """Socket timeout of a producer's broker calls, so a hung broker fails fast."""
+
+    ingest_tokens: SecretStr | None = None
+    """Bearer tokens ``evalfleet ingest`` accepts, comma-separated (masked everywhere)."""
+
+    ingest_tokens_file: Path | None = None
+    """A file of bearer tokens for ``evalfleet ingest``, one per line (``#`` comments)."""
+
+    ingest_max_request_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
+    """Largest request body ``evalfleet ingest`` reads; larger ones get 413."""
+
+    ingest_max_batch: int = Field(default=1000, ge=1)
+    """Most samples in one ``evalfleet ingest`` request; more get 413."""
+
+    sdk_buffer_size: int = Field(default=10_000, ge=1)
+    """Samples the SDK (``evalfleet.sdk.submit``) buffers in memory before it drops new ones."""
+
+    sdk_max_wait_s: float = Field(default=60.0, gt=0)
+    """How long the SDK keeps a buffered sample while the broker is down before dropping it."""
+
+    alert_rules_file: Path | None = None
+    """Alert rules (YAML); unset means the defaults shipped in ``evalfleet/alerts/rules.yaml``."""
+
+    alertmanager_url: str | None = None
+    """Alertmanager base URL (``http://alertmanager:9093``): a receiver named
+    ``alertmanager`` that every rule without its own receivers notifies."""
+
+    alert_webhook_secret: SecretStr | None = None
+    """Key of the HMAC-SHA256 signature sent with each generic webhook notification
+    (masked everywhere)."""
+
+    alert_external_url: str = "http://127.0.0.1:8500"
+    """Base URL of ``evalfleet ui`` as people reach it: each alert's ``generatorURL`` is
+    its page there (``<url>/alerts/<rule>?segment=...``)."""
+
+    alert_tick_s: float = Field(default=15.0, gt=0)
+    """How often the beat asks the alert engine to evaluate the rules that are due."""
+
+    alert_delivery_attempts: int = Field(default=4, ge=1)
+    """HTTP attempts per notification within one cycle; later cycles try again."""
+
+    alert_retry_base_s: float = Field(default=1.0, ge=0)
+    """Delay after a failed delivery attempt; doubles per attempt, with jitter."""
+
+    alert_retry_max_s: float = Field(default=60.0, ge=0)
+    """Longest delay between two delivery attempts."""
+
+    alert_delivery_timeout_s: float = Field(default=10.0, gt=0)
+    """Timeout of one notification HTTP request."""
+
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    """Port of the Prometheus ``/metrics`` endpoint of workers and the beat; 0 turns it off."""
+
+    metrics_segment_keys: list[str] = Field(default_factory=lambda: ["app"])
+    """Sample attributes that become labels of the verdict and score metrics."""
+
+    metrics_max_segment_values: int = Field(default=50, ge=1)
+    """Distinct values kept per segment label; later values are counted as ``other``."""
+
+    verdict_retention_days: float | None = Field(default=None, gt=0)
+    """``evalfleet purge`` deletes verdicts (and their scores) created more than this many
+    days ago; unset keeps every verdict."""
+
+    raw_output_retention_days: float | None = Field(default=None, gt=0)
+    """``evalfleet purge`` empties the judge's raw output and the error text of verdicts
+    created more than this many days ago, keeping their scores; unset keeps them."""
+
+    ui_token: SecretStr | None = None
+    """The token ``evalfleet ui`` asks for (needed when it binds to anything but the
+    loopback interface); open ``/?token=...`` once and a cookie carries it (masked
+    everywhere)."""
+
+    keep_samples: bool = True
+    """Workers store each verdict's sample content (input, output, context, reference,
+    fields, as the producer accepted it, after redaction) beside the verdict, so alerts
+    and pages can show what was judged. False stores none."""
+
+    sample_retention_days: float | None = Field(default=None, gt=0)
+    """``evalfleet purge`` deletes the stored sample content of verdicts created more than
+    this many days ago, keeping the verdicts; unset keeps it as long as the verdict."""
+
+    @field_validator("database_url", "broker_url", "openai_base_url", "alertmanager_url",
+                     "shared_redis_url", "judge_probe_url",
+                     mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _timeouts_fit_together(self) -> Settings:
+        longest_job_s = 2 * self.judge_timeout_s  # a call and its re-ask
+        if self.visibility_timeout_s <= longest_job_s + self.retry_max_s:
+            raise ValueError(
+                f"visibility_timeout_s ({self.visibility_timeout_s}) must exceed two judge "
+                f"calls plus retry_max_s ({longest_job_s:g} + {self.retry_max_s:g} s), or "
+                "jobs are handed out twice",
+            )
+        if self.liveness_stall_s <= longest_job_s:
+            raise ValueError(
+                f"liveness_stall_s ({self.liveness_stall_s:g}) must exceed two judge calls "
+                f"({longest_job_s:g} s), or a worker busy with slow jobs is restarted",
+            )
+        if self.claim_lease_s <= longest_job_s:
+            raise ValueError(
+                f"claim_lease_s ({self.claim_lease_s:g}) must exceed two judge calls "
+                f"({longest_job_s:g} s), or another worker takes over a job still running",
+            )
+        return self
+
+    @property
+    def embedded_database(self) -> bool:
+        """True when no database URL is configured and a SQLite file is used."""
+        return self.database_url is None
+
+    @property
+    def embedded_broker(self) -> bool:
+        """True when no broker URL is configured and the file-system broker is used."""
+        return self.broker_url is None
+
+    def resolved_database_url(self) -> str:
+        """The database URL in effect, falling back to the embedded SQLite file."""
+        if self.database_url is not None:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'evalfleet.db').resolve()}"
+
+    def resolved_broker_url(self) -> str:
+        """The broker URL in effect, falling back to the file-system broker."""
+        return self.broker_url if self.broker_url is not None else EMBEDDED_BROKER_URL
+
+    def resolved_shared_redis_url(self) -> str | None:
+        """The Redis the fleet shares state in: the setting, else a Redis broker, else None."""
+        if self.shared_redis_url is not None:
+            return self.shared_redis_url
+        broker = self.resolved_broker_url()
+        return broker if broker.startswith(REDIS_SCHEMES) else None
+
+    def judge_model_for(self, metric: str, *, metric_default: str | None) -> str:
+        """The judge model for ``metric``: settings override, then metric file, then global."""
+        return self.judge_models.get(metric) or metric_default or self.judge_model
+
+    @classmethod
+    def environment_names(cls) -> dict[str, str]:
+        """The environment variable each field is read from: its first alias, else
+        ``EVALFLEET_<FIELD>``."""
+        names: dict[str, str] = {}
+        for name, field in cls.model_fields.items():
+            alias = field.validation_alias
+            names[name] = (
+                str(alias.choices[0]) if isinstance(alias, AliasChoices)
+                else f"EVALFLEET_{name.upper()}"
+            )
+        return names
+
+    def as_environment(self) -> dict[str, str]:
+        """Environment variables that reproduce these settings in a child process."""
+        env: dict[str, str] = {}
+        plain = self.model_dump(mode="json", include={
+            name for name in type(self).model_fields
+            if isinstance(getattr(self, name), dict | list)})
+        for name, key in self.environment_names().items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            elif isinstance(value, Path):
+                value = value.resolve()
+            env[key] = json.dumps(plain[name]) if name in plain else str(value)
+        return env
+
+    def secret_values(self) -> list[str]:
+        """Every secret string in these settings, for log scrubbing: the credentials in
+        every URL setting, the API key, the webhook secret and the ingest tokens."""
+        secrets: list[str | None] = []
+        for name in self.url_fields():
+            secrets.extend(url_secrets(getattr(self, name)))
+        if self.openai_api_key is not None:
+            secrets.append(self.openai_api_key.get_secret_value())
+        if self.alert_webhook_secret is not None:
+            secrets.append(self.alert_webhook_secret.get_secret_value())
+        if self.ui_token is not None:
+            secrets.append(self.ui_token.get_secret_value())
+        if self.ingest_tokens is not None:
+            secrets.extend(t.strip() for t in self.ingest_tokens.get_secret_value().split(","))
+        return [s for s in secrets if s]
+
+    @classmethod
+    def url_fields(cls) -> list[str]:
+        """The names of the settings that hold a URL (every one may carry a password)."""
+        return [name for name in cls.model_fields if name.endswith("_url")]
+
+    def __repr_args__(self) -> Any:
+        urls = set(self.url_fields())
+        for name, value in super().__repr_args__():
+            if name in urls and isinstance(value, str):
+                yield name, mask_url(value)
+            else:
+                yield name, value

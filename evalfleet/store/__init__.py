@@ -1,0 +1,45 @@
+"""Verdict persistence: the store contract, its Postgres and SQLite implementations."""
+
+from __future__ import annotations
+
+from evalfleet.store.base import (
+    CalibrationRun,
+    Claim,
+    ClaimState,
+    DailyCost,
+    DeadLetter,
+    JudgeIdentity,
+    StoreCounts,
+    VerdictKey,
+    VerdictRecord,
+    VerdictStore,
+)
+from evalfleet.store.migration import migrate
+from evalfleet.store.postgres import PostgresStore
+from evalfleet.store.sql import SqlStore
+from evalfleet.store.sqlite import SqliteStore
+
+__all__ = [
+    "CalibrationRun",
+    "Claim",
+    "ClaimState",
+    "DailyCost",
+    "DeadLetter",
+    "JudgeIdentity",
+    "PostgresStore",
+    "SqlStore",
+    "SqliteStore",
+    "StoreCounts",
+    "VerdictKey",
+    "VerdictRecord",
+    "VerdictStore",
+    "migrate",
+    "open_store",
+]
+
+
+def open_store(url: str, *, pool_size: int = 10) -> SqlStore:
+    """The store for a SQLAlchemy URL: SQLite for ``sqlite://``, else PostgreSQL."""
+    if url.startswith("sqlite"):
+        return SqliteStore(url)
+    return PostgresStore(url, pool_size=pool_size)

@@ -1,0 +1,252 @@
+"""The verdict store contract: what the worker and the CLI need from a database.
+
+Implementations: :class:`~evalfleet.store.postgres.PostgresStore` (production) and
+:class:`~evalfleet.store.sqlite.SqliteStore` (the embedded default). Records are
+plain frozen dataclasses; times are timezone-aware UTC.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+from evalfleet.core.errors import StoreRejected
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictKey:
+    """What makes a verdict unique: one per sample, metric, prompt version and judge model."""
+
+    sample_id: str
+    metric: str
+    prompt_version: str
+    judge_model: str
+
+    def digest(self) -> str:
+        """A fixed-length hex digest of the key, used to name its claim."""
+        joined = "\x1f".join((self.sample_id, self.metric, self.prompt_version, self.judge_model))
+        return hashlib.sha256(joined.encode("utf-8")).hexdigest()
+
+
+class ClaimState(enum.Enum):
+    """What :meth:`VerdictStore.claim` found."""
+
+    CLAIMED = "claimed"
+    """This worker now holds the key and should call the judge."""
+
+    DONE = "done"
+    """A verdict or a dead letter already exists: acknowledge the job, call nobody."""
+
+    BUSY = "busy"
+    """Another worker holds a live claim: try again later."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The outcome of claiming a verdict key."""
+
+    state: ClaimState
+    retry_in_s: float = 0.0
+    """For BUSY: seconds until the other worker's claim expires."""
+
+
+@dataclass(frozen=True)
+class VerdictRecord:
+    """One verdict as stored."""
+
+    key: VerdictKey
+    status: str
+    """``ok`` or ``failed``."""
+    error_class: str | None
+    error: str | None
+    reason: str | None
+    scores: dict[str, float | None]
+    """Normalised 0..1 scores by name."""
+    raw_scores: dict[str, Any]
+    """The judge's own values for the same scores."""
+    raw_output: str | None
+    """The judge's last reply, verbatim."""
+    attempts: int
+    """Judge calls made for this verdict (retries and re-asks included)."""
+    latency_ms: int
+    """Time spent in judge calls, summed."""
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    attributes: dict[str, str]
+    sample_ts: datetime
+    created_at: datetime
+    cost_usd: float | None = None
+    """What the judge calls cost, from the model's price (None: price unknown)."""
+    notes: list[str] = field(default_factory=list)
+    """Annotations the judge left out or wrote off-spec (never a reason to reject)."""
+    judge_reported_model: str | None = None
+    """The model the judge's last reply said answered (beside ``key.judge_model``, asked for)."""
+    judge_fingerprint: str | None = None
+    """The ``system_fingerprint`` of the judge's last reply, when it sent one."""
+    purpose: str = "production"
+    """What the verdict is for (``evalfleet.core.message.Purpose``); only production verdicts
+    enter the score series that alerts and dashboards read."""
+    sample: dict[str, Any] | None = None
+    """The sample content judged (``input``, ``output``, ``context``, ``reference``,
+    ``fields``) as the producer accepted it; None when not kept (or purged)."""
+
+
+@dataclass(frozen=True)
+class JudgeIdentity:
+    """What a judge model reported about itself over a span of verdicts."""
+
+    judge_model: str
+    """The model asked for."""
+    reported_model: str | None
+    """The model the responses named."""
+    fingerprint: str | None
+    """The responses' ``system_fingerprint``."""
+    verdicts: int
+    first_at: datetime
+    """When the first verdict with this identity was stored."""
+    last_at: datetime
+
+
+@dataclass(frozen=True)
+class CalibrationRun:
+    """One ``evalfleet calibrate`` report, as kept."""
+
+    metric: str
+    prompt_version: str
+    judge_model: str
+    gold: str
+    """The gold set's name."""
+    created_at: datetime
+    report: dict[str, Any]
+    """The statistics per score (``evalfleet.calibration.CalibrationReport.as_json``)."""
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A job that could not become a verdict, kept with its payload for replay."""
+
+    sample_id: str | None
+    metric: str | None
+    error_class: str
+    error: str
+    attempts: int
+    payload: Any
+    created_at: datetime
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """One entry per failed delivery, the last one included, oldest first: ``at``,
+    ``attempt``, ``error_class``, ``error`` (see ``evalfleet.core.message.encode_history``)."""
+    verdict_key: str | None = None
+    """:meth:`VerdictKey.digest` of the verdict the job would have made; the store keeps
+    one dead letter per key and claims treat the key as settled until it is replayed."""
+
+
+@dataclass(frozen=True, slots=True)
+class DailyCost:
+    """One metric's judging on one UTC day."""
+
+    day: date
+    metric: str
+    verdicts: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    """Summed over the verdicts that have a price."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCounts:
+    """How many rows the store holds."""
+
+    verdicts: int
+    dead_letters: int
+
+
+class VerdictStore(ABC):
+    """Persistence of verdicts, dead letters and claims."""
+
+    @abstractmethod
+    def claim(
+        self, keys: Sequence[VerdictKey], *, owner: str, lease_s: float, now: datetime,
+    ) -> list[Claim]:
+        """For each key, check for a verdict and, if none, take the key for ``lease_s`` seconds.
+
+        One round trip for the whole batch.
+
+        Args:
+            keys: Verdict keys of the jobs (distinct).
+            owner: Who claims (the broker message id); a claim by the same owner renews.
+            lease_s: How long a claim holds before others may take it over.
+            now: The current time.
+
+        Returns:
+            One claim per key, in order: DONE when a verdict exists, CLAIMED when the
+            caller holds the key, else BUSY.
+        """
+
+    @abstractmethod
+    def save(
+        self, *, verdicts: Sequence[VerdictRecord] = (), dead_letters: Sequence[DeadLetter] = (),
+        release: Sequence[VerdictKey] = (), owner: str,
+        on_rejected: Callable[[VerdictRecord, StoreRejected], DeadLetter] | None = None,
+    ) -> int:
+        """In one transaction: store verdicts (a key that has one already is skipped) with
+        their scores, store dead letters, and drop ``owner``'s claims on the verdicts' keys
+        and on ``release``.
+
+        Text the database cannot hold (NUL, unpaired surrogates, non-finite numbers in
+        JSON) is escaped first. A verdict the database refuses all the same (its key
+        holds such text, a count is out of range) is handed to ``on_rejected``, whose
+        dead letter is stored in its place; the other rows are stored as usual.
+
+        Returns:
+            How many verdicts were new.
+
+        Raises:
+            StoreUnavailable: The database cannot be reached: try again later.
+            StoreRejected: A verdict was refused and ``on_rejected`` is None.
+        """
+
+    @abstractmethod
+    def iter_verdicts(
+        self, *, metric: str | None = None, since: datetime | None = None,
+        until: datetime | None = None, with_samples: bool = False,
+        purposes: Collection[str] | None = None,
+    ) -> Iterator[VerdictRecord]:
+        """Stream verdicts in creation order, optionally filtered (``purposes``: only
+        verdicts for these purposes; None for all); ``with_samples`` reads the sample
+        each one judged too (None where none was kept)."""
+
+    @abstractmethod
+    def iter_dead_letters(self, *, metric: str | None = None,
+                          since: datetime | None = None) -> Iterator[DeadLetter]:
+        """Stream dead letters in creation order, optionally only those created since."""
+
+    @abstractmethod
+    def daily_costs(self, *, since: datetime) -> list[DailyCost]:
+        """Verdicts, tokens and cost per metric and UTC day, for verdicts created since."""
+
+    @abstractmethod
+    def judge_identities(self, *, since: datetime) -> list[JudgeIdentity]:
+        """Each identity judge models reported in verdicts stored since ``since``, by
+        model asked for and then first seen (verdicts with no reported identity left out)."""
+
+    @abstractmethod
+    def save_calibration(self, run: CalibrationRun) -> None:
+        """Keep a calibration report."""
+
+    @abstractmethod
+    def calibration_runs(self, *, metric: str | None = None) -> list[CalibrationRun]:
+        """Calibration reports, newest first, optionally for one metric."""
+
+    @abstractmethod
+    def counts(self) -> StoreCounts:
+        """Count verdicts and dead letters."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections."""

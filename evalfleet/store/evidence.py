@@ -1,0 +1,153 @@
+"""The evidence behind verdicts: the sample each one judged, and the lowest scores of a window.
+
+Sample content lives in ``verdict_samples``, one row per verdict, apart from the
+verdict so verdict rows stay small and ``EVALFLEET_SAMPLE_RETENTION_DAYS`` can purge
+it alone. The reads here serve alert notifications, ``evalfleet alerts show`` and
+the web page, on Postgres and SQLite alike (SQLAlchemy's JSON operators).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, Engine, and_, delete, func, select, type_coerce
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Connection
+
+from evalfleet.store.dialect import is_sqlite
+from evalfleet.store.schema import verdict_samples, verdict_scores, verdicts
+from evalfleet.store.sql import to_utc
+
+#: The parts of a sample kept as evidence (its id, time and attributes are on the verdict).
+SAMPLE_PARTS = ("input", "output", "context", "reference", "fields")
+
+#: Sample rows deleted per transaction by :func:`purge_samples`.
+PURGE_BATCH_ROWS = 10_000
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One scored sample of a window: what was judged, the score, and why."""
+
+    verdict_id: int
+    """The verdict's row id (its page)."""
+    sample_id: str
+    """The sample's id."""
+    value: float
+    """The score."""
+    reason: str | None
+    """The judge's explanation, verbatim (hostile text: escape where shown)."""
+    sample_ts: datetime
+    """When the sample happened."""
+    attributes: dict[str, str]
+    """The sample's attributes."""
+    sample: dict[str, Any] | None
+    """Input, output, context, reference and fields; None when not kept or purged."""
+
+
+def sample_content(sample: Mapping[str, Any]) -> dict[str, Any]:
+    """The evidence part of a sample's JSON (see :data:`SAMPLE_PARTS`)."""
+    return {part: sample.get(part) for part in SAMPLE_PARTS}
+
+
+def load_samples(conn: Connection, verdict_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """The kept samples of these verdicts, by verdict id (missing: none kept)."""
+    if not verdict_ids:
+        return {}
+    query = select(verdict_samples.c.verdict_id, verdict_samples.c.sample).where(
+        verdict_samples.c.verdict_id.in_(list(verdict_ids)))
+    return {row[0]: row[1] for row in conn.execute(query)}
+
+
+def attributes_match(labels: Mapping[str, str],
+                     filters: Mapping[str, Sequence[str]] = {}, *,
+                     containment: bool = False) -> list[ColumnElement[bool]]:
+    """Conditions on ``verdicts.attributes``: each label equal, each filter one of its values.
+
+    With ``containment`` (Postgres) the labels are one ``attributes @> {...}`` test, which
+    the GIN index ``ix_verdicts_attributes`` answers.
+    """
+    attributes = verdicts.c.attributes
+    if containment and labels:
+        conditions = [type_coerce(attributes, JSONB).contains(dict(labels))]
+    else:
+        conditions = [attributes[key].as_string() == value for key, value in labels.items()]
+    conditions += [attributes[key].as_string().in_(list(values))
+                   for key, values in filters.items()]
+    return conditions
+
+
+def lowest_scoring(
+    conn: Connection, *, metric: str, score: str, start: datetime, end: datetime,
+    labels: Mapping[str, str], filters: Mapping[str, Sequence[str]] = {}, limit: int = 5,
+    highest: bool = False,
+) -> list[Evidence]:
+    """The samples of a segment's window with the lowest (or highest) scores.
+
+    Args:
+        conn: A database connection.
+        metric: The metric.
+        score: The stored score.
+        start: Window start (inclusive), on sample time.
+        end: Window end (exclusive).
+        labels: The segment's attributes.
+        filters: The rule's attribute filters.
+        limit: Most samples returned.
+        highest: True for the highest scores (a rule on rising scores).
+
+    Returns:
+        Worst first, with their reasons and kept samples.
+    """
+    vs = verdict_scores.c
+    order = vs.value.desc() if highest else vs.value.asc()
+    query = (
+        select(verdicts.c.id, verdicts.c.sample_id, vs.value, verdicts.c.reason,
+               vs.sample_ts, verdicts.c.attributes)
+        .select_from(verdict_scores.join(verdicts, verdicts.c.id == vs.verdict_id))
+        .where(vs.metric == metric, vs.name == score, vs.sample_ts >= to_utc(start),
+               vs.sample_ts < to_utc(end),
+               *attributes_match(labels, filters, containment=not is_sqlite(conn)))
+        .order_by(order, verdicts.c.id).limit(limit)
+    )
+    rows = conn.execute(query).all()
+    samples = load_samples(conn, [row[0] for row in rows])
+    return [
+        Evidence(verdict_id=row[0], sample_id=row[1], value=float(row[2]), reason=row[3],
+                 sample_ts=to_utc(row[4]), attributes=dict(row[5] or {}),
+                 sample=samples.get(row[0]))
+        for row in rows
+    ]
+
+
+def purge_samples(engine: Engine, *, before: datetime, batch_rows: int = PURGE_BATCH_ROWS,
+                  dry_run: bool = False) -> tuple[int, int]:
+    """Delete the kept samples of verdicts created before ``before``, in small transactions.
+
+    Args:
+        engine: The store's engine.
+        before: The cut-off on the verdict's creation time.
+        batch_rows: Rows per transaction.
+        dry_run: Only count.
+
+    Returns:
+        ``(rows deleted or to delete, transactions)``.
+    """
+    old = verdict_samples.c.created_at < to_utc(before)
+    if dry_run:
+        with engine.connect() as conn:
+            return int(conn.execute(select(func.count()).where(old)).scalar_one()), 0
+    total = transactions = 0
+    while True:
+        # Oldest first along the created_at index: LIMIT stops the scan early.
+        batch = (select(verdict_samples.c.verdict_id).where(old)
+                 .order_by(verdict_samples.c.created_at).limit(batch_rows).scalar_subquery())
+        with engine.begin() as conn:
+            deleted = conn.execute(delete(verdict_samples).where(
+                and_(verdict_samples.c.verdict_id.in_(batch)))).rowcount
+        transactions += 1
+        total += deleted
+        if deleted < batch_rows:
+            return total, transactions

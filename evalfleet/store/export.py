@@ -1,0 +1,50 @@
+"""The export format: one JSON object per verdict (the external contract). Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalfleet.store.base import VerdictRecord
+
+
+def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str, Any]:
+    """The contract's JSON object for one verdict.
+
+    Beyond the contract's keys it carries ``error_class``, ``raw_output`` (the
+    judge's last reply, verbatim), ``timestamp`` (the sample's), ``notes`` (annotations
+    the judge left out or wrote off-spec), what the judge reported about itself
+    (``judge_reported_model``, ``judge_fingerprint``; null when it did not say) and, with
+    ``with_sample``, ``sample``: the content judged (null when none was kept).
+    """
+    row = {
+        "sample_id": record.key.sample_id,
+        "metric": record.key.metric,
+        "status": record.status,
+        "scores": record.scores,
+        "raw_scores": record.raw_scores,
+        "reason": record.reason,
+        "error": record.error,
+        "error_class": record.error_class,
+        "raw_output": record.raw_output,
+        "judge_model": record.key.judge_model,
+        "prompt_version": record.key.prompt_version,
+        "attempts": record.attempts,
+        "latency_ms": record.latency_ms,
+        "prompt_tokens": record.prompt_tokens,
+        "completion_tokens": record.completion_tokens,
+        "cost_usd": record.cost_usd,
+        "created_at": _iso(record.created_at),
+        "timestamp": _iso(record.sample_ts),
+        "attributes": record.attributes,
+        "notes": record.notes,
+        "judge_reported_model": record.judge_reported_model,
+        "judge_fingerprint": record.judge_fingerprint,
+        "purpose": record.purpose,
+    }
+    if with_sample:
+        row["sample"] = record.sample
+    return row
+
+
+def _iso(moment: Any) -> str:
+    return str(moment.isoformat().replace("+00:00", "Z"))

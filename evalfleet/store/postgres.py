@@ -1,0 +1,147 @@
+"""The production verdict store: PostgreSQL through psycopg 3.
+
+A batch's claim (:data:`_CLAIM`) and its verdicts with their scores
+(:data:`_INSERT_VERDICTS`) each take one statement with the batch as one JSON
+parameter: the rows are read by
+``jsonb_populate_recordset`` against the table's own row type, and a second data-
+modifying step of the same statement adds the scores of the verdicts that were new.
+The usual multi-row ``INSERT ... RETURNING`` then a second ``INSERT`` for the scores
+cost 0.25 ms of worker CPU per verdict, most of it binding 20 parameters a row into a
+statement text too long for psycopg's query cache, parsed again on every batch; the
+claim's three statements cost 0.17 ms per key the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Table, create_engine, func, text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.engine import Connection
+
+from evalfleet.store.base import VerdictKey, VerdictRecord
+from evalfleet.store.schema import verdict_samples
+from evalfleet.store.sql import SqlStore, sample_rows, verdict_row
+from evalfleet.store.storable import key_problem
+
+#: Claims the keys in ``:keys`` (a JSON array of keys with their digests) for
+#: ``:owner`` until ``:expires_at``, unless a verdict or a dead letter settled them or a
+#: live claim of another owner holds them. One row per key: settled, taken, and the
+#: expiry of the claim it found (the snapshot before this statement's own write).
+_CLAIM = """
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:keys AS jsonb)) AS k(
+        sample_id text, metric text, prompt_version text, judge_model text, digest text)
+), settled AS (
+    SELECT input.digest FROM input JOIN verdicts USING (
+        sample_id, metric, prompt_version, judge_model)
+    UNION
+    SELECT dead_letters.verdict_key FROM dead_letters JOIN input
+        ON dead_letters.verdict_key = input.digest
+), taken AS (
+    INSERT INTO claims (key, owner, expires_at)
+    SELECT digest, :owner, :expires_at FROM input
+    WHERE digest NOT IN (SELECT digest FROM settled)
+    ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+    WHERE claims.expires_at < :now OR claims.owner = :owner
+    RETURNING key
+)
+SELECT input.digest, input.digest IN (SELECT digest FROM settled),
+       input.digest IN (SELECT key FROM taken), claims.expires_at
+FROM input LEFT JOIN claims ON claims.key = input.digest
+"""
+
+#: Inserts the verdicts in ``:rows`` (a JSON array of rows) that are new, with the
+#: non-null scores of the production ones (the series alerts read), and returns the new
+#: verdicts' ids and keys. ``{columns}``: the rows' fields.
+_INSERT_VERDICTS = """
+WITH new AS (
+    INSERT INTO verdicts ({columns})
+    SELECT {columns} FROM jsonb_populate_recordset(NULL::verdicts, CAST(:rows AS jsonb))
+    ON CONFLICT DO NOTHING
+    RETURNING id, sample_id, metric, prompt_version, judge_model, purpose, scores, sample_ts
+), scored AS (
+    INSERT INTO verdict_scores (verdict_id, name, metric, value, sample_ts)
+    SELECT new.id, score.key, new.metric, CAST(score.value AS float8), new.sample_ts
+    FROM new, jsonb_each(new.scores) AS score
+    WHERE jsonb_typeof(score.value) = 'number' AND new.purpose = 'production'
+)
+SELECT id, sample_id, metric, prompt_version, judge_model FROM new
+"""
+
+
+class PostgresStore(SqlStore):
+    """Verdicts in PostgreSQL; ``ON CONFLICT`` keeps them exactly once."""
+
+    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+        engine = create_engine(
+            _with_psycopg(url), pool_size=pool_size, max_overflow=4,
+            pool_pre_ping=True, pool_recycle=1800,
+        )
+        super().__init__(engine)
+
+    def day_of(self, column: Any) -> Any:
+        """The UTC day of a ``timestamptz`` column, whatever the session's time zone."""
+        return func.date(func.timezone("UTC", column))
+
+    def seconds_between(self, later: Any, earlier: Any) -> Any:
+        """``later - earlier`` in seconds, from the interval's epoch."""
+        return func.extract("epoch", later - earlier)
+
+    def insert(self, table: Table) -> Any:
+        """PostgreSQL's INSERT, with ``on_conflict_do_nothing`` / ``_do_update``."""
+        return insert(table)
+
+    def take_claims(
+        self, conn: Connection, keys: Sequence[VerdictKey], *, owner: str, now: datetime,
+        expires_at: datetime,
+    ) -> tuple[set[VerdictKey], set[str], dict[str, datetime]]:
+        """See :meth:`SqlStore.take_claims`: one statement (:data:`_CLAIM`)."""
+        by_digest = {key.digest(): key for key in keys}
+        # A key the database cannot hold (a NUL, too long) has no verdict to look up, and
+        # JSON could not carry it: it goes by digest only (claim and dead letter).
+        rows = [{"sample_id": key.sample_id, "metric": key.metric,
+                 "prompt_version": key.prompt_version, "judge_model": key.judge_model,
+                 "digest": digest} if key_problem(key) is None else {"digest": digest}
+                for digest, key in by_digest.items()]
+        done: set[VerdictKey] = set()
+        taken: set[str] = set()
+        held: dict[str, datetime] = {}
+        for digest, settled, took, held_until in conn.execute(text(_CLAIM), {
+                "keys": json.dumps(rows), "owner": owner, "now": now,
+                "expires_at": expires_at}):
+            if settled:
+                done.add(by_digest[digest])
+            elif took:
+                taken.add(digest)
+            elif held_until is not None:
+                held[digest] = held_until
+        return done, taken, held
+
+    def _insert_verdicts(self, conn: Connection, records: Sequence[VerdictRecord]) -> int:
+        rows = [verdict_row(record) for record in records]
+        # Column names come from the store's own row builder, never from input.
+        statement = text(_INSERT_VERDICTS.format(columns=", ".join(rows[0])))
+        new_ids = {VerdictKey(*row[1:]): row[0] for row in conn.execute(
+            statement, {"rows": json.dumps(rows, default=_json_value)})}
+        samples = sample_rows(records, new_ids)
+        if samples:
+            conn.execute(verdict_samples.insert(), samples)
+        return len(new_ids)
+
+
+def _with_psycopg(url: str) -> str:
+    """Use psycopg 3 for plain ``postgresql://`` URLs (SQLAlchemy would pick psycopg2)."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def _json_value(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

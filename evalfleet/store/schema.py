@@ -1,0 +1,242 @@
+"""Tables of the verdict store (SQLAlchemy Core), shared by Postgres and SQLite.
+
+The Alembic migrations in ``migrations/`` create exactly these; a test checks
+that the two agree.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+#: A JSON document: JSONB on Postgres (indexable), JSON text elsewhere.
+JsonDocument = JSON().with_variant(JSONB(), "postgresql")
+
+#: A surrogate key: BIGINT on Postgres; INTEGER on SQLite so it autoincrements.
+SurrogateKey = BigInteger().with_variant(Integer(), "sqlite")
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    },
+)
+
+verdicts = Table(
+    "verdicts", metadata,
+    Column("id", SurrogateKey, primary_key=True, autoincrement=True),
+    Column("sample_id", String(256), nullable=False),
+    Column("metric", String(64), nullable=False),
+    Column("prompt_version", String(32), nullable=False),
+    Column("judge_model", String(128), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("error_class", String(32)),
+    Column("error", Text),
+    Column("reason", Text),
+    Column("scores", JsonDocument, nullable=False),
+    Column("raw_scores", JsonDocument, nullable=False),
+    Column("raw_output", Text),
+    Column("attempts", Integer, nullable=False),
+    Column("latency_ms", Integer, nullable=False),
+    Column("prompt_tokens", Integer),
+    Column("completion_tokens", Integer),
+    Column("cost_usd", Float),
+    Column("attributes", JsonDocument, nullable=False),
+    Column("sample_ts", DateTime(timezone=True), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("notes", JsonDocument),
+    Column("judge_reported_model", String(128)),
+    Column("judge_fingerprint", String(128)),
+    Column("purpose", String(16), nullable=False, server_default="production"),
+    # The exactly-once effect: one verdict per sample, metric, prompt and judge.
+    UniqueConstraint("sample_id", "metric", "prompt_version", "judge_model"),
+    Index(None, "metric", "created_at"),
+    Index(None, "metric", "sample_ts"),
+    # A segment's verdicts (``attributes @> '{"app": ..., "route": ...}'``) without
+    # reading every segment's: the alert page's distributions, trend and worst samples.
+    # (On SQLite a plain index on the JSON text, unused: the schema is one for both.)
+    Index("ix_verdicts_attributes", "attributes", postgresql_using="gin",
+          postgresql_ops={"attributes": "jsonb_path_ops"}),
+)
+
+verdict_scores = Table(
+    "verdict_scores", metadata,
+    Column(
+        "verdict_id", SurrogateKey, ForeignKey("verdicts.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("name", String(64), primary_key=True),
+    Column("metric", String(64), nullable=False),
+    Column("value", Float),
+    Column("sample_ts", DateTime(timezone=True), nullable=False),
+    # "Mean of score X per segment over the last N minutes" scans this index
+    # range and joins verdicts by primary key for the segment attributes.
+    Index(None, "metric", "name", "sample_ts", postgresql_include=["value", "verdict_id"]),
+)
+
+# The evidence: what each verdict judged, as the producer accepted it (after redaction).
+# A table of its own so verdict rows stay small and its retention purges it alone.
+verdict_samples = Table(
+    "verdict_samples", metadata,
+    Column(
+        "verdict_id", SurrogateKey, ForeignKey("verdicts.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    # The verdict's creation time: ``evalfleet purge`` walks this index.
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("sample", JsonDocument, nullable=False),
+    Index(None, "created_at"),
+)
+
+dead_letters = Table(
+    "dead_letters", metadata,
+    Column("id", SurrogateKey, primary_key=True, autoincrement=True),
+    Column("sample_id", String(256)),
+    Column("metric", String(64)),
+    Column("error_class", String(32), nullable=False),
+    Column("error", Text, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("payload", JsonDocument, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    # One entry per failed delivery (time, attempt, error class, error), oldest first.
+    Column("history", JsonDocument, nullable=False, server_default=text("'[]'")),
+    # Digest of the verdict key the job would have made: a dead letter settles its key
+    # like a verdict does, once (null when the job could not be read).
+    Column("verdict_key", String(64), unique=True),
+    Index(None, "metric", "created_at"),
+)
+
+claims = Table(
+    "claims", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("owner", String(128), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+# How far each retention task got (``evalfleet purge``, evalfleet/ops/purger.py): the next
+# run starts there instead of re-reading every verdict it already handled.
+retention_marks = Table(
+    "retention_marks", metadata,
+    Column("task", String(32), primary_key=True),
+    Column("metric", String(64), primary_key=True),
+    Column("done_until", DateTime(timezone=True), nullable=False),
+)
+
+# --- Alerts (evalfleet/alerts/): Postgres only, created on SQLite too so migrations agree.
+
+alert_states = Table(
+    "alert_states", metadata,
+    Column("rule", String(128), primary_key=True),
+    Column("segment_key", String(64), primary_key=True),
+    Column("segment", JsonDocument, nullable=False),
+    Column("state", String(24), nullable=False),
+    Column("since", DateTime(timezone=True), nullable=False),
+    Column("breaches", Integer, nullable=False),
+    Column("clears", Integer, nullable=False),
+    Column("breach_started_at", DateTime(timezone=True)),
+    Column("fired_at", DateTime(timezone=True)),
+    Column("notified_at", DateTime(timezone=True)),
+    Column("evaluated_at", DateTime(timezone=True), nullable=False),
+    Column("transitions", Integer, nullable=False),
+    Column("announced", Boolean, nullable=False),
+    Column("finding", JsonDocument, nullable=False),
+)
+
+calibration_runs = Table(
+    "calibration_runs", metadata,
+    Column("id", SurrogateKey, primary_key=True, autoincrement=True),
+    Column("metric", String(64), nullable=False),
+    Column("prompt_version", String(32), nullable=False),
+    Column("judge_model", String(128), nullable=False),
+    Column("gold", String(256), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    # The report as ``evalfleet calibrate --json`` prints it: statistics per score.
+    Column("report", JsonDocument, nullable=False),
+    Index(None, "metric", "created_at"),
+)
+
+alert_exclusions = Table(
+    "alert_exclusions", metadata,
+    Column("id", SurrogateKey, primary_key=True, autoincrement=True),
+    Column("rule", String(128), nullable=False),
+    Column("segment_key", String(64), nullable=False),
+    # The segment's labels: a sample belongs to it when its attributes contain them.
+    Column("segment", JsonDocument, nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("ended_at", DateTime(timezone=True)),
+    Index(None, "rule", "segment_key"),
+)
+
+alert_notifications = Table(
+    "alert_notifications", metadata,
+    Column("id", SurrogateKey, primary_key=True, autoincrement=True),
+    Column("idempotency_key", String(64), nullable=False, unique=True),
+    Column("rule", String(128), nullable=False),
+    Column("segment_key", String(64), nullable=False),
+    Column("receiver", String(128), nullable=False),
+    Column("kind", String(24), nullable=False),
+    Column("alert", JsonDocument, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=False),
+    Column("delivered_at", DateTime(timezone=True)),
+    Column("failed_at", DateTime(timezone=True)),
+    Column("last_error", Text),
+    Index(None, "delivered_at", "next_attempt_at"),
+)
+
+# Every change of state of a rule and segment, with the numbers that caused it: the
+# history ``alerts show`` and the page draw (markers on the trend, "last transition").
+alert_transitions = Table(
+    "alert_transitions", metadata,
+    Column("id", SurrogateKey, primary_key=True, autoincrement=True),
+    Column("rule", String(128), nullable=False),
+    Column("segment_key", String(64), nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("previous", String(24), nullable=False),
+    Column("state", String(24), nullable=False),
+    Column("events", String(128), nullable=False),
+    Column("finding", JsonDocument, nullable=False),
+    Index(None, "rule", "segment_key", "at"),
+)
+
+# One row per evaluation of a rule and segment: the window's and the baseline's means
+# and counts. The rollup the overview's sparklines and the trend's baseline band read
+# (a few rows per segment instead of its verdicts); the engine keeps two days of it.
+alert_points = Table(
+    "alert_points", metadata,
+    Column("rule", String(128), primary_key=True),
+    Column("segment_key", String(64), primary_key=True),
+    Column("at", DateTime(timezone=True), primary_key=True),
+    Column("n", Integer, nullable=False),
+    Column("mean", Float),
+    Column("baseline_n", Integer),
+    Column("baseline_mean", Float),
+    Column("state", String(24), nullable=False),
+    Index(None, "rule", "at"),
+)
+
+alert_rule_runs = Table(
+    "alert_rule_runs", metadata,
+    Column("rule", String(128), primary_key=True),
+    Column("slot", BigInteger, nullable=False),
+    Column("evaluated_at", DateTime(timezone=True), nullable=False),
+)

@@ -1,0 +1,96 @@
+"""Loading alert rules: the shipped defaults, score kinds, and clear errors at load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from evalfleet.alerts.rule import ReceiverSpec, load_rules
+from evalfleet.core.errors import InvalidAlertRule
+from evalfleet.core.metric import load_registry
+
+REGISTRY = load_registry()
+
+
+def load(tmp_path: Path, document: dict[str, Any]) -> Any:
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return load_rules(path, registry=REGISTRY)
+
+
+def rule(**fields: Any) -> dict[str, Any]:
+    return {"name": "r", "metric": "rag_qa", "score": "faithfulness", **fields}
+
+
+def test_the_shipped_rules_cover_the_four_metrics_with_their_score_kinds() -> None:
+    rules = load_rules(None, registry=REGISTRY)
+    kinds = {(r.spec.metric, r.spec.score): r.kind for r in rules.rules}
+    assert kinds == {
+        ("rag_qa", "faithfulness"): "continuous",
+        ("context_precision", "context_precision"): "continuous",
+        ("bbh_match", "correct"): "binary",
+        ("rec_faithfulness", "faithfulness"): "ordinal",
+    }
+    pinned = next(r for r in rules.rules if r.spec.metric == "rec_faithfulness")
+    assert pinned.spec.segment_keys == ("prompt_version", "app")
+
+
+def test_defaults_merge_and_durations_parse(tmp_path: Path) -> None:
+    rules = load(tmp_path, {"defaults": {"window": "15m", "for": 2},
+                            "rules": [rule(), rule(name="s", window=600)]})
+    first, second = rules.rules
+    assert first.spec.window.total_seconds() == 900 and first.spec.for_count == 2
+    assert second.spec.window.total_seconds() == 600
+
+
+def test_rules_without_receivers_use_the_default_ones(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump({"rules": [rule(), rule(name="s", receivers=["hook"])],
+                                    "receivers": {"hook": {"type": "slack",
+                                                           "url": "http://x/y"}}}))
+    extra = {"alertmanager": ReceiverSpec(type="alertmanager", url="http://am:9093",
+                                          default=True)}
+    rules = load_rules(path, registry=REGISTRY, extra_receivers=extra)
+    assert rules.receivers_of(rules.rules[0]) == ("alertmanager",)
+    assert rules.receivers_of(rules.rules[1]) == ("hook",)
+
+
+@pytest.mark.parametrize("fields,message", [
+    ({"metric": "nope"}, "unknown metric 'nope'"),
+    ({"score": "nope"}, "has no score 'nope'"),
+    ({"window": "ten minutes"}, "not a duration"),
+    ({"mode": "threshold"}, "needs a 'threshold'"),
+    ({"direction": "down"}, "field 'direction'"),
+    ({"threshold": 1.5, "mode": "both"}, "field 'threshold'"),
+    ({"segment_by": ["app", "app"]}, "names a key twice"),
+    ({"segment_by": ["bad key"]}, "field 'segment_by.0'"),
+    ({"labels": {"severity": "x"}}, "set by the engine"),
+    ({"receivers": ["pager"]}, "unknown receiver 'pager'"),
+    ({"renotify": "10s", "interval": "1m"}, "at least one 'interval'"),
+    ({"min_samples": 1}, "field 'min_samples'"),
+    ({"baseline": {"type": "pinned", "key": "prompt_version"}}, "field 'baseline.pinned.value'"),
+    ({"unknown_field": 1}, "field 'unknown_field'"),
+    ({"metric": "bbh_match", "score": "correct", "mode": "threshold", "threshold": 1.0},
+     "strictly between 0 and 1"),
+])
+def test_invalid_rules_are_named_with_their_field(tmp_path: Path, fields: dict[str, Any],
+                                                  message: str) -> None:
+    with pytest.raises(InvalidAlertRule) as caught:
+        load(tmp_path, {"rules": [rule(name="broken", **fields)]})
+    assert "rule 'broken'" in str(caught.value)
+    assert message in str(caught.value)
+
+
+def test_file_level_errors(tmp_path: Path) -> None:
+    with pytest.raises(InvalidAlertRule, match="cannot read"):
+        load_rules(tmp_path / "missing.yaml", registry=REGISTRY)
+    (tmp_path / "bad.yaml").write_text("rules: [\n")
+    with pytest.raises(InvalidAlertRule, match="not valid YAML"):
+        load_rules(tmp_path / "bad.yaml", registry=REGISTRY)
+    with pytest.raises(InvalidAlertRule, match="false_discovery_rate"):
+        load(tmp_path, {"false_discovery_rate": 0.9, "rules": [rule()]})
+    with pytest.raises(InvalidAlertRule, match="a rule of this name comes earlier"):
+        load(tmp_path, {"rules": [rule(), rule()]})

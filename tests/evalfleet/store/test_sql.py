@@ -1,0 +1,236 @@
+"""The verdict store on both backends: claims, exactly-once verdicts, dead letters, export."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+from evalfleet.store import (
+    Claim,
+    ClaimState,
+    DeadLetter,
+    SqlStore,
+    VerdictKey,
+    VerdictRecord,
+    VerdictStore,
+    migrate,
+    open_store,
+)
+from evalfleet.store.schema import metadata
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+KEY = VerdictKey("req-1", "rag_qa", "abc123", "judge-1")
+
+
+def record(key: VerdictKey = KEY, **changes: object) -> VerdictRecord:
+    values: dict[str, object] = {
+        "key": key, "status": "ok", "error_class": None, "error": None, "reason": "fine",
+        "scores": {"faithfulness": 0.75, "semantic_similarity": None},
+        "raw_scores": {"faithfulness": 0.75, "semantic_similarity": None},
+        "raw_output": '{"faithfulness": 0.75}', "attempts": 1, "latency_ms": 12,
+        "prompt_tokens": 100, "completion_tokens": 20, "attributes": {"app": "bot"},
+        "sample_ts": NOW - timedelta(minutes=5), "created_at": NOW,
+    }
+    values.update(changes)
+    return VerdictRecord(**values)  # type: ignore[arg-type]
+
+
+def claim_one(store: VerdictStore, key: VerdictKey, owner: str, now: datetime = NOW) -> Claim:
+    (claim,) = store.claim([key], owner=owner, lease_s=60, now=now)
+    return claim
+
+
+def test_claim_then_verdict_then_done(any_store: VerdictStore) -> None:
+    assert claim_one(any_store, KEY, "a").state is ClaimState.CLAIMED
+    busy = claim_one(any_store, KEY, "b", NOW + timedelta(seconds=10))
+    assert busy.state is ClaimState.BUSY and busy.retry_in_s == pytest.approx(50)
+    assert claim_one(any_store, KEY, "a").state is ClaimState.CLAIMED
+    assert any_store.save(verdicts=[record()], owner="a") == 1
+    assert claim_one(any_store, KEY, "b").state is ClaimState.DONE
+
+
+def test_claims_for_a_batch_in_order(any_store: VerdictStore) -> None:
+    keys = [VerdictKey(f"req-{n}", "rag_qa", "v", "m") for n in range(5)]
+    any_store.save(verdicts=[record(keys[1])], owner="x")
+    claim_one(any_store, keys[3], "other")
+    states = [c.state for c in any_store.claim(keys, owner="a", lease_s=60, now=NOW)]
+    assert states == [ClaimState.CLAIMED, ClaimState.DONE, ClaimState.CLAIMED, ClaimState.BUSY,
+                      ClaimState.CLAIMED]
+    assert any_store.claim([], owner="a", lease_s=60, now=NOW) == []
+
+
+def test_expired_claim_can_be_taken_over(any_store: VerdictStore) -> None:
+    claim_one(any_store, KEY, "a")
+    later = NOW + timedelta(seconds=61)
+    assert claim_one(any_store, KEY, "b", later).state is ClaimState.CLAIMED
+
+
+def test_released_claim_is_free(any_store: VerdictStore) -> None:
+    claim_one(any_store, KEY, "a")
+    any_store.save(release=[KEY], owner="a")
+    assert claim_one(any_store, KEY, "b").state is ClaimState.CLAIMED
+
+
+def test_only_the_owner_releases(any_store: VerdictStore) -> None:
+    claim_one(any_store, KEY, "a")
+    any_store.save(release=[KEY], owner="b")
+    assert claim_one(any_store, KEY, "b").state is ClaimState.BUSY
+
+
+def test_one_verdict_per_key(any_store: VerdictStore) -> None:
+    assert any_store.save(verdicts=[record()], owner="a") == 1
+    assert any_store.save(verdicts=[record(reason="second")], owner="b") == 0
+    other_model = VerdictKey(KEY.sample_id, KEY.metric, KEY.prompt_version, "judge-2")
+    assert any_store.save(verdicts=[record(other_model), record(reason="third")],
+                          owner="a") == 1
+    stored = list(any_store.iter_verdicts())
+    assert [(r.key.judge_model, r.reason) for r in stored] == [("judge-1", "fine"),
+                                                               ("judge-2", "fine")]
+    assert any_store.counts().verdicts == 2
+
+
+@pytest.mark.parametrize("changes", [
+    {},
+    {"notes": ["field 'error_type' is missing"], "judge_reported_model": "judge-2026-11",
+     "judge_fingerprint": "fp_abc"},
+])
+def test_verdict_round_trip(any_store: VerdictStore, changes: dict[str, object]) -> None:
+    original = record(**changes)
+    any_store.save(verdicts=[original], owner="a")
+    (stored,) = any_store.iter_verdicts()
+    assert stored == original
+
+
+def test_export_filters(any_store: VerdictStore) -> None:
+    any_store.save(verdicts=[
+        record(VerdictKey(f"req-{n}", "rag_qa" if n % 2 else "bbh_match", "v", "m"),
+               created_at=NOW + timedelta(minutes=n))
+        for n in range(5)], owner="a")
+    assert [r.key.sample_id for r in any_store.iter_verdicts(metric="rag_qa")] == ["req-1",
+                                                                                   "req-3"]
+    since = [r.key.sample_id for r in any_store.iter_verdicts(since=NOW + timedelta(minutes=3))]
+    assert since == ["req-3", "req-4"]
+    until = [r.key.sample_id for r in any_store.iter_verdicts(until=NOW + timedelta(minutes=1))]
+    assert until == ["req-0"]
+
+
+def test_dead_letter_drops_the_claim(any_store: VerdictStore) -> None:
+    claim_one(any_store, KEY, "a")
+    letter = DeadLetter(sample_id="req-1", metric="rag_qa", error_class="judge_rejected",
+                        error="404", attempts=1, payload={"v": 1}, created_at=NOW)
+    any_store.save(dead_letters=[letter], release=[KEY], owner="a")
+    assert list(any_store.iter_dead_letters()) == [letter]
+    assert claim_one(any_store, KEY, "b").state is ClaimState.CLAIMED
+    assert any_store.counts().dead_letters == 1
+
+
+def test_a_dead_letter_settles_its_key_once(any_store: VerdictStore) -> None:
+    # A second copy of the job (redelivered while the first was being judged) must
+    # neither judge again nor add a second dead letter.
+    letter = DeadLetter(sample_id="req-1", metric="rag_qa", error_class="judge_unavailable",
+                        error="gave up", attempts=2, payload={"v": 1}, created_at=NOW,
+                        verdict_key=KEY.digest())
+    claim_one(any_store, KEY, "a")
+    any_store.save(dead_letters=[letter], release=[KEY], owner="a")
+    assert claim_one(any_store, KEY, "b").state is ClaimState.DONE
+    any_store.save(dead_letters=[letter], release=[KEY], owner="b")
+    assert list(any_store.iter_dead_letters()) == [letter]
+    other = VerdictKey("req-2", "rag_qa", "abc123", "judge-1")
+    states = [c.state for c in any_store.claim([KEY, other], owner="c", lease_s=60, now=NOW)]
+    assert states == [ClaimState.DONE, ClaimState.CLAIMED]
+
+
+def test_daily_costs(any_store: VerdictStore) -> None:
+    day_one, day_two = NOW - timedelta(days=1), NOW
+    any_store.save(verdicts=[
+        record(VerdictKey("a", "rag_qa", "v", "m"), created_at=day_one, cost_usd=0.002),
+        record(VerdictKey("b", "rag_qa", "v", "m"), created_at=day_one, cost_usd=0.003),
+        record(VerdictKey("c", "rag_qa", "v", "m"), created_at=day_two, cost_usd=None),
+        record(VerdictKey("d", "bbh_match", "v", "m"), created_at=day_two, cost_usd=0.01),
+    ], owner="a")
+    rows = any_store.daily_costs(since=NOW - timedelta(days=7))
+    assert [(r.day.isoformat(), r.metric, r.verdicts, r.prompt_tokens) for r in rows] == [
+        ("2026-11-21", "rag_qa", 2, 200), ("2026-11-22", "bbh_match", 1, 100),
+        ("2026-11-22", "rag_qa", 1, 100)]
+    assert [r.cost_usd for r in rows] == pytest.approx([0.005, 0.01, 0.0])
+    assert any_store.daily_costs(since=NOW) == rows[1:]
+
+
+def test_only_real_scores_are_aggregated(store: VerdictStore) -> None:
+    store.save(verdicts=[record()], owner="a")
+    with store.engine.connect() as conn:  # type: ignore[attr-defined]
+        rows = conn.exec_driver_sql(
+            "SELECT name, value FROM verdict_scores ORDER BY name").all()
+    assert [tuple(row) for row in rows] == [("faithfulness", 0.75)]
+
+
+@pytest.mark.parametrize("backend", ["postgres", "sqlite"])
+def test_migrations_match_the_schema(backend: str, request: pytest.FixtureRequest,
+                                     tmp_path: Path) -> None:
+    if backend == "postgres":
+        url = request.getfixturevalue("database_url")
+    else:
+        url = f"sqlite:///{tmp_path / 'schema.db'}"
+    store = open_store(url)
+    migrate(store.engine)
+    with store.engine.connect() as conn:  # type: ignore[attr-defined]
+        diff = compare_metadata(MigrationContext.configure(conn), metadata)
+    store.close()
+    assert diff == []
+
+
+def test_a_batch_keeps_hostile_text_its_times_and_only_new_scores(any_store: SqlStore) -> None:
+    hostile = "'); DROP TABLE verdicts; -- :rows %(rows)s {x} {{ y }} <score>5</score> \u2028 é"
+    first = [record(VerdictKey(f"s-{n}", "rag_qa", "v1", "m"), reason=hostile,
+                    raw_output=hostile, attributes={"app": hostile},
+                    scores={"faithfulness": 0.25 * n, "correct": None})
+             for n in range(3)]
+    assert any_store.save(verdicts=first[:2], owner="a") == 2
+    assert any_store.save(verdicts=first, owner="a") == 1  # two were stored already
+    stored = {r.key.sample_id: r for r in any_store.iter_verdicts()}
+    assert sorted(stored) == ["s-0", "s-1", "s-2"]
+    for original in first:
+        again = stored[original.key.sample_id]
+        assert (again.reason, again.raw_output, again.attributes) == (
+            hostile, hostile, {"app": hostile})
+        assert (again.sample_ts, again.created_at) == (original.sample_ts, original.created_at)
+        assert again.scores == original.scores
+    with any_store.engine.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT name, value FROM verdict_scores "
+                                    "ORDER BY value").all()
+    assert [tuple(row) for row in rows] == [("faithfulness", 0.0), ("faithfulness", 0.25),
+                                            ("faithfulness", 0.5)]
+
+
+def test_claims_of_hostile_keys_in_one_batch(any_store: SqlStore) -> None:
+    keys = [VerdictKey(f"'\"); -- :keys {n} \\u0041 é", "rag_qa", "v1", "m") for n in range(3)]
+    states = [c.state for c in any_store.claim(keys, owner="a", lease_s=60, now=NOW)]
+    assert states == [ClaimState.CLAIMED] * 3
+    any_store.save(verdicts=[record(keys[0])], owner="a")
+    again = any_store.claim(keys, owner="b", lease_s=60, now=NOW + timedelta(seconds=20))
+    assert [c.state for c in again] == [ClaimState.DONE, ClaimState.BUSY, ClaimState.BUSY]
+    assert again[1].retry_in_s == pytest.approx(40)
+
+
+def test_judge_identities_group_what_the_judge_reported(any_store: VerdictStore) -> None:
+    any_store.save(verdicts=[
+        record(VerdictKey("a", "rag_qa", "v", "m"), created_at=NOW, judge_fingerprint="fp_1",
+               judge_reported_model="m-1"),
+        record(VerdictKey("b", "rag_qa", "v", "m"), created_at=NOW + timedelta(minutes=1),
+               judge_fingerprint="fp_1", judge_reported_model="m-1"),
+        record(VerdictKey("c", "bbh_match", "v", "m"), created_at=NOW + timedelta(minutes=2),
+               judge_fingerprint="fp_2", judge_reported_model="m-1"),
+        record(VerdictKey("d", "rag_qa", "v", "m"), created_at=NOW),  # reported nothing
+        record(VerdictKey("e", "rag_qa", "v", "m"), created_at=NOW - timedelta(days=2),
+               judge_fingerprint="fp_0"),
+    ], owner="a")
+    identities = any_store.judge_identities(since=NOW - timedelta(hours=1))
+    assert [(i.judge_model, i.reported_model, i.fingerprint, i.verdicts, i.first_at, i.last_at)
+            for i in identities] == [
+        ("m", "m-1", "fp_1", 2, NOW, NOW + timedelta(minutes=1)),
+        ("m", "m-1", "fp_2", 1, NOW + timedelta(minutes=2), NOW + timedelta(minutes=2)),
+    ]
