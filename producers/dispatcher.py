@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from evalfleet.broker.depth import CachedQueueDepth
-from evalfleet.core.errors import BrokerUnavailable
+from evalfleet.core.errors import RetryLater
 from evalfleet.core.message import Job, new_job, queue_for
 from evalfleet.core.settings import ShadowJudge
 from producers import telemetry
@@ -144,7 +144,7 @@ class Dispatcher:
     def _mark(self, keys: list[str]) -> None:
         try:
             self._deduper.mark(keys)
-        except BrokerUnavailable as exc:
+        except RetryLater as exc:
             # The jobs are published; unmarked, a later copy may go in again, and the
             # workers judge it once.
             logger.warning("published, but not marked for deduplication: %s", exc)

@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from celery import Celery
-from kombu.exceptions import KombuError, OperationalError
 
+from evalfleet.broker.errors import BROKER_ERRORS
 from evalfleet.broker.queues import (
     broker_countdown_s,
     broker_transport_options,
@@ -88,7 +88,7 @@ class Enqueuer:
             self._prepare([job.metric])
             self._app.send_task(EVALUATE_TASK, **_task_options(
                 job, countdown_s=broker_countdown_s(delay_s, broker_url=self._broker_url)))
-        except (OperationalError, KombuError, OSError) as exc:
+        except BROKER_ERRORS as exc:
             raise BrokerUnavailable(f"cannot publish to the broker: {exc}") from exc
 
     def send_many(self, jobs: Sequence[Job], *,
@@ -120,7 +120,7 @@ class Enqueuer:
                         EVALUATE_TASK, producer=producer,
                         **_batch_options(message_jobs, countdown_s=countdown_s),
                     )
-        except (OperationalError, KombuError, OSError) as exc:
+        except BROKER_ERRORS as exc:
             raise BrokerUnavailable(f"cannot publish to the broker: {exc}") from exc
 
     def _prepare(self, metrics: Iterable[str]) -> None:
@@ -153,7 +153,7 @@ class Enqueuer:
                 connection.ensure_connection(max_retries=1, interval_start=0,
                                              interval_step=0, timeout=2)
                 connection.default_channel  # noqa: B018 - opening a channel talks to it
-        except (OperationalError, KombuError, OSError) as exc:
+        except BROKER_ERRORS as exc:
             raise BrokerUnavailable(f"broker unreachable: {exc}") from exc
 
     def close(self) -> None:

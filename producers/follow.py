@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from evalfleet.core.errors import BrokerUnavailable, InvalidSample
+from evalfleet.core.errors import InvalidSample, RetryLater
 from producers.offsets import OffsetStore
 from producers.pipeline import Pipeline, ProduceStats
 from producers.screen import OversizedLine
@@ -70,7 +70,7 @@ def _publish(lines: list[TailLine], *, pipeline: Pipeline, stats: ProduceStats,
     while True:
         try:
             results = pipeline.process(records)
-        except BrokerUnavailable as exc:
+        except RetryLater as exc:
             delay_s = RETRY_DELAYS_S[min(attempt, len(RETRY_DELAYS_S) - 1)]
             if attempt == 0:
                 logger.warning("%s; retrying every few seconds, the file waits", exc)

@@ -9,9 +9,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import psycopg
 
 from evalfleet.core.errors import JudgeDeferred, JudgeError
 from evalfleet.core.settings import Settings
@@ -92,3 +95,25 @@ class DeferringJudge(JudgeClient):
 
     def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
         return [JudgeDeferred("circuit open", retry_after_s=self.wait_s) for _ in requests]
+
+
+@contextmanager
+def database_outage(database_url: str) -> Iterator[None]:
+    """The test database stops taking connections (and drops the open ones) inside the
+    block, as a Postgres that went away would; it takes them again afterwards."""
+    database = database_url.rsplit("/", 1)[1]
+    admin_url = database_url.rsplit("/", 1)[0].replace("+psycopg", "") + "/postgres"
+    allow_connections(admin_url, database, allow=False)
+    try:
+        yield
+    finally:
+        allow_connections(admin_url, database, allow=True)
+
+
+def allow_connections(admin_url: str, database: str, *, allow: bool) -> None:
+    """Let ``database`` take connections again, or refuse new ones and end the open ones."""
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS {str(allow).lower()}')
+        if not allow:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE datname = %s AND pid <> pg_backend_pid()", [database])

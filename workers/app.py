@@ -36,12 +36,9 @@ from evalfleet.core.errors import InvalidMessage, StoreUnavailable, WorkerShutti
 from evalfleet.core.log import install_secret_filter
 from evalfleet.core.message import (
     EVALUATE_TASK,
-    AttemptFailure,
     Job,
     decode_batch,
     encode_batch,
-    encode_history,
-    encode_job,
     queue_for,
 )
 from evalfleet.core.settings import Settings
@@ -405,13 +402,8 @@ def _keep_as_dead_letters(runtime: Runtime, letters: list[DeadLetter]) -> None:
 
 
 def _internal_error(job: Job, exc: Exception) -> DeadLetter:
-    now, error = datetime.now(UTC), f"{type(exc).__name__}: {exc}"
-    final = AttemptFailure.of(job, at=now, error_class="internal_error", error=error)
-    return DeadLetter(
-        sample_id=job.sample.id, metric=job.metric, error_class="internal_error",
-        error=error, attempts=job.attempt, payload=encode_job(job), created_at=now,
-        history=encode_history((*job.history, final)),
-    )
+    return DeadLetter.of_job(job, error_class="internal_error",
+                             error=f"{type(exc).__name__}: {exc}", at=datetime.now(UTC))
 
 
 def _undecodable(message: Any, exc: InvalidMessage) -> DeadLetter:

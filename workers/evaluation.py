@@ -28,8 +28,9 @@ from evalfleet.core.errors import (
     StoreUnavailable,
     UnknownMetric,
 )
-from evalfleet.core.message import AttemptFailure, Job, encode_history, encode_job, next_attempt
+from evalfleet.core.message import AttemptFailure, Job, next_attempt
 from evalfleet.core.metric import Metric, MetricRegistry
+from evalfleet.core.settings import choose_judge_model
 from evalfleet.core.spend import SpendLedger
 from evalfleet.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, VerdictStore
 from evalfleet.store.evidence import sample_content
@@ -301,10 +302,9 @@ class Evaluator:
 
     def verdict_key(self, job: Job, metric: Metric) -> VerdictKey:
         """The key the verdict of ``job`` is stored under on this worker."""
-        model = (
-            job.judge_model or self.options.judge_models.get(metric.name)
-            or metric.spec.judge.model or self.options.judge_model
-        )
+        model = job.judge_model or choose_judge_model(
+            metric.name, metric_default=metric.spec.judge.model,
+            per_metric=self.options.judge_models, default=self.options.judge_model)
         return VerdictKey(job.sample.id, metric.name, metric.version, model)
 
     def _claim_and_render(self, jobs: Sequence[Job], batch: _Batch, *,
@@ -435,14 +435,8 @@ class Evaluator:
 
     def _letter(self, job: Job, error_class: str, error: str, *,
                 key: VerdictKey | None) -> DeadLetter:
-        now = self._clock()
-        final = AttemptFailure.of(job, at=now, error_class=error_class, error=error)
-        return DeadLetter(
-            sample_id=job.sample.id, metric=job.metric, error_class=error_class, error=error,
-            attempts=job.attempt, payload=encode_job(job), created_at=now,
-            history=encode_history((*job.history, final)),
-            verdict_key=key.digest() if key is not None else None,
-        )
+        return DeadLetter.of_job(job, error_class=error_class, error=error, at=self._clock(),
+                                 key=key)
 
     def _unstorable(self, batch: _Batch, pending: Sequence[_Pending],
                     ) -> Callable[[VerdictRecord, StoreRejected], DeadLetter]:

@@ -20,7 +20,7 @@ from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeClient, JudgeRunner, OpenAIJudge
 from workers.judge.formats import FormatSupport, RedisFormatSupport
 from workers.judge.gate import PacedJudge, Pacing
-from workers.limiter import Budget, LocalRateLimiter, RateLimiter, RedisRateLimiter
+from workers.limiter import LocalRateLimiter, RateLimiter, RedisRateLimiter
 from workers.limiter.redis import MAX_CONNECTIONS as LIMITER_MAX_CONNECTIONS
 from workers.renderer import check_templates
 from workers.telemetry import configure_telemetry
@@ -91,7 +91,7 @@ def build_judge(settings: Settings, *, concurrency: int,
     api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     pacing = Pacing(limiter=build_limiter(settings, concurrency=concurrency),
                     max_wait_s=settings.rate_limit_max_wait_s,
-                    budget_for=lambda model: budget_for(settings, model), on_wait=on_wait)
+                    budget_for=settings.rate_limit_for, on_wait=on_wait)
     if settings.judge_client == "openai":
         blocking = OpenAIJudge(base_url=settings.openai_base_url, api_key=api_key,
                                timeout_s=settings.judge_timeout_s,
@@ -117,13 +117,6 @@ def build_limiter(settings: Settings, *, concurrency: int) -> RateLimiter | None
     if not url:
         return LocalRateLimiter()
     return RedisRateLimiter(url, max_connections=min(concurrency, LIMITER_MAX_CONNECTIONS))
-
-
-def budget_for(settings: Settings, model: str) -> Budget:
-    """The rate limits of ``model``: its own entry, else the fleet-wide defaults."""
-    own = settings.judge_rate_limits.get(model, {})
-    return Budget(requests_per_minute=own.get("rpm", settings.judge_rpm),
-                  tokens_per_minute=own.get("tpm", settings.judge_tpm))
 
 
 class LazyRuntime:

@@ -30,6 +30,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, s
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from evalfleet.broker.redis_keys import UNACKED_KEY, waiting_messages
+
 logger = logging.getLogger(__name__)
 
 #: Value of a segment label once its key has seen too many distinct values.
@@ -177,7 +179,7 @@ class Telemetry:
 
 
 class QueueDepthCollector(Collector):
-    """Reads queue lengths from Redis at scrape time.
+    """Reads queue depths (messages waiting) from Redis at scrape time.
 
     Args:
         redis_url: The broker's Redis URL.
@@ -192,16 +194,15 @@ class QueueDepthCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         """Yield ``evalfleet_queue_depth`` and ``evalfleet_unacked_jobs``."""
-        depth = GaugeMetricFamily("evalfleet_queue_depth", "Jobs waiting in each queue.",
-                                  labels=["queue"])
+        depth = GaugeMetricFamily(
+            "evalfleet_queue_depth",
+            "Messages waiting in each queue, every priority (a message carries up to "
+            "EVALFLEET_BATCH_SIZE jobs).", labels=["queue"])
         unacked = GaugeMetricFamily("evalfleet_unacked_jobs",
-                                    "Jobs delivered to a worker, not yet acknowledged.")
+                                    "Messages delivered to a worker, not yet acknowledged.")
         try:
-            pipe = self._client.pipeline(transaction=False)
-            for queue in self._queues:
-                pipe.llen(queue)
-            pipe.hlen("unacked")
-            *lengths, held = pipe.execute()
+            lengths = waiting_messages(self._client, self._queues)
+            held = self._client.hlen(UNACKED_KEY)
         except Exception as exc:  # a scrape must not fail because the broker is down
             logger.warning("cannot read queue depths: %s", type(exc).__name__)
             return

@@ -8,7 +8,7 @@ every evaluation a new alert. Numbers go in annotations.
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -16,6 +16,7 @@ from evalfleet.alerts.evidence import EVIDENCE_SAMPLES
 from evalfleet.alerts.rule import Rule
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.state import AlertState, Event
+from evalfleet.core.durations import format_duration
 
 #: Suffix of the alert name that says a rule's traffic stopped.
 NO_DATA_SUFFIX = "_no_data"
@@ -170,12 +171,3 @@ def _text(value: Any) -> str:
 def _interval(bounds: Any) -> str:
     low, high = bounds
     return f"[{_text(float(low))}, {_text(float(high))}]"
-
-
-def format_duration(delta: timedelta) -> str:
-    """``3h``, ``10m``, ``1d``: the largest whole unit, else seconds."""
-    seconds = int(delta.total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds % size == 0 and seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"

@@ -45,6 +45,7 @@ from evalfleet.alerts.state import AlertState, Policy, Step, advance
 from evalfleet.alerts.statistic import Summary
 from evalfleet.alerts.telemetry import AlertTelemetry, SegmentSample
 from evalfleet.alerts.window import WindowQuery, fetch_summaries
+from evalfleet.store.sql import unavailable_as_store_error
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +132,15 @@ class AlertEngine:
 
     def check(self, *, at: datetime | None = None) -> CycleReport:
         """Run one cycle: evaluate every rule due at ``at``, then deliver.
+
+        A database that is away ends the cycle with the store's
+        :class:`~evalfleet.core.errors.StoreUnavailable`; the next cycle tries again.
+        """
+        with unavailable_as_store_error():
+            return self._cycle(at)
+
+    def _cycle(self, at: datetime | None) -> CycleReport:
+        """The cycle :meth:`check` runs.
 
         Args:
             at: The evaluation time; windows end here. None for now. A time in the

@@ -10,7 +10,6 @@ reported with the file, the rule and the field.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import timedelta
 from importlib import resources
@@ -27,15 +26,12 @@ from pydantic import (
     model_validator,
 )
 
+from evalfleet.core.durations import parse_duration
 from evalfleet.core.errors import InvalidAlertRule, UnknownMetric
 from evalfleet.core.metric import Metric, MetricRegistry
 
 #: The rules shipped with evalfleet, used when no file is configured.
 DEFAULT_RULES_FILE = "rules.yaml"
-
-#: Seconds per unit of a duration such as ``10m``.
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 
 #: Attribute keys and label names: what Prometheus and Alertmanager accept as a label name.
 _LABEL_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
@@ -49,8 +45,8 @@ Mode = Literal["threshold", "baseline", "both"]
 NoData = Literal["no_data", "ok", "keep_state"]
 
 
-def parse_duration(value: Any) -> Any:
-    """Read ``30s``, ``10m``, ``2h``, ``7d``, ``1w`` or a number of seconds as a timedelta.
+def _duration(value: Any) -> Any:
+    """Read a duration (:mod:`evalfleet.core.durations`) or a number of seconds as a timedelta.
 
     Args:
         value: What the file holds.
@@ -66,14 +62,11 @@ def parse_duration(value: Any) -> Any:
     if isinstance(value, int | float):
         return timedelta(seconds=value)
     if isinstance(value, str):
-        match = _DURATION.match(value)
-        if match is None:
-            raise ValueError(f"{value!r} is not a duration such as 30s, 10m, 2h or 7d")
-        return timedelta(seconds=float(match.group(1)) * _UNIT_S[match.group(2)])
+        return parse_duration(value)
     return value
 
 
-Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+Duration = Annotated[timedelta, BeforeValidator(_duration)]
 LabelName = Annotated[str, Field(pattern=_LABEL_NAME)]
 
 

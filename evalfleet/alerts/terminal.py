@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evalfleet.alerts.alert import format_duration
 from evalfleet.alerts.evidence import plain_text
 from evalfleet.alerts.segment import Segment
+from evalfleet.core.durations import format_duration, format_moment
 
 
 def most_telling(states: Sequence[Any]) -> Segment:
@@ -37,13 +37,14 @@ def render_alert_view(view: Any) -> str:
         lines.append("state: never evaluated (run evalfleet alerts check)")
     else:
         state = view.stored.state
-        lines.append(f"state: {state.state} since {_when(state.since)} "
-                     f"(evaluated {_when(view.stored.evaluated_at)})")
+        lines.append(f"state: {state.state} since {format_moment(state.since)} "
+                     f"(evaluated {format_moment(view.stored.evaluated_at)})")
     lines += ["", *_comparison(finding, clean), "", *_trend_lines(view)]
     lines += ["", "history", *(_transition_line(t) for t in view.history[-15:])]
     if not view.history:
         lines.append("  (no changes of state yet)")
-    lines += ["", f"worst samples of the window {_when(view.window_start)} .. {_when(view.at)}"
+    lines += ["", f"worst samples of the window {format_moment(view.window_start)} .. "
+                  f"{format_moment(view.at)}"
               f" ({'highest' if spec.direction == 'increase' else 'lowest'} {spec.score} first)"]
     lines += _worst_lines(view.worst, clean) or ["  (no scored samples in the window)"]
     return "\n".join(lines)
@@ -90,7 +91,7 @@ def _trend_lines(view: Any) -> list[str]:
     known = [m for m in means if m is not None]
     step = (points[1].start - points[0].start) if len(points) > 1 else None
     every = format_duration(step) if step else "-"
-    head = f"trend from {_when(points[0].start)}, one point per {every}"
+    head = f"trend from {format_moment(points[0].start)}, one point per {every}"
     if not known:
         return [head, "  (no samples)"]
     blocks = "▁▂▃▄▅▆▇█"
@@ -107,7 +108,8 @@ def _transition_line(transition: Any) -> str:
     mean = transition.finding.get("mean")
     numbers = (f"  mean {format_number(mean)} n={transition.finding.get('n', 0)}"
                if mean is not None else "")
-    return f"  {_when(transition.at)}  {transition.previous} -> {transition.state}{numbers}{events}"
+    return (f"  {format_moment(transition.at)}  {transition.previous} -> {transition.state}"
+            f"{numbers}{events}")
 
 
 def _worst_lines(worst: Sequence[Any], clean: Any) -> list[str]:
@@ -116,7 +118,7 @@ def _worst_lines(worst: Sequence[Any], clean: Any) -> list[str]:
         attributes = " ".join(f"{clean(k, 40)}={clean(v, 60)}"
                               for k, v in sorted(item.attributes.items()))
         lines.append(f"  {number}. {item.value:.2f}  {clean(item.sample_id, 80)}  "
-                     f"{_when(item.sample_ts)}  {attributes}")
+                     f"{format_moment(item.sample_ts)}  {attributes}")
         sample = item.sample or {}
         if item.sample is None:
             lines.append("     (sample not kept)")
@@ -125,10 +127,6 @@ def _worst_lines(worst: Sequence[Any], clean: Any) -> list[str]:
                 lines.append(f"     {label + ':':<10}{clean(sample[key], 300)}")
         lines.append(f"     {'judge:':<10}{clean(item.reason, 400) or '(no reasoning given)'}")
     return lines
-
-
-def _when(moment: Any) -> str:
-    return str(moment.strftime("%Y-%m-%dT%H:%MZ"))
 
 
 def format_number(value: Any) -> str:

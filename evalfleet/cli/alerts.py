@@ -70,7 +70,7 @@ def alerts_list(state: CliState, show_all: bool) -> None:
 
     store = open_store(state.settings.resolved_database_url(), pool_size=1)
     try:
-        with store.engine.connect() as conn:
+        with store.connect() as conn:
             stored = load_states(conn)
     finally:
         store.close()
@@ -112,7 +112,7 @@ def alerts_rebaseline(state: CliState, rule_name: str, segment_text: str | None)
     segment = None if segment_text is None else parse_segment(segment_text)
     store = open_store(state.settings.resolved_database_url(), pool_size=1)
     try:
-        with store.engine.begin() as conn:
+        with store.begin() as conn:
             forgotten = rebaseline(conn, rule=rule.name, segment=segment)
     finally:
         store.close()
@@ -158,7 +158,7 @@ def alerts_show(state: CliState, rule_name: str, segment_text: str | None,
         if segment_text is not None:
             segment = rule_segment(parse_segment(segment_text), rule.spec.segment_keys)
         else:
-            with store.engine.connect() as conn:
+            with store.connect() as conn:
                 segment = most_telling(load_states(conn, rule.name))
         view = load_alert_view(store.engine, rule, segment, at=at, worst=worst)
     finally:

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import click
 from pydantic import ValidationError
 
 from evalfleet.cli.boundary import SetupError
+from evalfleet.core.durations import EXAMPLES, parse_duration
 from evalfleet.core.settings import Settings
-
-#: Relative time units accepted by --since / --until.
-_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class CliState:
@@ -57,7 +55,7 @@ def require_schema(settings: Settings) -> None:
 
 
 def parse_time(text: str | None, *, now: datetime | None = None) -> datetime | None:
-    """Parse an ISO 8601 time (zone required) or a relative ``15m``/``2h``/``7d`` ago.
+    """Parse an ISO 8601 time (zone required) or a duration ago (``15m``, ``2h``, ``7d``).
 
     Raises:
         ValueError: When ``text`` is neither.
@@ -65,16 +63,18 @@ def parse_time(text: str | None, *, now: datetime | None = None) -> datetime | N
     if text is None:
         return None
     now = now or datetime.now(UTC)
-    unit = _UNITS_S.get(text[-1:])
-    if unit is not None and text[:-1].isdigit():
-        try:
-            return now - timedelta(seconds=int(text[:-1]) * unit)
-        except (OverflowError, ValueError):
-            raise ValueError(f"{text!r} reaches back before the year 1") from None
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise ValueError(f"{text!r} is not an ISO 8601 time or a duration like 15m") from None
+        try:
+            ago = parse_duration(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not an ISO 8601 time or a duration such as "
+                             f"{EXAMPLES}") from None
+        try:
+            return now - ago
+        except OverflowError:
+            raise ValueError(f"{text!r} reaches back before the year 1") from None
     if moment.tzinfo is None:
         raise ValueError(f"{text!r} has no timezone; add Z or +00:00")
     return moment

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from evalfleet.cli.context import CliState, pass_state
-from evalfleet.core.errors import BrokerUnavailable, EvalfleetError
+from evalfleet.core.errors import EvalfleetError, RetryLater
 
 if TYPE_CHECKING:
     from producers.pipeline import Pipeline, ProduceStats
@@ -124,7 +124,7 @@ def _produce_once(file: str, *, pipeline: Pipeline, batch_size: int) -> ProduceS
                   on_progress=progress, stats=stats)
     except OSError as exc:
         raise click.FileError(file, str(exc)) from None
-    except BrokerUnavailable as exc:
+    except RetryLater as exc:
         if stats.lines == 0:  # never reached: a setup problem, explained by the boundary
             raise
         _summarise(file, stats)

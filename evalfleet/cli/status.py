@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 import click
 
 from evalfleet.cli.alerts import render_table
 from evalfleet.cli.context import CliState, pass_state
+from evalfleet.core.durations import format_age, format_duration, format_moment, parse_duration
 from evalfleet.core.errors import EvalfleetError
 
 if TYPE_CHECKING:
@@ -20,24 +19,20 @@ if TYPE_CHECKING:
     from evalfleet.ops.monitor import MonitorOptions
     from evalfleet.ops.status import FleetStatus, QueueStatus
 
-#: Durations: a number with a unit (s, m, h, d), or plain seconds.
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
-_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
 #: ANSI: cursor home and clear screen, between --watch refreshes on a terminal.
 _CLEAR = "\x1b[H\x1b[2J"
 
 
 def parse_duration_s(text: str) -> float:
-    """Seconds in ``30s``, ``5m``, ``2h``, ``1d`` or a plain number of seconds.
+    """Seconds in a duration option (:mod:`evalfleet.core.durations`).
 
     Raises:
-        click.BadParameter: When ``text`` is none of these.
+        click.BadParameter: When ``text`` is not a duration.
     """
-    match = _DURATION.match(text.strip())
-    if match is None:
-        raise click.BadParameter(f"{text!r} is not a duration like 30s, 5m, 2h or 1d")
-    return float(match.group(1)) * _UNIT_S[match.group(2)]
+    try:
+        return parse_duration(text).total_seconds()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @click.command()
@@ -105,9 +100,7 @@ def monitor_options(settings: Settings, *, metrics: tuple[str, ...], window_s: f
         click.UsageError: For an unknown metric.
     """
     from evalfleet.core.metric import load_registry
-    from evalfleet.ops.capacity import RateLimit
     from evalfleet.ops.monitor import MonitorOptions
-    from workers.runtime import budget_for
 
     registry = load_registry(settings.metrics_dir)
     try:
@@ -117,11 +110,7 @@ def monitor_options(settings: Settings, *, metrics: tuple[str, ...], window_s: f
     models = {metric.name: settings.judge_model_for(metric.name,
                                                     metric_default=metric.spec.judge.model)
               for metric in chosen}
-    limits = {}
-    for model in set(models.values()):
-        budget = budget_for(settings, model)
-        limits[model] = RateLimit(requests_per_minute=budget.requests_per_minute,
-                                  tokens_per_minute=budget.tokens_per_minute)
+    limits = {model: settings.rate_limit_for(model) for model in set(models.values())}
     return MonitorOptions(metrics=tuple(models), models=models, limits=limits,
                           window_s=window_s, concurrency=concurrency, drain_s=drain_s)
 
@@ -139,9 +128,9 @@ def _show(fleet: FleetStatus, *, as_json: bool, clear: bool) -> None:
 def render_status(fleet: FleetStatus) -> str:
     """The status as a table with notes below it."""
     at = fleet.at.isoformat(timespec="seconds").replace("+00:00", "Z")
-    header = (f"evalfleet status at {at}: rates over the last {format_span(fleet.window_s)}, "
+    header = (f"evalfleet status at {at}: rates over the last {format_duration(fleet.window_s)}, "
               f"{fleet.concurrency} judge calls in flight per worker, drain within "
-              f"{format_span(fleet.drain_s)}")
+              f"{format_duration(fleet.drain_s)}")
     columns = ["queue", "waiting", "in flight", "oldest", "arrive/s", "done/s", "lag",
                "judge call", "failed", "workers", "to drain"]
     rows = [_row(queue) for queue in fleet.queues]
@@ -212,35 +201,7 @@ def _identity_notes(fleet: FleetStatus) -> list[str]:
     for model, identities in identity_changes(fleet.identities).items():
         seen = "; then ".join(
             f"{identity.reported_model or '?'} (fingerprint {identity.fingerprint or '-'}, "
-            f"{identity.verdicts:,} verdicts, {_clock(identity.first_at)} to "
-            f"{_clock(identity.last_at)})" for identity in identities)
+            f"{identity.verdicts:,} verdicts, {format_moment(identity.first_at)} to "
+            f"{format_moment(identity.last_at)})" for identity in identities)
         notes.append(f"judge {model} changed what it reports about itself: {seen}")
     return notes
-
-
-def _clock(moment: datetime) -> str:
-    return moment.isoformat(timespec="minutes").replace("+00:00", "Z")
-
-
-def format_age(seconds: float | None) -> str:
-    """A duration for people: ``45s``, ``2m10s``, ``1h05m``, ``3d04h``."""
-    if seconds is None:
-        return "-"
-    whole = round(seconds)
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    if whole < 60:
-        return f"{whole}s"
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    if whole < 86400:
-        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
-    return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"
-
-
-def format_span(seconds: float) -> str:
-    """A configured span in its largest whole unit: ``90s``, ``5m``, ``2h``, ``1d``."""
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"

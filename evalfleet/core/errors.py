@@ -1,28 +1,36 @@
 """The exceptions evalfleet raises, in one tree.
 
     EvalfleetError
-    ├── InvalidInput                 will never succeed as it is: fix the input
-    │   ├── InvalidSample            a sample record (line, id, field)
-    │   ├── InvalidMessage           a job message off the broker
-    │   ├── InvalidMetricSpec        a metric file in prompts/
-    │   ├── UnknownMetric            a metric name nobody defined
-    │   ├── InvalidSimConfig         judge simulator settings (judgesim.config)
-    │   ├── InvalidScript            a judge simulator reply script (judgesim.faults)
-    │   ├── InvalidChatRequest       a request the judge simulator cannot read (judgesim.replies)
-    │   ├── InvalidAlertRule         an alert rules file (evalfleet.alerts.rule)
-    │   └── InvalidSamplingConfig    a producer sampling config file (producers.policy)
-    ├── JudgeError                   the judge call itself failed
-    │   ├── JudgeUnavailable         retry later: transport, timeout, 429, 5xx
-    │   ├── JudgeDeferred            not sent: rate budget spent or circuit open; retry later
-    │   └── JudgeRejected            retrying will not help: 400, 401, 403, 404
-    ├── StoreUnavailable             retry later: the database cannot be reached
-    ├── StoreRejected                will never succeed: the database refuses a value
-    ├── BrokerUnavailable            retry later: a producer cannot reach the broker
-    ├── WorkerShuttingDown           retry later: the shutdown grace period ended mid-job
+    ├── RetryLater                   the same work may succeed later: retry, requeue, pause
+    │   ├── JudgeUnavailable         transport, timeout, 429, 5xx          (also JudgeError)
+    │   ├── JudgeDeferred            not sent: rate budget spent or circuit open (JudgeError)
+    │   ├── StoreUnavailable         the database cannot be reached
+    │   ├── BrokerUnavailable        the broker cannot be reached
+    │   ├── WorkerShuttingDown       the shutdown grace period ended mid-job
+    │   └── ReceiverUnavailable      an alert receiver: transport, timeout, 429, 5xx
+    │                                                                  (also DeliveryFailed)
+    ├── Permanent                    will fail again however often it is retried
+    │   ├── InvalidInput             fix the input
+    │   │   ├── InvalidSample        a sample record (line, id, field)
+    │   │   ├── InvalidMessage       a job message off the broker
+    │   │   ├── InvalidMetricSpec    a metric file in prompts/
+    │   │   ├── UnknownMetric        a metric name nobody defined
+    │   │   ├── InvalidSimConfig     judge simulator settings (judgesim.config)
+    │   │   ├── InvalidScript        a judge simulator reply script (judgesim.faults)
+    │   │   ├── InvalidChatRequest   a request the judge simulator cannot read
+    │   │   ├── InvalidAlertRule     an alert rules file (evalfleet.alerts.rule)
+    │   │   └── InvalidSamplingConfig a producer sampling config file (producers.policy)
+    │   ├── JudgeRejected            400, 401, 403, 404, no quota          (also JudgeError)
+    │   ├── StoreRejected            the database refuses a value
+    │   └── ReceiverRejected         an alert receiver's other 4xx    (also DeliveryFailed)
+    ├── JudgeError                   the judge call failed: one of the three above
     ├── DeliveryFailed               an alert receiver did not take a notification
-    │   ├── ReceiverUnavailable      retry later: transport, timeout, 429, 5xx
-    │   └── ReceiverRejected         retrying will not help: any other 4xx
     └── SimNotStarted                the judge simulator did not come up (judgesim.server)
+
+Callers decide on the branch (``except RetryLater``), not on a list of types; each
+library's exceptions are mapped into the tree at one boundary (SQLAlchemy in
+``evalfleet.store.sql``, kombu in ``evalfleet.broker.errors``, HTTP statuses in
+``workers.judge.status``).
 
 A judge that answered with an unusable verdict is not an exception: the parser
 returns that failure as a value (see ``workers.verdicts``).
@@ -35,7 +43,20 @@ class EvalfleetError(Exception):
     """Root of every exception raised by evalfleet."""
 
 
-class InvalidInput(EvalfleetError):
+class RetryLater(EvalfleetError):
+    """A failure that can pass: the same work may succeed later (a transport error, a
+    timeout, 429 or 5xx from the judge, the broker or the database unavailable). Workers
+    retry, requeue or pause on it; producers wait or report "try again"; nothing is
+    dead-lettered for it."""
+
+
+class Permanent(EvalfleetError):
+    """A failure that will happen again however often the same work is retried (a bad
+    record, a refused request, a value the database cannot hold). It is reported, and a
+    job that meets it becomes a dead letter."""
+
+
+class InvalidInput(Permanent):
     """Input that will never be processed as it is."""
 
 
@@ -114,7 +135,7 @@ class JudgeError(EvalfleetError):
         super().__init__(reason)
 
 
-class JudgeUnavailable(JudgeError):
+class JudgeUnavailable(JudgeError, RetryLater):
     """A transient failure: transport error, timeout, 429 or 5xx. Retry later.
 
     Attributes:
@@ -128,7 +149,7 @@ class JudgeUnavailable(JudgeError):
         super().__init__(reason, status_code=status_code)
 
 
-class JudgeDeferred(JudgeError):
+class JudgeDeferred(JudgeError, RetryLater):
     """The call was not sent: the fleet's rate budget is spent or the judge's circuit is
     open. Not the job's fault, so it does not count as an attempt.
 
@@ -141,7 +162,11 @@ class JudgeDeferred(JudgeError):
         super().__init__(reason)
 
 
-class JudgeRejected(JudgeError):
+#: Judge error codes that mean "no more money": retrying burns the queue for nothing.
+QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
+
+
+class JudgeRejected(JudgeError, Permanent):
     """The judge refused the request (bad request, auth, unknown model, no quota).
 
     Attributes:
@@ -157,15 +182,14 @@ class JudgeRejected(JudgeError):
     @property
     def is_access_problem(self) -> bool:
         """Auth or quota: every call to this judge will fail until someone acts."""
-        return self.status_code in (401, 403) or self.code in (
-            "insufficient_quota", "billing_hard_limit_reached")
+        return self.status_code in (401, 403) or self.code in QUOTA_CODES
 
 
-class StoreUnavailable(EvalfleetError):
+class StoreUnavailable(RetryLater):
     """The verdict store cannot be reached (connection refused, lost, server down)."""
 
 
-class StoreRejected(EvalfleetError):
+class StoreRejected(Permanent):
     """The database refuses a value (bad data, a constraint, an encoding): storing the
     same row again will fail the same way, so it must not go back to the queue.
 
@@ -179,14 +203,14 @@ class StoreRejected(EvalfleetError):
         super().__init__(reason)
 
 
-class BrokerUnavailable(EvalfleetError):
+class BrokerUnavailable(RetryLater):
     """A producer cannot reach the broker (connection refused, lost, timed out).
 
     Nothing of the batch that raised it counts as accepted; publish it again later.
     """
 
 
-class WorkerShuttingDown(EvalfleetError):
+class WorkerShuttingDown(RetryLater):
     """The worker's shutdown grace period ran out while a job waited for the judge.
 
     The job is not finished and must go back to the queue; another worker (or this
@@ -246,9 +270,9 @@ class DeliveryFailed(EvalfleetError):
         super().__init__(f"receiver {receiver!r}: {reason}")
 
 
-class ReceiverUnavailable(DeliveryFailed):
+class ReceiverUnavailable(DeliveryFailed, RetryLater):
     """A transient failure (transport, timeout, 429, 5xx): deliver again later."""
 
 
-class ReceiverRejected(DeliveryFailed):
+class ReceiverRejected(DeliveryFailed, Permanent):
     """The receiver refused the notification (4xx other than 429): retrying will not help."""

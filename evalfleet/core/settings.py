@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -24,6 +25,8 @@ from pydantic import (
     model_validator,
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from evalfleet.core.ratelimit import RateLimit
 
 #: Broker URL used when none is configured: kombu's file-system transport.
 EMBEDDED_BROKER_URL = "filesystem://localhost//"
@@ -110,6 +113,15 @@ class ShadowJudge(BaseModel):
 
     share: float = Field(gt=0, le=1)
     """Share of the metric's enqueued samples the shadow judges too (by sample id)."""
+
+
+def choose_judge_model(metric: str, *, metric_default: str | None,
+                       per_metric: Mapping[str, str], default: str) -> str:
+    """The judge model a metric's jobs use: the per-metric setting
+    (``EVALFLEET_JUDGE_MODELS``), then the metric file's ``judge.model``, then
+    ``EVALFLEET_JUDGE_MODEL``. A job that names its model (calibration, shadows) keeps it.
+    """
+    return per_metric.get(metric) or metric_default or default
 
 
 class Settings(BaseSettings):
@@ -456,8 +468,15 @@ class Settings(BaseSettings):
         return broker if broker.startswith(REDIS_SCHEMES) else None
 
     def judge_model_for(self, metric: str, *, metric_default: str | None) -> str:
-        """The judge model for ``metric``: settings override, then metric file, then global."""
-        return self.judge_models.get(metric) or metric_default or self.judge_model
+        """The judge model for ``metric`` (:func:`choose_judge_model`)."""
+        return choose_judge_model(metric, metric_default=metric_default,
+                                  per_metric=self.judge_models, default=self.judge_model)
+
+    def rate_limit_for(self, model: str) -> RateLimit:
+        """The fleet's rate limits for ``model``: its own entry, else the global ones."""
+        own = self.judge_rate_limits.get(model, {})
+        return RateLimit(requests_per_minute=own.get("rpm", self.judge_rpm),
+                         tokens_per_minute=own.get("tpm", self.judge_tpm))
 
     @classmethod
     def environment_names(cls) -> dict[str, str]:

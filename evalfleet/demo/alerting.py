@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from evalfleet.core.durations import format_moment
 from evalfleet.core.settings import Settings
 
 #: The demo's rule, as written in ``rules.yaml``.
@@ -95,12 +96,12 @@ def replay_alerts(settings: Settings, *, first: datetime, last: datetime,
             fired += [Fired(at, segment) for _, segment, event in report.events
                       if event == "firing"]
         echo(f"alert engine: {cycles} cycles of rule {RULE_NAME}, one per "
-             f"{_minutes(rule.spec.interval)} from {_when(first)} to {_when(last)}")
+             f"{_minutes(rule.spec.interval)} from {format_moment(first)} to {format_moment(last)}")
         if not fired:
             echo("no alert fired")
             return Replay(fired, None)
         for item in fired:
-            echo(f"FIRING at {_when(item.at)}: {RULE_NAME} {item.segment}")
+            echo(f"FIRING at {format_moment(item.at)}: {RULE_NAME} {item.segment}")
         with engine.engine.connect() as conn:
             segment = most_telling(load_states(conn, RULE_NAME))
         echo("")
@@ -117,10 +118,6 @@ def _cycle_times(first: datetime, last: datetime, *, interval: timedelta) -> lis
     end_s = last.timestamp() + step_s
     count = int((end_s - start_s) // step_s) + 1
     return [datetime.fromtimestamp(start_s + i * step_s, UTC) for i in range(count)]
-
-
-def _when(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _minutes(delta: timedelta) -> str:

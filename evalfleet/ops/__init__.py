@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from evalfleet.broker.probe import QueueProbe, QueueReading, open_queue_probe
 from evalfleet.ops.activity import Activity, JudgeCost, count_completed, read_activity
-from evalfleet.ops.capacity import Demand, RateLimit, Recommendation, recommend, recommend_fleet
+from evalfleet.ops.capacity import Demand, Recommendation, recommend, recommend_fleet
 from evalfleet.ops.dead_letter import (
     DeadLetterFilter,
     ReplayReport,
@@ -44,7 +44,6 @@ __all__ = [
     "QueueProbe",
     "QueueReading",
     "QueueStatus",
-    "RateLimit",
     "Recommendation",
     "ReplayReport",
     "RetentionPolicy",

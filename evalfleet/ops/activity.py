@@ -88,7 +88,7 @@ def read_activity(
         An activity per metric, empty ones included.
     """
     since, until = to_utc(since), to_utc(until)
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         found = _verdicts_in_window(conn, store, metrics=metrics, since=since, until=until)
         letters = _dead_letters_in_window(conn, metrics=metrics, since=since, until=until)
         result = {}
@@ -118,7 +118,7 @@ def count_completed(
     """
     since, until = to_utc(since), to_utc(until)
     counts = dict.fromkeys(metrics, 0)
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         for table in (verdicts, dead_letters):
             c = table.c
             query = (select(c.metric, func.count())

@@ -20,6 +20,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from evalfleet.core.ratelimit import RateLimit
+
 #: Why a queue gets no steady-state figure.
 NO_LATENCY = "judge latency unknown: no verdicts yet"
 
@@ -41,14 +43,6 @@ class Demand:
     """Judge calls per job (re-asks and retries make it more than one)."""
     tokens_per_call: float | None = None
     """Mean tokens one call uses (None: not measured, the token limit is not applied)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RateLimit:
-    """One judge model's limits for the whole fleet (None: no limit)."""
-
-    requests_per_minute: float | None = None
-    tokens_per_minute: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

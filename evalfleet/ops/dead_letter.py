@@ -119,7 +119,7 @@ def iter_dead_letters(store: SqlStore, selection: DeadLetterFilter) -> Iterator[
     query = select(dead_letters).where(*selection.conditions()).order_by(d.id)
     if selection.limit is not None:
         query = query.limit(selection.limit)
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         for row in conn.execution_options(yield_per=1000).execute(query).mappings():
             yield _stored(row)
 
@@ -129,7 +129,7 @@ def count_dead_letters(store: SqlStore, selection: DeadLetterFilter) -> int:
     query = select(dead_letters.c.id).where(*selection.conditions())
     if selection.limit is not None:
         query = query.limit(selection.limit)
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(query.subquery())).scalar_one())
 
 
@@ -176,7 +176,7 @@ def _replay_batch(
     d = dead_letters.c
     query = (select(dead_letters).where(*selection.conditions(), d.id > after_id)
              .order_by(d.id).limit(take).with_for_update(skip_locked=True))
-    with store.engine.begin() as conn:
+    with store.begin() as conn:
         rows = [_stored(row) for row in conn.execute(query).mappings()]
         done: list[int] = []
         jobs: list[Job] = []
@@ -216,7 +216,7 @@ def purge_dead_letters(
         take = batch_rows if remaining is None else min(batch_rows, remaining)
         batch = (select(d.id).where(*selection.conditions()).order_by(d.id).limit(take)
                  .scalar_subquery())
-        with store.engine.begin() as conn:
+        with store.begin() as conn:
             count = conn.execute(delete(dead_letters).where(d.id.in_(batch))).rowcount
         deleted += count
         remaining = None if remaining is None else remaining - count

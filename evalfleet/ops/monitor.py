@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 
 from evalfleet.broker.probe import QueueProbe, QueueReading
 from evalfleet.core.message import queue_for
+from evalfleet.core.ratelimit import RateLimit
 from evalfleet.ops.activity import count_completed, read_activity
-from evalfleet.ops.capacity import RateLimit
 from evalfleet.ops.status import FleetStatus, build_status
 from evalfleet.store.sql import SqlStore
 

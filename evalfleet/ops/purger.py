@@ -101,7 +101,7 @@ class Purger:
 
     def metrics(self) -> list[str]:
         """The metrics that have verdicts."""
-        with self.store.engine.connect() as conn:
+        with self.store.connect() as conn:
             return [row[0] for row in conn.execute(_METRICS_SQL)]
 
     def _purge_metric(self, metric: str, report: PurgeReport) -> None:
@@ -118,7 +118,7 @@ class Purger:
                 else self._empty_raw_outputs(metric, span, report))
 
     def _count(self, condition: ColumnElement[bool]) -> int:
-        with self.store.engine.connect() as conn:
+        with self.store.connect() as conn:
             return int(conn.execute(select(func.count()).where(condition)).scalar_one())
 
     def _delete_verdicts(self, metric: str, before: datetime, report: PurgeReport) -> int:
@@ -151,7 +151,7 @@ class Purger:
         """Run ``step`` batch by batch, each in its own transaction, moving the cursor on."""
         total, cursor = 0, None
         while True:
-            with self.store.engine.begin() as conn:
+            with self.store.begin() as conn:
                 moments = step(conn, cursor)
             report.transactions += 1
             total += len(moments)
@@ -168,7 +168,7 @@ class Purger:
 
     def _done_until(self, metric: str) -> datetime | None:
         m = retention_marks.c
-        with self.store.engine.connect() as conn:
+        with self.store.connect() as conn:
             found = conn.execute(select(m.done_until).where(
                 m.task == RAW_OUTPUT_TASK, m.metric == metric)).scalar_one_or_none()
         return None if found is None else to_utc(found)

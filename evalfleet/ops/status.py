@@ -16,8 +16,9 @@ from typing import Any, NamedTuple
 
 from evalfleet.broker.probe import QueueReading
 from evalfleet.core.message import queue_for
+from evalfleet.core.ratelimit import RateLimit
 from evalfleet.ops.activity import Activity, JudgeCost
-from evalfleet.ops.capacity import Demand, RateLimit, Recommendation, recommend_fleet
+from evalfleet.ops.capacity import Demand, Recommendation, recommend_fleet
 from evalfleet.store import JudgeIdentity
 
 

@@ -16,6 +16,7 @@ from datetime import date, datetime
 from typing import Any
 
 from evalfleet.core.errors import StoreRejected
+from evalfleet.core.message import AttemptFailure, Job, encode_history, encode_job
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +144,19 @@ class DeadLetter:
     verdict_key: str | None = None
     """:meth:`VerdictKey.digest` of the verdict the job would have made; the store keeps
     one dead letter per key and claims treat the key as settled until it is replayed."""
+
+    @classmethod
+    def of_job(cls, job: Job, *, error_class: str, error: str, at: datetime,
+               key: VerdictKey | None = None) -> DeadLetter:
+        """The dead letter of a job that failed for good: its payload for replay and its
+        attempt history with this last failure."""
+        final = AttemptFailure.of(job, at=at, error_class=error_class, error=error)
+        return cls(
+            sample_id=job.sample.id, metric=job.metric, error_class=error_class, error=error,
+            attempts=job.attempt, payload=encode_job(job), created_at=at,
+            history=encode_history((*job.history, final)),
+            verdict_key=key.digest() if key is not None else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,20 @@ class SqlStore(VerdictStore):
         with translate_errors(), self.engine.connect() as conn:
             yield conn
 
+    @contextmanager
+    def begin(self) -> Iterator[Connection]:
+        """A transaction for readers and writers beside the store (operator tooling, the
+        web page), committed at the end. A database that is away raises the store's
+        :class:`StoreUnavailable`, not SQLAlchemy's error."""
+        with unavailable_as_store_error(), self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def connect(self) -> Iterator[Connection]:
+        """A connection for reading, with the store's errors (see :meth:`begin`)."""
+        with unavailable_as_store_error(), self.engine.connect() as conn:
+            yield conn
+
     def claim(
         self, keys: Sequence[VerdictKey], *, owner: str, lease_s: float, now: datetime,
     ) -> list[Claim]:
@@ -308,21 +322,30 @@ class SqlStore(VerdictStore):
 
 
 @contextmanager
-def translate_errors() -> Iterator[None]:
-    """Translate database errors into the two that the worker acts on.
-
-    ``OperationalError`` and ``InterfaceError`` (connection refused or lost, server
-    shutting down, serialization failure, deadlock) are :class:`StoreUnavailable`: try
-    again later. Every other database error (``DataError``, ``IntegrityError``...) and a
-    ``ValueError`` raised adapting a value before the statement is sent (an encoding,
-    an integer too long to write) are :class:`StoreRejected`: the same rows would be
-    refused again. The message names the driver's error class and
-    its first line only: the full text quotes the statement's parameters.
-    """
+def unavailable_as_store_error() -> Iterator[None]:
+    """``OperationalError`` and ``InterfaceError`` (connection refused or lost, server
+    shutting down, serialization failure, deadlock) become :class:`StoreUnavailable`: try
+    again later. The one place SQLAlchemy's connection errors are mapped; the message
+    names the driver's error class only (the full text quotes the statement's values)."""
     try:
         yield
     except (OperationalError, InterfaceError) as exc:
         raise StoreUnavailable(f"the database is unavailable: {type(exc.orig).__name__}") from exc
+
+
+@contextmanager
+def translate_errors() -> Iterator[None]:
+    """Translate database errors into the two that the worker acts on.
+
+    Unavailable is :func:`unavailable_as_store_error`. Every other database error
+    (``DataError``, ``IntegrityError``...) and a ``ValueError`` raised adapting a value
+    before the statement is sent (an encoding, an integer too long to write) are
+    :class:`StoreRejected`: the same rows would be refused again. The message names the
+    driver's error class and its first line only.
+    """
+    try:
+        with unavailable_as_store_error():
+            yield
     except DatabaseError as exc:
         first_line = storable_text(str(exc.orig).splitlines()[0] if str(exc.orig) else "")
         raise StoreRejected(f"the database refused a value: {type(exc.orig).__name__}: "

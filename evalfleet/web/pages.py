@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from evalfleet.alerts.alert import format_duration
-from evalfleet.alerts.rule import PinnedBaseline, Rule, RuleSet, parse_duration
+from evalfleet.alerts.rule import PinnedBaseline, Rule, RuleSet
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.view import load_alert_view, load_history, load_scored, load_trend
+from evalfleet.core.durations import format_duration, parse_duration
 from evalfleet.core.log import scrub
 from evalfleet.store.pages import (
     count_by_metric,
@@ -62,7 +62,7 @@ class PageData:
     def overview(self) -> dict[str, Any]:
         """Every rule and segment: state, sparkline of window against baseline, last change."""
         rules = {rule.name: rule for rule in self.rules.rules}
-        with self.store.engine.connect() as conn:
+        with self.store.connect() as conn:
             states = [s for s in load_state_rows(conn) if s.rule in rules]
             points: dict[tuple[str, str], list[Any]] = {}
             for name, rule in rules.items():
@@ -122,7 +122,7 @@ class PageData:
             source = _segment_of(label, rule) if label else None
             if source is None:
                 return window, [], "no baseline segment yet"
-            with self.store.engine.connect() as conn:
+            with self.store.connect() as conn:
                 rows = load_scored(conn, rule, source, start=at - baseline.window, end=at)
             return window, [value for value, _ in rows], \
                 f"{source}, last {format_duration(baseline.window)}"
@@ -140,7 +140,7 @@ class PageData:
         span = span if span in RANGES else "6h"
         width = parse_duration(span)
         wanted = _labels_of(filter_text)
-        with self.store.engine.connect() as conn:
+        with self.store.connect() as conn:
             states = [s for s in load_state_rows(conn) if s.rule == rule.name]
             choices = [str(Segment(s.labels)) for s in states
                        if wanted.items() <= dict(s.labels).items()]
@@ -164,7 +164,7 @@ class PageData:
 
     def verdict(self, verdict_id: int) -> dict[str, Any] | None:
         """One verdict and the sample it judged."""
-        with self.store.engine.connect() as conn:
+        with self.store.connect() as conn:
             found = load_verdict(conn, verdict_id)
         if found is None:
             return None
@@ -179,7 +179,7 @@ class PageData:
 
     def dead_letters(self) -> dict[str, Any]:
         """The newest dead letters, with their payloads."""
-        with self.store.engine.connect() as conn:
+        with self.store.connect() as conn:
             letters = load_dead_letters(conn)
         return {"letters": [
             {**letter, "error": self._mask(letter["error"]),
@@ -189,7 +189,7 @@ class PageData:
 
     def health(self) -> dict[str, Any]:
         """Queues (depth, in flight, lag, failures) and coverage per metric."""
-        with self.store.engine.connect() as conn:
+        with self.store.connect() as conn:
             counts = count_by_metric(conn)
         queues = self.health_reader() if self.health_reader else {"queues": []}
         waiting = {q["metric"]: (q.get("waiting_jobs"), q.get("in_flight_jobs"))

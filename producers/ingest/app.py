@@ -22,7 +22,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from evalfleet.core.errors import BrokerUnavailable
+from evalfleet.core.errors import RetryLater
 from evalfleet.core.log import scrub
 from producers.ingest.auth import check_bearer
 from producers.ingest.body import Problem, build_report, parse_body
@@ -94,7 +94,7 @@ class _IngestService:
             return _problem(records)
         try:
             results = await run_in_threadpool(self._pipeline.process, records)
-        except BrokerUnavailable as exc:
+        except RetryLater as exc:
             return _problem(Problem(503, f"{scrub(str(exc), self._secrets)}; nothing of this "
                                          "request was accepted, send it again"),
                             headers={"Retry-After": str(RETRY_AFTER_S)})
@@ -113,7 +113,7 @@ class _IngestService:
     async def readyz(self, request: Request) -> Response:
         try:
             await run_in_threadpool(self._runtime.enqueuer.ping)
-        except BrokerUnavailable as exc:
+        except RetryLater as exc:
             return JSONResponse({"status": "unavailable",
                                  "detail": scrub(str(exc), self._secrets)}, status_code=503)
         return JSONResponse({"status": "ready"})

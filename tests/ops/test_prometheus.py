@@ -56,12 +56,12 @@ def test_every_rule_fires_on_its_series_and_stays_quiet_when_healthy() -> None:
 
 def test_a_wrong_expectation_fails_the_unit_tests(tmp_path: Path) -> None:
     text = (PROMETHEUS / "alerts.test.yml").read_text().replace(
-        "holds 1500 jobs", "holds 9 jobs")
+        "holds 1500 messages", "holds 9 messages")
     broken = tmp_path / "alerts.test.yml"
     broken.write_text(text.replace("  - alerts.yml", f"  - {PROMETHEUS / 'alerts.yml'}"))
     result = promtool("test", "rules", broken)
     assert result.returncode != 0
-    assert "holds 9 jobs" in result.stdout + result.stderr
+    assert "holds 9 messages" in result.stdout + result.stderr
 
 
 def test_scrape_config_passes_promtool() -> None:

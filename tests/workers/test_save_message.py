@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
 import pytest
 
 from evalfleet.broker.queues import declare_queues, is_amqp
@@ -22,7 +21,7 @@ from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import DeadLetter, SqlStore, VerdictKey, VerdictRecord
 from tests.brokers import EVERY_BROKER, broker_idle
-from tests.helpers import WorkerProcess, wait_until
+from tests.helpers import WorkerProcess, allow_connections, wait_until
 from workers.app import create_app
 from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeClient, JudgeReply, JudgeRequest, JudgeRunner
@@ -89,16 +88,8 @@ class _DatabaseGoesAway(JudgeClient):
         self.judge, self.admin_url, self.database = judge, admin_url, database
 
     def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
-        _allow_connections(self.admin_url, self.database, allow=False)
+        allow_connections(self.admin_url, self.database, allow=False)
         return self.judge.complete_many(requests)
-
-
-def _allow_connections(admin_url: str, database: str, *, allow: bool) -> None:
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS {str(allow).lower()}')
-        if not allow:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                          "WHERE datname = %s AND pid <> pg_backend_pid()", [database])
 
 
 @pytest.fixture
@@ -113,7 +104,7 @@ def outage(store: SqlStore, database_url: str, sim: RunningSim) -> Iterator[Eval
         yield Evaluator(registry=load_registry(), store=store, judge=judge,
                         options=EvaluatorOptions(judge_model="judge-sim"))
     finally:
-        _allow_connections(admin_url, database, allow=True)
+        allow_connections(admin_url, database, allow=True)
         runner.close()
 
 
@@ -135,7 +126,7 @@ def test_verdicts_judged_when_the_database_went_away_are_handed_over_not_judged_
     assert [r.key.sample_id for r in batch.verdicts] == ["req-0", "req-1", "req-2"]
     assert batch.owner == "delivery-1"
     database = database_url.rsplit("/", 1)[1]
-    _allow_connections(database_url.rsplit("/", 1)[0].replace("+psycopg", "") + "/postgres",
+    allow_connections(database_url.rsplit("/", 1)[0].replace("+psycopg", "") + "/postgres",
                        database, allow=True)
     again = decode_save(encode_save(batch))  # as the save task reads it
     assert store.save(verdicts=again.verdicts, dead_letters=again.dead_letters,

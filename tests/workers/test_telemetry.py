@@ -10,6 +10,8 @@ import pytest
 import redis
 from prometheus_client import CollectorRegistry, generate_latest
 
+from evalfleet.broker.depth.redis import RedisQueueDepth
+from evalfleet.broker.redis_keys import priority_keys
 from workers.telemetry import (
     OTHER,
     QueueDepthCollector,
@@ -73,12 +75,16 @@ def test_segment_values_are_capped_per_key() -> None:
 
 
 def test_queue_depth_is_read_from_redis_at_scrape_time(redis_url: str) -> None:
+    """Depth is messages waiting, every priority counted, the same number producers and
+    ``evalfleet status`` read."""
     client = redis.Redis.from_url(redis_url)
     client.rpush("eval.rag_qa", b"1", b"2", b"3")
+    client.rpush(priority_keys("eval.rag_qa")[2], b"4", b"5")
     client.hset("unacked", "tag", b"job")
     registry = CollectorRegistry()
     registry.register(QueueDepthCollector(redis_url, ["eval.rag_qa", "eval.bbh_match"]))
-    assert value(registry, "evalfleet_queue_depth", queue="eval.rag_qa") == 3
+    assert value(registry, "evalfleet_queue_depth", queue="eval.rag_qa") == 5
+    assert RedisQueueDepth(client).depth("eval.rag_qa") == 5
     assert value(registry, "evalfleet_queue_depth", queue="eval.bbh_match") == 0
     assert value(registry, "evalfleet_unacked_jobs") == 1
 

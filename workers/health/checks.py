@@ -18,10 +18,10 @@ import httpx
 import redis
 import sqlalchemy
 from kombu import Connection
-from kombu.exceptions import KombuError, OperationalError
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
+from evalfleet.broker.errors import BROKER_ERRORS
 from evalfleet.broker.queues import broker_transport_options, is_redis
 from evalfleet.core.errors import BrokerUnavailable
 from evalfleet.core.settings import Settings, mask_url
@@ -101,7 +101,7 @@ class KombuBrokerProbe(BrokerProbe):
                 connection.ensure_connection(max_retries=1, interval_start=0,
                                              interval_step=0, timeout=self._timeout_s)
                 return {queue: _declared_depth(connection, queue) for queue in queues}
-        except (OperationalError, KombuError, OSError) as exc:
+        except BROKER_ERRORS as exc:
             raise BrokerUnavailable(
                 f"broker {mask_url(self._url)} unreachable: {type(exc).__name__}: {exc}",
             ) from exc

@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from evalfleet.core.errors import JudgeDeferred, JudgeError, JudgeUnavailable
+from evalfleet.core.ratelimit import RateLimit
 from workers.breaker import Admission, CircuitBreaker
 from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
-from workers.limiter import Budget, RateLimiter
+from workers.limiter import RateLimiter
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class Pacing:
     """How calls are paced: rate budgets per model, and how long a call may wait."""
 
     limiter: RateLimiter | None = None
-    budget_for: Callable[[str], Budget] = lambda model: Budget()
+    budget_for: Callable[[str], RateLimit] = lambda model: RateLimit()
     max_wait_s: float = 2.0
     on_wait: Callable[[str, float], None] | None = None
     """Told the metric and seconds each call waited for rate budget."""
@@ -68,7 +69,7 @@ class Ticket:
     """A call let through the gate: hand it back with :meth:`CallGate.settle`."""
 
     admission: Admission
-    budget: Budget
+    budget: RateLimit
     estimate: int
     """The tokens reserved for the call before it was sent."""
     due_s: float | None = None

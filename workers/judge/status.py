@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalfleet.core.errors import JudgeError, JudgeRejected, JudgeUnavailable
+from evalfleet.core.errors import QUOTA_CODES, JudgeError, JudgeRejected, JudgeUnavailable
 
 #: Statuses worth retrying besides 429 and 5xx.
 TRANSIENT_STATUSES = frozenset({408, 409, 425})
-
-#: Error codes that mean "no more money": retrying burns the queue for nothing.
-QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
 
 
 def classify_status(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from workers.limiter.base import Budget, RateLimiter, Reservation
+from workers.limiter.base import RateLimiter, Reservation
 from workers.limiter.local import LocalRateLimiter
 from workers.limiter.redis import RedisRateLimiter
 
-__all__ = ["Budget", "LocalRateLimiter", "RateLimiter", "RedisRateLimiter", "Reservation"]
+__all__ = ["LocalRateLimiter", "RateLimiter", "RedisRateLimiter", "Reservation"]

@@ -10,18 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """The limits of one judge endpoint and model, per minute (None: unlimited)."""
-
-    requests_per_minute: float | None = None
-    tokens_per_minute: float | None = None
-
-    @property
-    def unlimited(self) -> bool:
-        """True when neither limit is set."""
-        return not (self.requests_per_minute or self.tokens_per_minute)
+from evalfleet.core.ratelimit import RateLimit
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +27,7 @@ class RateLimiter(ABC):
     """Requests-per-minute and tokens-per-minute budgets per key (endpoint and model)."""
 
     @abstractmethod
-    async def reserve(self, key: str, *, budget: Budget, tokens: int,
+    async def reserve(self, key: str, *, budget: RateLimit, tokens: int,
                       max_wait_s: float) -> Reservation:
         """Reserve one request and ``tokens`` tokens if that needs at most ``max_wait_s``.
 
@@ -50,7 +39,7 @@ class RateLimiter(ABC):
         """
 
     @abstractmethod
-    async def correct(self, key: str, *, budget: Budget, tokens: int) -> None:
+    async def correct(self, key: str, *, budget: RateLimit, tokens: int) -> None:
         """Charge ``tokens`` more (negative: give back) once the real usage is known."""
 
     async def close(self) -> None:  # noqa: B027 - optional hook, no-op by default

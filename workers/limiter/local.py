@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from workers.limiter.base import Budget, RateLimiter, Reservation
+from evalfleet.core.ratelimit import RateLimit
+from workers.limiter.base import RateLimiter, Reservation
 from workers.limiter.gcra import BURST_S, interval_for, plan, refund
 
 
@@ -16,7 +17,7 @@ class LocalRateLimiter(RateLimiter):
         self._clock = clock
         self._tats: dict[str, float] = {}
 
-    async def reserve(self, key: str, *, budget: Budget, tokens: int,
+    async def reserve(self, key: str, *, budget: RateLimit, tokens: int,
                       max_wait_s: float) -> Reservation:
         """See :meth:`RateLimiter.reserve`."""
         now = self._clock()
@@ -35,7 +36,7 @@ class LocalRateLimiter(RateLimiter):
             self._tats[name] = planned.tat_s
         return Reservation(granted=True, wait_s=wait_s)
 
-    async def correct(self, key: str, *, budget: Budget, tokens: int) -> None:
+    async def correct(self, key: str, *, budget: RateLimit, tokens: int) -> None:
         """See :meth:`RateLimiter.correct`."""
         name = f"{key}:tpm"
         corrected = refund(tat_s=self._tats.get(name), now_s=self._clock(), units=-tokens,

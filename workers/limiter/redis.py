@@ -17,7 +17,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from workers.limiter.base import Budget, RateLimiter, Reservation
+from evalfleet.core.ratelimit import RateLimit
+from workers.limiter.base import RateLimiter, Reservation
 from workers.limiter.gcra import BURST_S, interval_for
 
 #: Most connections one process holds to the limiter's Redis.
@@ -87,7 +88,7 @@ class RedisRateLimiter(RateLimiter):
         self._reserve = self._redis.register_script(_RESERVE)
         self._correct = self._redis.register_script(_CORRECT)
 
-    async def reserve(self, key: str, *, budget: Budget, tokens: int,
+    async def reserve(self, key: str, *, budget: RateLimit, tokens: int,
                       max_wait_s: float) -> Reservation:
         """See :meth:`RateLimiter.reserve`."""
         granted, wait_us = await self._reserve(
@@ -97,7 +98,7 @@ class RedisRateLimiter(RateLimiter):
                   _us(max_wait_s)])
         return Reservation(granted=bool(granted), wait_s=int(wait_us) / 1e6)
 
-    async def correct(self, key: str, *, budget: Budget, tokens: int) -> None:
+    async def correct(self, key: str, *, budget: RateLimit, tokens: int) -> None:
         """See :meth:`RateLimiter.correct`."""
         interval = interval_for(budget.tokens_per_minute)
         if interval and tokens:

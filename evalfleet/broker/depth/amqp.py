@@ -6,9 +6,9 @@ import logging
 import threading
 
 from kombu import Connection
-from kombu.exceptions import KombuError, OperationalError
 
 from evalfleet.broker.depth.base import QueueDepth
+from evalfleet.broker.errors import BROKER_ERRORS
 from evalfleet.broker.queues import ready_messages
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ class AmqpQueueDepth(QueueDepth):
                     self._connection = Connection(self._url, connect_timeout=self._timeout_s)
                     self._connection.ensure_connection(max_retries=1)
                 return ready_messages(self._connection, queue)
-            except (OperationalError, KombuError, OSError) as exc:
+            except BROKER_ERRORS as exc:
                 logger.debug("queue depth of %s unknown: %s", queue, exc)
                 self._drop_connection()
                 return None

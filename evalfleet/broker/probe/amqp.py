@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from kombu import Connection
-from kombu.exceptions import KombuError, OperationalError
 
+from evalfleet.broker.errors import BROKER_ERRORS
 from evalfleet.broker.probe.base import QueueProbe, QueueReading
 from evalfleet.broker.queues import ready_messages
 
@@ -42,7 +42,7 @@ class AmqpQueueProbe(QueueProbe):
             with Connection(self._url, connect_timeout=self._timeout_s) as connection:
                 connection.ensure_connection(max_retries=1)
                 return {queue: self._reading(connection, queue, now=now) for queue in queues}
-        except (OperationalError, KombuError, OSError) as exc:
+        except BROKER_ERRORS as exc:
             logger.debug("cannot read queues: %s", exc)
             note = f"RabbitMQ cannot be read: {type(exc).__name__}"
             return {queue: QueueReading(queue, read_at=now, note=note) for queue in queues}

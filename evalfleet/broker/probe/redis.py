@@ -1,11 +1,6 @@
-"""Metric queues on a Redis broker, read the way kombu's Redis transport lays them out.
-
-- Waiting: a list per queue and priority (``eval.rag_qa``, ``eval.rag_qa\\x06\\x163``...).
-  Producers LPUSH and workers RPOP, so the oldest message is the last element.
-- In flight: the hash ``unacked`` maps each delivered, unacknowledged message to
-  ``[message, exchange, routing key]`` for every queue of the database, with delivery
-  times in the sorted set ``unacked_index``. Jobs a worker holds for a retry countdown
-  or a producer delay are there too, with a future ``eta``.
+"""Metric queues on a Redis broker, read where kombu keeps them
+(:mod:`evalfleet.broker.redis_keys`). Jobs a worker holds for a retry countdown or a
+producer delay are in flight too, with a future ``eta``.
 
 Counting jobs means reading messages (a message carries a batch). A queue of up to
 :data:`EXACT_COUNT_MESSAGES` messages is read whole; a longer one is sampled at both
@@ -24,17 +19,9 @@ import redis
 
 from evalfleet.broker.probe.base import QueueProbe, QueueReading
 from evalfleet.broker.probe.envelope import EnvelopeSummary, summarize_envelope
+from evalfleet.broker.redis_keys import UNACKED_KEY, priority_keys
 
 logger = logging.getLogger(__name__)
-
-#: kombu's separator between a queue name and its priority.
-PRIORITY_SEPARATOR = "\x06\x16"
-
-#: kombu's priority steps; priority 0 is the queue's own key.
-PRIORITY_STEPS = (0, 3, 6, 9)
-
-#: kombu's hash of delivered, unacknowledged messages.
-UNACKED_KEY = "unacked"
 
 #: Queues of at most this many messages are read whole to count their jobs exactly.
 EXACT_COUNT_MESSAGES = 500
@@ -44,12 +31,6 @@ SAMPLE_MESSAGES = 50
 
 #: Hash entries fetched per HSCAN round trip.
 SCAN_COUNT = 500
-
-
-def priority_keys(queue: str) -> list[str]:
-    """The Redis lists holding ``queue``'s messages, one per priority step."""
-    return [queue if step == 0 else f"{queue}{PRIORITY_SEPARATOR}{step}"
-            for step in PRIORITY_STEPS]
 
 
 @dataclass

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from evalfleet.core.ratelimit import RateLimit
 from evalfleet.ops.capacity import (
     Demand,
-    RateLimit,
     Recommendation,
     calls_in_flight,
     caps_in_flight,

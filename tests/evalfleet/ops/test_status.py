@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from evalfleet.broker.probe import QueueReading
+from evalfleet.core.ratelimit import RateLimit
 from evalfleet.ops.activity import Activity, JudgeCost
-from evalfleet.ops.capacity import RateLimit
 from evalfleet.ops.status import (
     arrival_rate,
     backlog_growth,

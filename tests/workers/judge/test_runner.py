@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from evalfleet.core.errors import JudgeDeferred, JudgeRejected, JudgeUnavailable
+from evalfleet.core.ratelimit import RateLimit
 from evalfleet.judgesim import RunningSim
 from workers.breaker import CircuitBreaker
 from workers.judge import (
@@ -21,7 +22,7 @@ from workers.judge import (
     PacedJudge,
 )
 from workers.judge.runner import Pacing
-from workers.limiter import Budget, LocalRateLimiter
+from workers.limiter import LocalRateLimiter
 
 
 @pytest.fixture
@@ -82,7 +83,7 @@ def test_timeouts_and_unreachable_judges_are_transient(sim: RunningSim) -> None:
 
 def test_a_call_that_would_wait_too_long_is_deferred_unsent(sim: RunningSim) -> None:
     pacing = Pacing(limiter=LocalRateLimiter(), max_wait_s=0.5,
-                    budget_for=lambda model: Budget(requests_per_minute=60))
+                    budget_for=lambda model: RateLimit(requests_per_minute=60))
     paced = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
                                        max_connections=8), concurrency=8, pacing=pacing)
     answers = paced.complete_many([request(n) for n in range(5)])
@@ -145,7 +146,7 @@ def test_rate_limits_do_not_open_the_circuit(sim: RunningSim) -> None:
 def test_waits_for_rate_budget_are_reported_per_metric(sim: RunningSim) -> None:
     waits: list[tuple[str, float]] = []
     pacing = Pacing(limiter=LocalRateLimiter(), max_wait_s=5,
-                    budget_for=lambda model: Budget(requests_per_minute=600),
+                    budget_for=lambda model: RateLimit(requests_per_minute=600),
                     on_wait=lambda metric, wait_s: waits.append((metric, wait_s)))
     paced = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
                                        max_connections=8), concurrency=8, pacing=pacing)
@@ -160,7 +161,7 @@ def test_waits_for_rate_budget_are_reported_per_metric(sim: RunningSim) -> None:
 
 def test_the_openai_client_is_paced_through_the_same_gate(sim: RunningSim) -> None:
     pacing = Pacing(limiter=LocalRateLimiter(), max_wait_s=0.5,
-                    budget_for=lambda model: Budget(requests_per_minute=60))
+                    budget_for=lambda model: RateLimit(requests_per_minute=60))
     blocking = OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=5)
     paced = PacedJudge(blocking, endpoint=blocking.endpoint, pacing=pacing)
     answers = paced.complete_many([request(n) for n in range(4)])
@@ -193,7 +194,7 @@ def test_a_call_that_wakes_up_after_its_slot_takes_a_fresh_one() -> None:
     waits: list[float] = []
     gate = CallGate(endpoint="judge", pacing=Pacing(
         limiter=LocalRateLimiter(), max_wait_s=5,
-        budget_for=lambda model: Budget(requests_per_minute=600),
+        budget_for=lambda model: RateLimit(requests_per_minute=600),
         on_wait=lambda metric, wait_s: waits.append(wait_s)))
 
     async def go() -> bool:

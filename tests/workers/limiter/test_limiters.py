@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from workers.limiter import Budget, LocalRateLimiter, RateLimiter, RedisRateLimiter
+from evalfleet.core.ratelimit import RateLimit
+from workers.limiter import LocalRateLimiter, RateLimiter, RedisRateLimiter
 
 
 @pytest.fixture(params=["redis", "local"])
@@ -23,7 +24,7 @@ def run(coroutine: object) -> object:
     return asyncio.run(coroutine)  # type: ignore[arg-type]
 
 
-def reserve_many(limiter: RateLimiter, count: int, *, budget: Budget, tokens: int = 1,
+def reserve_many(limiter: RateLimiter, count: int, *, budget: RateLimit, tokens: int = 1,
                  max_wait_s: float = 60.0) -> list[tuple[bool, float]]:
     async def go() -> list[tuple[bool, float]]:
         answers = []
@@ -37,7 +38,7 @@ def reserve_many(limiter: RateLimiter, count: int, *, budget: Budget, tokens: in
 
 
 def test_requests_are_spaced(limiter: RateLimiter) -> None:
-    answers = reserve_many(limiter, 5, budget=Budget(requests_per_minute=600))
+    answers = reserve_many(limiter, 5, budget=RateLimit(requests_per_minute=600))
     waits = [wait for granted, wait in answers if granted]
     assert len(waits) == 5
     # 10 per second with a 0.1 s burst: the first two go at once, then each
@@ -48,7 +49,7 @@ def test_requests_are_spaced(limiter: RateLimiter) -> None:
 
 
 def test_a_long_wait_is_refused_and_reserves_nothing(limiter: RateLimiter) -> None:
-    answers = reserve_many(limiter, 12, budget=Budget(requests_per_minute=600), max_wait_s=0.5)
+    answers = reserve_many(limiter, 12, budget=RateLimit(requests_per_minute=600), max_wait_s=0.5)
     granted = [wait for ok, wait in answers if ok]
     refused = [wait for ok, wait in answers if not ok]
     assert 7 <= len(granted) <= 9 and refused
@@ -58,7 +59,7 @@ def test_a_long_wait_is_refused_and_reserves_nothing(limiter: RateLimiter) -> No
 
 
 def test_tokens_and_corrections(limiter: RateLimiter) -> None:
-    budget = Budget(tokens_per_minute=60_000)  # 1,000 tokens a second
+    budget = RateLimit(tokens_per_minute=60_000)  # 1,000 tokens a second
 
     async def go() -> tuple[float, float]:
         await limiter.reserve("judge|m", budget=budget, tokens=2000, max_wait_s=60)
@@ -76,11 +77,11 @@ def test_tokens_and_corrections(limiter: RateLimiter) -> None:
 
 
 def test_no_limits_never_wait(limiter: RateLimiter) -> None:
-    assert all(answer == (True, 0.0) for answer in reserve_many(limiter, 50, budget=Budget()))
+    assert all(answer == (True, 0.0) for answer in reserve_many(limiter, 50, budget=RateLimit()))
 
 
 def test_budgets_are_per_key(limiter: RateLimiter) -> None:
-    budget = Budget(requests_per_minute=60)
+    budget = RateLimit(requests_per_minute=60)
 
     async def go() -> list[float]:
         waits = [(await limiter.reserve(key, budget=budget, tokens=1, max_wait_s=60)).wait_s
@@ -96,7 +97,7 @@ def test_budgets_are_per_key(limiter: RateLimiter) -> None:
 def test_more_calls_than_connections_wait_for_one_instead_of_failing(redis_url: str) -> None:
     """128 calls reserving at once on a pool of 4 connections: every one is answered."""
     limiter = RedisRateLimiter(redis_url, max_connections=4)
-    budget = Budget(requests_per_minute=60_000)
+    budget = RateLimit(requests_per_minute=60_000)
 
     async def go() -> list[bool]:
         answers = await asyncio.gather(*(
