@@ -181,7 +181,7 @@ class SqlStore(VerdictStore):
              "value": value, "sample_ts": to_utc(record.sample_ts)}
             for record in records if record.key in new_ids and record.purpose == "production"
             for name, value in record.scores.items() if value is not None
-        ]
+        ] + canary_rows(records, new_ids)
         if score_rows:
             conn.execute(verdict_scores.insert(), score_rows)
         samples = sample_rows(records, new_ids)
@@ -400,6 +400,17 @@ def dead_letter_from_row(row: RowMapping) -> DeadLetter:
         created_at=to_utc(row["created_at"]), history=row["history"] or [],
         verdict_key=row["verdict_key"],
     )
+
+
+def canary_rows(records: Sequence[VerdictRecord],
+                new_ids: dict[VerdictKey, int]) -> list[dict[str, Any]]:
+    """``verdict_scores`` rows of the new canary verdicts' agreement and bias series."""
+    return [
+        {"verdict_id": new_ids[record.key], "name": name, "metric": record.key.metric,
+         "value": value, "sample_ts": to_utc(record.sample_ts)}
+        for record in records if record.key in new_ids and record.purpose == "canary"
+        for name, value in record.canary_scores.items()
+    ]
 
 
 def sample_rows(records: Sequence[VerdictRecord],
