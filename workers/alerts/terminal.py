@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from workers.alerts.alert import format_duration
+from workers.alerts.alert import drift_line, format_duration
 from workers.alerts.evidence import plain_text
 from workers.alerts.segment import Segment
 
@@ -39,6 +39,10 @@ def render_alert_view(view: Any) -> str:
         state = view.stored.state
         lines.append(f"state: {state.state} since {_when(state.since)} "
                      f"(evaluated {_when(view.stored.evaluated_at)})")
+    if finding.get("judge_drift"):
+        lines.append(clean(drift_line(finding["judge_drift"]), 2000))
+    if finding.get("note"):
+        lines.append(clean(finding["note"], 500))
     lines += ["", *_comparison(finding, clean), "", *_trend_lines(view)]
     lines += ["", "history", *(_transition_line(t) for t in view.history[-15:])]
     if not view.history:
