@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from click.testing import CliRunner
 
 from evalfleet.calibration.canary import CanaryFeeder
@@ -212,3 +213,25 @@ def test_the_shipped_rules_load_with_the_canary_series(settings: Settings) -> No
     per_window = {r.name: r.spec.window.total_seconds() / settings.canary_interval_s
                   * settings.canary_samples for r in drift}
     assert all(per_window[r.name] >= r.spec.min_samples for r in drift)
+
+
+def test_canary_verdicts_that_fail_to_parse_add_no_agreement(
+    settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
+    store: VerdictStore, open_engine: Callable[..., AlertEngine], tmp_path: Path,
+    database_url: str,
+) -> None:
+    metric = "rag_qa"
+    start_worker(settings, queues=[metric])
+    calibrate(settings, metric)
+    sim.configure(truncated_rate=1.0)  # cut off: never completed by guessing
+    engine = open_engine(drift_rule(metric, "faithfulness"))
+    run = Run(settings, store, engine, metric, tmp_path)
+    try:
+        row = drift_row(run.step())
+    finally:
+        run.close()
+    statuses = {record.status for record in store.iter_verdicts(purposes=["canary"])}
+    assert statuses == {"failed"}
+    with psycopg.connect(database_url.replace("+psycopg", "")) as conn:
+        assert conn.execute("SELECT count(*) FROM verdict_scores").fetchone() == (0,)
+    assert (row.state, row.observation, row.n) == ("no_data", "no_data", 0)  # not a breach
