@@ -42,7 +42,7 @@ from workers.alerts.detector import (
     judge,
     pair_baselines,
 )
-from workers.alerts.evidence import evidence_details, window_evidence
+from workers.alerts.evidence import evidence_details, plain_text, window_evidence
 from workers.alerts.notifier import Notifier
 from workers.alerts.rule import CalibrationBaseline, PinnedBaseline, Rule, RuleSet
 from workers.alerts.segment import Segment
@@ -60,6 +60,10 @@ ROOT = Segment()
 #: Calibration runs read for a judge_drift baseline: the newest gold-set run among them
 #: counts (shadow comparisons are stored beside them).
 CALIBRATION_RUNS_READ = 20
+
+#: Judge identities shown beside a judge drift suspicion, and characters of each field.
+IDENTITIES_SHOWN = 5
+IDENTITY_CHARS = 80
 
 
 @dataclass(frozen=True)
@@ -218,11 +222,14 @@ class AlertEngine:
         if not firing:
             return {}
         identities = read_judge_identities(conn, since=at - rule.spec.window, until=at,
-                                           metric=rule.spec.metric)
+                                           metric=rule.spec.metric, on_sample_time=True)
+        # What a judge says about itself is its text: hostile, shown as one bounded line.
         return {"rules": firing, "identities": [
-            {"judge_model": i.judge_model, "reported_model": i.reported_model,
-             "fingerprint": i.fingerprint, "verdicts": i.verdicts,
-             "first_at": format_time(i.first_at)} for i in identities]}
+            {"judge_model": plain_text(i.judge_model, limit=IDENTITY_CHARS),
+             "reported_model": plain_text(i.reported_model, limit=IDENTITY_CHARS),
+             "fingerprint": plain_text(i.fingerprint, limit=IDENTITY_CHARS),
+             "verdicts": i.verdicts, "first_at": format_time(i.first_at)}
+            for i in identities[:IDENTITIES_SHOWN]]}
 
     def _reference(self, conn: Connection, rule: Rule, at: datetime) -> dict[Segment, Summary]:
         spec = rule.spec

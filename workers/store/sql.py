@@ -381,7 +381,8 @@ def dead_letter_from_row(row: RowMapping) -> DeadLetter:
 
 
 def read_judge_identities(conn: Connection, *, since: datetime, until: datetime | None = None,
-                          metric: str | None = None) -> list[JudgeIdentity]:
+                          metric: str | None = None,
+                          on_sample_time: bool = False) -> list[JudgeIdentity]:
     """What the judge reported about itself on the verdicts created in ``[since, until)``,
     grouped (the store's, and beside a judge_drift suspicion).
 
@@ -390,20 +391,22 @@ def read_judge_identities(conn: Connection, *, since: datetime, until: datetime 
         since: Verdicts created since.
         until: And before; None for no end.
         metric: Only this metric's verdicts; None for all.
+        on_sample_time: Select on the samples' time instead (an alert's window).
     """
     table = verdicts_table.c
+    moment = table.sample_ts if on_sample_time else table.created_at
     first, last = func.min(table.created_at), func.max(table.created_at)
     query = (
         select(table.judge_model, table.judge_reported_model, table.judge_fingerprint,
                func.count(), first, last)
-        .where(table.created_at >= to_utc(since),
+        .where(moment >= to_utc(since),
                (table.judge_reported_model.is_not(None))
                | (table.judge_fingerprint.is_not(None)))
         .group_by(table.judge_model, table.judge_reported_model, table.judge_fingerprint)
         .order_by(table.judge_model, first)
     )
     if until is not None:
-        query = query.where(table.created_at < to_utc(until))
+        query = query.where(moment < to_utc(until))
     if metric is not None:
         query = query.where(table.metric == metric)
     return [JudgeIdentity(judge_model=row[0], reported_model=row[1], fingerprint=row[2],

@@ -133,7 +133,7 @@ def test_shifted_scores_fire_judge_drift_and_app_alerts_carry_the_suspicion(
     run = Run(settings, store, engine, metric, tmp_path)
     try:
         cycles = run_until_drift(run, lambda: sim.configure(
-            score_shifts={settings.judge_model: -0.5}))
+            score_shifts={settings.judge_model: -0.5}, system_fingerprint="fp\x1b[31m-v2"))
         assert cycles <= WINDOW_SLOTS + FOR
         (drift_alert,) = [a for a in receiver.alerts()
                           if a["labels"]["alertname"] == "judge_drift"]
@@ -166,6 +166,10 @@ def test_shifted_scores_fire_judge_drift_and_app_alerts_carry_the_suspicion(
     rule = next(r for r in engine.rules.rules if r.name == "app_drop")
     text = render_alert_view(load_alert_view(engine.engine, rule, Segment()))
     assert "judge drift suspected: judge_drift" in text
+    # What the judge reported about itself in the window, cleaned of its escapes.
+    view = load_alert_view(engine.engine, rule, Segment())
+    fingerprints = {i["fingerprint"] for i in view.finding["judge_drift"]["identities"]}
+    assert fingerprints == {"fp-v2"}
 
 
 def test_flipped_binary_answers_fire_judge_drift(
