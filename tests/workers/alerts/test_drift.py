@@ -7,7 +7,10 @@ change its judge partway through (shift its scores, or flip its yes/no answers).
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,6 +28,7 @@ from evalfleet.sample import parse_sample
 from evalfleet.settings import Settings
 from producers.enqueuer import Enqueuer
 from tests.helpers import WorkerProcess, wait_until
+from tests.ops.servers import stop_process
 from tests.workers.alerts.receiver import Receiver
 from workers.alerts import AlertEngine, CycleReport
 from workers.alerts.rule import load_rules
@@ -239,3 +243,46 @@ def test_canary_verdicts_that_fail_to_parse_add_no_agreement(
     with psycopg.connect(database_url.replace("+psycopg", "")) as conn:
         assert conn.execute("SELECT count(*) FROM verdict_scores").fetchone() == (0,)
     assert (row.state, row.observation, row.n) == ("no_data", "no_data", 0)  # not a breach
+
+
+def test_two_beats_feed_canaries_through_the_fleet_and_each_is_judged_once(
+    settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
+    store: VerdictStore, tmp_path: Path,
+) -> None:
+    gold = tmp_path / "gold"
+    gold.mkdir()
+    shutil.copy(bundled_gold("rag_qa"), gold / "rag_qa.jsonl")
+    fleet = settings.model_copy(update={"canary_interval_s": 2.0, "canary_samples": 3,
+                                        "canary_gold_dir": gold})
+    start_worker(fleet, queues=["rag_qa"])
+    beats = []
+    try:
+        for n in range(2):
+            data_dir = tmp_path / f"beat-{n}"  # each beat its own schedule file
+            with (tmp_path / f"beat-{n}.log").open("wb") as log:
+                beats.append(subprocess.Popen(
+                    [sys.executable, "-m", "evalfleet", "beat"],
+                    env={**os.environ, **fleet.model_copy(
+                        update={"data_dir": data_dir}).as_environment()},
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        wait_until(lambda: len({v.key.sample_id.split(":")[1] for v in store.iter_verdicts(
+            purposes=["canary"])}) >= 3, timeout_s=90, what="canaries of three slots")
+    finally:
+        for beat in beats:
+            stop_process(beat)
+    logs = [(tmp_path / f"beat-{n}.log").read_text() for n in range(2)]
+    assert all("Sending due task evalfleet-canaries" in log for log in logs)  # both fed
+    assert "canaries of slot" in "".join(logs)
+    canaries = list(store.iter_verdicts(purposes=["canary"]))
+    assert all(v.key.sample_id.startswith("canary:") for v in canaries)
+    assert {v.status for v in canaries} == {"ok"}
+    # Both beats fed the same slots; a canary's key is judged once.
+    wait_until(lambda: sim.stats()["requests"] == len(list(store.iter_verdicts(
+        purposes=["canary"]))), timeout_s=30, what="every judged canary stored")
+    assert run_cli_export(fleet) == []  # canaries stay out of the production export
+
+
+def run_cli_export(settings: Settings) -> list[str]:
+    result = CliRunner().invoke(main, ["export"], env=settings.as_environment(),
+                                catch_exceptions=False)
+    return result.output.splitlines()
