@@ -16,7 +16,7 @@ may drift up or down); all of them join the cycle's adjustment.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -167,18 +167,26 @@ class DriftBaseline:
     """Which run, for people: metric, prompt version, judge model, gold set and time."""
 
 
-def drift_baseline(runs: Iterable[Any], *, score: str) -> DriftBaseline | str:
+def drift_baseline(runs: Iterable[Any], *, score: str,
+                   judge_models: Collection[str] = ()) -> DriftBaseline | str:
     """The baseline of a judge_drift rule on ``score``, from its metric's calibrations.
 
     Args:
         runs: The metric's calibration runs (``CalibrationRun``), newest first.
         score: The score watched.
+        judge_models: The judge models that judged the window's canaries: a calibration
+            of one of them is preferred, so calibrating a candidate judge
+            (``--judge-model``) does not move the current judge's baseline.
 
     Returns:
         The last gold-set calibration's summaries of ``score``'s canary series, or why
         there is none (a person reads it on the page).
     """
-    run = next((run for run in runs if not str(run.gold).startswith("judge:")), None)
+    gold = [run for run in runs if not str(run.gold).startswith("judge:")]
+    # With no calibration of the canaries' judge, the last one is the reference: a judge
+    # swapped without calibrating is exactly what canaries should catch.
+    run = next((run for run in gold if run.judge_model in judge_models),
+               gold[0] if gold else None)
     if run is None:
         return "no baseline: no calibration run of this metric (run `evalfleet calibrate`)"
     source = (f"calibration of {run.metric} on {run.gold} at {_moment(run.created_at)}, "

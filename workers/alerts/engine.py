@@ -50,7 +50,7 @@ from workers.alerts.state import AlertState, Policy, Step, advance
 from workers.alerts.statistic import Summary
 from workers.alerts.telemetry import AlertTelemetry, SegmentSample
 from workers.alerts.window import WindowQuery, fetch_summaries
-from workers.store.sql import read_calibration_runs, read_judge_identities
+from workers.store.sql import read_calibration_runs, read_judge_identities, read_judge_models
 
 logger = logging.getLogger(__name__)
 
@@ -203,8 +203,10 @@ class AlertEngine:
                 fetch_summaries(conn, query, start=at - spec.window, end=at).get(ROOT)
                 or Summary(n=0) for query in (agreement_query, bias_query))
             runs = read_calibration_runs(conn, metric=spec.metric, limit=CALIBRATION_RUNS_READ)
+            judges = read_judge_models(conn, metric=spec.metric, purpose="canary",
+                                       start=at - spec.window, end=at)
         return examine_drift(rule, current=current, bias=bias,
-                             baseline=drift_baseline(runs, score=spec.score),
+                             baseline=drift_baseline(runs, score=spec.score, judge_models=judges),
                              confidence=confidence)
 
     def _drift_suspicion(self, conn: Connection, rule: Rule, at: datetime) -> dict[str, Any]:

@@ -414,6 +414,17 @@ def read_judge_identities(conn: Connection, *, since: datetime, until: datetime 
             for row in conn.execute(query)]
 
 
+def read_judge_models(conn: Connection, *, metric: str, purpose: str, start: datetime,
+                      end: datetime) -> set[str]:
+    """The judge models of a metric's verdicts for ``purpose`` whose samples fall in
+    ``[start, end)`` (which judge a judge_drift rule's canaries were asked of)."""
+    table = verdicts_table.c
+    query = (select(table.judge_model).distinct()
+             .where(table.metric == metric, table.purpose == purpose,
+                    table.sample_ts >= to_utc(start), table.sample_ts < to_utc(end)))
+    return set(conn.execute(query).scalars())
+
+
 def read_calibration_runs(conn: Connection, *, metric: str | None = None,
                           limit: int | None = None) -> list[CalibrationRun]:
     """Calibration reports, newest first (the store's, and the judge_drift rule's baseline).

@@ -167,3 +167,14 @@ def test_binary_canary_agreement_is_a_proportion_test() -> None:
     assert finding.tests[0].test in ("two_proportion_z", "fisher_exact")
     (judgement,) = judge([(rule, finding)], false_discovery_rate=0.05)
     assert judgement.observation == "breach"
+
+
+def test_the_canaries_judge_is_compared_with_its_own_calibration() -> None:
+    current = calibration(**BASELINE)
+    candidate = SimpleNamespace(**{**vars(current), "judge_model": "candidate"})
+    runs = [candidate, current]  # newest first: a candidate judge was calibrated last
+    chosen = drift_baseline(runs, score="faithfulness", judge_models={"m"})
+    assert not isinstance(chosen, str) and "judge m" in chosen.source
+    # No calibration of the canaries' judge (it was swapped): the last one is the reference.
+    swapped = drift_baseline(runs, score="faithfulness", judge_models={"other"})
+    assert not isinstance(swapped, str) and "judge candidate" in swapped.source
