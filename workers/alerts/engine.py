@@ -196,8 +196,9 @@ class AlertEngine:
 
     def _examine_drift(self, rule: Rule, at: datetime, *, confidence: float) -> Finding:
         spec = rule.spec
+        assert spec.bias_series is not None  # a judge_drift rule's
         agreement_query = WindowQuery.for_rule(rule)
-        bias_query = replace(agreement_query, score=spec.bias_series or spec.series)
+        bias_query = replace(agreement_query, score=spec.bias_series)
         with self.engine.connect() as conn:
             current, bias = (
                 fetch_summaries(conn, query, start=at - spec.window, end=at).get(ROOT)
