@@ -29,6 +29,7 @@ from workers.alerts.statistic import (
     adjust_p_values,
     compare_with_baseline,
     compare_with_threshold,
+    proportion_test,
     welch_t_test,
 )
 
@@ -238,10 +239,33 @@ def examine_drift(
     spec = rule.spec
     tests = list(finding.tests)
     if spec.uses_baseline and min(bias.n, baseline.bias.n) >= spec.min_samples:
-        for against, direction in _BIAS_TESTS:
-            test = welch_t_test(bias, baseline.bias, direction=direction)
-            tests.append(replace(test, against=against))
+        tests += [replace(test, against=against)
+                  for against, test in _bias_tests(rule, bias, baseline.bias,
+                                                   confidence=confidence)]
     return replace(finding, tests=tuple(tests), note=f"baseline: {baseline.source}")
+
+
+def _bias_tests(rule: Rule, bias: Summary, baseline: Summary, *, confidence: float,
+                ) -> list[tuple[Literal["bias_high", "bias_low"], TestResult]]:
+    if rule.kind != "binary":
+        return [(against, welch_t_test(bias, baseline, direction=direction))
+                for against, direction in _BIAS_TESTS]
+    # A yes/no judge's bias is two error rates: "yes" where people said no (+1) and "no"
+    # where they said yes (-1). Each is a proportion, tested as one, so a calibration
+    # with no error of a kind (a rate of 0 seen on a few items) is not taken as certain.
+    return [
+        ("bias_high", proportion_test(_errors(bias, +1), _errors(baseline, +1),
+                                      direction="increase", confidence=confidence)),
+        ("bias_low", proportion_test(_errors(bias, -1), _errors(baseline, -1),
+                                     direction="increase", confidence=confidence)),
+    ]
+
+
+def _errors(bias: Summary, sign: int) -> Summary:
+    """How many of a yes/no judge's biases (each -1, 0 or +1) were ``sign``, as a
+    proportion: the sum of squares counts both kinds, the sum their difference."""
+    count = max(0, round((bias.total_sq + sign * bias.total) / 2))
+    return Summary(n=bias.n, total=float(count), total_sq=float(count))
 
 
 def judge(

@@ -164,9 +164,28 @@ def test_binary_canary_agreement_is_a_proportion_test() -> None:
     flipped = Summary.of_values([0.0] * 20 + [1.0] * 4)
     finding = examine_drift(rule, current=flipped, bias=Summary.of_values([-1.0] * 20 + [0] * 4),
                             baseline=baseline, confidence=0.95)
-    assert finding.tests[0].test in ("two_proportion_z", "fisher_exact")
+    assert [t.test in ("two_proportion_z", "fisher_exact") for t in finding.tests] == [
+        True] * 3  # agreement, and each kind of error as a rate
     (judgement,) = judge([(rule, finding)], false_discovery_rate=0.05)
     assert judgement.observation == "breach"
+    high, low = finding.tests[1:]
+    assert (high.against, high.effect) == ("bias_high", pytest.approx(-1 / 24))  # fewer yes
+    assert (low.against, low.effect) == ("bias_low", pytest.approx(20 / 24))  # many more no
+
+
+def test_a_yes_no_judge_flawless_at_calibration_is_not_held_to_perfection() -> None:
+    rule = drift_rule("correct", "bbh_match")
+    perfect = {"n": 24, "total": 24.0, "total_sq": 24.0}
+    baseline = drift_baseline([calibration(correct={
+        "agreement": perfect, "bias": {"n": 24, "total": 0.0, "total_sq": 0.0}})],
+        score="correct")
+    assert not isinstance(baseline, str)
+    # 5 of 48 wrong, all "no" for a "yes": an error rate 24 clean items cannot rule out.
+    finding = examine_drift(rule, current=Summary.of_values([1.0] * 43 + [0.0] * 5),
+                            bias=Summary.of_values([0.0] * 43 + [-1.0] * 5),
+                            baseline=baseline, confidence=0.95)
+    (judgement,) = judge([(rule, finding)], false_discovery_rate=0.05)
+    assert judgement.observation != "breach"
 
 
 def test_the_canaries_judge_is_compared_with_its_own_calibration() -> None:
