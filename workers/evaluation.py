@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal, NamedTuple
 
+from evalfleet.calibration.gold import canary_series, score_scales
 from evalfleet.core.backoff import compute_backoff
 from evalfleet.core.budget import Price, budget_day, cost_usd
 from evalfleet.core.errors import (
@@ -471,6 +472,7 @@ class Evaluator:
                               prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
             notes=list(judgement.notes), judge_reported_model=last.model,
             judge_fingerprint=last.system_fingerprint, purpose=job.purpose,
+            canary_scores=_canary_scores(job, item.metric, judgement),
             sample=sample_content(job.sample.to_json()) if self.options.keep_samples else None,
         )
 
@@ -483,6 +485,13 @@ class _Judgement(NamedTuple):
     scores: dict[str, float | None]
     raw_scores: dict[str, RawValue]
     notes: tuple[str, ...] = ()
+
+
+def _canary_scores(job: Job, metric: Metric, judgement: _Judgement) -> dict[str, float]:
+    """A canary verdict's agreement with its gold labels (none when it has no scores)."""
+    if job.purpose != "canary" or not job.labels or judgement.status != "ok":
+        return {}
+    return canary_series(judgement.raw_scores, job.labels, scales=score_scales(metric))
 
 
 def _judgement(item: _Pending, *, score_names: list[str]) -> _Judgement:

@@ -89,6 +89,12 @@ def _annotations(rule: Rule, segment: Segment, details: dict[str, Any], *,
     else:
         annotations["summary"] = _fill(spec.annotations.summary, values)
     annotations["description"] = _describe(details, values, no_data=no_data)
+    suspicion = details.get("judge_drift")
+    if suspicion:
+        annotations["judge_drift"] = drift_line(suspicion)
+        annotations["description"] = f"{annotations['judge_drift']}. {annotations['description']}"
+    if details.get("note"):
+        annotations["baseline_source"] = str(details["note"])
     if spec.annotations.runbook:
         annotations["runbook_url"] = spec.annotations.runbook
     annotations["segment"] = str(segment)
@@ -111,6 +117,33 @@ def _annotations(rule: Rule, segment: Segment, details: dict[str, Any], *,
     for number, item in enumerate(details.get("evidence", [])[:EVIDENCE_SAMPLES], start=1):
         annotations[f"worst_sample_{number}"] = evidence_line(item)
     return annotations
+
+
+#: What an app alert says while a judge_drift rule fires on its metric.
+JUDGE_DRIFT_SUSPECTED = "judge drift suspected"
+
+
+def drift_line(suspicion: dict[str, Any]) -> str:
+    """The judge drift suspected on an app alert's metric, as one line of plain text.
+
+    Args:
+        suspicion: ``{"rules": [{"rule", "score", "since"}], "identities": [...]}`` as
+            the engine stores it with the alert's numbers.
+
+    Returns:
+        ``judge drift suspected: <rule> firing since <time> (...); the judge reported
+        <model> / <fingerprint> (n verdicts) ...``.
+    """
+    rules = ", ".join(f"{item.get('rule')} ({item.get('score')}) firing since "
+                      f"{item.get('since')}" for item in suspicion.get("rules", []))
+    line = f"{JUDGE_DRIFT_SUSPECTED}: {rules}"
+    identities = suspicion.get("identities") or []
+    if len(identities) > 1:
+        seen = "; ".join(f"{i.get('reported_model') or '?'} / {i.get('fingerprint') or '?'} "
+                         f"({i.get('verdicts')} verdicts from {i.get('first_at')})"
+                         for i in identities)
+        line += f"; judge identity changed in the window: {seen}"
+    return line
 
 
 def evidence_line(item: dict[str, Any]) -> str:

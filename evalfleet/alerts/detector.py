@@ -6,16 +6,22 @@ its parent segments, with more samples, are still tested. The p-values of every
 test of one cycle are adjusted together (Benjamini-Hochberg), so hundreds of
 segments do not buy hundreds of chances of a false alarm. A segment breaches when
 a test is significant after that adjustment and its effect is large enough.
+
+A judge_drift rule is one more finding of the same kind: its canary agreement is
+tested against the last calibration's like any score against its baseline, and
+its canary bias against the calibration's bias once in each direction (a judge
+may drift up or down); all of them join the cycle's adjustment.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Literal
 
-from evalfleet.alerts.rule import PinnedBaseline, Rule
+from evalfleet.alerts.rule import Direction, PinnedBaseline, Rule
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.statistic import (
     Summary,
@@ -23,9 +29,15 @@ from evalfleet.alerts.statistic import (
     adjust_p_values,
     compare_with_baseline,
     compare_with_threshold,
+    proportion_test,
+    welch_t_test,
 )
 
 Observation = Literal["breach", "clear", "hold", "insufficient_data", "no_data"]
+
+#: The two one-sided tests of a judge_drift rule's bias: a judge drifting up, and down.
+_BIAS_TESTS: tuple[tuple[Literal["bias_high", "bias_low"], Direction], ...] = (
+    ("bias_high", "increase"), ("bias_low", "decrease"))
 
 #: What the word ``previous`` means as a pinned baseline value.
 PREVIOUS = "previous"
@@ -45,6 +57,8 @@ class Finding:
     """Where the baseline came from (a pinned baseline names another value)."""
     tests: tuple[TestResult, ...]
     """The tests that ran; empty when the data did not allow any."""
+    note: str | None = None
+    """Why a test that should run could not (a judge_drift rule without a baseline)."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +156,118 @@ def examine(
     )
 
 
+@dataclass(frozen=True)
+class DriftBaseline:
+    """What a judge_drift rule compares canaries with: one calibration run's series."""
+
+    agreement: Summary
+    """Agreement with the gold labels over the calibration's verdicts."""
+    bias: Summary
+    """Signed bias over the same verdicts."""
+    source: str
+    """Which run, for people: metric, prompt version, judge model, gold set and time."""
+
+
+def drift_baseline(runs: Iterable[Any], *, score: str,
+                   judge_models: Collection[str] = ()) -> DriftBaseline | str:
+    """The baseline of a judge_drift rule on ``score``, from its metric's calibrations.
+
+    Args:
+        runs: The metric's calibration runs (``CalibrationRun``), newest first.
+        score: The score watched.
+        judge_models: The judge models that judged the window's canaries: a calibration
+            of one of them is preferred, so calibrating a candidate judge
+            (``--judge-model``) does not move the current judge's baseline.
+
+    Returns:
+        The last gold-set calibration's summaries of ``score``'s canary series, or why
+        there is none (a person reads it on the page).
+    """
+    gold = [run for run in runs if not str(run.gold).startswith("judge:")]
+    # With no calibration of the canaries' judge, the last one is the reference: a judge
+    # swapped without calibrating is exactly what canaries should catch.
+    run = next((run for run in gold if run.judge_model in judge_models),
+               gold[0] if gold else None)
+    if run is None:
+        return "no baseline: no calibration run of this metric (run `evalfleet calibrate`)"
+    source = (f"calibration of {run.metric} on {run.gold} at {_moment(run.created_at)}, "
+              f"prompt {run.prompt_version}, judge {run.judge_model}")
+    stored = (run.report.get("canary_baseline") or {}).get(score) or {}
+    try:
+        agreement, bias = (_summary(stored[part]) for part in ("agreement", "bias"))
+    except (KeyError, TypeError, ValueError):
+        return (f"no baseline: the last {source} has no canary summary of {score!r} (label "
+                f"it in the gold set and run `evalfleet calibrate` again)")
+    return DriftBaseline(agreement=agreement, bias=bias, source=source)
+
+
+def _summary(stored: Any) -> Summary:
+    n, total, total_sq = int(stored["n"]), float(stored["total"]), float(stored["total_sq"])
+    if n < 0 or not all(math.isfinite(v) for v in (total, total_sq)):
+        raise ValueError("not a summary")
+    return Summary(n=n, total=total, total_sq=total_sq)
+
+
+def _moment(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M UTC") if isinstance(value, datetime) else str(value)
+
+
+def examine_drift(
+    rule: Rule, *, current: Summary, bias: Summary, baseline: DriftBaseline | str,
+    confidence: float,
+) -> Finding:
+    """Run a judge_drift rule's tests on the canaries of its window.
+
+    Args:
+        rule: A judge_drift rule.
+        current: The window's canary agreement.
+        bias: The window's canary bias.
+        baseline: The calibration's series, or why there is none.
+        confidence: Level of the bounds and intervals.
+
+    Returns:
+        The finding of the whole (drift has no segments); without a baseline only the
+        threshold test can run, and the finding says why.
+    """
+    root = Segment()
+    if isinstance(baseline, str):
+        finding = examine(rule, segment=root, current=current, baseline=None,
+                          confidence=confidence)
+        return replace(finding, note=baseline)
+    finding = examine(rule, segment=root, current=current,
+                      baseline=(root, baseline.agreement), confidence=confidence)
+    spec = rule.spec
+    tests = list(finding.tests)
+    if spec.uses_baseline and min(bias.n, baseline.bias.n) >= spec.min_samples:
+        tests += [replace(test, against=against)
+                  for against, test in _bias_tests(rule, bias, baseline.bias,
+                                                   confidence=confidence)]
+    return replace(finding, tests=tuple(tests), note=f"baseline: {baseline.source}")
+
+
+def _bias_tests(rule: Rule, bias: Summary, baseline: Summary, *, confidence: float,
+                ) -> list[tuple[Literal["bias_high", "bias_low"], TestResult]]:
+    if rule.kind != "binary":
+        return [(against, welch_t_test(bias, baseline, direction=direction))
+                for against, direction in _BIAS_TESTS]
+    # A yes/no judge's bias is two error rates: "yes" where people said no (+1) and "no"
+    # where they said yes (-1). Each is a proportion, tested as one, so a calibration
+    # with no error of a kind (a rate of 0 seen on a few items) is not taken as certain.
+    return [
+        ("bias_high", proportion_test(_errors(bias, +1), _errors(baseline, +1),
+                                      direction="increase", confidence=confidence)),
+        ("bias_low", proportion_test(_errors(bias, -1), _errors(baseline, -1),
+                                     direction="increase", confidence=confidence)),
+    ]
+
+
+def _errors(bias: Summary, sign: int) -> Summary:
+    """How many of a yes/no judge's biases (each -1, 0 or +1) were ``sign``, as a
+    proportion: the sum of squares counts both kinds, the sum their difference."""
+    count = max(0, round((bias.total_sq + sign * bias.total) / 2))
+    return Summary(n=bias.n, total=float(count), total_sq=float(count))
+
+
 def judge(
     findings: Sequence[tuple[Rule, Finding]], *, false_discovery_rate: float,
 ) -> list[Judgement]:
@@ -208,6 +334,8 @@ def finding_details(judgement: Judgement) -> dict[str, object]:
         details["baseline_mean"] = _number(finding.baseline.mean)
         if finding.baseline_segment is not None and finding.baseline_segment != finding.segment:
             details["baseline_segment"] = str(finding.baseline_segment)
+    if finding.note is not None:
+        details["note"] = finding.note
     details["tests"] = [
         {"against": test.against, "test": test.test, "p_value": test.p_value,
          "q_value": q, "effect": test.effect, "statistic": _number(test.statistic),

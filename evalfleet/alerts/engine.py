@@ -7,9 +7,12 @@ The steps, in order:
 2. summarise each rule's window and baseline per segment (``window``);
 3. test every segment, then adjust all p-values of the cycle together
    (``detector``, ``statistic``);
-4. per rule, under its lock: advance each segment's state (``state``), store it,
-   open or close baseline exclusions, and queue one notification per event and
-   receiver (``ledger``, ``outbox``), all in one transaction;
+4. per rule, under its lock, judge_drift rules first: advance each segment's state
+   (``state``), store it, open or close baseline exclusions, and queue one
+   notification per event and receiver (``ledger``, ``outbox``), all in one
+   transaction; an app rule's numbers carry the judge drift suspected on its
+   metric (a judge_drift rule firing there), with what the judge reported about
+   itself in the window;
 5. deliver what is due (``delivery``).
 """
 
@@ -19,7 +22,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,30 +30,45 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 
 from evalfleet.alerts import ledger, outbox
-from evalfleet.alerts.alert import build_alert
+from evalfleet.alerts.alert import build_alert, format_time
 from evalfleet.alerts.delivery import DeliveryReport, Dispatcher
 from evalfleet.alerts.detector import (
     Finding,
     Judgement,
+    drift_baseline,
     examine,
+    examine_drift,
     finding_details,
     judge,
     pair_baselines,
 )
-from evalfleet.alerts.evidence import evidence_details, window_evidence
+from evalfleet.alerts.evidence import evidence_details, plain_text, window_evidence
 from evalfleet.alerts.notifier import Notifier
-from evalfleet.alerts.rule import PinnedBaseline, Rule, RuleSet
+from evalfleet.alerts.rule import CalibrationBaseline, PinnedBaseline, Rule, RuleSet
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.state import AlertState, Policy, Step, advance
 from evalfleet.alerts.statistic import Summary
 from evalfleet.alerts.telemetry import AlertTelemetry, SegmentSample
 from evalfleet.alerts.window import WindowQuery, fetch_summaries
-from evalfleet.store.sql import unavailable_as_store_error
+from evalfleet.store.sql import (
+    read_calibration_runs,
+    read_judge_identities,
+    read_judge_models,
+    unavailable_as_store_error,
+)
 
 logger = logging.getLogger(__name__)
 
 #: The whole of a rule's traffic.
 ROOT = Segment()
+
+#: Calibration runs read for a judge_drift baseline: the newest gold-set run among them
+#: counts (shadow comparisons are stored beside them).
+CALIBRATION_RUNS_READ = 20
+
+#: Judge identities shown beside a judge drift suspicion, and characters of each field.
+IDENTITIES_SHOWN = 5
+IDENTITY_CHARS = 80
 
 
 @dataclass(frozen=True)
@@ -74,6 +92,8 @@ class ReportRow:
     test: str | None
     events: tuple[str, ...]
     """What was notified."""
+    note: str | None = None
+    """Why a test could not run (a judge_drift rule without a baseline)."""
 
 
 @dataclass
@@ -161,9 +181,10 @@ class AlertEngine:
                 report.skipped.append(rule.name)
         findings = [(rule, finding) for rule in due for finding in self._examine(rule, at)]
         judgements = judge(findings, false_discovery_rate=self.rules.false_discovery_rate)
-        for rule in due:
-            mine = [j for j in judgements if j.rule is rule]
-            report.rows.extend(self._advance(rule, mine, at=at))
+        # Drift first, so an app alert of this very cycle knows of it; rows in file order.
+        rows = {rule.name: self._advance(rule, [j for j in judgements if j.rule is rule], at=at)
+                for rule in sorted(due, key=lambda rule: rule.spec.kind != "judge_drift")}
+        report.rows.extend(row for rule in due for row in rows[rule.name])
         if self._dispatcher is not None:
             report.delivery = self._dispatcher.deliver_due()
         self._record(report, due, elapsed_s=time.perf_counter() - started_s)
@@ -172,6 +193,8 @@ class AlertEngine:
     def _examine(self, rule: Rule, at: datetime) -> list[Finding]:
         spec = rule.spec
         confidence = 1 - self.rules.false_discovery_rate
+        if spec.kind == "judge_drift":
+            return [self._examine_drift(rule, at, confidence=confidence)]
         with self.engine.connect() as conn:
             current = fetch_summaries(conn, WindowQuery.for_rule(rule),
                                       start=at - spec.window, end=at)
@@ -185,9 +208,51 @@ class AlertEngine:
             for segment, summary in sorted(kept.items())
         ]
 
+    def _examine_drift(self, rule: Rule, at: datetime, *, confidence: float) -> Finding:
+        spec = rule.spec
+        assert spec.bias_series is not None  # a judge_drift rule's
+        agreement_query = WindowQuery.for_rule(rule)
+        bias_query = replace(agreement_query, score=spec.bias_series)
+        with self.engine.connect() as conn:
+            current, bias = (
+                fetch_summaries(conn, query, start=at - spec.window, end=at).get(ROOT)
+                or Summary(n=0) for query in (agreement_query, bias_query))
+            runs = read_calibration_runs(conn, metric=spec.metric, limit=CALIBRATION_RUNS_READ)
+            judges = read_judge_models(conn, metric=spec.metric, purpose="canary",
+                                       start=at - spec.window, end=at)
+        return examine_drift(rule, current=current, bias=bias,
+                             baseline=drift_baseline(runs, score=spec.score, judge_models=judges),
+                             confidence=confidence)
+
+    def _drift_suspicion(self, conn: Connection, rule: Rule, at: datetime) -> dict[str, Any]:
+        """The judge_drift rules firing on an app rule's metric, with what the judge
+        reported about itself in the rule's window; empty when none fires."""
+        if rule.spec.kind == "judge_drift":
+            return {}
+        firing = [
+            {"rule": drift.name, "score": drift.spec.score,
+             "since": format_time(stored.state.fired_at or stored.evaluated_at)}
+            for drift in self.rules.rules
+            if drift.spec.kind == "judge_drift" and drift.spec.metric == rule.spec.metric
+            for stored in ledger.load_states(conn, drift.name) if stored.state.state == "firing"
+        ]
+        if not firing:
+            return {}
+        identities = read_judge_identities(conn, since=at - rule.spec.window, until=at,
+                                           metric=rule.spec.metric, on_sample_time=True)
+        # What a judge says about itself is its text: hostile, shown as one bounded line.
+        return {"rules": firing, "identities": [
+            {"judge_model": plain_text(i.judge_model, limit=IDENTITY_CHARS),
+             "reported_model": plain_text(i.reported_model, limit=IDENTITY_CHARS),
+             "fingerprint": plain_text(i.fingerprint, limit=IDENTITY_CHARS),
+             "verdicts": i.verdicts, "first_at": format_time(i.first_at)}
+            for i in identities[:IDENTITIES_SHOWN]]}
+
     def _reference(self, conn: Connection, rule: Rule, at: datetime) -> dict[Segment, Summary]:
         spec = rule.spec
         baseline = spec.baseline
+        if isinstance(baseline, CalibrationBaseline):
+            return {}  # a judge_drift rule's baseline is read by _examine_drift
         if isinstance(baseline, PinnedBaseline):
             return fetch_summaries(conn, WindowQuery.for_rule(rule),
                                    start=at - baseline.window, end=at)
@@ -204,27 +269,30 @@ class AlertEngine:
         points: list[dict[str, Any]] = []
         now = self._clock()
         with ledger.rule_transaction(self.engine, rule.name) as conn:
+            suspicion = self._drift_suspicion(conn, rule, at)
             stored = {s.segment: s.state for s in ledger.load_states(conn, rule.name)}
             seen = {j.finding.segment for j in judgements}
             for judgement in judgements:
                 rows.append(self._step(conn, rule, judgement.finding.segment, judgement,
                                        stored.get(judgement.finding.segment), policy, at, now,
-                                       points))
+                                       points, suspicion))
             # Segments known from earlier cycles with no samples now: too little data.
             for segment in sorted(set(stored) - seen):
                 rows.append(self._step(conn, rule, segment, None, stored[segment], policy,
-                                       at, now, points))
+                                       at, now, points, suspicion))
             ledger.record_points(conn, rule=rule.name, at=at, points=points)
         return rows
 
     def _step(
         self, conn: Connection, rule: Rule, segment: Segment, judgement: Judgement | None,
         previous: AlertState | None, policy: Policy, at: datetime, now: datetime,
-        points: list[dict[str, Any]],
+        points: list[dict[str, Any]], suspicion: dict[str, Any],
     ) -> ReportRow:
         observation = judgement.observation if judgement else "insufficient_data"
-        details = finding_details(judgement) if judgement else {"n": 0, "mean": None,
-                                                                 "observation": observation}
+        details: dict[str, Any] = (finding_details(judgement) if judgement else
+                                   {"n": 0, "mean": None, "observation": observation})
+        if suspicion:
+            details["judge_drift"] = suspicion
         current = previous or AlertState.initial(at)
         step = advance(current, observation, policy=policy, at=at)
         if any(event in ("firing", "renotify") for event in step.events):
@@ -292,11 +360,14 @@ def _row(rule: Rule, segment: Segment, previous: str, step: Step,
          details: dict[str, Any]) -> ReportRow:
     tests: Iterable[dict[str, Any]] = details.get("tests", [])
     best = min(tests, key=lambda t: t["q_value"], default=None)
+    observation = str(details.get("observation"))
+    if str(details.get("note", "")).startswith("no baseline"):
+        observation = "no_baseline"
     return ReportRow(
         rule=rule.name, segment=str(segment), previous=previous, state=step.state.state,
-        observation=str(details.get("observation")), n=int(details.get("n") or 0),
+        observation=observation, n=int(details.get("n") or 0),
         mean=details.get("mean"), baseline_mean=details.get("baseline_mean"),
         effect=best["effect"] if best else None, p_value=best["p_value"] if best else None,
         q_value=best["q_value"] if best else None, test=best["test"] if best else None,
-        events=step.events,
+        events=step.events, note=str(details["note"]) if observation == "no_baseline" else None,
     )

@@ -73,7 +73,7 @@ def window_evidence(conn: Connection, rule: Rule, segment: Segment, *, at: datet
     spec = rule.spec
     filters = {key: (value,) if isinstance(value, str) else tuple(value)
                for key, value in spec.filters.items()}
-    return lowest_scoring(conn, metric=spec.metric, score=spec.score, start=at - spec.window,
+    return lowest_scoring(conn, metric=spec.metric, score=spec.series, start=at - spec.window,
                           end=at, labels=segment.as_dict(), filters=filters, limit=limit,
                           highest=spec.direction == "increase")
 

@@ -6,6 +6,15 @@ rule watches one stored score of one metric; its score kind (continuous,
 binary, ordinal) comes from the metric file, so the right test is chosen
 without the rule saying so. Everything is checked at load: a bad rule is
 reported with the file, the rule and the field.
+
+A rule is of one of two kinds. An ``app`` rule (the default) watches the app's
+production scores. A ``judge_drift`` rule watches the judge itself: the canary
+series of one score (agreement with the gold labels, and bias; see
+``evalfleet.calibration.gold``) against the last calibration run of its metric,
+through the same tests, false discovery rate, ``for`` and recovery. Agreement
+is tested as a proportion for a binary score and as a continuous value otherwise,
+and bias is tested in both directions. A judge_drift rule has no segments and
+does not inherit the file's ``baseline``, ``segment_by`` or ``filters`` defaults.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from pydantic import (
     model_validator,
 )
 
+from evalfleet.calibration.gold import canary_series_names
 from evalfleet.core.durations import parse_duration
 from evalfleet.core.errors import InvalidAlertRule, UnknownMetric
 from evalfleet.core.metric import Metric, MetricRegistry
@@ -36,10 +46,15 @@ DEFAULT_RULES_FILE = "rules.yaml"
 #: Attribute keys and label names: what Prometheus and Alertmanager accept as a label name.
 _LABEL_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
+#: Defaults of the rules file a judge_drift rule does not inherit (they are about the
+#: app's traffic, which canaries are not part of).
+APP_ONLY_DEFAULTS = frozenset({"baseline", "segment_by", "filters"})
+
 #: Labels the engine sets itself; a rule may not set them.
 RESERVED_LABELS = frozenset({"alertname", "rule", "metric", "score", "severity", "segment"})
 
 ScoreKind = Literal["continuous", "binary", "ordinal"]
+RuleKind = Literal["app", "judge_drift"]
 Direction = Literal["decrease", "increase"]
 Mode = Literal["threshold", "baseline", "both"]
 NoData = Literal["no_data", "ok", "keep_state"]
@@ -116,6 +131,14 @@ class PinnedBaseline(_Model):
     """How far back the baseline's samples are looked for."""
 
 
+class CalibrationBaseline(_Model):
+    """Compare canary series with the last calibration run of the rule's metric
+    (``evalfleet calibrate``): the only baseline of a judge_drift rule."""
+
+    type: Literal["calibration"] = "calibration"
+    """Discriminator."""
+
+
 class Recovery(_Model):
     """Hysteresis: what it takes for a firing alert to resolve."""
 
@@ -145,6 +168,12 @@ class AlertRule(_Model):
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,100}$")
     """Unique name; the alert's ``alertname``."""
+
+    kind: RuleKind = "app"
+    """``app``: the app's production scores. ``judge_drift``: the judge's agreement with
+    the gold labels on canary jobs, against the last calibration (see the module
+    docstring); while it fires, every app alert on its metric says judge drift is
+    suspected."""
 
     metric: str
     """The metric whose verdicts are watched, e.g. ``rag_qa``."""
@@ -180,10 +209,10 @@ class AlertRule(_Model):
     threshold: float | None = Field(default=None, ge=0, le=1)
     """The line on the 0..1 scale; it fires when the confidence bound is past it."""
 
-    baseline: TrailingBaseline | PinnedBaseline = Field(
+    baseline: TrailingBaseline | PinnedBaseline | CalibrationBaseline = Field(
         default_factory=TrailingBaseline, discriminator="type",
     )
-    """What the current window is compared with."""
+    """What the current window is compared with (judge_drift: ``calibration``)."""
 
     for_count: int = Field(default=3, ge=1, alias="for")
     """Consecutive breaching evaluations before it fires (pending until then)."""
@@ -213,8 +242,22 @@ class AlertRule(_Model):
     max_segments: int = Field(default=500, ge=1)
     """Segments tested per evaluation; the ones with most samples are kept."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _drift_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("kind") == "judge_drift":
+            return {"baseline": {"type": "calibration"}, **data}
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> AlertRule:
+        drift = self.kind == "judge_drift"
+        if drift != isinstance(self.baseline, CalibrationBaseline):
+            raise ValueError("a 'calibration' baseline goes with kind 'judge_drift', and only "
+                             "with it")
+        if drift and (self.segment_by or self.filters):
+            raise ValueError("a judge_drift rule watches canaries: no 'segment_by' or "
+                             "'filters'")
         if self.mode in ("threshold", "both") and self.threshold is None:
             raise ValueError(f"mode {self.mode!r} needs a 'threshold'")
         if len(set(self.segment_by)) != len(self.segment_by):
@@ -235,6 +278,19 @@ class AlertRule(_Model):
             rest = tuple(key for key in self.segment_by if key != self.baseline.key)
             return (self.baseline.key, *rest)
         return self.segment_by
+
+    @property
+    def series(self) -> str:
+        """The stored score series the rule reads: the score itself, or for a judge_drift
+        rule its canary agreement series."""
+        if self.kind == "judge_drift":
+            return canary_series_names(self.score)[0]
+        return self.score
+
+    @property
+    def bias_series(self) -> str | None:
+        """A judge_drift rule's canary bias series; None for an app rule."""
+        return canary_series_names(self.score)[1] if self.kind == "judge_drift" else None
 
     @property
     def uses_threshold(self) -> bool:
@@ -388,6 +444,8 @@ def _load_rule(
     registry: MetricRegistry, receivers: dict[str, ReceiverSpec],
 ) -> Rule:
     name = written.get("name") if isinstance(written.get("name"), str) else f"rules[{position}]"
+    if written.get("kind") == "judge_drift":
+        defaults = {k: v for k, v in defaults.items() if k not in APP_ONLY_DEFAULTS}
     try:
         spec = AlertRule.model_validate({**defaults, **written})
     except ValidationError as exc:
@@ -402,6 +460,8 @@ def _load_rule(
         raise InvalidAlertRule(f"metric {spec.metric!r} has no score {spec.score!r} "
                                f"(it has: {known})", path=path, rule=name, field="score")
     kind = score_kind(metric, spec.score)
+    if spec.kind == "judge_drift" and kind == "ordinal":
+        kind = "continuous"  # agreement with a 1-5 label: 1 - |judge - label| / 4
     if kind == "binary" and spec.threshold is not None and spec.threshold in (0.0, 1.0):
         raise InvalidAlertRule("a proportion's threshold must lie strictly between 0 and 1",
                                path=path, rule=name, field="threshold")

@@ -5,12 +5,19 @@ the ``evalfleet.alerts`` queue; the task runs one cycle, in which each rule is
 evaluated only if its own interval has come round. Two beats, or a beat and a
 cron job, are safe: a rule is evaluated once per cycle slot, and each transition
 is notified once (see ``evalfleet.alerts.ledger``).
+
+Beat also sends ``evalfleet.canaries.feed`` every ``EVALFLEET_CANARY_INTERVAL_S``
+seconds to the same queue: the task feeds each metric's queue its drift canaries
+for the interval (``evalfleet.calibration.canary``). Two beats feed the same slot
+under the same ids, so each canary is judged once.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from celery import Celery
@@ -30,6 +37,12 @@ ALERT_QUEUE = "evalfleet.alerts"
 
 #: Name of the beat schedule entry.
 SCHEDULE_ENTRY = "evalfleet-alerts"
+
+#: Name of the periodic canary task.
+CANARY_TASK = "evalfleet.canaries.feed"
+
+#: Name of its beat schedule entry.
+CANARY_SCHEDULE_ENTRY = "evalfleet-canaries"
 
 
 def register_alert_beat(app: Celery, settings: Settings) -> None:
@@ -52,15 +65,44 @@ def register_alert_beat(app: Celery, settings: Settings) -> None:
         return (f"{len(report.rows)} segments, {len(report.events)} notifications, "
                 f"{len(report.skipped)} rules skipped")
 
+    # A tick nobody ran in time is worthless: the next one evaluates the same data.
+    _schedule(app, entry=SCHEDULE_ENTRY, task=ALERT_TASK, every_s=settings.alert_tick_s)
+
+
+def register_canary_beat(app: Celery, settings: Settings, *,
+                         feed: Callable[[datetime], Any]) -> None:
+    """Register the canary task on ``app`` and schedule it every ``canary_interval_s``.
+
+    Nothing is registered when ``canary_interval_s`` is 0 (canaries off).
+
+    Args:
+        app: The Celery app.
+        settings: The settings.
+        feed: Sends the canaries of the interval a time falls in
+            (``evalfleet.calibration.canary.CanaryFeeder.feed``).
+    """
+    if not settings.canary_interval_s:
+        return
+
+    @app.task(name=CANARY_TASK, shared=False, ignore_result=True, acks_late=False)
+    def feed_canaries() -> str:
+        """Feed each metric's queue the canaries of this interval."""
+        report = feed(datetime.now(UTC))
+        logger.info("canaries of slot %s sent: %s", report.slot, report.sent)
+        return f"slot {report.slot}: {sum(report.sent.values())} canaries"
+
+    # A slot fed late is still worth feeding within its own interval, not after.
+    _schedule(app, entry=CANARY_SCHEDULE_ENTRY, task=CANARY_TASK,
+              every_s=settings.canary_interval_s)
+
+
+def _schedule(app: Celery, *, entry: str, task: str, every_s: float) -> None:
     schedule: dict[str, Any] = dict(app.conf.beat_schedule or {})
-    schedule[SCHEDULE_ENTRY] = {
-        "task": ALERT_TASK, "schedule": settings.alert_tick_s,
-        # A tick nobody ran in time is worthless: the next one evaluates the same data.
-        "options": {"queue": ALERT_QUEUE, "expires": settings.alert_tick_s},
-    }
+    schedule[entry] = {"task": task, "schedule": every_s,
+                       "options": {"queue": ALERT_QUEUE, "expires": every_s}}
     app.conf.beat_schedule = schedule
     routes: dict[str, Any] = dict(app.conf.task_routes or {})
-    routes[ALERT_TASK] = {"queue": ALERT_QUEUE}
+    routes[task] = {"queue": ALERT_QUEUE}
     app.conf.task_routes = routes
 
 

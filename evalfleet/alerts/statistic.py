@@ -92,8 +92,9 @@ class Summary:
 class TestResult:
     """One one-sided test of a segment's window."""
 
-    against: Literal["threshold", "baseline"]
-    """What the window was compared with."""
+    against: Literal["threshold", "baseline", "bias_high", "bias_low"]
+    """What the window was compared with: a threshold, or the baseline's mean (of the
+    score, or for a judge_drift rule of its canary bias, in either direction)."""
     test: str
     """``welch_t``, ``two_proportion_z``, ``fisher_exact``, ``mann_whitney_u``,
     ``one_sample_t`` or ``wilson_score``."""

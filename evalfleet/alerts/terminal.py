@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from evalfleet.alerts.alert import drift_line
 from evalfleet.alerts.evidence import plain_text
 from evalfleet.alerts.segment import Segment
 from evalfleet.core.durations import format_duration, format_moment
@@ -39,6 +40,10 @@ def render_alert_view(view: Any) -> str:
         state = view.stored.state
         lines.append(f"state: {state.state} since {format_moment(state.since)} "
                      f"(evaluated {format_moment(view.stored.evaluated_at)})")
+    if finding.get("judge_drift"):
+        lines.append(clean(drift_line(finding["judge_drift"]), 2000))
+    if finding.get("note"):
+        lines.append(clean(finding["note"], 500))
     lines += ["", *_comparison(finding, clean), "", *_trend_lines(view)]
     lines += ["", "history", *(_transition_line(t) for t in view.history[-15:])]
     if not view.history:

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 
 from evalfleet.alerts.evidence import window_evidence
 from evalfleet.alerts.ledger import StoredState, load_states
-from evalfleet.alerts.rule import PinnedBaseline, Rule
+from evalfleet.alerts.rule import CalibrationBaseline, PinnedBaseline, Rule
 from evalfleet.alerts.segment import Segment
 from evalfleet.store.dialect import is_sqlite
 from evalfleet.store.evidence import Evidence, attributes_match
@@ -125,7 +125,7 @@ def trend_span(rule: Rule) -> timedelta:
     """How far back a rule's trend reaches: its baseline's look-back and its window."""
     spec = rule.spec
     baseline = spec.baseline
-    if not spec.uses_baseline:
+    if not spec.uses_baseline or isinstance(baseline, CalibrationBaseline):
         return spec.window * THRESHOLD_TREND_WINDOWS
     if isinstance(baseline, PinnedBaseline):
         return baseline.window
@@ -160,7 +160,7 @@ def load_scored(conn: Connection, rule: Rule, segment: Segment, *, start: dateti
     rows = conn.execute(
         select(vs.value, vs.sample_ts)
         .select_from(verdicts.join(verdict_scores, (vs.verdict_id == v.id)
-                                   & (vs.name == spec.score)))
+                                   & (vs.name == spec.series)))
         .where(v.metric == spec.metric, v.sample_ts >= to_utc(start), v.sample_ts < to_utc(end),
                vs.metric == spec.metric, vs.sample_ts >= to_utc(start),
                vs.sample_ts < to_utc(end),

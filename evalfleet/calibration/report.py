@@ -7,7 +7,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from evalfleet.calibration.agreement import Agreement, agreement
-from evalfleet.calibration.gold import GoldItem, score_scales
+from evalfleet.calibration.gold import (
+    GoldItem,
+    ScoreScale,
+    canary_series,
+    canary_series_names,
+    score_scales,
+)
 from evalfleet.core.metric import Metric
 
 
@@ -39,6 +45,10 @@ class CalibrationReport:
     """Items whose verdict failed (no scores): left out of every statistic."""
     scores: dict[str, Agreement] = field(default_factory=dict)
     """By score name, for the scores the gold set labels."""
+    canary_baseline: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    """Gold sets only, by score name: the summary (``n``, ``total``, ``total_sq``) of
+    each canary series (``agreement``, ``bias``; see ``gold.canary_series``) over this
+    run's verdicts: the baseline the ``judge_drift`` alert rule tests canaries against."""
 
     def as_json(self) -> dict[str, Any]:
         """The report as JSON-safe data (``--json`` and the store)."""
@@ -62,7 +72,7 @@ def compare(items: Sequence[GoldItem], judged: Mapping[str, Judged], *, metric: 
     """
     pairs = [(dict(item.labels), judged[item.sample.id]) for item in items
              if item.sample.id in judged]
-    return _reports(pairs, metric=metric, reference=gold, seed=seed)
+    return _reports(pairs, metric=metric, reference=gold, seed=seed, baselines=True)
 
 
 def compare_judges(current: Mapping[str, Judged], shadow: Mapping[str, Judged], *,
@@ -88,7 +98,7 @@ def compare_judges(current: Mapping[str, Judged], shadow: Mapping[str, Judged], 
 
 
 def _reports(pairs: Sequence[tuple[dict[str, float], Judged]], *, metric: Metric,
-             reference: str, seed: int) -> list[CalibrationReport]:
+             reference: str, seed: int, baselines: bool = False) -> list[CalibrationReport]:
     """One report per prompt version and judge model among ``pairs`` (reference, verdict)."""
     scales = score_scales(metric)
     groups: dict[tuple[str, str], list[tuple[dict[str, float], Judged]]] = {}
@@ -107,8 +117,31 @@ def _reports(pairs: Sequence[tuple[dict[str, float], Judged]], *, metric: Metric
         reports.append(CalibrationReport(
             metric=metric.name, prompt_version=prompt_version, judge_model=judge_model,
             gold=reference, items=len(group),
-            failed=sum(1 for _, verdict in group if verdict.status != "ok"), scores=scores))
+            failed=sum(1 for _, verdict in group if verdict.status != "ok"), scores=scores,
+            canary_baseline=_canary_baseline(group, scales=scales) if baselines else {}))
     return reports
+
+
+def _canary_baseline(group: Sequence[tuple[dict[str, float], Judged]], *,
+                     scales: Mapping[str, ScoreScale]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per score, the summaries of the canary series the verdicts of ``group`` make."""
+    sums: dict[str, dict[str, dict[str, float]]] = {}
+    for labels, verdict in group:
+        if verdict.status != "ok":
+            continue
+        series = canary_series(verdict.raw_scores, labels, scales=scales)
+        for name in labels:
+            for part, series_name in zip(("agreement", "bias"), canary_series_names(name),
+                                         strict=True):
+                if series_name not in series:
+                    continue
+                value = series[series_name]
+                summary = sums.setdefault(name, {}).setdefault(
+                    part, {"n": 0, "total": 0.0, "total_sq": 0.0})
+                summary["n"] += 1
+                summary["total"] += value
+                summary["total_sq"] += value * value
+    return sums
 
 
 def _value(verdict: Judged, name: str) -> float | None:

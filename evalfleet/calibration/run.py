@@ -101,7 +101,8 @@ def _with_local_worker(settings: Settings, stack: ExitStack, *, metric: Metric,
 
 def _job(metric: Metric, item: GoldItem, *, sample_id: str, judge_model: str | None) -> Job:
     sample = item.sample.model_copy(update={"id": sample_id})
-    return new_job(metric.name, sample, purpose="calibration", judge_model=judge_model)
+    return new_job(metric.name, sample, purpose="calibration", judge_model=judge_model,
+                   labels=dict(item.labels))
 
 
 def _send(jobs: list[Job], *, settings: Settings) -> None:

@@ -48,6 +48,9 @@ def alerts_check(state: CliState, at_text: str | None, no_deliver: bool) -> None
              ",".join(row.events)] for row in report.rows]
     click.echo(render_table(["rule", "segment", "was", "state", "n", "mean", "baseline",
                              "effect", "q", "test", "notified"], rows))
+    for row in report.rows:
+        if row.note:
+            click.echo(f"{row.rule}: {row.note}")
     for name in report.skipped:
         click.echo(f"{name}: already evaluated in this cycle by another evaluator")
     delivery = report.delivery

@@ -1,4 +1,5 @@
-"""``evalfleet beat``: the alert engine's clock and its single worker, in one process."""
+"""``evalfleet beat``: the alert engine's clock and its single worker, in one process;
+it also feeds the drift canaries."""
 
 from __future__ import annotations
 
@@ -14,15 +15,20 @@ from evalfleet.core.errors import EvalfleetError
 def beat(state: CliState, loglevel: str) -> None:
     """Evaluate the alert rules every EVALFLEET_ALERT_TICK_S seconds and deliver notifications.
 
-    Runs Celery beat embedded in a one-slot worker on the evalfleet.alerts queue. Safe
-    to run twice: each rule is evaluated once per cycle and each transition notified once.
+    Runs Celery beat embedded in a one-slot worker on the evalfleet.alerts queue. Every
+    EVALFLEET_CANARY_INTERVAL_S seconds it also feeds each metric's queue
+    EVALFLEET_CANARY_SAMPLES gold samples as drift canaries (0 turns them off). Safe to
+    run twice: each rule is evaluated once per cycle, each transition notified once, and
+    each canary judged once.
     """
     from evalfleet.alerts import load_rule_set
-    from evalfleet.alerts.schedule import ALERT_QUEUE, register_alert_beat
+    from evalfleet.alerts.schedule import ALERT_QUEUE, register_alert_beat, register_canary_beat
     from evalfleet.alerts.telemetry import default_alert_telemetry
     from evalfleet.broker.queues import is_redis
+    from evalfleet.calibration.canary import CanaryFeeder
     from evalfleet.core.message import queue_for
     from evalfleet.core.metric import load_registry
+    from producers.enqueuer import Enqueuer
     from workers.app import create_app
     from workers.telemetry import start_metrics_server
 
@@ -34,6 +40,10 @@ def beat(state: CliState, loglevel: str) -> None:
     require_schema(settings)
     app = create_app(settings, concurrency=1)
     register_alert_beat(app, settings)
+    if settings.canary_interval_s:
+        enqueuer = Enqueuer(settings)  # the process's own, for its lifetime
+        register_canary_beat(app, settings,
+                             feed=CanaryFeeder(settings, send=enqueuer.send_many).feed)
     default_alert_telemetry()
     queues = [queue_for(name) for name in load_registry(settings.metrics_dir).names()]
     start_metrics_server(settings.metrics_port, queues=queues,

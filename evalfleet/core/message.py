@@ -12,7 +12,8 @@ A job is ``production`` traffic unless it says otherwise: ``calibration`` (a gol
 sample whose verdict is compared with people's labels), ``canary`` (a gold sample
 fed on a schedule to watch the judge drift) or ``shadow`` (a second opinion from
 another judge). Those verdicts are kept out of alerts, dashboards and exports. Such
-a job may name its judge model, which then keys its verdict.
+a job may name its judge model, which then keys its verdict. A canary or calibration
+job carries its gold labels, so its verdict can be compared with them as it is saved.
 
 A job that failed before carries its history: one :class:`AttemptFailure` per
 failed delivery, so a dead letter can show every attempt and a replayed job keeps
@@ -23,6 +24,7 @@ Encoding is pure, with its own error, :class:`InvalidMessage`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -103,6 +105,9 @@ class Job:
     judge_model: str | None = None
     """The judge model to ask, overriding the worker's choice (calibration, shadows)."""
 
+    labels: dict[str, float] | None = None
+    """Gold labels by score name, on the judge's scale (canary and calibration jobs)."""
+
 
 def next_attempt(job: Job, *, failure: AttemptFailure) -> Job:
     """The job to run after ``failure``: the next attempt, with the failure in its history."""
@@ -147,6 +152,8 @@ def _job_fields(job: Job) -> dict[str, Any]:
         fields["purpose"] = job.purpose
     if job.judge_model is not None:
         fields["judge_model"] = job.judge_model
+    if job.labels is not None:
+        fields["labels"] = job.labels
     return fields
 
 
@@ -223,11 +230,24 @@ def decode_job(data: Any) -> Job:
     if judge_model is not None and (not isinstance(judge_model, str) or not judge_model):
         raise InvalidMessage(f"job message has a bad judge model {judge_model!r}", data=data)
     return Job(metric=metric, sample=sample, enqueued_at=enqueued_at, attempt=attempt,
-               history=history, purpose=purpose, judge_model=judge_model)
+               history=history, purpose=purpose, judge_model=judge_model,
+               labels=_decode_labels(data.get("labels"), data=data))
+
+
+def _decode_labels(labels: Any, *, data: Any) -> dict[str, float] | None:
+    if labels is None:
+        return None
+    if not isinstance(labels, dict) or not all(
+            isinstance(name, str) and isinstance(value, int | float)
+            and not isinstance(value, bool) and math.isfinite(value)
+            for name, value in labels.items()):
+        raise InvalidMessage("job message has bad labels: expected names and finite numbers",
+                             data=data)
+    return {name: float(value) for name, value in labels.items()}
 
 
 def new_job(metric: str, sample: Sample, *, purpose: Purpose = "production",
-            judge_model: str | None = None) -> Job:
+            judge_model: str | None = None, labels: dict[str, float] | None = None) -> Job:
     """A first-attempt job stamped with the current time."""
     return Job(metric=metric, sample=sample, enqueued_at=datetime.now(UTC), purpose=purpose,
-               judge_model=judge_model)
+               judge_model=judge_model, labels=labels)

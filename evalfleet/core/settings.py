@@ -369,6 +369,18 @@ class Settings(BaseSettings):
     alert_tick_s: float = Field(default=15.0, gt=0)
     """How often the beat asks the alert engine to evaluate the rules that are due."""
 
+    canary_interval_s: float = Field(default=300.0, ge=0)
+    """How often ``evalfleet beat`` feeds each metric's queue a slice of its gold set as
+    canary jobs (watched by ``judge_drift`` alert rules); 0 turns canaries off."""
+
+    canary_samples: int = Field(default=4, ge=1, le=1000)
+    """Gold samples per metric per canary interval, rotating through the gold set: with
+    the defaults, 48 judge calls an hour per metric (1,152 a day)."""
+
+    canary_gold_dir: Path | None = None
+    """Directory of gold sets (``<metric>.jsonl``) the canaries come from; unset means the
+    sets shipped with evalfleet. A metric without a gold set gets no canaries."""
+
     alert_delivery_attempts: int = Field(default=4, ge=1)
     """HTTP attempts per notification within one cycle; later cycles try again."""
 

@@ -92,6 +92,10 @@ class SimConfig(BaseModel):
     """Per model name, added to every 0..1 score it gives (clamped): two judges that
     disagree by a known amount, or one that drifts when the shift changes."""
 
+    flipped_answers: tuple[str, ...] = ()
+    """Model names whose yes/no verdicts (``is_correct``) are inverted: a judge that
+    starts to get binary answers backwards when the list changes."""
+
     system_fingerprint: str = "judge-sim"
     """The ``system_fingerprint`` every completion reports (change it to play a provider
     that silently swapped its backend)."""

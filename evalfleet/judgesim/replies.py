@@ -249,7 +249,7 @@ def simulated_verdict(
 
 def build_reply(
     prompt: Prompt, *, model: str, response_format: Any, fault: Fault,
-    max_tokens: int | None = None, shift: float = 0.0,
+    max_tokens: int | None = None, shift: float = 0.0, flip: bool = False,
 ) -> Reply:
     """The simulated judge's answer to one request.
 
@@ -267,11 +267,12 @@ def build_reply(
         max_tokens: The request's completion token limit, if any.
         shift: Added to every 0..1 score (clamped, two decimals): a judge that scores
             higher or lower than the default one.
+        flip: Invert every yes/no score: a judge that gets binary answers backwards.
 
     Returns:
         Content, finish reason and token usage.
     """
-    simulation = _shifted(_simulate(prompt, response_format), shift)
+    simulation = _shifted(_simulate(prompt, response_format), shift, flip=flip)
     content, cut_at = _render(simulation, model=model, bare=_is_json_mode(response_format),
                               malformed=fault.malformed_kind)
     finish_reason = "stop"
@@ -280,14 +281,17 @@ def build_reply(
     return reply_with(prompt, content=content, finish_reason=finish_reason, max_tokens=max_tokens)
 
 
-def _shifted(simulation: _Simulation, shift: float) -> _Simulation:
-    """The simulation with ``shift`` added to its 0..1 scores (clamped, two decimals)."""
-    if not shift:
+def _shifted(simulation: _Simulation, shift: float, *, flip: bool = False) -> _Simulation:
+    """The simulation with ``shift`` added to its 0..1 scores (clamped, two decimals)
+    and, with ``flip``, its yes/no scores inverted."""
+    if not shift and not flip:
         return simulation
     verdict = dict(simulation.verdict)
     for key in simulation.score_keys:
         value = verdict.get(key)
-        if isinstance(value, float) and 0.0 <= value <= 1.0:
+        if flip and isinstance(value, bool):
+            verdict[key] = not value
+        elif isinstance(value, float) and 0.0 <= value <= 1.0:
             verdict[key] = round(min(1.0, max(0.0, value + shift)), 2)
     return _Simulation(simulation.format, verdict, simulation.score_keys)
 

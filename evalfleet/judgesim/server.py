@@ -235,7 +235,8 @@ async def _answer(sim: SimState, counters: _Counters, request: Request) -> Respo
         fault = Fault.none()
     reply = build_reply(chat.prompt, model=chat.model, response_format=chat.response_format,
                         fault=fault, max_tokens=chat.max_tokens,
-                        shift=config.score_shifts.get(chat.model, 0.0))
+                        shift=config.score_shifts.get(chat.model, 0.0),
+                        flip=chat.model in config.flipped_answers)
     if not client_left:
         counters.answered(chat.prompt.key)
     return _completion(sim, chat, reply)

@@ -92,6 +92,10 @@ class VerdictRecord:
     purpose: str = "production"
     """What the verdict is for (``evalfleet.core.message.Purpose``); only production verdicts
     enter the score series that alerts and dashboards read."""
+    canary_scores: dict[str, float] = field(default_factory=dict)
+    """Canary verdicts only: agreement and bias with the gold labels by series name
+    (``canary:<score>``, ``canary_bias:<score>``), stored in the score series beside
+    the production ones for the ``judge_drift`` rule; never in the verdict's scores."""
     sample: dict[str, Any] | None = None
     """The sample content judged (``input``, ``output``, ``context``, ``reference``,
     ``fields``) as the producer accepted it; None when not kept (or purged)."""

@@ -23,8 +23,8 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 
 from evalfleet.store.base import VerdictKey, VerdictRecord
-from evalfleet.store.schema import verdict_samples
-from evalfleet.store.sql import SqlStore, sample_rows, verdict_row
+from evalfleet.store.schema import verdict_samples, verdict_scores
+from evalfleet.store.sql import SqlStore, canary_rows, sample_rows, verdict_row
 from evalfleet.store.storable import key_problem
 
 #: Claims the keys in ``:keys`` (a JSON array of keys with their digests) for
@@ -127,6 +127,10 @@ class PostgresStore(SqlStore):
         statement = text(_INSERT_VERDICTS.format(columns=", ".join(rows[0])))
         new_ids = {VerdictKey(*row[1:]): row[0] for row in conn.execute(
             statement, {"rows": json.dumps(rows, default=_json_value)})}
+        # Canary series are few (a slice of a gold set per beat): a plain insert.
+        canaries = canary_rows(records, new_ids)
+        if canaries:
+            conn.execute(verdict_scores.insert(), canaries)
         samples = sample_rows(records, new_ids)
         if samples:
             conn.execute(verdict_samples.insert(), samples)

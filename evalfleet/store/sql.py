@@ -195,7 +195,7 @@ class SqlStore(VerdictStore):
              "value": value, "sample_ts": to_utc(record.sample_ts)}
             for record in records if record.key in new_ids and record.purpose == "production"
             for name, value in record.scores.items() if value is not None
-        ]
+        ] + canary_rows(records, new_ids)
         if score_rows:
             conn.execute(verdict_scores.insert(), score_rows)
         samples = sample_rows(records, new_ids)
@@ -269,22 +269,8 @@ class SqlStore(VerdictStore):
 
     def judge_identities(self, *, since: datetime) -> list[JudgeIdentity]:
         """See :meth:`VerdictStore.judge_identities`."""
-        table = verdicts_table.c
-        first, last = func.min(table.created_at), func.max(table.created_at)
-        query = (
-            select(table.judge_model, table.judge_reported_model, table.judge_fingerprint,
-                   func.count(), first, last)
-            .where(table.created_at >= to_utc(since),
-                   (table.judge_reported_model.is_not(None))
-                   | (table.judge_fingerprint.is_not(None)))
-            .group_by(table.judge_model, table.judge_reported_model, table.judge_fingerprint)
-            .order_by(table.judge_model, first)
-        )
         with self._connection() as conn:
-            return [JudgeIdentity(judge_model=row[0], reported_model=row[1], fingerprint=row[2],
-                                  verdicts=row[3], first_at=to_utc(row[4]),
-                                  last_at=to_utc(row[5]))
-                    for row in conn.execute(query)]
+            return read_judge_identities(conn, since=since)
 
     def save_calibration(self, run: CalibrationRun) -> None:
         """See :meth:`VerdictStore.save_calibration`."""
@@ -296,16 +282,8 @@ class SqlStore(VerdictStore):
 
     def calibration_runs(self, *, metric: str | None = None) -> list[CalibrationRun]:
         """See :meth:`VerdictStore.calibration_runs`."""
-        table = calibration_runs.c
-        query = select(calibration_runs).order_by(table.created_at.desc(), table.id.desc())
-        if metric is not None:
-            query = query.where(table.metric == metric)
         with self._connection() as conn:
-            return [CalibrationRun(
-                metric=row["metric"], prompt_version=row["prompt_version"],
-                judge_model=row["judge_model"], gold=row["gold"],
-                created_at=to_utc(row["created_at"]), report=row["report"],
-            ) for row in conn.execute(query).mappings()]
+            return read_calibration_runs(conn, metric=metric)
 
     def counts(self) -> StoreCounts:
         """See :meth:`VerdictStore.counts`."""
@@ -423,6 +401,84 @@ def dead_letter_from_row(row: RowMapping) -> DeadLetter:
         created_at=to_utc(row["created_at"]), history=row["history"] or [],
         verdict_key=row["verdict_key"],
     )
+
+
+def read_judge_identities(conn: Connection, *, since: datetime, until: datetime | None = None,
+                          metric: str | None = None,
+                          on_sample_time: bool = False) -> list[JudgeIdentity]:
+    """What the judge reported about itself on the verdicts created in ``[since, until)``,
+    grouped (the store's, and beside a judge_drift suspicion).
+
+    Args:
+        conn: A connection to the store's database.
+        since: Verdicts created since.
+        until: And before; None for no end.
+        metric: Only this metric's verdicts; None for all.
+        on_sample_time: Select on the samples' time instead (an alert's window).
+    """
+    table = verdicts_table.c
+    moment = table.sample_ts if on_sample_time else table.created_at
+    first, last = func.min(table.created_at), func.max(table.created_at)
+    query = (
+        select(table.judge_model, table.judge_reported_model, table.judge_fingerprint,
+               func.count(), first, last)
+        .where(moment >= to_utc(since),
+               (table.judge_reported_model.is_not(None))
+               | (table.judge_fingerprint.is_not(None)))
+        .group_by(table.judge_model, table.judge_reported_model, table.judge_fingerprint)
+        .order_by(table.judge_model, first)
+    )
+    if until is not None:
+        query = query.where(moment < to_utc(until))
+    if metric is not None:
+        query = query.where(table.metric == metric)
+    return [JudgeIdentity(judge_model=row[0], reported_model=row[1], fingerprint=row[2],
+                          verdicts=row[3], first_at=to_utc(row[4]), last_at=to_utc(row[5]))
+            for row in conn.execute(query)]
+
+
+def read_judge_models(conn: Connection, *, metric: str, purpose: str, start: datetime,
+                      end: datetime) -> set[str]:
+    """The judge models of a metric's verdicts for ``purpose`` whose samples fall in
+    ``[start, end)`` (which judge a judge_drift rule's canaries were asked of)."""
+    table = verdicts_table.c
+    query = (select(table.judge_model).distinct()
+             .where(table.metric == metric, table.purpose == purpose,
+                    table.sample_ts >= to_utc(start), table.sample_ts < to_utc(end)))
+    return set(conn.execute(query).scalars())
+
+
+def read_calibration_runs(conn: Connection, *, metric: str | None = None,
+                          limit: int | None = None) -> list[CalibrationRun]:
+    """Calibration reports, newest first (the store's, and the judge_drift rule's baseline).
+
+    Args:
+        conn: A connection to the store's database.
+        metric: Only this metric's; None for all.
+        limit: Most reports read; None for all.
+    """
+    table = calibration_runs.c
+    query = select(calibration_runs).order_by(table.created_at.desc(), table.id.desc())
+    if metric is not None:
+        query = query.where(table.metric == metric)
+    if limit is not None:
+        query = query.limit(limit)
+    return [CalibrationRun(
+        metric=row["metric"], prompt_version=row["prompt_version"],
+        judge_model=row["judge_model"], gold=row["gold"],
+        created_at=to_utc(row["created_at"]), report=row["report"],
+    ) for row in conn.execute(query).mappings()]
+
+
+def canary_rows(records: Sequence[VerdictRecord],
+                new_ids: dict[VerdictKey, int]) -> list[dict[str, Any]]:
+    """``verdict_scores`` rows of the new canary verdicts' agreement and bias series."""
+    return [
+        {"verdict_id": new_ids[record.key], "name": name, "metric": record.key.metric,
+         "value": value, "sample_ts": to_utc(record.sample_ts)}
+        for record in records if record.key in new_ids and record.purpose == "canary"
+        for name, value in record.canary_scores.items()
+    ]
 
 
 def sample_rows(records: Sequence[VerdictRecord],

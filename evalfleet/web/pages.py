@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from evalfleet.alerts.rule import PinnedBaseline, Rule, RuleSet
+from evalfleet.alerts.alert import drift_line
+from evalfleet.alerts.rule import (
+    CalibrationBaseline,
+    PinnedBaseline,
+    Rule,
+    RuleSet,
+)
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.view import load_alert_view, load_history, load_scored, load_trend
 from evalfleet.core.durations import format_duration, parse_duration
@@ -105,6 +111,8 @@ class PageData:
         return {
             "rule": rule, "spec": rule.spec, "segment": str(parsed), "view": view,
             "finding": view.finding, "tests": view.finding.get("tests", []),
+            "judge_drift": (drift_line(view.finding["judge_drift"])
+                            if view.finding.get("judge_drift") else None),
             "window_bars": histogram(window_values, width=HIST_W, height=HIST_H),
             "baseline_bars": histogram(baseline_values, width=HIST_W, height=HIST_H),
             "window_count": len(window_values), "baseline_count": len(baseline_values),
@@ -126,6 +134,8 @@ class PageData:
                 rows = load_scored(conn, rule, source, start=at - baseline.window, end=at)
             return window, [value for value, _ in rows], \
                 f"{source}, last {format_duration(baseline.window)}"
+        if isinstance(baseline, CalibrationBaseline):
+            return window, [], str(view.finding.get("note") or "the last calibration")
         end = at - spec.window - baseline.gap
         values = [value for value, ts in view.values if end - baseline.window <= ts < end]
         return window, values, (f"the same segment, {format_duration(baseline.window)} before "

@@ -252,3 +252,14 @@ def test_prompt_key_is_sha256_of_the_concatenated_contents(messages: Messages) -
 def test_bad_messages_are_rejected(messages: Any) -> None:
     with pytest.raises(InvalidChatRequest):
         Prompt.from_messages(messages)
+
+
+def test_a_flipping_judge_inverts_yes_no_answers_only() -> None:
+    messages = rendered("bbh_match", id="q", output="So, True.", reference="True")
+    schema = {"type": "json_object"}
+    prompt = Prompt.from_messages(messages)
+    plain, flipped = (json.loads(build_reply(prompt, model="m", response_format=schema,
+                                             fault=Fault.none(), flip=flip).content)
+                      for flip in (False, True))
+    assert flipped["is_correct"] is (not plain["is_correct"])
+    assert flipped["reasoning_score"] == plain["reasoning_score"]

@@ -9,11 +9,13 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select, update
 
 from evalfleet.alerts import open_alert_engine
 from evalfleet.cli.ui import build_ui_app, is_loopback
 from evalfleet.core.settings import Settings
 from evalfleet.store import DeadLetter, migrate, open_store
+from evalfleet.store.schema import alert_states
 from tests.evalfleet.alerts import stream
 from tests.evalfleet.alerts.conftest import BOTH_DATABASES, write_rules
 from tests.evalfleet.alerts.notifier.test_evidence import plant_worst
@@ -119,3 +121,22 @@ def test_the_ui_token_is_a_secret() -> None:
     settings = Settings(ui_token="tok-secret-9")
     assert "tok-secret-9" not in repr(settings) + str(settings)
     assert "tok-secret-9" in settings.secret_values()
+
+
+def test_an_alert_page_during_judge_drift_says_so_escaped(site: Any, alert_database: str) -> None:
+    suspicion = {"rules": [{"rule": "rag_qa_judge_drift", "score": "faithfulness",
+                            "since": "2026-11-21T11:00:00Z"}],
+                 "identities": [{"reported_model": MARKUP, "fingerprint": "fp_1",
+                                 "verdicts": 3, "first_at": "t"},
+                                {"reported_model": "m", "fingerprint": "fp_2",
+                                 "verdicts": 4, "first_at": "t"}]}
+    store = open_store(alert_database)
+    with store.engine.begin() as conn:  # type: ignore[attr-defined]
+        for key, finding in conn.execute(select(alert_states.c.segment_key,
+                                                alert_states.c.finding)).all():
+            conn.execute(update(alert_states).where(alert_states.c.segment_key == key)
+                         .values(finding={**finding, "judge_drift": suspicion}))
+    store.close()
+    page = get(site, "/alerts/faithfulness_drop", params={"segment": "app=support-bot"}).text
+    assert "judge drift suspected: rag_qa_judge_drift (faithfulness) firing since" in page
+    assert "fp_2" in page and "&lt;script&gt;" in page and "<script" not in page

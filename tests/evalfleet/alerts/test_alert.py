@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from evalfleet.alerts.alert import build_alert
+from evalfleet.alerts.alert import build_alert, drift_line
 from evalfleet.alerts.rule import AlertRule, Rule
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.state import AlertState
@@ -54,3 +55,29 @@ def test_resolved_alert_ends_now_and_no_data_is_its_own_alert() -> None:
     silent = build("no_data", AlertState("no_data", since=AT))
     assert silent["labels"]["alertname"] == "faithfulness_drop_no_data"  # type: ignore[index]
     assert "no faithfulness scores" in silent["annotations"]["summary"]  # type: ignore[index]
+
+
+def test_an_alert_during_judge_drift_says_so_with_the_judges_identities() -> None:
+    suspicion: dict[str, Any] = {"rules": [{"rule": "rag_qa_judge_drift", "score": "faithfulness",
+                            "since": "2026-11-21T11:00:00Z"}],
+                 "identities": [
+                     {"judge_model": "m", "reported_model": "m-0613", "fingerprint": "fp_1",
+                      "verdicts": 40, "first_at": "2026-11-21T10:00:00Z"},
+                     {"judge_model": "m", "reported_model": "m-0613", "fingerprint": "fp_2",
+                      "verdicts": 12, "first_at": "2026-11-21T11:02:00Z"}]}
+    alert = build_alert(rule=RULE, segment=Segment(), event="firing",
+                        state=AlertState("firing", since=AT, fired_at=AT),
+                        details={**DETAILS, "judge_drift": suspicion}, at=AT,
+                        external_url="http://g")
+    annotations: dict[str, str] = alert["annotations"]
+    assert annotations["judge_drift"] == (
+        "judge drift suspected: rag_qa_judge_drift (faithfulness) firing since "
+        "2026-11-21T11:00:00Z; judge identity changed in the window: m-0613 / fp_1 (40 "
+        "verdicts from 2026-11-21T10:00:00Z); m-0613 / fp_2 (12 verdicts from "
+        "2026-11-21T11:02:00Z)")
+    assert annotations["description"].startswith(annotations["judge_drift"] + ". mean 0.712")
+    one = drift_line({**suspicion, "identities": suspicion["identities"][:1]})
+    assert one == ("judge drift suspected: rag_qa_judge_drift (faithfulness) firing since "
+                   "2026-11-21T11:00:00Z")  # one identity is no change
+    plain = build("firing", AlertState("firing", since=AT, fired_at=AT))
+    assert "judge_drift" not in plain["annotations"]  # type: ignore[operator]

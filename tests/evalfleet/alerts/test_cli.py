@@ -66,8 +66,16 @@ def test_default_rules_evaluate_on_an_empty_store(database_url: str) -> None:
     settings = Settings(database_url=database_url)
     result = cli(settings, "alerts", "check", "--at", (T0 + timedelta(days=1)).isoformat())
     assert result.exit_code == 0, result.output
-    rows = [line.split() for line in result.output.splitlines()[2:]]
+    lines = result.output.splitlines()
+    rows = [line.split() for line in lines[2:10]]
+    assert lines[10:] == [f"{rule}: no baseline: no calibration run of this metric (run "
+                          "`evalfleet calibrate`)" for rule in (
+        "rag_qa_judge_drift", "context_precision_judge_drift", "bbh_judge_drift",
+        "rec_faithfulness_judge_drift")]
     assert [row[:4] for row in rows] == [
         [rule, "(all)", "new", "no_data"]
         for rule in ("rag_qa_faithfulness_drop", "context_precision_drop", "bbh_accuracy_drop",
-                     "rec_faithfulness_drop")]
+                     "rec_faithfulness_drop")] + [
+        [rule, "(all)", "new", "insufficient_data"]
+        for rule in ("rag_qa_judge_drift", "context_precision_judge_drift", "bbh_judge_drift",
+                     "rec_faithfulness_judge_drift")]

@@ -27,7 +27,7 @@ def rule(**fields: Any) -> dict[str, Any]:
 
 def test_the_shipped_rules_cover_the_four_metrics_with_their_score_kinds() -> None:
     rules = load_rules(None, registry=REGISTRY)
-    kinds = {(r.spec.metric, r.spec.score): r.kind for r in rules.rules}
+    kinds = {(r.spec.metric, r.spec.score): r.kind for r in rules.rules if r.spec.kind == "app"}
     assert kinds == {
         ("rag_qa", "faithfulness"): "continuous",
         ("context_precision", "context_precision"): "continuous",
@@ -36,6 +36,42 @@ def test_the_shipped_rules_cover_the_four_metrics_with_their_score_kinds() -> No
     }
     pinned = next(r for r in rules.rules if r.spec.metric == "rec_faithfulness")
     assert pinned.spec.segment_keys == ("prompt_version", "app")
+
+
+def test_the_shipped_rules_watch_each_metrics_judge_on_its_gold_labels() -> None:
+    drift = {(r.spec.metric, r.spec.series, r.kind) for r in load_rules(
+        None, registry=REGISTRY).rules if r.spec.kind == "judge_drift"}
+    assert drift == {
+        ("rag_qa", "canary:faithfulness", "continuous"),
+        ("context_precision", "canary:context_precision", "continuous"),
+        ("bbh_match", "canary:correct", "binary"),  # agreement is a proportion
+        ("rec_faithfulness", "canary:faithfulness", "continuous"),  # 1 - |judge - label| / 4
+    }
+
+
+def test_a_judge_drift_rule_ignores_the_app_defaults_it_cannot_use(tmp_path: Path) -> None:
+    rules = load(tmp_path, {
+        "defaults": {"segment_by": ["app"], "filters": {"app": "bot"}, "window": "2h",
+                     "baseline": {"type": "trailing", "window": "1d"}},
+        "rules": [rule(kind="judge_drift", mode="baseline")]})
+    (drift,) = rules.rules
+    assert (drift.spec.segment_by, drift.spec.filters, drift.spec.baseline.type) == (
+        (), {}, "calibration")
+    assert drift.spec.window.total_seconds() == 7200  # the rest is inherited
+    assert drift.spec.bias_series == "canary_bias:faithfulness"
+
+
+@pytest.mark.parametrize(("fields", "field", "words"), [
+    ({"kind": "judge_drift", "segment_by": ["app"]}, None, "no 'segment_by'"),
+    ({"kind": "judge_drift", "baseline": {"type": "trailing"}}, None, "'calibration' baseline"),
+    ({"baseline": {"type": "calibration"}}, None, "'calibration' baseline"),
+    ({"kind": "drift"}, "kind", "'app' or 'judge_drift'"),
+])
+def test_bad_judge_drift_rules_are_named(tmp_path: Path, fields: dict[str, Any],
+                                         field: str | None, words: str) -> None:
+    with pytest.raises(InvalidAlertRule, match=words) as caught:
+        load(tmp_path, {"rules": [rule(**fields)]})
+    assert caught.value.field == field
 
 
 def test_defaults_merge_and_durations_parse(tmp_path: Path) -> None:

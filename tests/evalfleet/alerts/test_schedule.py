@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
-from evalfleet.alerts.schedule import ALERT_QUEUE, ALERT_TASK, SCHEDULE_ENTRY, register_alert_beat
+from evalfleet.alerts.schedule import (
+    ALERT_QUEUE,
+    ALERT_TASK,
+    CANARY_SCHEDULE_ENTRY,
+    CANARY_TASK,
+    SCHEDULE_ENTRY,
+    register_alert_beat,
+    register_canary_beat,
+)
 from evalfleet.core.settings import Settings
 from workers.app import create_app
 
@@ -20,3 +30,24 @@ def test_register_alert_beat_adds_the_task_and_its_schedule(tmp_path: Path) -> N
     assert app.conf.task_routes[ALERT_TASK] == {"queue": ALERT_QUEUE}
     other = create_app(settings, concurrency=1)
     assert ALERT_TASK not in other.tasks  # shared=False: only the app it was given
+
+
+def test_the_canary_task_feeds_on_its_own_interval_and_only_when_on(tmp_path: Path) -> None:
+    fed: list[datetime] = []
+
+    def feed(at: datetime) -> SimpleNamespace:
+        fed.append(at)
+        return SimpleNamespace(slot=1, sent={"rag_qa": 4})
+
+    settings = Settings(data_dir=tmp_path, canary_interval_s=120)
+    app = create_app(settings, concurrency=1)
+    register_canary_beat(app, settings, feed=feed)
+    entry = app.conf.beat_schedule[CANARY_SCHEDULE_ENTRY]
+    assert (entry["task"], entry["schedule"], entry["options"]["queue"]) == (
+        CANARY_TASK, 120, ALERT_QUEUE)
+    assert app.tasks[CANARY_TASK]() == "slot 1: 4 canaries" and len(fed) == 1
+    off = Settings(data_dir=tmp_path, canary_interval_s=0)
+    quiet = create_app(off, concurrency=1)
+    register_canary_beat(quiet, off, feed=feed)
+    assert CANARY_TASK not in quiet.tasks
+    assert CANARY_SCHEDULE_ENTRY not in (quiet.conf.beat_schedule or {})

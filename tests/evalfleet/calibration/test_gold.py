@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from evalfleet.calibration.gold import bundled_gold, load_gold, score_scales
+from evalfleet.calibration.gold import bundled_gold, canary_series, load_gold, score_scales
 from evalfleet.core.metric import load_registry
 
 BUILT_IN = ["rag_qa", "context_precision", "bbh_match", "rec_faithfulness"]
@@ -81,3 +81,25 @@ def test_a_duplicate_id_is_reported(tmp_path: Path) -> None:
     items, errors = load_gold(path, metric=load_registry().get("bbh_match"))
     assert len(items) == 1
     assert [(e.record, e.field) for e in errors] == [("gold.jsonl: line 2", "id")]
+
+
+@pytest.mark.parametrize(("metric", "raw", "labels", "expected"), [
+    ("bbh_match", {"correct": True}, {"correct": 1.0},
+     {"canary:correct": 1.0, "canary_bias:correct": 0.0}),
+    ("bbh_match", {"correct": False}, {"correct": 1.0},
+     {"canary:correct": 0.0, "canary_bias:correct": -1.0}),
+    ("bbh_match", {"correct": True, "reasoning": 5}, {"reasoning": 2.0},
+     {"canary:reasoning": 0.25, "canary_bias:reasoning": 0.75}),
+    ("rag_qa", {"faithfulness": 0.5}, {"faithfulness": 1.0},
+     {"canary:faithfulness": 0.5, "canary_bias:faithfulness": -0.5}),
+    # Nothing to compare: a null score, an unlabelled one, text, a label of no score.
+    ("rag_qa", {"faithfulness": None, "answer_relevance": 0.3}, {"faithfulness": 1.0}, {}),
+    ("rag_qa", {"faithfulness": "N/A"}, {"faithfulness": 1.0}, {}),
+    ("rag_qa", {"faithfulness": float("nan")}, {"faithfulness": 1.0}, {}),
+    ("rag_qa", {"nonsense": 0.3}, {"nonsense": 1.0}, {}),
+])
+def test_canary_series_are_agreement_and_bias_with_the_label(
+        metric: str, raw: dict[str, object], labels: dict[str, float],
+        expected: dict[str, float]) -> None:
+    scales = score_scales(load_registry().get(metric))
+    assert canary_series(raw, labels, scales=scales) == pytest.approx(expected)

@@ -56,3 +56,16 @@ def test_the_table_names_every_statistic_and_interval() -> None:
         assert statistic in table
     assert "[" in table and "]" in table
     assert report.as_json()["scores"]["faithfulness"]["kind"] == "continuous"
+
+
+def test_the_report_keeps_the_canary_baseline_of_each_labelled_score() -> None:
+    items = [item(n, correct=float(n % 2)) for n in range(8)]
+    judged = {f"g{n}": ok(correct=bool(n % 2), reasoning=3) for n in range(8)}
+    judged["g0"] = ok(correct=True, reasoning=3)  # one disagreement: bias +1
+    judged["g1"] = Judged("failed", {}, "p1", "m")  # no series
+    (report,) = compare(items, judged, metric=load_registry().get("bbh_match"), gold="g.jsonl")
+    assert report.canary_baseline == {"correct": {
+        "agreement": {"n": 7, "total": 6.0, "total_sq": 6.0},
+        "bias": {"n": 7, "total": 1.0, "total_sq": 1.0},
+    }}
+    assert report.as_json()["canary_baseline"] == report.canary_baseline

@@ -39,6 +39,14 @@ def test_purpose_and_judge_model_survive_a_batch_and_default_to_production() -> 
     assert (jobs[1].purpose, jobs[1].judge_model) == ("production", None)
 
 
+def test_gold_labels_survive_a_batch() -> None:
+    sample = parse_sample({"id": "canary:1:gold-1"})
+    job = new_job("bbh_match", sample, purpose="canary", labels={"correct": 1.0, "reasoning": 4})
+    message = json.loads(json.dumps(encode_batch([job])))
+    assert decode_batch(message)[0].labels == {"correct": 1.0, "reasoning": 4.0}
+    assert "labels" not in encode_job(new_job("rag_qa", sample))
+
+
 def test_new_job_is_first_attempt() -> None:
     job = new_job("rag_qa", parse_sample({"id": "a"}))
     assert job.attempt == 1 and job.enqueued_at.tzinfo is not None
@@ -62,6 +70,10 @@ def good() -> dict[str, Any]:
     ({**good(), "purpose": "testing"}, "unknown purpose 'testing'"),
     ({**good(), "judge_model": ""}, "bad judge model"),
     ({**good(), "judge_model": 4}, "bad judge model 4"),
+    ({**good(), "labels": ["correct"]}, "bad labels"),
+    ({**good(), "labels": {"correct": True}}, "bad labels"),
+    ({**good(), "labels": {"faithfulness": "high"}}, "bad labels"),
+    ({**good(), "labels": {"faithfulness": float("nan")}}, "bad labels"),
 ])
 def test_bad_messages(data: Any, words: str) -> None:
     with pytest.raises(InvalidMessage, match=words) as caught:

@@ -234,3 +234,19 @@ def test_judge_identities_group_what_the_judge_reported(any_store: VerdictStore)
         ("m", "m-1", "fp_1", 2, NOW, NOW + timedelta(minutes=1)),
         ("m", "m-1", "fp_2", 1, NOW + timedelta(minutes=2), NOW + timedelta(minutes=2)),
     ]
+
+
+def test_canary_verdicts_add_their_agreement_series_only(any_store: SqlStore) -> None:
+    canary = record(VerdictKey("canary:7:gold-1", "rag_qa", "v", "m"), purpose="canary",
+                    canary_scores={"canary:faithfulness": 0.75, "canary_bias:faithfulness": -0.25})
+    calibration = record(VerdictKey("calibration:1:gold-1", "rag_qa", "v", "m"),
+                         purpose="calibration", canary_scores={"canary:faithfulness": 1.0})
+    failed = record(VerdictKey("canary:7:gold-2", "rag_qa", "v", "m"), purpose="canary",
+                    status="failed", scores={"faithfulness": None}, raw_scores={})
+    assert any_store.save(verdicts=[canary, calibration, failed], owner="a") == 3
+    assert any_store.save(verdicts=[canary], owner="a") == 0  # a slot sent twice
+    with any_store.engine.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT name, metric, value FROM verdict_scores "
+                                    "ORDER BY name").all()
+    assert [tuple(row) for row in rows] == [("canary:faithfulness", "rag_qa", 0.75),
+                                            ("canary_bias:faithfulness", "rag_qa", -0.25)]
