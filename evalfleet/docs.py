@@ -19,7 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
+from pydantic_settings import BaseSettings
 
 from evalfleet.core.settings import Settings
 
@@ -61,24 +63,35 @@ def field_docstrings(cls: type = Settings) -> dict[str, str]:
 
 
 def settings_table(cls: type[Settings] = Settings) -> str:
-    """The Markdown table of every setting: variable, default, meaning.
+    """The Markdown tables of every setting, one per settings group: variable, default,
+    meaning.
 
     Raises:
-        ValueError: A field has no docstring.
+        ValueError: A field has no docstring, or belongs to no group.
     """
     docs = field_docstrings(cls)
     undocumented = [name for name in cls.model_fields if name not in docs]
     if undocumented:
         raise ValueError(f"settings without a docstring under the field: {undocumented}")
     names = cls.environment_names()
-    rows = ["| variable | default | meaning |", "|---|---|---|"]
-    for name, variable in names.items():
-        field = cls.model_fields[name]
-        default = (field.default_factory() if field.default_factory is not None  # type: ignore[call-arg]
-                   else field.default)
-        meaning = _markdown(docs[name], names)
-        rows.append(f"| `{variable}` | {_default(default)} | {meaning} |")
-    return "\n".join(rows) + "\n"
+    groups = [klass for klass in cls.__mro__ if issubclass(klass, BaseModel)
+              and not issubclass(klass, BaseSettings) and klass is not BaseModel]
+    ungrouped = set(names) - {name for group in groups for name in group.model_fields}
+    if ungrouped:
+        raise ValueError(f"settings in no group: {sorted(ungrouped)}")
+    sections = []
+    for group in groups:
+        title = inspect.cleandoc(group.__doc__ or group.__name__).splitlines()[0].rstrip(".")
+        rows = [f"### {_markdown(title, names)}", "",
+                "| variable | default | meaning |", "|---|---|---|"]
+        for name in group.model_fields:
+            field = cls.model_fields[name]
+            default = (field.default_factory() if field.default_factory is not None  # type: ignore[call-arg]
+                       else field.default)
+            meaning = _markdown(docs[name], names)
+            rows.append(f"| `{names[name]}` | {_default(default)} | {meaning} |")
+        sections.append("\n".join(rows) + "\n")
+    return "\n".join(sections)
 
 
 def render(document: str, cls: type[Settings] = Settings) -> str:

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from evalfleet import docs
 from evalfleet.core.settings import Settings
@@ -27,12 +28,23 @@ _REPO_PATH = re.compile(r"[A-Za-z_.][\w.\-]*/[\w.\-/*]*")
 _RUNTIME_PATHS = {".evalfleet/demo/", "EVALFLEET_DATA_DIR/follow/", "test-artifacts/screenshots/"}
 
 
-class _Extended(Settings):
+class _FrobnicateSettings(BaseModel):
+    """Frobnication."""
+
     frobnicate_s: float = 2.5
     """How long to frobnicate, a ``judge_model`` side | the other side."""
 
     hidden: str | None = None
     """Unset means none."""
+
+
+class _Extended(_FrobnicateSettings, Settings):
+    pass
+
+
+class _Ungrouped(Settings):
+    loose: int = 3
+    """A setting in no group."""
 
 
 class _Undocumented(Settings):
@@ -111,6 +123,21 @@ def test_a_new_setting_makes_the_reference_out_of_date() -> None:
 def test_a_setting_without_a_docstring_is_refused() -> None:
     with pytest.raises(ValueError, match="no_doc"):
         docs.settings_table(_Undocumented)
+
+
+def test_a_setting_in_no_group_is_refused() -> None:
+    with pytest.raises(ValueError, match="loose"):
+        docs.settings_table(_Ungrouped)
+
+
+def test_each_group_is_a_section_and_a_value() -> None:
+    text = CONFIGURATION.read_text(encoding="utf-8")
+    judge = text.index("### The judge")
+    assert text.index("| `EVALFLEET_JUDGE_RPM` |") > judge > text.index("### The broker")
+    settings = Settings(judge_model="judge-x", alert_tick_s=3.0)
+    assert settings.judge.judge_model == "judge-x" and settings.alerts.alert_tick_s == 3.0
+    assert set(settings.retention.model_dump()) == {
+        "verdict_retention_days", "raw_output_retention_days", "sample_retention_days"}
 
 
 @pytest.mark.parametrize("document", [

@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import (
@@ -124,26 +124,60 @@ def choose_judge_model(metric: str, *, metric_default: str | None,
     return per_metric.get(metric) or metric_default or default
 
 
-class Settings(BaseSettings):
-    """Everything evalfleet can be configured with.
+#: One of the settings groups below.
+_Group = TypeVar("_Group", bound=BaseModel)
 
-    Environment variables carry the ``EVALFLEET_`` prefix except the two the
-    OpenAI client conventionally reads, ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``.
-    """
 
-    model_config = SettingsConfigDict(
-        env_prefix="EVALFLEET_", env_file=".env", extra="ignore", populate_by_name=True,
-    )
+class StoreSettings(BaseModel):
+    """The verdict store."""
 
     database_url: str | None = None
     """SQLAlchemy URL of the verdict store (``postgresql+psycopg://...``); unset means a
     SQLite file in ``data_dir``."""
 
+    data_dir: Path = Path(".evalfleet")
+    """Where the embedded defaults (SQLite file, file-system broker) keep their data."""
+
+    claim_lease_s: float = Field(default=300.0, gt=0)
+    """How long a worker may hold the exclusive claim on one job's verdict key; must
+    exceed the longest job (two judge calls), checked at start."""
+
+    keep_samples: bool = True
+    """Workers store each verdict's sample content (input, output, context, reference,
+    fields, as the producer accepted it, after redaction) beside the verdict, so alerts
+    and pages can show what was judged. False stores none."""
+
+
+class BrokerSettings(BaseModel):
+    """The broker and the Redis the fleet shares."""
+
     broker_url: str | None = None
     """Celery broker URL (``redis://``, ``amqp://``); unset means a file-system broker."""
 
-    data_dir: Path = Path(".evalfleet")
-    """Where the embedded defaults (SQLite file, file-system broker) keep their data."""
+    shared_redis_url: str | None = Field(default=None, validation_alias=AliasChoices(
+        "EVALFLEET_SHARED_REDIS_URL", "EVALFLEET_LIMITER_URL", "shared_redis_url"))
+    """Redis holding what the fleet shares besides jobs: rate budgets, daily spend and the
+    producers' deduplication window. Unset: the broker when it is Redis; with another
+    broker and none set, each process keeps its own budgets and window and no daily
+    budget applies. ``EVALFLEET_LIMITER_URL`` is read as an older name."""
+
+    visibility_timeout_s: int = Field(default=900, gt=0)
+    """Redis broker: seconds before an unacknowledged job is handed to another worker
+    (how long the jobs of a crashed worker wait). Must exceed the longest job (two judge
+    calls) plus ``retry_max_s``, or a job waiting out its retry is handed out twice
+    (checked at start)."""
+
+    redis_atomic_consume: bool = True
+    """Redis broker: workers wait with ``BLMOVE`` and pop a job and record it as
+    unacknowledged in one Lua script (needs Redis 6.2 or newer). Off: kombu's ``BRPOP``,
+    which loses a job popped but not yet recorded when Redis or the worker dies then."""
+
+    batch_size: int = Field(default=16, ge=1, le=1000)
+    """Jobs per broker message from producers; also sizes a worker's task threads."""
+
+
+class JudgeSettings(BaseModel):
+    """The judge: endpoint, models, output format, retries, rate limits and spend."""
 
     openai_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "openai_base_url"),
@@ -185,13 +219,6 @@ class Settings(BaseSettings):
     judge_rate_limits: dict[str, dict[str, float]] = Field(default_factory=dict)
     """Per-model limits overriding the two above, JSON: ``{"gpt-4.1": {"rpm": 500,
     "tpm": 30000}}``."""
-
-    shared_redis_url: str | None = Field(default=None, validation_alias=AliasChoices(
-        "EVALFLEET_SHARED_REDIS_URL", "EVALFLEET_LIMITER_URL", "shared_redis_url"))
-    """Redis holding what the fleet shares besides jobs: rate budgets, daily spend and the
-    producers' deduplication window. Unset: the broker when it is Redis; with another
-    broker and none set, each process keeps its own budgets and window and no daily
-    budget applies. ``EVALFLEET_LIMITER_URL`` is read as an older name."""
 
     judge_access_pause_s: float = Field(default=300.0, gt=0)
     """When the judge refuses access (401, 403, exhausted quota) a worker stops consuming
@@ -238,20 +265,9 @@ class Settings(BaseSettings):
     retry_max_s: float = Field(default=300.0, gt=0)
     """Longest backoff delay (also caps a judge's Retry-After)."""
 
-    visibility_timeout_s: int = Field(default=900, gt=0)
-    """Redis broker: seconds before an unacknowledged job is handed to another worker
-    (how long the jobs of a crashed worker wait). Must exceed the longest job (two judge
-    calls) plus ``retry_max_s``, or a job waiting out its retry is handed out twice
-    (checked at start)."""
 
-    redis_atomic_consume: bool = True
-    """Redis broker: workers wait with ``BLMOVE`` and pop a job and record it as
-    unacknowledged in one Lua script (needs Redis 6.2 or newer). Off: kombu's ``BRPOP``,
-    which loses a job popped but not yet recorded when Redis or the worker dies then."""
-
-    claim_lease_s: float = Field(default=300.0, gt=0)
-    """How long a worker may hold the exclusive claim on one job's verdict key; must
-    exceed the longest job (two judge calls), checked at start."""
+class WorkerSettings(BaseModel):
+    """A worker process: concurrency, shutdown, health and Prometheus metrics."""
 
     worker_concurrency: int = Field(default=256, ge=1)
     """Judge calls one worker process keeps in flight (``evalfleet worker --concurrency``)."""
@@ -277,8 +293,18 @@ class Settings(BaseSettings):
     judge_probe_url: str | None = None
     """URL the judge readiness check GETs; unset means ``{OPENAI_BASE_URL}/models``."""
 
-    batch_size: int = Field(default=16, ge=1, le=1000)
-    """Jobs per broker message from producers; also sizes a worker's task threads."""
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    """Port of the Prometheus ``/metrics`` endpoint of workers and the beat; 0 turns it off."""
+
+    metrics_segment_keys: list[str] = Field(default_factory=lambda: ["app"])
+    """Sample attributes that become labels of the verdict and score metrics."""
+
+    metrics_max_segment_values: int = Field(default=50, ge=1)
+    """Distinct values kept per segment label; later values are counted as ``other``."""
+
+
+class LimitSettings(BaseModel):
+    """Producers: sampling, backpressure, sample limits and deduplication."""
 
     sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
     """Share of samples the producer keeps when ``--sample-rate`` is not given and the
@@ -333,6 +359,16 @@ class Settings(BaseSettings):
     producer_broker_timeout_s: float = Field(default=5.0, gt=0)
     """Socket timeout of a producer's broker calls, so a hung broker fails fast."""
 
+    sdk_buffer_size: int = Field(default=10_000, ge=1)
+    """Samples the SDK (``evalfleet.sdk.submit``) buffers in memory before it drops new ones."""
+
+    sdk_max_wait_s: float = Field(default=60.0, gt=0)
+    """How long the SDK keeps a buffered sample while the broker is down before dropping it."""
+
+
+class IngestSettings(BaseModel):
+    """The HTTP ingest service (``evalfleet ingest``)."""
+
     ingest_tokens: SecretStr | None = None
     """Bearer tokens ``evalfleet ingest`` accepts, comma-separated (masked everywhere)."""
 
@@ -345,11 +381,9 @@ class Settings(BaseSettings):
     ingest_max_batch: int = Field(default=1000, ge=1)
     """Most samples in one ``evalfleet ingest`` request; more get 413."""
 
-    sdk_buffer_size: int = Field(default=10_000, ge=1)
-    """Samples the SDK (``evalfleet.sdk.submit``) buffers in memory before it drops new ones."""
 
-    sdk_max_wait_s: float = Field(default=60.0, gt=0)
-    """How long the SDK keeps a buffered sample while the broker is down before dropping it."""
+class AlertSettings(BaseModel):
+    """The alert engine (``evalfleet beat``), drift canaries and the alert page."""
 
     alert_rules_file: Path | None = None
     """Alert rules (YAML); unset means the defaults shipped in ``evalfleet/alerts/rules.yaml``."""
@@ -393,14 +427,14 @@ class Settings(BaseSettings):
     alert_delivery_timeout_s: float = Field(default=10.0, gt=0)
     """Timeout of one notification HTTP request."""
 
-    metrics_port: int = Field(default=0, ge=0, le=65535)
-    """Port of the Prometheus ``/metrics`` endpoint of workers and the beat; 0 turns it off."""
+    ui_token: SecretStr | None = None
+    """The token ``evalfleet ui`` asks for (needed when it binds to anything but the
+    loopback interface); open ``/?token=...`` once and a cookie carries it (masked
+    everywhere)."""
 
-    metrics_segment_keys: list[str] = Field(default_factory=lambda: ["app"])
-    """Sample attributes that become labels of the verdict and score metrics."""
 
-    metrics_max_segment_values: int = Field(default=50, ge=1)
-    """Distinct values kept per segment label; later values are counted as ``other``."""
+class RetentionSettings(BaseModel):
+    """How long verdicts, raw replies and sample content are kept."""
 
     verdict_retention_days: float | None = Field(default=None, gt=0)
     """``evalfleet purge`` deletes verdicts (and their scores) created more than this many
@@ -410,19 +444,24 @@ class Settings(BaseSettings):
     """``evalfleet purge`` empties the judge's raw output and the error text of verdicts
     created more than this many days ago, keeping their scores; unset keeps them."""
 
-    ui_token: SecretStr | None = None
-    """The token ``evalfleet ui`` asks for (needed when it binds to anything but the
-    loopback interface); open ``/?token=...`` once and a cookie carries it (masked
-    everywhere)."""
-
-    keep_samples: bool = True
-    """Workers store each verdict's sample content (input, output, context, reference,
-    fields, as the producer accepted it, after redaction) beside the verdict, so alerts
-    and pages can show what was judged. False stores none."""
-
     sample_retention_days: float | None = Field(default=None, gt=0)
     """``evalfleet purge`` deletes the stored sample content of verdicts created more than
     this many days ago, keeping the verdicts; unset keeps it as long as the verdict."""
+
+
+class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, LimitSettings,
+               IngestSettings, AlertSettings, RetentionSettings, BaseSettings):
+    """Everything evalfleet can be configured with: the groups above in one object.
+
+    Environment variables carry the ``EVALFLEET_`` prefix except the two the
+    OpenAI client conventionally reads, ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``; a
+    field's group does not change its name. Each group is also a value of its own
+    (``settings.judge``, ``settings.alerts``...), for a component that needs only it.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="EVALFLEET_", env_file=".env", extra="ignore", populate_by_name=True,
+    )
 
     @field_validator("database_url", "broker_url", "openai_base_url", "alertmanager_url",
                      "shared_redis_url", "judge_probe_url",
@@ -451,6 +490,49 @@ class Settings(BaseSettings):
                 f"({longest_job_s:g} s), or another worker takes over a job still running",
             )
         return self
+
+    @property
+    def store(self) -> StoreSettings:
+        """The verdict store's settings."""
+        return self._group(StoreSettings)
+
+    @property
+    def broker(self) -> BrokerSettings:
+        """The broker's settings."""
+        return self._group(BrokerSettings)
+
+    @property
+    def judge(self) -> JudgeSettings:
+        """The judge's settings."""
+        return self._group(JudgeSettings)
+
+    @property
+    def worker(self) -> WorkerSettings:
+        """A worker process's settings."""
+        return self._group(WorkerSettings)
+
+    @property
+    def limits(self) -> LimitSettings:
+        """The producers' sampling and limits."""
+        return self._group(LimitSettings)
+
+    @property
+    def ingest(self) -> IngestSettings:
+        """The ingest service's settings."""
+        return self._group(IngestSettings)
+
+    @property
+    def alerts(self) -> AlertSettings:
+        """The alert engine's settings."""
+        return self._group(AlertSettings)
+
+    @property
+    def retention(self) -> RetentionSettings:
+        """What is kept, and for how long."""
+        return self._group(RetentionSettings)
+
+    def _group(self, group: type[_Group]) -> _Group:
+        return group.model_construct(**{name: getattr(self, name) for name in group.model_fields})
 
     @property
     def embedded_database(self) -> bool:
