@@ -32,6 +32,7 @@ def render_alert_view(view: Any) -> str:
     spec, finding = view.rule.spec, view.finding
     clean = _cleaner(plain_text)
     lines = [f"{spec.name}  {clean(str(view.segment), 200)}",
+             f"{'judge drift: canary agreement on ' if spec.kind == 'judge_drift' else ''}"
              f"score {spec.score} of {spec.metric}, alert on a {spec.direction}, "
              f"window {format_duration(spec.window)}"]
     if view.stored is None:

@@ -16,6 +16,7 @@ defaults).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -26,6 +27,7 @@ from pathlib import Path
 from evalfleet.calibration.gold import GoldItem, bundled_gold, load_gold
 from evalfleet.core.message import Job, new_job
 from evalfleet.core.metric import Metric, load_registry
+from evalfleet.core.sample import MAX_ID_LENGTH
 from evalfleet.core.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -73,10 +75,18 @@ def canary_jobs(metric: str, items: Sequence[GoldItem], *, slot: int,
     at = datetime.fromtimestamp(slot * interval_s, tz=UTC)
     return [
         new_job(metric, item.sample.model_copy(update={
-            "id": f"{CANARY_ID_PREFIX}{slot}:{item.sample.id}", "timestamp": at}),
+            "id": canary_id(slot, item.sample.id), "timestamp": at}),
             purpose="canary", labels=dict(item.labels))
         for item in items
     ]
+
+
+def canary_id(slot: int, gold_id: str) -> str:
+    """``canary:<slot>:<gold id>``; a gold id too long to fit is replaced by its digest."""
+    sample_id = f"{CANARY_ID_PREFIX}{slot}:{gold_id}"
+    if len(sample_id) <= MAX_ID_LENGTH:
+        return sample_id
+    return f"{CANARY_ID_PREFIX}{slot}:sha256-{hashlib.sha256(gold_id.encode()).hexdigest()}"
 
 
 @dataclass(frozen=True)

@@ -191,8 +191,11 @@ def test_flipped_binary_answers_fire_judge_drift(
     finally:
         run.close()
     assert cycles <= WINDOW_SLOTS + FOR
-    finding = load_alert_view(engine.engine, engine.rules.rules[0], Segment()).finding
-    assert finding["tests"][0]["test"] in ("two_proportion_z", "fisher_exact")
+    view = load_alert_view(engine.engine, engine.rules.rules[0], Segment())
+    assert view.finding["tests"][0]["test"] in ("two_proportion_z", "fisher_exact")
+    text = render_alert_view(view)
+    assert "judge drift: canary agreement on score correct of bbh_match" in text
+    assert "baseline: calibration of bbh_match on bbh_match.jsonl" in text
 
 
 def test_without_a_calibration_the_rule_reports_no_baseline_and_stays_quiet(

@@ -9,10 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from evalfleet.calibration.canary import CanaryFeeder, canary_jobs, canary_slice, canary_slot
+from evalfleet.calibration.canary import (
+    CanaryFeeder,
+    canary_id,
+    canary_jobs,
+    canary_slice,
+    canary_slot,
+)
 from evalfleet.calibration.gold import GoldItem, bundled_gold
 from evalfleet.core.message import Job, decode_batch, encode_batch
-from evalfleet.core.sample import Sample
+from evalfleet.core.sample import MAX_ID_LENGTH, Sample
 from evalfleet.core.settings import Settings
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -50,6 +56,14 @@ def test_a_slot_is_a_fixed_set_of_jobs_with_labels() -> None:
     assert first[0].sample.timestamp == T0  # the slot's start
     (decoded,) = decode_batch(json.loads(json.dumps(encode_batch(first[:1]))))
     assert (decoded.purpose, decoded.labels) == ("canary", {"faithfulness": 1.0})
+
+
+def test_a_gold_id_too_long_for_a_canary_id_goes_by_its_digest() -> None:
+    long_item = GoldItem(Sample(id="g" * MAX_ID_LENGTH), {"faithfulness": 1.0})
+    (job,) = canary_jobs("rag_qa", [long_item], slot=897805322, interval_s=2)
+    assert len(job.sample.id) <= MAX_ID_LENGTH
+    assert job.sample.id.startswith("canary:897805322:sha256-")
+    assert canary_id(897805322, "g-1") == "canary:897805322:g-1"
 
 
 def feeder(tmp_path: Path, **settings: object) -> tuple[CanaryFeeder, list[Job]]:
