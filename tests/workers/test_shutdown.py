@@ -105,9 +105,10 @@ def produce_and_start(settings: Settings, sim: RunningSim, tmp_path: Path,
     return worker
 
 
-def one_verdict_each(settings: Settings) -> Counter[str]:
+def one_verdict_each(settings: Settings, *, samples: int = SAMPLES,
+                     prefix: str = "term") -> Counter[str]:
     per_sample = Counter(verdict["sample_id"] for verdict in export(settings))
-    assert set(per_sample) == {f"term-{n:04d}" for n in range(SAMPLES)}
+    assert set(per_sample) == {f"{prefix}-{n:04d}" for n in range(samples)}
     assert set(per_sample.values()) == {1}
     return per_sample
 
@@ -221,9 +222,7 @@ def test_sigkill_wastes_only_the_judge_calls_in_flight(
     start_worker(settings, queues=["rag_qa"], concurrency=KILL_CONCURRENCY)
     wait_until(lambda: store.counts().verdicts == KILL_SAMPLES, timeout_s=120,
                what="every verdict after the restart")
-    per_sample = Counter(verdict["sample_id"] for verdict in export(settings))
-    assert set(per_sample) == {f"kill-{n:04d}" for n in range(KILL_SAMPLES)}
-    assert set(per_sample.values()) == {1}
+    one_verdict_each(settings, samples=KILL_SAMPLES, prefix="kill")
     calls = sim.stats()["by_prompt"]
     extra = sum(calls.values()) - KILL_SAMPLES
     # Only calls in flight at the kill were made again: none of the answered ones.
