@@ -152,7 +152,8 @@ class DeadlineJudge(JudgeClient):
                 "unanswered")
         return result.result()
 
-    def answers(self, requests: Sequence[JudgeRequest]) -> Iterator[list[Answered]]:
+    def answers(self, requests: Sequence[JudgeRequest], *,
+                gather_s: float = 0.0) -> Iterator[list[Answered]]:
         """See :meth:`JudgeClient.answers`: the inner client's answers, as they arrive.
 
         Raises:
@@ -165,7 +166,8 @@ class DeadlineJudge(JudgeClient):
             return
         arrived: queue.SimpleQueue[list[Answered] | BaseException | None] = queue.SimpleQueue()
         helper = threading.Thread(target=_drain_into, args=(self.inner, requests, arrived),
-                                  name="judge-wait", daemon=True)
+                                  kwargs={"gather_s": gather_s}, name="judge-wait",
+                                  daemon=True)
         helper.start()
         remaining = len(requests)
         while remaining:
@@ -208,9 +210,10 @@ class DeadlineJudge(JudgeClient):
 
 
 def _drain_into(judge: JudgeClient, requests: Sequence[JudgeRequest],
-                arrived: queue.SimpleQueue[list[Answered] | BaseException | None]) -> None:
+                arrived: queue.SimpleQueue[list[Answered] | BaseException | None], *,
+                gather_s: float) -> None:
     try:
-        for chunk in judge.answers(requests):
+        for chunk in judge.answers(requests, gather_s=gather_s):
             arrived.put(chunk)
         arrived.put(None)
     except BaseException as exc:  # handed to the waiting task thread

@@ -405,7 +405,8 @@ class _OneByOne(JudgeClient):
     def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
         return self.judge.complete_many(requests)
 
-    def answers(self, requests: Sequence[JudgeRequest]) -> Iterator[list[Answered]]:
+    def answers(self, requests: Sequence[JudgeRequest], *,
+                gather_s: float = 0.0) -> Iterator[list[Answered]]:
         for chunk in self.judge.answers(requests):
             for answered in chunk:
                 if len(self.stored_when_taken) == self.stop_after and self.stop is not None:

@@ -104,7 +104,8 @@ class _DatabaseGoesAwayMidway(JudgeClient):
     def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
         return self.judge.complete_many(requests)
 
-    def answers(self, requests: Sequence[JudgeRequest]) -> Iterator[list[Answered]]:
+    def answers(self, requests: Sequence[JudgeRequest], *,
+                gather_s: float = 0.0) -> Iterator[list[Answered]]:
         taken = 0
         for chunk in self.judge.answers(requests):
             for answered in chunk:

@@ -94,13 +94,19 @@ class JudgeClient(ABC):
             (``JudgeUnavailable`` carries Retry-After).
         """
 
-    def answers(self, requests: Sequence[JudgeRequest]) -> Iterator[list[Answered]]:
+    def answers(self, requests: Sequence[JudgeRequest], *,
+                gather_s: float = 0.0) -> Iterator[list[Answered]]:
         """Send the requests and yield their answers as they arrive.
 
         Each item holds every answer that arrived since the previous item was taken (at
         least one), so a caller that stores each item in one statement stores answers
         that arrive together together. A client that cannot tell answers apart before
         all are in (this default) yields them all at once.
+
+        Args:
+            requests: The calls to make.
+            gather_s: After an answer arrives, how long to wait for more to hand over
+                with it (clients that make one call at a time do not wait).
 
         Yields:
             ``(index, answer)`` pairs: the request's position in ``requests`` and what

@@ -191,9 +191,10 @@ class PacedJudge(JudgeClient):
         """See :meth:`JudgeClient.complete_many`: one request at a time, each through the gate."""
         return [self._one(request) for request in requests]
 
-    def answers(self, requests: Sequence[JudgeRequest]) -> Iterator[list[Answered]]:
+    def answers(self, requests: Sequence[JudgeRequest], *,
+                gather_s: float = 0.0) -> Iterator[list[Answered]]:
         """See :meth:`JudgeClient.answers`: one call at a time, each answer handed over
-        as soon as it is in."""
+        as soon as it is in (nothing to gather)."""
         for index, request in enumerate(requests):
             yield [(index, self._one(request))]
 

@@ -55,9 +55,10 @@ class OpenAIJudge(JudgeClient):
                 results.append(exc)
         return results
 
-    def answers(self, requests: Sequence[JudgeRequest]) -> Iterator[list[Answered]]:
+    def answers(self, requests: Sequence[JudgeRequest], *,
+                gather_s: float = 0.0) -> Iterator[list[Answered]]:
         """See :meth:`JudgeClient.answers`: one call at a time, each answer handed over
-        as soon as it is in."""
+        as soon as it is in (nothing to gather)."""
         for index, request in enumerate(requests):
             (answer,) = self.complete_many([request])
             yield [(index, answer)]

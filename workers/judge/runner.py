@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 
 from evalfleet.errors import JudgeDeferred, JudgeError
@@ -52,7 +53,8 @@ class JudgeRunner(JudgeClient):
     async def _gather(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
         return list(await asyncio.gather(*(self._one(request) for request in requests)))
 
-    def answers(self, requests: Sequence[JudgeRequest]) -> Iterator[list[Answered]]:
+    def answers(self, requests: Sequence[JudgeRequest], *,
+                gather_s: float = 0.0) -> Iterator[list[Answered]]:
         """See :meth:`JudgeClient.answers`: each answer is handed over as it arrives.
 
         Raises:
@@ -67,9 +69,12 @@ class JudgeRunner(JudgeClient):
         remaining = len(requests)
         while remaining:
             chunk = [arrived.get()]
-            while True:  # everything else that arrived meanwhile goes in the same chunk
+            until = time.monotonic() + gather_s
+            while len(chunk) < remaining:  # what arrives meanwhile goes in the same chunk
+                wait_s = until - time.monotonic()
                 try:
-                    chunk.append(arrived.get_nowait())
+                    chunk.append(arrived.get(timeout=wait_s) if wait_s > 0
+                                 else arrived.get_nowait())
                 except queue.Empty:
                     break
             remaining -= len(chunk)
