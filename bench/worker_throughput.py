@@ -27,12 +27,14 @@ the answers of a batch as they arrive, those that arrive together in one transac
 (before: one per message, at the end of its batch).
 
 ``--sigkill`` SIGKILLs the worker once a quarter of the jobs have verdicts, restarts
-it and drains, and prints the judge calls made beyond one per job against the
-simulator's open requests just before the kill (calls sent and not answered). A call
-is in flight from request sent until its verdict is durable, so the extra calls may
-exceed the open requests by the answers not yet saved at the kill (a few, one
-transaction's worth per task thread); a worker that saves at the end of each batch
-re-bills every answered verdict of the batches it held.
+it and drains, and prints the judge calls made beyond one per job against the calls
+in flight at the kill: a call is in flight from request sent until its verdict is
+durable (requests the simulator got from the killed worker minus verdicts stored).
+"open at kill" is the part of those the judge had not answered yet (the simulator's
+open requests just before the kill); the rest were answered and not yet stored: a
+worker that saves at the end of each batch holds every answered verdict of its
+batches, one that saves as answers arrive only those of its last ~20 ms (more when
+the machine is too busy to take them at once).
 
 Needs Postgres and Redis on 127.0.0.1 (as the tests do); it uses a database of its
 own and a Redis database no test session holds. Prints a table.
@@ -246,14 +248,15 @@ def sigkill_table(args: argparse.Namespace) -> None:
           f"at C={concurrency}, SIGKILLed once {args.jobs // 4} verdicts are stored, then "
           "restarted (visibility timeout 15 s) and drained")
     print(f"{'tree':>12} {'C':>6} {'verdicts at kill':>17} {'open at kill':>13} "
-          f"{'extra calls':>12} {'verdicts':>9} {'duplicates':>11}")
+          f"{'in flight at kill':>18} {'extra calls':>12} {'verdicts':>9} {'duplicates':>11}")
     try:
         for tree in args.trees:
             row = sigkill_once(concurrency=concurrency, jobs=args.jobs, base_url=base_url,
                                batch_size=args.batch_size, tree=tree,
                                timeout_s=args.drain_timeout_s)
             print(f"{tree_label(tree):>12} {concurrency:>6} {row['at_kill']:>17} "
-                  f"{row['open']:>13} {row['extra']:>12} {row['verdicts']:>9} "
+                  f"{row['open']:>13} {row['in_flight']:>18} {row['extra']:>12} "
+                  f"{row['verdicts']:>9} "
                   f"{row['duplicates']:>11}", flush=True)
     finally:
         sim.terminate()
@@ -278,13 +281,15 @@ def sigkill_once(*, concurrency: int, jobs: int, base_url: str, batch_size: int,
         worker.kill()
         worker.wait()
         at_kill = store.counts().verdicts
+        sent = int(sim_call(base_url, "GET", "/_sim/stats")["requests"])
         worker = start_worker(settings, concurrency=concurrency, name=f"restart-{label}",
                               tree=tree)
         started = time.monotonic()
         while store.counts().verdicts < jobs and time.monotonic() - started < timeout_s:
             time.sleep(0.1)
         requests = int(sim_call(base_url, "GET", "/_sim/stats")["requests"])
-        return {"at_kill": at_kill, "open": open_at_kill, "extra": requests - jobs,
+        return {"at_kill": at_kill, "open": open_at_kill, "in_flight": sent - at_kill,
+                "extra": requests - jobs,
                 "verdicts": store.counts().verdicts, "duplicates": duplicate_keys(settings)}
     finally:
         worker.terminate()
