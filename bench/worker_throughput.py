@@ -16,17 +16,34 @@ the run, by every process (Postgres, Redis and the simulator included).
     python -m bench.worker_throughput --trees /tmp/base . --queue-sets rag_qa \
         bbh_match,rag_qa rag_qa,bbh_match --jobs 1600
 
+    python -m bench.worker_throughput --trees /tmp/base . --concurrency 256 --sigkill
+
 ``--trees`` runs the workers from other source trees (a checkout of an older commit)
 in the same run, so before and after share one machine state. ``--queue-sets`` times
 draining the rag_qa jobs with a worker on each set of queues instead (the other
 queues empty): a worker on several queues should be as fast as one on rag_qa alone.
+"saves/msg" counts the transactions that stored verdicts per message: a worker stores
+the answers of a batch as they arrive, those that arrive together in one transaction
+(before: one per message, at the end of its batch).
 
-Needs Postgres and Redis on 127.0.0.1 (as the tests do). Prints a table.
+``--sigkill`` SIGKILLs the worker once a quarter of the jobs have verdicts, restarts
+it and drains, and prints the judge calls made beyond one per job against the calls
+in flight at the kill: a call is in flight from request sent until its verdict is
+durable (requests the simulator got from the killed worker minus verdicts stored).
+"open at kill" is the part of those the judge had not answered yet (the simulator's
+open requests just before the kill); the rest were answered and not yet stored: a
+worker that saves at the end of each batch holds every answered verdict of its
+batches, one that saves as answers arrive only those of its last ~20 ms (more when
+the machine is too busy to take them at once).
+
+Needs Postgres and Redis on 127.0.0.1 (as the tests do); it uses a database of its
+own and a Redis database no test session holds. Prints a table.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import re
@@ -34,7 +51,9 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import redis
@@ -46,9 +65,12 @@ from evalfleet.core.settings import Settings
 from evalfleet.store import migrate, open_store
 
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-DATABASE = "evalfleet_bench"
-REDIS_URL = "redis://127.0.0.1:6379/14"
+DATABASE = f"evalfleet_bench_{os.getpid()}"
+REDIS_SERVER = "redis://127.0.0.1:6379"
+#: The key test sessions hold on the Redis database they use (tests/conftest.py).
+REDIS_LOCK = "evalfleet-test-session"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_redis_url: list[str] = []
 
 
 def main() -> None:
@@ -67,10 +89,22 @@ def main() -> None:
     parser.add_argument("--queue-sets", nargs="+", default=None, metavar="QUEUES",
                         help="Time the drain with a worker on each comma-separated set.")
     parser.add_argument("--drain-timeout-s", type=float, default=120.0)
+    parser.add_argument("--sigkill", action="store_true",
+                        help="Kill the worker mid-run instead: extra judge calls.")
     args = parser.parse_args()
-    if args.queue_sets:
-        drain_table(args)
-        return
+    try:
+        if args.queue_sets:
+            drain_table(args)
+        elif args.sigkill:
+            sigkill_table(args)
+        else:
+            throughput_table(args)
+    finally:
+        release_services()
+
+
+def throughput_table(args: argparse.Namespace) -> None:
+    """Verdicts/s, CPU per verdict and saves per message per tree and concurrency."""
 
     sim, base_url = start_simulator(args.latency_ms)
     print(f"setup: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
@@ -81,7 +115,7 @@ def main() -> None:
           "Postgres and Redis on this machine")
     print(f"{'tree':>12} {'consume':>8} {'C':>6} {'verdicts/s':>11} {'C/L':>8} {'of C/L':>7} "
           f"{'CPU ms/verdict':>15} {'peak RSS MB':>12} {'machine busy':>13} "
-          f"{'L seen ms':>10} {'of C/L seen':>12}")
+          f"{'L seen ms':>10} {'of C/L seen':>12} {'saves/msg':>10}")
     try:
         for concurrency in args.concurrency:
             for tree in args.trees:
@@ -95,8 +129,8 @@ def main() -> None:
                           f"{row['rate']:>11.1f} {ceiling:>8.1f} {row['rate'] / ceiling:>7.0%} "
                           f"{row['cpu_ms']:>15.2f} {row['rss_mb']:>12.0f} "
                           f"{row['busy']:>13.0%} {row['latency_ms']:>10.0f} "
-                          f"{row['rate'] / (ceiling * args.latency_ms / row['latency_ms']):>12.0%}",
-                          flush=True)
+                          f"{row['rate'] / (ceiling * args.latency_ms / row['latency_ms']):>12.0%} "
+                          f"{row['saves'] * args.batch_size / args.jobs:>10.2f}", flush=True)
     finally:
         sim.terminate()
         sim.wait()
@@ -189,15 +223,87 @@ def run_one(*, concurrency: int, jobs: int, base_url: str, batch_size: int,
         elapsed = time.monotonic() - started
         measured = jobs - done_start
         busy, total = (b - a for a, b in zip(machine_start, machine_jiffies(), strict=True))
-        return {"rate": measured / elapsed, "latency_ms": mean_latency_ms(settings),
-                "cpu_ms": (sum(cpu_s(p.pid) for p in processes) - cpu_start) * 1000 / measured,
-                "rss_mb": max(peak_rss_mb(p.pid) for p in processes),
-                "busy": busy / total if total else 0.0}
+        row = {"rate": measured / elapsed, "latency_ms": mean_latency_ms(settings),
+               "cpu_ms": (sum(cpu_s(p.pid) for p in processes) - cpu_start) * 1000 / measured,
+               "rss_mb": max(peak_rss_mb(p.pid) for p in processes),
+               "busy": busy / total if total else 0.0}
     finally:
         for process in processes:
             process.terminate()
             process.wait()
         store.close()
+    return {**row, "saves": save_transactions(settings)}
+
+
+def sigkill_table(args: argparse.Namespace) -> None:
+    """Per tree: SIGKILL one worker mid-run, restart it, and count the extra judge calls."""
+    # Latency spread around L, so a batch's answers arrive over time as a real judge's do.
+    low, high = args.latency_ms / 2, args.latency_ms * 3 / 2
+    sim, base_url = start_simulator(args.latency_ms, extra=[
+        "--latency", "uniform", "--latency-min-ms", str(low), "--latency-max-ms", str(high)])
+    concurrency = args.concurrency[0]
+    print(f"setup: {platform.machine()}, {os.cpu_count()} cores, {args.jobs} rag_qa jobs in "
+          f"messages of {args.batch_size}, judge latency uniform {low:g} to {high:g} ms, "
+          "one worker "
+          f"at C={concurrency}, SIGKILLed once {args.jobs // 4} verdicts are stored, then "
+          "restarted (visibility timeout 15 s) and drained")
+    print(f"{'tree':>12} {'C':>6} {'verdicts at kill':>17} {'open at kill':>13} "
+          f"{'in flight at kill':>18} {'extra calls':>12} {'verdicts':>9} {'duplicates':>11}")
+    try:
+        for tree in args.trees:
+            row = sigkill_once(concurrency=concurrency, jobs=args.jobs, base_url=base_url,
+                               batch_size=args.batch_size, tree=tree,
+                               timeout_s=args.drain_timeout_s)
+            print(f"{tree_label(tree):>12} {concurrency:>6} {row['at_kill']:>17} "
+                  f"{row['open']:>13} {row['in_flight']:>18} {row['extra']:>12} "
+                  f"{row['verdicts']:>9} "
+                  f"{row['duplicates']:>11}", flush=True)
+    finally:
+        sim.terminate()
+        sim.wait()
+
+
+def sigkill_once(*, concurrency: int, jobs: int, base_url: str, batch_size: int, tree: Path,
+                 timeout_s: float) -> dict[str, int]:
+    """Kill a worker a quarter of the way through ``jobs``, restart it, drain."""
+    settings = fresh_services(base_url).model_copy(update={
+        "batch_size": batch_size, "judge_timeout_s": 5, "retry_max_s": 2,
+        "visibility_timeout_s": 15})
+    sim_call(base_url, "POST", "/_sim/reset")
+    enqueue(settings, jobs)
+    store = open_store(settings.resolved_database_url())
+    label = tree_label(tree).replace(" ", "-")
+    worker = start_worker(settings, concurrency=concurrency, name=f"kill-{label}", tree=tree)
+    try:
+        while store.counts().verdicts < jobs // 4:
+            time.sleep(0.01)
+        open_at_kill = int(sim_call(base_url, "GET", "/_sim/stats")["in_flight"])
+        worker.kill()
+        worker.wait()
+        at_kill = store.counts().verdicts
+        sent = int(sim_call(base_url, "GET", "/_sim/stats")["requests"])
+        worker = start_worker(settings, concurrency=concurrency, name=f"restart-{label}",
+                              tree=tree)
+        started = time.monotonic()
+        while store.counts().verdicts < jobs and time.monotonic() - started < timeout_s:
+            time.sleep(0.1)
+        requests = int(sim_call(base_url, "GET", "/_sim/stats")["requests"])
+        return {"at_kill": at_kill, "open": open_at_kill, "in_flight": sent - at_kill,
+                "extra": requests - jobs,
+                "verdicts": store.counts().verdicts, "duplicates": duplicate_keys(settings)}
+    finally:
+        worker.terminate()
+        worker.wait()
+        store.close()
+
+
+def sim_call(base_url: str, method: str, path: str) -> Any:
+    """One call to the simulator's control API (``/_sim/...``)."""
+    root = base_url.rsplit("/v1", 1)[0]
+    request = urllib.request.Request(root + path, method=method, data=b"" if method == "POST"
+                                     else None)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read() or b"null")
 
 
 def start_worker(settings: Settings, *, concurrency: int, name: str,
@@ -231,6 +337,24 @@ def mean_latency_ms(settings: Settings) -> float:
     return float(row[0]) if row and row[0] is not None else float("nan")
 
 
+def save_transactions(settings: Settings) -> int:
+    """Transactions that stored verdicts (the distinct inserting transaction ids)."""
+    url = settings.resolved_database_url().replace("+psycopg", "")
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT count(DISTINCT xmin::text) FROM verdicts").fetchone()
+    return int(row[0]) if row else 0
+
+
+def duplicate_keys(settings: Settings) -> int:
+    """Verdict keys stored more than once (there must be none)."""
+    url = settings.resolved_database_url().replace("+psycopg", "")
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT count(*) FROM (SELECT 1 FROM verdicts GROUP BY sample_id, "
+                           "metric, prompt_version, judge_model HAVING count(*) > 1) AS twice"
+                           ).fetchone()
+    return int(row[0]) if row else 0
+
+
 def machine_jiffies() -> tuple[int, int]:
     """(busy, total) CPU time of the whole machine so far, from /proc/stat."""
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -238,14 +362,39 @@ def machine_jiffies() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
+def redis_url() -> str:
+    """A Redis database (1-15) no test session or other bench holds, taken for this run
+    the way test sessions take theirs."""
+    if not _redis_url:
+        for db in range(15, 0, -1):
+            client = redis.Redis.from_url(f"{REDIS_SERVER}/{db}")
+            if client.set(REDIS_LOCK, f"bench-{os.getpid()}", nx=True, ex=6 * 3600):
+                _redis_url.append(f"{REDIS_SERVER}/{db}")
+                break
+        else:
+            raise RuntimeError("every Redis database 1-15 is taken")
+    return _redis_url[0]
+
+
+def release_services() -> None:
+    """Drop the bench database and give back the Redis database."""
+    with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+    if _redis_url:
+        redis.Redis.from_url(_redis_url.pop()).flushdb()
+
+
 def fresh_services(base_url: str) -> Settings:
     with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
         admin.execute(f"CREATE DATABASE {DATABASE}")
-    redis.Redis.from_url(REDIS_URL).flushdb()
+    client = redis.Redis.from_url(redis_url())
+    lock = client.get(REDIS_LOCK)
+    client.flushdb()
+    client.set(REDIS_LOCK, lock or b"", ex=6 * 3600)
     settings = Settings(
         database_url=f"postgresql+psycopg://postgres@127.0.0.1:5432/{DATABASE}",
-        broker_url=REDIS_URL, openai_base_url=base_url, judge_model="judge-sim",
+        broker_url=redis_url(), openai_base_url=base_url, judge_model="judge-sim",
         judge_timeout_s=30, retry_max_s=60, visibility_timeout_s=900,
     )
     store = open_store(settings.resolved_database_url())

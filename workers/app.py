@@ -254,8 +254,9 @@ def run_message(task: Task, message: Any, runtime: Runtime, *,
         outcomes = runtime.evaluator.run_batch(
             jobs, owner=message_id, keep=lambda unsaved: _publish_save(task, unsaved))
     except WorkerShuttingDown as exc:
-        # No verdict of the batch is stored yet (they are stored together, at the end).
-        # The copy keeps the message id, so it takes over this delivery's claims at once.
+        # The verdicts judged so far are stored (each as its answer arrived): the copy
+        # finds them at its claim and judges only the rest. It keeps the message id,
+        # so it takes over this delivery's other claims at once.
         logger.warning("%s: %d %s job(s) go back to the queue", exc, len(jobs),
                        jobs[0].metric)
         _publish(task, jobs, countdown_s=0.0, task_id=message_id)

@@ -3,9 +3,18 @@
 The steps, in order: resolve each job's metric and verdict key; claim the keys
 (or find verdicts already stored) in one round trip; render the prompts; call
 the judge for all of them at once, with one re-ask for each unusable verdict;
-store verdicts and dead letters in one transaction. Transient judge failures
-come back as retry decisions for the task to carry out; anything that cannot
-become a verdict becomes a dead letter.
+store verdicts and dead letters as the answers arrive, all answers that arrived
+together in one transaction. Transient judge failures come back as retry
+decisions for the task to carry out; anything that cannot become a verdict
+becomes a dead letter.
+
+Saving as the answers arrive, rather than once the whole batch is judged, is what
+bounds the judge calls a killed worker wastes: a verdict is durable (stored, or
+held in a save message while the database is away) one transaction after its
+answer, so a SIGKILL loses only the calls in flight, from request sent until
+verdict durable. Those holding an unusable first reply that waits for its re-ask
+(sent once every first call of the batch is answered) count as in flight too.
+A redelivered message finds the saved verdicts at its claim and judges the rest.
 """
 
 from __future__ import annotations
@@ -57,6 +66,12 @@ JUDGE_DECLARED = "judge_declared"
 
 #: Error class of a judged job whose verdict the database refuses.
 UNSTORABLE = "unstorable"
+
+#: Seconds a batch waits after an answer for more to store with it in one transaction.
+#: A real judge's answers to one batch spread over much of its latency; each save
+#: costs about a millisecond of worker CPU, and the wait adds this much to the time a
+#: call is in flight (lost to a SIGKILL), against a judge latency of hundreds of ms.
+ANSWER_GATHER_S = 0.02
 
 #: Longest wait before re-checking a job whose key another worker holds, in seconds.
 #: The holder usually finishes within one judge call; the re-check is one query.
@@ -170,6 +185,18 @@ class _Batch:
     release: list[VerdictKey] = field(default_factory=list)
 
 
+@dataclass
+class _Saving:
+    """How one delivery's verdicts are being saved."""
+
+    owner: str
+    keep: Callable[[UnsavedBatch], None] | None
+    store_down: StoreUnavailable | None = None
+    """Set once a save of this delivery found the store unavailable."""
+    kept: bool = False
+    """True once rows of this delivery went to ``keep`` (a save message)."""
+
+
 class Evaluator:
     """Runs jobs against a metric registry, a judge and a verdict store."""
 
@@ -214,45 +241,85 @@ class Evaluator:
         """
         batch = _Batch(outcomes=[None] * len(jobs))
         pending = self._claim_and_render(jobs, batch, owner=owner)
-        self._ask_judge(pending)
-        for item in pending:
-            self._conclude(item, batch)
-        if batch.verdicts or batch.dead_letters or batch.release:
-            try:
-                self.store.save(verdicts=batch.verdicts, dead_letters=batch.dead_letters,
-                                release=batch.release, owner=owner,
-                                on_rejected=self._unstorable(batch, pending))
-            except StoreUnavailable as exc:
-                self._keep_unsaved(batch, pending, owner=owner, keep=keep, error=exc)
-        self._count_spend(batch.verdicts)
-        self._observe(batch.verdicts, pending)
+        save = _Saving(owner=owner, keep=keep)
+        reask: list[_Pending] = []
+        for answered in self.judge.answers([item.request for item in pending],
+                                           gather_s=ANSWER_GATHER_S):
+            for index, answer in answered:
+                item = pending[index]
+                item.take(answer)
+                if self._needs_reask(item):
+                    item.first_failure = item.result  # type: ignore[assignment]
+                    reask.append(item)
+                else:
+                    self._conclude(item, batch)
+            self._save(batch, pending, save, final=False)
+        for answered in self.judge.answers([item.follow_up() for item in reask],
+                                           gather_s=ANSWER_GATHER_S):
+            for index, answer in answered:
+                reask[index].take(answer)
+                self._conclude(reask[index], batch)
+            self._save(batch, pending, save, final=False)
+        self._save(batch, pending, save, final=True)
+        self._observe_errors(pending)
         assert all(outcome is not None for outcome in batch.outcomes)
         return [outcome for outcome in batch.outcomes if outcome is not None]
 
-    def _keep_unsaved(self, batch: _Batch, pending: Sequence[_Pending], *, owner: str,
-                      keep: Callable[[UnsavedBatch], None] | None,
+    def _needs_reask(self, item: _Pending) -> bool:
+        """An unusable first reply gets one re-ask carrying the error."""
+        return (self.options.reask_on_invalid and item.first_failure is None
+                and item.error is None and isinstance(item.result, ParseFailure))
+
+    def _save(self, batch: _Batch, pending: Sequence[_Pending], save: _Saving, *,
+              final: bool) -> None:
+        """Store what the batch has judged since the last save, in one transaction.
+
+        Called after every group of answers, so a verdict is durable as soon as it is
+        judged: a worker killed mid-batch loses only the calls still in flight. Claims
+        to release alone wait for the ``final`` save.
+        """
+        if not (batch.verdicts or batch.dead_letters or (final and batch.release)):
+            return
+        try:
+            if save.store_down:  # it failed in this batch: straight to a save message
+                raise save.store_down
+            self.store.save(verdicts=batch.verdicts, dead_letters=batch.dead_letters,
+                            release=batch.release, owner=save.owner,
+                            on_rejected=self._unstorable(batch, pending))
+        except StoreUnavailable as exc:
+            save.store_down = exc
+            self._keep_unsaved(batch, pending, save, error=exc)
+        self._count_spend(batch.verdicts)
+        self._observe(batch.verdicts)
+        batch.verdicts, batch.dead_letters, batch.release = [], [], []
+
+    def _keep_unsaved(self, batch: _Batch, pending: Sequence[_Pending], save: _Saving, *,
                       error: StoreUnavailable) -> None:
-        """The store is unavailable: hand the judged rows to ``keep`` so they are not
-        judged again, or raise ``error`` when there is nothing judged to keep (the jobs
-        go back to the queue, as when the claim failed) or no way to keep it."""
-        if keep is None or not (batch.verdicts or batch.dead_letters):
+        """The store is unavailable: hand the judged rows to ``save.keep`` so they are not
+        judged again, or raise ``error`` when nothing of this batch was judged (the jobs
+        go back to the queue, as when the claim failed) or there is no way to keep it."""
+        judged = bool(batch.verdicts or batch.dead_letters or save.kept)
+        if save.keep is None or not judged:
             raise error
         job_of = {item.key: item.job for item in pending}
         try:
-            keep(UnsavedBatch(owner=owner, verdicts=tuple(batch.verdicts),
-                              jobs=tuple(job_of[record.key] for record in batch.verdicts),
-                              dead_letters=tuple(batch.dead_letters),
-                              release=tuple(batch.release)))
+            save.keep(UnsavedBatch(owner=save.owner, verdicts=tuple(batch.verdicts),
+                                   jobs=tuple(job_of[record.key] for record in batch.verdicts),
+                                   dead_letters=tuple(batch.dead_letters),
+                                   release=tuple(batch.release)))
         except Exception as exc:
             logger.warning("cannot keep %d judged verdict(s) for saving: %s",
                            len(batch.verdicts), exc)
             raise error from exc
-        for index, outcome in enumerate(batch.outcomes):
-            if outcome is not None and outcome.kind == "stored":
-                batch.outcomes[index] = replace(outcome, kind="kept")
+        save.kept = True
+        kept = {record.key for record in batch.verdicts}
+        for item in pending:
+            outcome = batch.outcomes[item.index]
+            if item.key in kept and outcome is not None and outcome.kind == "stored":
+                batch.outcomes[item.index] = replace(outcome, kind="kept")
 
-    def _observe(self, records: Sequence[VerdictRecord], pending: Sequence[_Pending]) -> None:
-        """Count verdicts, scores, lag, tokens, cost and judge failures (Prometheus)."""
+    def _observe(self, records: Sequence[VerdictRecord]) -> None:
+        """Count verdicts, scores, lag, tokens and cost (Prometheus)."""
         if self.telemetry is None:
             return
         for record in records:
@@ -267,6 +334,11 @@ class Evaluator:
                 metric=record.key.metric, judge_model=record.key.judge_model,
                 prompt_tokens=record.prompt_tokens, completion_tokens=record.completion_tokens,
                 cost_usd=record.cost_usd)
+
+    def _observe_errors(self, pending: Sequence[_Pending]) -> None:
+        """Count judge failures, re-asked replies included (Prometheus)."""
+        if self.telemetry is None:
+            return
         for item in pending:
             if item.error is not None:
                 self.telemetry.record_judge_error(metric=item.metric.name,
@@ -351,21 +423,6 @@ class Evaluator:
             response_format=response_format_for(metric, supported=self.formats.mode_for(model)),
             metric=metric.name,
         )
-
-    def _ask_judge(self, pending: list[_Pending]) -> None:
-        """All first calls at once, then one re-ask for each unusable reply, at once."""
-        for item, answer in zip(pending, self.judge.complete_many(
-                [item.request for item in pending]), strict=True):
-            item.take(answer)
-        if not self.options.reask_on_invalid:
-            return
-        reask = [item for item in pending if isinstance(item.result, ParseFailure)
-                 and item.error is None]
-        for item in reask:
-            item.first_failure = item.result  # type: ignore[assignment]
-        for item, answer in zip(reask, self.judge.complete_many(
-                [item.follow_up() for item in reask]), strict=True):
-            item.take(answer)
 
     def _conclude(self, item: _Pending, batch: _Batch) -> None:
         if isinstance(item.error, JudgeRejected) and item.error.is_access_problem:

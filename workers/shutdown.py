@@ -16,11 +16,12 @@ do; re-publishing puts the job back at once, on every broker, through the same
 path as every other retry, and the publish is confirmed before the ack. Nothing
 is lost: the message is acknowledged only after its copy is on the broker (a
 crash in between leaves both, and the claim makes the second run a no-op). Nothing
-is judged into two verdicts: no verdict of the batch was stored (a batch stores
-its verdicts in one transaction at the end), the copy keeps the message id, so it
-takes over the claims of its own keys at once, and a verdict key holds one verdict.
-The cost: judge calls in flight at the deadline are made again by the next
-worker (they are counted by the judge simulator in the tests).
+is judged into two verdicts or twice: the verdicts the batch judged before the
+deadline are stored already (each as its answer arrived), so the copy finds them
+at its claim; it keeps the message id, so it takes over the claims of its other
+keys at once; and a verdict key holds one verdict. The cost: judge calls in
+flight at the deadline are made again by the next worker (they are counted by
+the judge simulator in the tests).
 
 Celery 5.5+ has a "soft shutdown" (``worker_soft_shutdown_timeout``) that does
 something close for SIGQUIT, or SIGTERM with ``REMAP_SIGTERM=SIGQUIT``: it sleeps
@@ -32,9 +33,10 @@ still waits for those threads, so it cannot exit before the judge answers.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
@@ -42,8 +44,12 @@ from celery.signals import worker_shutting_down
 
 from evalfleet.core.errors import JudgeError, WorkerShuttingDown
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
+from workers.judge.base import Answered
 
 logger = logging.getLogger(__name__)
+
+#: Seconds between two looks at the deadline while a task thread waits for answers.
+DEADLINE_POLL_S = 0.2
 
 
 class ShutdownDeadline:
@@ -146,9 +152,72 @@ class DeadlineJudge(JudgeClient):
                 "unanswered")
         return result.result()
 
+    def answers(self, requests: Sequence[JudgeRequest], *,
+                gather_s: float = 0.0) -> Iterator[list[Answered]]:
+        """See :meth:`JudgeClient.answers`: the inner client's answers, as they arrive.
+
+        Raises:
+            WorkerShuttingDown: When the grace period ends before the judge answered
+                them all (the answers already handed over stay handed over).
+        """
+        if self._deadline.expired:
+            raise WorkerShuttingDown("the worker is shutting down: not calling the judge")
+        if not requests:
+            return
+        arrived: queue.SimpleQueue[list[Answered] | BaseException | None] = queue.SimpleQueue()
+        helper = threading.Thread(target=_drain_into, args=(self.inner, requests, arrived),
+                                  kwargs={"gather_s": gather_s}, name="judge-wait",
+                                  daemon=True)
+        helper.start()
+        remaining = len(requests)
+        while remaining:
+            chunk = self._next(arrived, remaining=remaining)
+            remaining -= len(chunk)
+            yield chunk
+
+    def _next(self, arrived: queue.SimpleQueue[list[Answered] | BaseException | None], *,
+              remaining: int) -> list[Answered]:
+        """The answers that arrived since the last look (waiting for one), or raise when
+        the grace period ends first."""
+        chunk: list[Answered] = []
+        while not chunk:
+            try:
+                item = arrived.get(timeout=DEADLINE_POLL_S)
+            except queue.Empty:
+                if self._deadline.expired:
+                    raise WorkerShuttingDown(
+                        f"the shutdown grace period ended with {remaining} judge "
+                        "request(s) unanswered") from None
+                continue
+            while True:
+                if isinstance(item, BaseException):
+                    raise item
+                if item is None:  # the inner client is done
+                    if len(chunk) < remaining:  # a broken client
+                        raise RuntimeError(f"the judge client left {remaining - len(chunk)} "
+                                           "request(s) unanswered")
+                    break
+                chunk.extend(item)
+                try:
+                    item = arrived.get_nowait()
+                except queue.Empty:
+                    break
+        return chunk
+
     def close(self) -> None:
         """See :meth:`JudgeClient.close`."""
         self.inner.close()
+
+
+def _drain_into(judge: JudgeClient, requests: Sequence[JudgeRequest],
+                arrived: queue.SimpleQueue[list[Answered] | BaseException | None], *,
+                gather_s: float) -> None:
+    try:
+        for chunk in judge.answers(requests, gather_s=gather_s):
+            arrived.put(chunk)
+        arrived.put(None)
+    except BaseException as exc:  # handed to the waiting task thread
+        arrived.put(exc)
 
 
 def _run_into(judge: JudgeClient, requests: Sequence[JudgeRequest],

@@ -22,9 +22,9 @@ from sqlalchemy import Table, create_engine, func, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 
-from evalfleet.store.base import VerdictKey, VerdictRecord
-from evalfleet.store.schema import verdict_samples, verdict_scores
-from evalfleet.store.sql import SqlStore, canary_rows, sample_rows, verdict_row
+from evalfleet.store.base import DeadLetter, VerdictKey, VerdictRecord
+from evalfleet.store.schema import verdict_scores
+from evalfleet.store.sql import SqlStore, canary_rows, verdict_row
 from evalfleet.store.storable import key_problem
 
 #: Claims the keys in ``:keys`` (a JSON array of keys with their digests) for
@@ -54,20 +54,36 @@ SELECT input.digest, input.digest IN (SELECT digest FROM settled),
 FROM input LEFT JOIN claims ON claims.key = input.digest
 """
 
-#: Inserts the verdicts in ``:rows`` (a JSON array of rows) that are new, with the
-#: non-null scores of the production ones (the series alerts read), and returns the new
-#: verdicts' ids and keys. ``{columns}``: the rows' fields.
+#: Inserts the verdicts in ``:rows`` (a JSON array of rows, each with its kept sample
+#: under ``sample``) that are new, with the non-null scores of the production ones (the
+#: series alerts read) and their samples, drops ``:owner``'s claims on the digests in
+#: ``:release`` (a JSON array), and returns the new verdicts' ids and keys.
+#: ``{columns}``: the verdict rows' fields.
 _INSERT_VERDICTS = """
-WITH new AS (
+WITH input AS (
+    SELECT CAST(:rows AS jsonb) AS rows
+), new AS (
     INSERT INTO verdicts ({columns})
-    SELECT {columns} FROM jsonb_populate_recordset(NULL::verdicts, CAST(:rows AS jsonb))
+    SELECT {columns} FROM jsonb_populate_recordset(NULL::verdicts, (SELECT rows FROM input))
     ON CONFLICT DO NOTHING
-    RETURNING id, sample_id, metric, prompt_version, judge_model, purpose, scores, sample_ts
+    RETURNING id, sample_id, metric, prompt_version, judge_model, purpose, scores, sample_ts,
+              created_at
 ), scored AS (
     INSERT INTO verdict_scores (verdict_id, name, metric, value, sample_ts)
     SELECT new.id, score.key, new.metric, CAST(score.value AS float8), new.sample_ts
     FROM new, jsonb_each(new.scores) AS score
     WHERE jsonb_typeof(score.value) = 'number' AND new.purpose = 'production'
+), kept AS (
+    INSERT INTO verdict_samples (verdict_id, created_at, sample)
+    SELECT new.id, new.created_at, given.sample
+    FROM new JOIN jsonb_to_recordset((SELECT rows FROM input)) AS given(
+        sample_id text, metric text, prompt_version text, judge_model text, sample jsonb)
+        USING (sample_id, metric, prompt_version, judge_model)
+    WHERE jsonb_typeof(given.sample) = 'object'
+), released AS (
+    DELETE FROM claims
+    WHERE owner = :owner AND key IN (
+        SELECT jsonb_array_elements_text(CAST(:release AS jsonb)))
 )
 SELECT id, sample_id, metric, prompt_version, judge_model FROM new
 """
@@ -121,20 +137,35 @@ class PostgresStore(SqlStore):
                 held[digest] = held_until
         return done, taken, held
 
+    def save_rows(self, conn: Connection, records: list[VerdictRecord],
+                  letters: list[DeadLetter], *, release: Sequence[str], owner: str) -> int:
+        """See :meth:`SqlStore.save_rows`: verdicts, their scores and samples, and the
+        claims to drop in one statement (:data:`_INSERT_VERDICTS`); one more for dead
+        letters, when there are any."""
+        if letters:
+            self._insert_dead_letters(conn, letters)
+        if not records:
+            return super().save_rows(conn, [], [], release=release, owner=owner)
+        return self._write_verdicts(conn, records, release=release, owner=owner)
+
     def _insert_verdicts(self, conn: Connection, records: Sequence[VerdictRecord]) -> int:
+        return self._write_verdicts(conn, records, release=(), owner="")
+
+    def _write_verdicts(self, conn: Connection, records: Sequence[VerdictRecord], *,
+                        release: Sequence[str], owner: str) -> int:
         rows = [verdict_row(record) for record in records]
         # Column names come from the store's own row builder, never from input.
         statement = text(_INSERT_VERDICTS.format(columns=", ".join(rows[0])))
-        new_ids = {VerdictKey(*row[1:]): row[0] for row in conn.execute(
-            statement, {"rows": json.dumps(rows, default=_json_value)})}
+        for row, record in zip(rows, records, strict=True):
+            row["sample"] = record.sample
+        new = conn.execute(statement, {
+            "rows": json.dumps(rows, default=_json_value), "owner": owner,
+            "release": json.dumps(list(release))}).all()
         # Canary series are few (a slice of a gold set per beat): a plain insert.
-        canaries = canary_rows(records, new_ids)
+        canaries = canary_rows(records, {VerdictKey(*row[1:]): row[0] for row in new})
         if canaries:
             conn.execute(verdict_scores.insert(), canaries)
-        samples = sample_rows(records, new_ids)
-        if samples:
-            conn.execute(verdict_samples.insert(), samples)
-        return len(new_ids)
+        return len(new)
 
 
 def _with_psycopg(url: str) -> str:

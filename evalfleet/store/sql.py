@@ -158,23 +158,35 @@ class SqlStore(VerdictStore):
     def _save_rows(self, records: list[VerdictRecord], letters: list[DeadLetter], *,
                    release: Sequence[VerdictKey], owner: str, one_by_one: bool,
                    on_rejected: RejectedVerdict | None) -> int:
-        inserted = 0
+        keys = sorted({key.digest() for key in release})
         with self._transaction() as conn:
-            if one_by_one:
-                for record in records:
-                    try:
-                        with translate_errors(), conn.begin_nested():
-                            inserted += self._insert_verdicts(conn, [record])
-                    except StoreRejected as exc:
-                        assert on_rejected is not None
-                        letters.append(storable_dead_letter(on_rejected(record, exc)))
-            elif records:
-                inserted = self._insert_verdicts(conn, records)
-            if letters:
-                self._insert_dead_letters(conn, letters)
-            keys = sorted({key.digest() for key in release})
-            if keys:
-                conn.execute(delete(claims).where(claims.c.key.in_(keys), claims.c.owner == owner))
+            if not one_by_one:
+                return self.save_rows(conn, records, letters, release=keys, owner=owner)
+            inserted = 0
+            for record in records:
+                try:
+                    with translate_errors(), conn.begin_nested():
+                        inserted += self._insert_verdicts(conn, [record])
+                except StoreRejected as exc:
+                    assert on_rejected is not None
+                    letters.append(storable_dead_letter(on_rejected(record, exc)))
+            inserted += self.save_rows(conn, [], letters, release=keys, owner=owner)
+        return inserted
+
+    def save_rows(self, conn: Connection, records: list[VerdictRecord],
+                  letters: list[DeadLetter], *, release: Sequence[str], owner: str) -> int:
+        """The save's writes inside its transaction (dialects may do them in fewer trips):
+        the verdicts with their scores and samples, the dead letters, and dropping
+        ``owner``'s claims on the ``release`` digests.
+
+        Returns:
+            How many verdicts were new.
+        """
+        inserted = self._insert_verdicts(conn, records) if records else 0
+        if letters:
+            self._insert_dead_letters(conn, letters)
+        if release:
+            conn.execute(delete(claims).where(claims.c.key.in_(release), claims.c.owner == owner))
         return inserted
 
     def _insert_dead_letters(self, conn: Connection, letters: Sequence[DeadLetter]) -> None:

@@ -234,6 +234,13 @@ class ChaosRun:
         return {by_digest[row[0]] for row in self._query("SELECT key FROM claims")
                 if row[0] in by_digest}
 
+    def open_calls(self) -> set[str]:
+        """Samples with a judge call sent and not answered yet (the simulator's view)."""
+        stats = self.sim.stats()
+        calls, answered = stats["by_prompt"], stats["answered_by_prompt"]
+        return {sample_id for sample_id, expected in self.expected.items()
+                if calls.get(expected.prompt, 0) > answered.get(expected.prompt, 0)}
+
     def answered(self) -> dict[str, int]:
         """200 replies per sample so far."""
         return self._per_sample(self.sim.stats()["answered_by_prompt"])

@@ -6,8 +6,10 @@ explains:
 
 ``sigkill``
     kills x task threads x batch size in all, at most one per kill for a sample, and
-    only for samples claimed when a worker died: a killed worker loses the answers of
-    the batches its task threads held, judged or not, since a batch is stored at once.
+    only for samples claimed when a worker died. What a kill actually wastes is the
+    calls in flight (request sent, verdict not yet durable), since each verdict is
+    stored as its answer arrives: the run notes them, from the simulator's open
+    requests just before each kill, beside the extra calls.
 ``redis_restart``
     none: workers and database stay up, so every answer is stored; what the broker
     lost track of comes back and finds its verdict.
@@ -32,7 +34,7 @@ from pathlib import Path
 
 from evalfleet.core.message import Job
 from evalfleet.judgesim import RunningSim
-from tests.chaos.books import Allowance, RunResult
+from tests.chaos.books import Allowance, RunResult, extra_calls
 from tests.chaos.fleet import ChaosRun
 from tests.chaos.services import ChaosServices
 from tests.helpers import WorkerProcess
@@ -59,11 +61,13 @@ def sigkill(services: ChaosServices, sim: RunningSim, log_dir: Path) -> RunResul
         workers = [run.start_worker(["rag_qa"], concurrency=concurrency) for _ in range(2)]
         held = task_slots(run.settings, concurrency=concurrency) * run.settings.batch_size
         explained: set[str] = set()
+        open_at_kills: set[str] = set()
         run.wait_verdicts(60)
         kills = 0
         for index in range(2):
             if index and run.wait_settled(timeout_s=0) is not None:
                 break  # nothing left in flight to kill
+            open_at_kills |= run.open_calls()
             explained |= _kill_and_restart(run, workers, index, concurrency=concurrency)
             kills += 1
         run.disturbance_over()
@@ -72,7 +76,13 @@ def sigkill(services: ChaosServices, sim: RunningSim, log_dir: Path) -> RunResul
             reason=f"{kills} kill(s) x {held} jobs a worker holds "
                    f"({held // run.settings.batch_size} task threads x batch of "
                    f"{run.settings.batch_size}); only samples claimed when a worker died")
-        return run.finish(allowance, drain_timeout_s=60)
+        result = run.finish(allowance, drain_timeout_s=60)
+        wasted = set(extra_calls(run.ledger()))
+        run.note(f"extra judge calls {result.figures.extra_judge_calls} against "
+                 f"{len(open_at_kills)} calls in flight at the kills (the simulator's open "
+                 f"requests of both workers); extra calls of samples not in flight at a "
+                 f"kill: {len(wasted - open_at_kills)}")
+        return _with(result, [], notes=run.notes)
     finally:
         run.close()
 

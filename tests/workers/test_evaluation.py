@@ -6,7 +6,7 @@ verdict, the re-ask, the retry decision or the dead letter.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from evalfleet.core.budget import Price, budget_day
+from evalfleet.core.errors import JudgeError, WorkerShuttingDown
 from evalfleet.core.message import Job, new_job
 from evalfleet.core.metric import load_registry
 from evalfleet.core.sample import parse_sample
@@ -25,9 +26,12 @@ from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import (
     AsyncHttpJudge,
     JudgeClient,
+    JudgeReply,
+    JudgeRequest,
     JudgeRunner,
     OpenAIJudge,
 )
+from workers.judge.base import Answered
 from workers.renderer import render_messages
 from workers.telemetry import Telemetry
 
@@ -386,3 +390,60 @@ def test_the_verdict_keeps_the_sample_it_judged(store: SqlStore, judge: JudgeCli
         "reference": SAMPLE["reference"], "fields": {"evaluation_goal": "balanced"}}
     (plain,) = store.iter_verdicts()
     assert plain.sample is None  # read only when asked for
+
+
+class _OneByOne(JudgeClient):
+    """Hands the answers of ``judge`` over one at a time, noting the verdicts stored when
+    each is taken; raises ``stop`` once ``stop_after`` answers were taken."""
+
+    def __init__(self, judge: JudgeClient, store: SqlStore, *, stop_after: int | None = None,
+                 stop: Exception | None = None) -> None:
+        self.judge, self.store = judge, store
+        self.stop_after, self.stop = stop_after, stop
+        self.stored_when_taken: list[int] = []
+
+    def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
+        return self.judge.complete_many(requests)
+
+    def answers(self, requests: Sequence[JudgeRequest], *,
+                gather_s: float = 0.0) -> Iterator[list[Answered]]:
+        for chunk in self.judge.answers(requests):
+            for answered in chunk:
+                if len(self.stored_when_taken) == self.stop_after and self.stop is not None:
+                    raise self.stop
+                self.stored_when_taken.append(self.store.counts().verdicts)
+                yield [answered]
+
+
+def test_each_verdict_is_stored_before_the_next_answer_is_taken(
+    store: SqlStore, judge: JudgeClient, sim: RunningSim,
+) -> None:
+    one_by_one = _OneByOne(judge, store)
+    evaluator = Evaluator(registry=load_registry(), store=store, judge=one_by_one,
+                          options=EvaluatorOptions(judge_model="judge-sim"))
+    outcomes = evaluator.run_batch([job(id=f"req-{n}") for n in range(4)], owner="m1")
+    assert [outcome.kind for outcome in outcomes] == ["stored"] * 4
+    assert one_by_one.stored_when_taken == [0, 1, 2, 3]
+    assert store.counts().verdicts == 4
+
+
+def test_a_batch_stopped_midway_keeps_its_stored_verdicts_and_judges_only_the_rest(
+    store: SqlStore, judge: JudgeClient, sim: RunningSim,
+) -> None:
+    jobs = [job(id=f"req-{n}") for n in range(5)]
+    stopping = _OneByOne(judge, store, stop_after=2, stop=WorkerShuttingDown("deadline"))
+    options = EvaluatorOptions(judge_model="judge-sim")
+    with pytest.raises(WorkerShuttingDown):
+        Evaluator(registry=load_registry(), store=store, judge=stopping,
+                  options=options).run_batch(jobs, owner="m1")
+    assert store.counts().verdicts == 2
+    # The message comes back under the same id: the two stored verdicts are found at
+    # the claim, the other three judged.
+    again = Evaluator(registry=load_registry(), store=store, judge=judge,
+                      options=options).run_batch(jobs, owner="m1")
+    assert sorted(outcome.kind for outcome in again) == ["duplicate"] * 2 + ["stored"] * 3
+    assert store.counts().verdicts == 5
+    # The http client sends all five at once; the openai client one at a time (the
+    # third was answered when the worker stopped).
+    calls = 5 if isinstance(judge, JudgeRunner) else 3
+    assert sim.stats()["requests"] == calls + 3

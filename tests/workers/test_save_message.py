@@ -25,6 +25,7 @@ from tests.helpers import WorkerProcess, allow_connections, wait_until
 from workers.app import create_app
 from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeClient, JudgeReply, JudgeRequest, JudgeRunner
+from workers.judge.base import Answered
 from workers.save_message import SAVE_TASK, UnsavedBatch, decode_save, encode_save
 
 NOW = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
@@ -92,14 +93,38 @@ class _DatabaseGoesAway(JudgeClient):
         return self.judge.complete_many(requests)
 
 
-@pytest.fixture
-def outage(store: SqlStore, database_url: str, sim: RunningSim) -> Iterator[Evaluator]:
-    """An evaluator whose database stops taking connections while the judge answers."""
+class _DatabaseGoesAwayMidway(JudgeClient):
+    """Hands the answers of ``judge`` over one by one, and stops the database taking
+    connections once the first is taken (it is stored by then)."""
+
+    def __init__(self, judge: JudgeClient, *, admin_url: str, database: str) -> None:
+        self.judge, self.admin_url, self.database = judge, admin_url, database
+
+    def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
+        return self.judge.complete_many(requests)
+
+    def answers(self, requests: Sequence[JudgeRequest], *,
+                gather_s: float = 0.0) -> Iterator[list[Answered]]:
+        taken = 0
+        for chunk in self.judge.answers(requests):
+            for answered in chunk:
+                if taken == 1:
+                    allow_connections(self.admin_url, self.database, allow=False)
+                taken += 1
+                yield [answered]
+
+
+@pytest.fixture(params=["before", "midway"])
+def outage(request: pytest.FixtureRequest, store: SqlStore, database_url: str,
+           sim: RunningSim) -> Iterator[Evaluator]:
+    """An evaluator whose database stops taking connections while the judge answers:
+    before the first answer, or once the first answer is stored."""
     database = database_url.rsplit("/", 1)[1]
     admin_url = database_url.rsplit("/", 1)[0].replace("+psycopg", "") + "/postgres"
     runner = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
                                         max_connections=8), concurrency=8)
-    judge = _DatabaseGoesAway(runner, admin_url=admin_url, database=database)
+    going = _DatabaseGoesAway if request.param == "before" else _DatabaseGoesAwayMidway
+    judge = going(runner, admin_url=admin_url, database=database)
     try:
         yield Evaluator(registry=load_registry(), store=store, judge=judge,
                         options=EvaluatorOptions(judge_model="judge-sim"))
@@ -120,21 +145,31 @@ def test_verdicts_judged_when_the_database_went_away_are_handed_over_not_judged_
 ) -> None:
     kept: list[UnsavedBatch] = []
     outcomes = outage.run_batch(_jobs(3), owner="delivery-1", keep=kept.append)
-    assert [outcome.kind for outcome in outcomes] == ["kept"] * 3
-    (batch,) = kept
-    assert [job.sample.id for job in batch.jobs] == ["req-0", "req-1", "req-2"]
-    assert [r.key.sample_id for r in batch.verdicts] == ["req-0", "req-1", "req-2"]
-    assert batch.owner == "delivery-1"
-    database = database_url.rsplit("/", 1)[1]
-    allow_connections(database_url.rsplit("/", 1)[0].replace("+psycopg", "") + "/postgres",
-                       database, allow=True)
-    again = decode_save(encode_save(batch))  # as the save task reads it
-    assert store.save(verdicts=again.verdicts, dead_letters=again.dead_letters,
-                      release=again.release, owner=again.owner) == 3
-    assert store.save(verdicts=again.verdicts, owner=again.owner) == 0  # idempotent
+    stored_before = [r.key.sample_id for r in _verdicts_while_away(store, database_url)]
+    kinds = [outcome.kind for outcome in outcomes]
+    assert kinds == ["stored" if f"req-{n}" in stored_before else "kept" for n in range(3)]
+    assert len(stored_before) == (0 if isinstance(outage.judge, _DatabaseGoesAway) else 1)
+    assert all(batch.owner == "delivery-1" for batch in kept)
+    assert all([job.sample.id for job in batch.jobs] == [r.key.sample_id for r in batch.verdicts]
+               for batch in kept)
+    assert sorted([*stored_before, *(r.key.sample_id for batch in kept
+                                     for r in batch.verdicts)]) == ["req-0", "req-1", "req-2"]
+    for batch in kept:
+        again = decode_save(encode_save(batch))  # as the save task reads it
+        assert store.save(verdicts=again.verdicts, dead_letters=again.dead_letters,
+                          release=again.release, owner=again.owner) == len(again.verdicts)
+        assert store.save(verdicts=again.verdicts, owner=again.owner) == 0  # idempotent
     assert sorted(r.key.sample_id for r in store.iter_verdicts()) == ["req-0", "req-1",
                                                                       "req-2"]
     assert sim.stats()["requests"] == 3
+
+
+def _verdicts_while_away(store: SqlStore, database_url: str) -> list[VerdictRecord]:
+    """Let the database take connections again; the verdicts it held before."""
+    database = database_url.rsplit("/", 1)[1]
+    allow_connections(database_url.rsplit("/", 1)[0].replace("+psycopg", "") + "/postgres",
+                       database, allow=True)
+    return list(store.iter_verdicts())
 
 
 def test_without_a_way_to_keep_them_the_outage_is_raised(outage: Evaluator) -> None:

@@ -105,9 +105,10 @@ def produce_and_start(settings: Settings, sim: RunningSim, tmp_path: Path,
     return worker
 
 
-def one_verdict_each(settings: Settings) -> Counter[str]:
+def one_verdict_each(settings: Settings, *, samples: int = SAMPLES,
+                     prefix: str = "term") -> Counter[str]:
     per_sample = Counter(verdict["sample_id"] for verdict in export(settings))
-    assert set(per_sample) == {f"term-{n:04d}" for n in range(SAMPLES)}
+    assert set(per_sample) == {f"{prefix}-{n:04d}" for n in range(samples)}
     assert set(per_sample.values()) == {1}
     return per_sample
 
@@ -163,3 +164,72 @@ def test_sigterm_puts_back_jobs_still_waiting_at_the_deadline(
     assert store.counts().dead_letters == 0
     print(f"\nshutdown at the deadline: {exit_s:.2f} s (grace {settings.shutdown_grace_s:g} s, "
           f"judge latency 10 s, {CONCURRENCY} calls abandoned and made again)")
+
+
+#: Judge calls the killed worker keeps in flight.
+KILL_CONCURRENCY = 8
+#: Samples of the SIGKILL test: three messages of 16, two held by the worker's threads.
+KILL_SAMPLES = 48
+#: Calls the judge answers before it stops answering (each verdict durable at once).
+ANSWERED_BEFORE_KILL = 12
+
+
+def _stable_before_kill(sim: RunningSim, store: VerdictStore, worker: WorkerProcess,
+                        looks: list[int]) -> bool:
+    """Every answer so far is stored, the worker's calls in flight are the held ones and
+    both its deliveries still run (no held call timed out yet), in two looks in a row."""
+    stats = sim.stats()
+    answered = sum(stats["answered_by_prompt"].values())
+    steady = (stats["in_flight"] == KILL_CONCURRENCY and answered == ANSWERED_BEFORE_KILL
+              and stats["requests"] == ANSWERED_BEFORE_KILL + KILL_CONCURRENCY
+              and store.counts().verdicts == answered
+              and b"succeeded" not in worker.log_path.read_bytes())
+    looks.append(int(steady))
+    return looks[-2:] == [1, 1]
+
+
+@EVERY_BROKER
+def test_sigkill_wastes_only_the_judge_calls_in_flight(
+    settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
+    store: VerdictStore, tmp_path: Path,
+) -> None:
+    # The held calls time out after judge_timeout_s: the kill comes well before. The
+    # visibility timeout is just above two judge calls, so the killed worker's messages
+    # come back within a minute.
+    settings = settings.model_copy(update={"judge_timeout_s": 15, "visibility_timeout_s": 33,
+                                           "claim_lease_s": 31, "batch_size": 16})
+    # The first calls are answered at once; the next KILL_CONCURRENCY are held (far past
+    # the judge timeout), so the worker sits with its slots full and nothing moves: then
+    # the calls in flight are known. Later calls (after the restart) answer at once.
+    sim.script([{"match": "", "then": "default",
+                 "replies": [{"delay_ms": 5}] * ANSWERED_BEFORE_KILL
+                 + [{"delay_ms": 600_000}] * KILL_CONCURRENCY}])
+    samples = make_samples(KILL_SAMPLES, prefix="kill")
+    assert cli(settings, "produce", str(write_jsonl(tmp_path / "s.jsonl", samples)),
+               "--metric", "rag_qa").exit_code == 0
+    worker = start_worker(settings, queues=["rag_qa"], concurrency=KILL_CONCURRENCY)
+    looks: list[int] = []
+    wait_until(lambda: _stable_before_kill(sim, store, worker, looks), timeout_s=60,
+               interval_s=0.3,
+               what=f"{ANSWERED_BEFORE_KILL} answers stored and {KILL_CONCURRENCY} calls "
+                    "in flight")
+    at_kill = sim.stats()
+    in_flight = set(at_kill["by_prompt"]) - set(at_kill["answered_by_prompt"])
+    worker.kill()
+    assert b"succeeded" not in worker.log_path.read_bytes()  # killed before any timeout
+    stored_at_kill = {verdict["sample_id"] for verdict in export(settings)}
+    assert len(stored_at_kill) == ANSWERED_BEFORE_KILL
+    start_worker(settings, queues=["rag_qa"], concurrency=KILL_CONCURRENCY)
+    wait_until(lambda: store.counts().verdicts == KILL_SAMPLES, timeout_s=120,
+               what="every verdict after the restart")
+    one_verdict_each(settings, samples=KILL_SAMPLES, prefix="kill")
+    calls = sim.stats()["by_prompt"]
+    extra = sum(calls.values()) - KILL_SAMPLES
+    # Only calls in flight at the kill were made again: none of the answered ones.
+    assert extra <= KILL_CONCURRENCY, (extra, calls)
+    again = {prompt for prompt, count in calls.items() if count > 1}
+    assert again <= in_flight
+    assert len(again) == extra
+    assert store.counts().dead_letters == 0
+    print(f"\nSIGKILL with {KILL_CONCURRENCY} calls in flight and {ANSWERED_BEFORE_KILL} "
+          f"answered: {extra} extra judge calls")

@@ -9,7 +9,7 @@ one place, and never retry on their own: retries belong to the worker.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +77,10 @@ def reported(value: object) -> str | None:
     return value[:MAX_IDENTITY] if isinstance(value, str) and value else None
 
 
+#: One answer of :meth:`JudgeClient.answers`: the request's index and its reply or error.
+Answered = tuple[int, JudgeReply | JudgeError]
+
+
 class JudgeClient(ABC):
     """Sends chat completions to a judge."""
 
@@ -89,6 +93,27 @@ class JudgeClient(ABC):
             :class:`~evalfleet.core.errors.JudgeError` that request ended with
             (``JudgeUnavailable`` carries Retry-After).
         """
+
+    def answers(self, requests: Sequence[JudgeRequest], *,
+                gather_s: float = 0.0) -> Iterator[list[Answered]]:
+        """Send the requests and yield their answers as they arrive.
+
+        Each item holds every answer that arrived since the previous item was taken (at
+        least one), so a caller that stores each item in one statement stores answers
+        that arrive together together. A client that cannot tell answers apart before
+        all are in (this default) yields them all at once.
+
+        Args:
+            requests: The calls to make.
+            gather_s: After an answer arrives, how long to wait for more to hand over
+                with it (clients that make one call at a time do not wait).
+
+        Yields:
+            ``(index, answer)`` pairs: the request's position in ``requests`` and what
+            :meth:`complete_many` would have returned for it.
+        """
+        if requests:
+            yield list(enumerate(self.complete_many(requests)))
 
     def close(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Release connections."""

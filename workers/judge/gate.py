@@ -26,14 +26,14 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from evalfleet.core.errors import JudgeDeferred, JudgeError, JudgeUnavailable
 from evalfleet.core.ratelimit import RateLimit
 from workers.breaker import Admission, CircuitBreaker
-from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
+from workers.judge.base import Answered, JudgeClient, JudgeReply, JudgeRequest
 from workers.limiter import RateLimiter
 
 logger = logging.getLogger(__name__)
@@ -191,6 +191,13 @@ class PacedJudge(JudgeClient):
     def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
         """See :meth:`JudgeClient.complete_many`: one request at a time, each through the gate."""
         return [self._one(request) for request in requests]
+
+    def answers(self, requests: Sequence[JudgeRequest], *,
+                gather_s: float = 0.0) -> Iterator[list[Answered]]:
+        """See :meth:`JudgeClient.answers`: one call at a time, each answer handed over
+        as soon as it is in (nothing to gather)."""
+        for index, request in enumerate(requests):
+            yield [(index, self._one(request))]
 
     def _one(self, request: JudgeRequest) -> JudgeReply | JudgeError:
         ticket = self._run(self._gate.enter(request))

@@ -17,7 +17,7 @@ import openai
 
 from evalfleet.core.backoff import parse_retry_after
 from evalfleet.core.errors import JudgeError, JudgeUnavailable
-from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
+from workers.judge.base import Answered, JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.http_judge import DEFAULT_BASE_URL
 from workers.judge.reply import DEFAULT_MAX_REPLY_BYTES, reply_from_body, too_large_reply
 from workers.judge.status import classify_status
@@ -54,6 +54,14 @@ class OpenAIJudge(JudgeClient):
             except JudgeError as exc:
                 results.append(exc)
         return results
+
+    def answers(self, requests: Sequence[JudgeRequest], *,
+                gather_s: float = 0.0) -> Iterator[list[Answered]]:
+        """See :meth:`JudgeClient.answers`: one call at a time, each answer handed over
+        as soon as it is in (nothing to gather)."""
+        for index, request in enumerate(requests):
+            (answer,) = self.complete_many([request])
+            yield [(index, answer)]
 
     def _complete(self, request: JudgeRequest) -> JudgeReply:
         started = time.perf_counter()

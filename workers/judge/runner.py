@@ -14,12 +14,14 @@ of holding a slot.
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 
 from evalfleet.core.errors import JudgeDeferred, JudgeError
 from workers.breaker import CircuitBreaker
-from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
+from workers.judge.base import Answered, JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.gate import CallGate, Pacing
 from workers.judge.http_judge import AsyncHttpJudge
 
@@ -51,6 +53,47 @@ class JudgeRunner(JudgeClient):
     async def _gather(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
         return list(await asyncio.gather(*(self._one(request) for request in requests)))
 
+    def answers(self, requests: Sequence[JudgeRequest], *,
+                gather_s: float = 0.0) -> Iterator[list[Answered]]:
+        """See :meth:`JudgeClient.answers`: each answer is handed over as it arrives.
+
+        Raises:
+            Exception: What a call raised that is no judge error (a bug), as soon as
+                it is taken.
+        """
+        if not requests:
+            return
+        arrived: queue.SimpleQueue[tuple[int, JudgeReply | JudgeError | BaseException]] = (
+            queue.SimpleQueue())
+        asyncio.run_coroutine_threadsafe(self._hand_over(requests, arrived.put), self._loop)
+        remaining = len(requests)
+        while remaining:
+            chunk = [arrived.get()]
+            until = time.monotonic() + gather_s
+            while len(chunk) < remaining:  # what arrives meanwhile goes in the same chunk
+                wait_s = until - time.monotonic()
+                try:
+                    chunk.append(arrived.get(timeout=wait_s) if wait_s > 0
+                                 else arrived.get_nowait())
+                except queue.Empty:
+                    break
+            remaining -= len(chunk)
+            yield [_answered(index, answer) for index, answer in chunk]
+
+    async def _hand_over(
+        self, requests: Sequence[JudgeRequest],
+        put: Callable[[tuple[int, JudgeReply | JudgeError | BaseException]], None],
+    ) -> None:
+        async def one(index: int, request: JudgeRequest) -> None:
+            try:
+                put((index, await self._one(request)))
+            except BaseException as exc:  # the waiting thread must not wait for ever
+                put((index, exc))
+                raise
+
+        await asyncio.gather(*(one(index, request) for index, request in enumerate(requests)),
+                             return_exceptions=True)
+
     async def _one(self, request: JudgeRequest) -> JudgeReply | JudgeError:
         async with self._slots:
             ticket = await self._gate.enter(request)
@@ -80,3 +123,9 @@ class JudgeRunner(JudgeClient):
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(CLOSE_TIMEOUT_S)
 
+
+
+def _answered(index: int, answer: JudgeReply | JudgeError | BaseException) -> Answered:
+    if not isinstance(answer, JudgeReply | JudgeError):
+        raise answer
+    return index, answer

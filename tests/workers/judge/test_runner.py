@@ -207,3 +207,35 @@ def test_a_call_that_wakes_up_after_its_slot_takes_a_fresh_one() -> None:
 
     assert asyncio.run(go()) is False
     assert len(waits) == 2  # a second slot, rather than going out in someone else's
+
+
+def test_answers_are_handed_over_as_they_arrive(sim: RunningSim) -> None:
+    client = AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=60,
+                            max_connections=8)
+    runner = JudgeRunner(client, concurrency=8)
+    sim.script([{"match": "answer 3.", "replies": [{"delay_ms": 30_000}]}])
+    try:
+        answers = runner.answers([request(n) for n in range(5)])
+        taken: list[int] = []
+        while len(taken) < 4:  # the four quick ones, without waiting for the slow one
+            chunk = next(answers)
+            assert all(isinstance(answer, JudgeReply) for _, answer in chunk)
+            taken += [index for index, _ in chunk]
+        assert sorted(taken) == [0, 1, 2, 4]
+        assert sim.stats()["in_flight"] == 1
+    finally:
+        runner.close()
+
+
+def test_every_client_hands_over_each_answer_once(runner: JudgeRunner,
+                                                  sim: RunningSim) -> None:
+    paced = PacedJudge(OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=5),
+                       endpoint=sim.base_url)
+    try:
+        for client in (runner, paced):
+            chunks = list(client.answers([request(n) for n in range(6)]))
+            assert sorted(index for chunk in chunks for index, _ in chunk) == list(range(6))
+            assert list(client.answers([])) == []
+    finally:
+        paced.close()
+    assert sim.stats()["requests"] == 12
