@@ -1,6 +1,6 @@
 """Chaos runs on real services, outside pytest: one table of what each disturbance cost.
 
-The same scenarios as ``tests/chaos`` (``tests/chaos/scenarios.py``): SIGKILL two
+The same scenarios as ``tests/chaos`` (``testkit/chaos/scenarios.py``): SIGKILL two
 workers in turn with jobs in flight; kill -9 Redis (AOF on) mid-run and restart it;
 stop Postgres for 30 s mid-run; a judge with 30% 429 (Retry-After 1 s), 10% 500 and
 5% 30-second hangs. Each runs on a Redis server and a PostgreSQL cluster of its own
@@ -28,10 +28,10 @@ import time
 from pathlib import Path
 
 from evalfleet.judgesim import SimConfig, start_in_thread
-from tests.chaos.books import Figures, RunResult
-from tests.chaos.fleet import clean_environment
-from tests.chaos.scenarios import SCENARIOS
-from tests.chaos.services import ChaosServices
+from testkit.chaos.books import Figures, RunResult
+from testkit.chaos.fleet import clean_environment
+from testkit.chaos.scenarios import SCENARIOS
+from testkit.chaos.services import ChaosServices
 
 
 def main() -> int:

@@ -49,7 +49,7 @@ from evalfleet.core.settings import Settings
 from evalfleet.store import migrate, open_store
 from evalfleet.web import UiOptions, create_app
 from evalfleet.web.pages import PageData
-from tests.served import Served
+from testkit.served import Served
 
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 

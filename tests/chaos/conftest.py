@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from evalfleet.judgesim import RunningSim, SimConfig, start_in_thread
-from tests.chaos.services import ChaosServices
+from testkit.chaos.services import ChaosServices
 
 
 def pytest_configure(config: pytest.Config) -> None:

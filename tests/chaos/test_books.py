@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.chaos.books import Allowance, Ledger, broken_guarantees, extra_calls
+from testkit.chaos.books import Allowance, Ledger, broken_guarantees, extra_calls
 
 NONE_WASTED = Allowance(total=0, per_sample=0, reason="nothing failed")
 

@@ -1,6 +1,6 @@
 """Chaos on real services, bounded in time (issue 7, item 6).
 
-Each scenario (``tests/chaos/scenarios.py``) must end with every accepted sample
+Each scenario (``testkit/chaos/scenarios.py``) must end with every accepted sample
 holding exactly one verdict or one dead letter, no verdict key stored twice, no
 judge call for a verdict already stored, and no more wasted judge answers than its
 disturbance explains. ``pytest -s tests/chaos`` prints the figures;
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from evalfleet.judgesim import RunningSim
-from tests.chaos import scenarios
-from tests.chaos.books import Figures, RunResult
-from tests.chaos.services import ChaosServices
+from testkit.chaos import scenarios
+from testkit.chaos.books import Figures, RunResult
+from testkit.chaos.services import ChaosServices
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(180)]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.served import Served
+from testkit.served import Served
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -25,7 +25,7 @@ from selenium.webdriver.common.by import By
 
 from evalfleet.cli.ui import build_ui_app
 from evalfleet.core.settings import Settings
-from tests.served import Served
+from testkit.served import Served
 
 pytestmark = pytest.mark.browser
 

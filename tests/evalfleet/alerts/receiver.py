@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tests.served import Served
+from testkit.served import Served
 
 
 @dataclass(frozen=True)

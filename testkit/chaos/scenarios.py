@@ -1,6 +1,6 @@
 """The four chaos scenarios of issue 7, each a function from services to a :class:`RunResult`.
 
-Each builds a :class:`~tests.chaos.fleet.ChaosRun`, disturbs it, and states the
+Each builds a :class:`~testkit.chaos.fleet.ChaosRun`, disturbs it, and states the
 bound on extra judge calls (200 replies not kept as the verdict) its disturbance
 explains:
 
@@ -34,10 +34,10 @@ from pathlib import Path
 
 from evalfleet.core.message import Job
 from evalfleet.judgesim import RunningSim
-from tests.chaos.books import Allowance, RunResult, extra_calls
-from tests.chaos.fleet import ChaosRun
-from tests.chaos.services import ChaosServices
-from tests.helpers import WorkerProcess
+from testkit.chaos.books import Allowance, RunResult, extra_calls
+from testkit.chaos.fleet import ChaosRun
+from testkit.chaos.services import ChaosServices
+from testkit.process import WorkerProcess
 from workers.runtime import task_slots
 
 #: Judge latency of every scenario: uniform between these, in milliseconds.

@@ -3,7 +3,7 @@
 A run enqueues samples, starts ``evalfleet worker`` processes, lets a scenario
 disturb the fleet, waits until every accepted sample has its verdict or dead
 letter and the broker holds no message, then checks its :class:`Ledger` with
-:func:`~tests.chaos.books.broken_guarantees`.
+:func:`~testkit.chaos.books.broken_guarantees`.
 
 While it runs, a watcher notes each sample's judge calls at the moment its
 verdict is first seen stored, so a call after that shows. The judge simulator
@@ -36,7 +36,7 @@ from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim, SimConfig, prompt_key
 from evalfleet.store import VerdictKey
 from producers.enqueuer import Enqueuer
-from tests.chaos.books import (
+from testkit.chaos.books import (
     Allowance,
     Figures,
     Ledger,
@@ -44,8 +44,8 @@ from tests.chaos.books import (
     broken_guarantees,
     extra_calls,
 )
-from tests.chaos.services import ChaosServices
-from tests.helpers import WorkerProcess
+from testkit.chaos.services import ChaosServices
+from testkit.process import WorkerProcess
 from workers.renderer import render_messages
 
 logger = logging.getLogger(__name__)
