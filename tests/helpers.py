@@ -12,8 +12,10 @@ from typing import Any
 import psycopg
 
 from evalfleet.core.errors import JudgeDeferred, JudgeError
+from evalfleet.core.settings import Settings
 from testkit.process import WorkerProcess as WorkerProcess  # shared with the benchmarks
 from testkit.process import wait_until as wait_until
+from workers.evaluation import EvaluatorOptions
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 
 
@@ -66,3 +68,9 @@ def allow_connections(admin_url: str, database: str, *, allow: bool) -> None:
         if not allow:
             admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                           "WHERE datname = %s AND pid <> pg_backend_pid()", [database])
+
+
+def evaluator_options(**settings: Any) -> EvaluatorOptions:
+    """The evaluator's options from settings with these changes (field names of
+    :class:`~evalfleet.core.settings.Settings`), as a worker builds them."""
+    return EvaluatorOptions.from_settings(Settings(**settings))

@@ -40,7 +40,7 @@ from evalfleet.core.errors import (
 )
 from evalfleet.core.message import AttemptFailure, Job, next_attempt
 from evalfleet.core.metric import Metric, MetricRegistry
-from evalfleet.core.settings import choose_judge_model
+from evalfleet.core.settings import Settings, choose_judge_model
 from evalfleet.core.spend import SpendLedger
 from evalfleet.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, VerdictStore
 from evalfleet.store.evidence import sample_content
@@ -80,21 +80,37 @@ BUSY_RETRY_MAX_S = 5.0
 
 @dataclass(frozen=True)
 class EvaluatorOptions:
-    """The settings the evaluator needs, resolved once at start-up."""
+    """The settings the evaluator needs, resolved once at start-up
+    (:meth:`from_settings`; the defaults are the settings' own)."""
 
     judge_model: str
-    judge_models: dict[str, str] = field(default_factory=dict)
-    response_format_support: Literal["json_schema", "json_object", "text"] = "json_schema"
-    reask_on_invalid: bool = True
-    max_attempts: int = 6
-    retry_base_s: float = 2.0
-    retry_max_s: float = 300.0
-    claim_lease_s: float = 300.0
-    access_pause_s: float = 300.0
-    prices: dict[str, Price] = field(default_factory=dict)
+    judge_models: dict[str, str]
+    response_format_support: Literal["json_schema", "json_object", "text"]
+    reask_on_invalid: bool
+    max_attempts: int
+    retry_base_s: float
+    retry_max_s: float
+    claim_lease_s: float
+    access_pause_s: float
+    prices: dict[str, Price]
     """Judge model prices, to cost each verdict."""
-    keep_samples: bool = True
+    keep_samples: bool
     """Store the sample content with each verdict (the evidence alerts show)."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> EvaluatorOptions:
+        """The options ``settings`` give (its judge and store groups)."""
+        judge = settings.judge
+        return cls(
+            judge_model=judge.judge_model, judge_models=dict(judge.judge_models),
+            response_format_support=judge.judge_response_format,
+            reask_on_invalid=judge.reask_on_invalid, max_attempts=judge.max_attempts,
+            retry_base_s=judge.retry_base_s, retry_max_s=judge.retry_max_s,
+            claim_lease_s=settings.store.claim_lease_s,
+            access_pause_s=judge.judge_access_pause_s,
+            prices={model: Price(*price) for model, price in judge.model_prices.items()},
+            keep_samples=settings.store.keep_samples,
+        )
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from evalfleet.core.budget import Price
 from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings
 from evalfleet.core.spend import SpendLedger
@@ -54,15 +53,7 @@ def build_runtime(settings: Settings, *, concurrency: int) -> Runtime:
     judge = build_judge(settings, concurrency=concurrency,
                         on_wait=lambda metric, wait_s: telemetry.record_limiter_wait(
                             metric=metric, wait_s=wait_s))
-    options = EvaluatorOptions(
-        judge_model=settings.judge_model, judge_models=settings.judge_models,
-        response_format_support=settings.judge_response_format,
-        reask_on_invalid=settings.reask_on_invalid, max_attempts=settings.max_attempts,
-        retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s,
-        claim_lease_s=settings.claim_lease_s, access_pause_s=settings.judge_access_pause_s,
-        prices={model: Price(*price) for model, price in settings.model_prices.items()},
-        keep_samples=settings.keep_samples,
-    )
+    options = EvaluatorOptions.from_settings(settings)
     shared = settings.resolved_shared_redis_url()
     spend = SpendLedger(shared) if shared else None
     formats = (RedisFormatSupport(settings.judge_response_format, url=shared,

@@ -24,22 +24,31 @@ from evalfleet.alerts.notifier import Notifier
 from evalfleet.alerts.outbox import Notification
 from evalfleet.core.backoff import compute_backoff
 from evalfleet.core.errors import ReceiverRejected, ReceiverUnavailable
+from evalfleet.core.settings import AlertSettings
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class DeliveryOptions:
-    """How hard to try."""
+    """How hard to try (:meth:`from_settings`; the defaults are the settings' own)."""
 
-    attempts: int = 4
+    attempts: int
     """HTTP attempts per notification in one pass."""
-    retry_base_s: float = 1.0
+    retry_base_s: float
     """Delay after the first failure; doubles per attempt, with jitter."""
-    retry_max_s: float = 60.0
+    retry_max_s: float
     """Longest delay."""
-    timeout_s: float = 10.0
+    timeout_s: float
     """Timeout of one request (sizes the lease)."""
+
+    @classmethod
+    def from_settings(cls, alerts: AlertSettings) -> DeliveryOptions:
+        """The options of the alert settings group."""
+        return cls(attempts=alerts.alert_delivery_attempts,
+                   retry_base_s=alerts.alert_retry_base_s,
+                   retry_max_s=alerts.alert_retry_max_s,
+                   timeout_s=alerts.alert_delivery_timeout_s)
 
     @property
     def lease_s(self) -> float:

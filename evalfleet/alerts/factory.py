@@ -54,10 +54,7 @@ def open_alert_engine(settings: Settings, *, telemetry: AlertTelemetry | None = 
             webhook_secret=secret.get_secret_value() if secret else None,
             external_url=settings.alert_external_url,
         )
-        options = DeliveryOptions(
-            attempts=settings.alert_delivery_attempts, retry_base_s=settings.alert_retry_base_s,
-            retry_max_s=settings.alert_retry_max_s, timeout_s=settings.alert_delivery_timeout_s,
-        )
+        options = DeliveryOptions.from_settings(settings.alerts)
         on_attempt = None
         if telemetry is not None:
             counter = telemetry.notifications

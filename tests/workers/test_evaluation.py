@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from evalfleet.core.budget import Price, budget_day
+from evalfleet.core.budget import budget_day
 from evalfleet.core.errors import JudgeError, WorkerShuttingDown
 from evalfleet.core.message import Job, new_job
 from evalfleet.core.metric import load_registry
@@ -21,8 +21,8 @@ from evalfleet.core.sample import parse_sample
 from evalfleet.core.spend import SpendLedger
 from evalfleet.judgesim import RunningSim, simulated_scores
 from evalfleet.store import SqlStore
-from tests.helpers import DeferringJudge
-from workers.evaluation import Evaluator, EvaluatorOptions
+from tests.helpers import DeferringJudge, evaluator_options
+from workers.evaluation import Evaluator
 from workers.judge import (
     AsyncHttpJudge,
     JudgeClient,
@@ -59,7 +59,7 @@ def judge(request: pytest.FixtureRequest, sim: RunningSim) -> Iterator[JudgeClie
 
 @pytest.fixture
 def evaluator(store: SqlStore, judge: JudgeClient) -> Iterator[Evaluator]:
-    options = EvaluatorOptions(judge_model="judge-sim", max_attempts=3, retry_base_s=0.5,
+    options = evaluator_options(judge_model="judge-sim", max_attempts=3, retry_base_s=0.5,
                                retry_max_s=10)
     yield Evaluator(registry=load_registry(), store=store, judge=judge, options=options,
                     jitter=lambda: 0.0)
@@ -289,8 +289,8 @@ def test_verdicts_are_costed_and_counted_against_the_day(
     store: SqlStore, judge: JudgeClient, redis_url: str,
 ) -> None:
     ledger = SpendLedger(redis_url)
-    options = EvaluatorOptions(judge_model="judge-sim",
-                               prices={"judge-sim": Price(1.0, 2.0)})
+    options = evaluator_options(judge_model="judge-sim",
+                               model_prices={"judge-sim": (1.0, 2.0)})
     evaluator = Evaluator(registry=load_registry(), store=store, judge=judge, options=options,
                           spend=ledger)
     evaluator.run_batch([job(id="a"), job(id="b")], owner="m1")
@@ -306,7 +306,7 @@ def test_verdicts_and_judge_failures_are_counted(store: SqlStore, judge: JudgeCl
     registry = CollectorRegistry()
     telemetry = Telemetry(registry=registry, segment_keys=["app"], max_segment_values=10)
     evaluator = Evaluator(registry=load_registry(), store=store, judge=judge,
-                          options=EvaluatorOptions(judge_model="judge-sim"), telemetry=telemetry)
+                          options=evaluator_options(judge_model="judge-sim"), telemetry=telemetry)
     sim.script([{"match": "Refunds take 9 days", "replies": [{"status": 503}],
                  "then": "repeat_last"}])
     evaluator.run_batch([job(id="a"), job(id="b"), job(id="c", context=["Refunds take 9 days."])],
@@ -324,7 +324,7 @@ def test_a_change_of_judge_identity_is_counted_once(store: SqlStore, judge: Judg
                                                     sim: RunningSim) -> None:
     registry = CollectorRegistry()
     evaluator = Evaluator(registry=load_registry(), store=store, judge=judge,
-                          options=EvaluatorOptions(judge_model="judge-sim"),
+                          options=evaluator_options(judge_model="judge-sim"),
                           telemetry=Telemetry(registry=registry))
     evaluator.run_batch([job(id="a"), job(id="b")], owner="m1")
     sim.configure(system_fingerprint="fp-2026-11-25")
@@ -351,7 +351,7 @@ def test_a_sample_missing_a_required_input_becomes_a_dead_letter(
 
 
 def test_per_metric_judge_model_keys_the_verdict(store: SqlStore, judge: JudgeClient) -> None:
-    options = EvaluatorOptions(judge_model="judge-a", judge_models={"rag_qa": "judge-b"})
+    options = evaluator_options(judge_model="judge-a", judge_models={"rag_qa": "judge-b"})
     evaluator = Evaluator(registry=load_registry(), store=store, judge=judge, options=options)
     evaluator.run(job(), owner="m1")
     (verdict,) = stored(store)
@@ -363,7 +363,7 @@ def test_a_deferred_call_pauses_the_queue_without_spending_an_attempt(
     wait_s: float, pause_s: float, store: SqlStore,
 ) -> None:
     evaluator = Evaluator(registry=load_registry(), store=store, judge=DeferringJudge(wait_s),
-                          options=EvaluatorOptions(judge_model="judge-sim", retry_max_s=300.0))
+                          options=evaluator_options(judge_model="judge-sim", retry_max_s=300.0))
     the_job = job()
     outcome = evaluator.run(the_job, owner="m1")
     assert outcome.kind == "paused" and outcome.retry_job == the_job  # attempt unchanged
@@ -377,7 +377,7 @@ def test_a_deferred_call_pauses_the_queue_without_spending_an_attempt(
 def test_the_verdict_keeps_the_sample_it_judged(store: SqlStore, judge: JudgeClient,
                                                 sim: RunningSim, keep: bool) -> None:
     script(sim, {"content": GOOD_RAG})
-    options = EvaluatorOptions(judge_model="judge-sim", keep_samples=keep)
+    options = evaluator_options(judge_model="judge-sim", keep_samples=keep)
     evaluator = Evaluator(registry=load_registry(), store=store, judge=judge, options=options)
     hostile = "<script>alert(1)</script> {{ x }} [EMAIL]"
     evaluator.run(job(output=hostile, fields={"evaluation_goal": "balanced"}), owner="m1")
@@ -420,7 +420,7 @@ def test_each_verdict_is_stored_before_the_next_answer_is_taken(
 ) -> None:
     one_by_one = _OneByOne(judge, store)
     evaluator = Evaluator(registry=load_registry(), store=store, judge=one_by_one,
-                          options=EvaluatorOptions(judge_model="judge-sim"))
+                          options=evaluator_options(judge_model="judge-sim"))
     outcomes = evaluator.run_batch([job(id=f"req-{n}") for n in range(4)], owner="m1")
     assert [outcome.kind for outcome in outcomes] == ["stored"] * 4
     assert one_by_one.stored_when_taken == [0, 1, 2, 3]
@@ -432,7 +432,7 @@ def test_a_batch_stopped_midway_keeps_its_stored_verdicts_and_judges_only_the_re
 ) -> None:
     jobs = [job(id=f"req-{n}") for n in range(5)]
     stopping = _OneByOne(judge, store, stop_after=2, stop=WorkerShuttingDown("deadline"))
-    options = EvaluatorOptions(judge_model="judge-sim")
+    options = evaluator_options(judge_model="judge-sim")
     with pytest.raises(WorkerShuttingDown):
         Evaluator(registry=load_registry(), store=store, judge=stopping,
                   options=options).run_batch(jobs, owner="m1")

@@ -21,9 +21,9 @@ from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import DeadLetter, SqlStore, VerdictKey, VerdictRecord
 from tests.brokers import EVERY_BROKER, broker_idle
-from tests.helpers import WorkerProcess, allow_connections, wait_until
+from tests.helpers import WorkerProcess, allow_connections, evaluator_options, wait_until
 from workers.app import create_app
-from workers.evaluation import Evaluator, EvaluatorOptions
+from workers.evaluation import Evaluator
 from workers.judge import AsyncHttpJudge, JudgeClient, JudgeReply, JudgeRequest, JudgeRunner
 from workers.judge.base import Answered
 from workers.save_message import SAVE_TASK, UnsavedBatch, decode_save, encode_save
@@ -127,7 +127,7 @@ def outage(request: pytest.FixtureRequest, store: SqlStore, database_url: str,
     judge = going(runner, admin_url=admin_url, database=database)
     try:
         yield Evaluator(registry=load_registry(), store=store, judge=judge,
-                        options=EvaluatorOptions(judge_model="judge-sim"))
+                        options=evaluator_options(judge_model="judge-sim"))
     finally:
         allow_connections(admin_url, database, allow=True)
         runner.close()

@@ -46,7 +46,7 @@ def dispatcher(engine: Engine, receiver: Receiver, *, attempts: int = 4,
     notifier = AlertmanagerNotifier(name="am", url=receiver.url, client=httpx.Client(timeout=5))
     return Dispatcher(engine=engine, notifiers={"am": notifier},
                       options=DeliveryOptions(attempts=attempts, retry_base_s=0.01,
-                                              retry_max_s=0.05),
+                                              retry_max_s=0.05, timeout_s=10.0),
                       clock=clock or (lambda: NOW))
 
 

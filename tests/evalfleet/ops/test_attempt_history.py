@@ -27,7 +27,8 @@ from evalfleet.core.metric import load_registry
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore
 from tests.evalfleet.ops.builders import job
-from workers.evaluation import Evaluator, EvaluatorOptions
+from tests.helpers import evaluator_options
+from workers.evaluation import Evaluator
 from workers.judge import AsyncHttpJudge, JudgeRunner
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -67,7 +68,7 @@ def test_a_bad_history_is_an_invalid_message(history: Any) -> None:
 def evaluator(store: SqlStore, sim: RunningSim) -> Iterator[Evaluator]:
     judge = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
                                        max_connections=4), concurrency=4)
-    options = EvaluatorOptions(judge_model="judge-sim", max_attempts=3, retry_base_s=0.1,
+    options = evaluator_options(judge_model="judge-sim", max_attempts=3, retry_base_s=0.1,
                                retry_max_s=1)
     yield Evaluator(registry=load_registry(), store=store, judge=judge, options=options,
                     jitter=lambda: 0.0, clock=lambda: T0)
