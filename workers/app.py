@@ -32,7 +32,7 @@ from evalfleet.broker.queues import (
     is_amqp,
     is_redis,
 )
-from evalfleet.core.errors import InvalidMessage, StoreUnavailable, WorkerShuttingDown
+from evalfleet.core.errors import InvalidMessage, RetryLater, StoreUnavailable, WorkerShuttingDown
 from evalfleet.core.log import install_secret_filter
 from evalfleet.core.message import (
     EVALUATE_TASK,
@@ -271,6 +271,14 @@ def run_message(task: Task, message: Any, runtime: Runtime, *,
         _publish(task, jobs, countdown_s=0.0, task_id=message_id)
         _pause_queue(task, runtime, queue=queue, pause_s=min(STORE_PAUSE_S, longest_s),
                      reason=f"{exc}", activity=activity)
+        return "retry"
+    except RetryLater as exc:
+        # Any other failure that may pass (the shared Redis away mid-batch...): back to
+        # the queue under the same id after the first retry delay, never a dead letter.
+        delay_s = min(runtime.evaluator.options.retry_base_s, longest_s)
+        logger.warning("%s; %d %s job(s) go back to the queue for %.1fs", exc, len(jobs),
+                       jobs[0].metric, delay_s)
+        _publish(task, jobs, countdown_s=delay_s, task_id=message_id)
         return "retry"
     except Exception as exc:  # a bug must not lose the jobs: keep them for replay
         logger.exception("dead letter: %d %s job(s) failed unexpectedly", len(jobs),

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 import redis
 from celery import Celery, Task
 
+from evalfleet.core.errors import BrokerUnavailable, JudgeError
 from evalfleet.core.message import EVALUATE_TASK, encode_job, new_job
 from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.store import SqlStore
 from workers.app import REDIS_TRANSPORT, celery_config, create_app, run_message
+from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.runtime import Runtime, build_runtime
 from workers.shutdown import DeadlineJudge, ShutdownDeadline
 
@@ -85,6 +87,27 @@ def test_a_job_still_waiting_for_the_judge_at_the_shutdown_deadline_goes_back(
     # The same message id, so it takes over the claim this delivery holds; due at once.
     assert headers["id"] == "message-1" and headers["eta"] is None
     assert store.counts().verdicts == 0 and store.counts().dead_letters == 0
+
+
+class _SharedRedisAway(JudgeClient):
+    """A judge call that fails with a passing error no branch of the worker names."""
+
+    def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
+        raise BrokerUnavailable("the shared Redis is unavailable")
+
+
+def test_a_failure_that_may_pass_sends_the_jobs_back_not_to_the_dead_letters(
+    settings: Settings, task: tuple[Celery, Task], redis_url: str, store: SqlStore,
+) -> None:
+    runtime = build_runtime(settings, concurrency=1)
+    runtime.evaluator.judge = _SharedRedisAway()
+    message = encode_job(new_job("rag_qa", parse_sample(SAMPLE)))
+    assert run_message(task[1], message, runtime) == "retry"
+    (republished,) = queued(redis_url)
+    headers = republished["headers"]
+    assert isinstance(headers, dict) and headers["id"] == "message-1"
+    assert headers["eta"] is not None  # after the first retry delay, not at once
+    assert store.counts().dead_letters == 0
 
 
 def test_an_undecodable_message_becomes_a_dead_letter(
