@@ -21,7 +21,7 @@ from evalfleet.alerts.segment import Segment
 from evalfleet.store.dialect import is_sqlite
 from evalfleet.store.evidence import Evidence, attributes_match
 from evalfleet.store.schema import alert_transitions, verdict_scores, verdicts
-from evalfleet.store.sql import to_utc
+from evalfleet.store.sql import to_utc, unavailable_as_store_error
 
 #: Points of the trend.
 TREND_BUCKETS = 24
@@ -108,7 +108,7 @@ def load_alert_view(
         buckets: Points of the trend.
         worst: Worst samples shown.
     """
-    with engine.connect() as conn:
+    with unavailable_as_store_error(), engine.connect() as conn:
         stored = next((s for s in load_states(conn, rule.name) if s.segment == segment), None)
         moment = to_utc(at) if at is not None else (
             stored.evaluated_at if stored else datetime.now(UTC))

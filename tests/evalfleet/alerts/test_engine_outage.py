@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from evalfleet.alerts import AlertEngine
+from evalfleet.alerts import AlertEngine, Segment
+from evalfleet.alerts.view import load_alert_view
 from evalfleet.core.errors import StoreUnavailable
 from tests.helpers import database_outage
 
@@ -24,4 +25,7 @@ def test_an_alert_cycle_raises_the_stores_error_and_the_next_one_runs(
     with (database_outage(database_url),
           pytest.raises(StoreUnavailable, match="the database is unavailable")):
         engine.check(at=datetime.now(UTC) + timedelta(hours=1))
+    with (database_outage(database_url),
+          pytest.raises(StoreUnavailable, match="the database is unavailable")):
+        load_alert_view(engine.engine, engine.rules.rules[0], Segment())  # alerts show, the page
     assert engine.check(at=datetime.now(UTC) + timedelta(hours=2)).rows
