@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from evalfleet.calibration import agreement
+from evalfleet.calibration.agreement import agreement
 from evalfleet.calibration.gold import bundled_gold, load_gold
 from evalfleet.cli import main
 from evalfleet.core.metric import load_registry

@@ -38,7 +38,7 @@ from pydantic import (
 from evalfleet.calibration.gold import canary_series_names
 from evalfleet.core.durations import parse_duration
 from evalfleet.core.errors import InvalidAlertRule, UnknownMetric
-from evalfleet.core.metric import Metric, MetricRegistry
+from evalfleet.core.metric import Metric, MetricRegistry, ScoreKind
 
 #: The rules shipped with evalfleet, used when no file is configured.
 DEFAULT_RULES_FILE = "rules.yaml"
@@ -53,7 +53,6 @@ APP_ONLY_DEFAULTS = frozenset({"baseline", "segment_by", "filters"})
 #: Labels the engine sets itself; a rule may not set them.
 RESERVED_LABELS = frozenset({"alertname", "rule", "metric", "score", "severity", "segment"})
 
-ScoreKind = Literal["continuous", "binary", "ordinal"]
 RuleKind = Literal["app", "judge_drift"]
 Direction = Literal["decrease", "increase"]
 Mode = Literal["threshold", "baseline", "both"]

@@ -1,7 +1,5 @@
-"""Calibration: how far the judge agrees with people and with other judges."""
+"""Calibration: how far the judge agrees with people and with other judges.
 
-from __future__ import annotations
-
-from evalfleet.calibration.agreement import Agreement, Estimate, ScoreKind, agreement, cohen_kappa
-
-__all__ = ["Agreement", "Estimate", "ScoreKind", "agreement", "cohen_kappa"]
+The statistics (:mod:`evalfleet.calibration.agreement`) load scipy; workers import
+only the gold sets and canary series (:mod:`evalfleet.calibration.gold`), so this
+package imports nothing by itself."""

@@ -19,12 +19,12 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
-ScoreKind = Literal["binary", "ordinal", "continuous"]
+from evalfleet.core.metric import ScoreKind
 
 #: Bootstrap resamples per interval: enough for stable 2.5% and 97.5% quantiles.
 N_RESAMPLES = 2000

@@ -29,9 +29,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from evalfleet.calibration.agreement import ScoreKind
 from evalfleet.core.errors import InvalidSample
-from evalfleet.core.metric import Metric
+from evalfleet.core.metric import Metric, ScoreKind
 from evalfleet.core.sample import Sample, parse_sample
 
 #: Prefix of the agreement series of a canary score: ``canary:faithfulness``.

@@ -134,6 +134,10 @@ class ExamplesSpec(_Model):
 FieldType = Literal["number", "integer", "boolean", "string", "enum", "id"]
 NullRule = Literal["never", "allowed", "when_reference_missing"]
 
+#: How a score is read: yes/no, a 1-5 style rubric, or a value in 0..1. Alert rules and
+#: calibration pick their statistics by it.
+ScoreKind = Literal["binary", "ordinal", "continuous"]
+
 
 class FieldSpec(_Model):
     """One key of the verdict the judge returns."""

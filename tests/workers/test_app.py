@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -150,3 +152,12 @@ def test_an_unexpected_error_keeps_the_job_as_a_dead_letter(
     assert letter.payload == message
     assert [(entry["attempt"], entry["error_class"]) for entry in letter.history] == [
         (1, "internal_error")]
+
+
+def test_a_worker_process_does_not_load_the_statistics_libraries() -> None:
+    """scipy and numpy (calibration, alert statistics) cost a worker ~70 MB of memory."""
+    probe = ("import sys, workers.app, workers.runtime, workers.evaluation; "
+             "print(sorted(m for m in ('scipy', 'numpy') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            timeout=120, check=True)
+    assert result.stdout.strip() == "[]"
