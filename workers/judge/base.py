@@ -117,3 +117,23 @@ class JudgeClient(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Release connections."""
+
+
+class OneAtATimeJudge(JudgeClient):
+    """A judge client that makes one call at a time, on the calling thread (the
+    ``openai`` client and its pacing gate): each answer is handed over as soon as it is
+    in, with nothing to gather."""
+
+    @abstractmethod
+    def complete_one(self, request: JudgeRequest) -> JudgeReply | JudgeError:
+        """Send one request and wait for its answer: the reply, or the judge error."""
+
+    def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
+        """See :meth:`JudgeClient.complete_many`: one request after the other."""
+        return [self.complete_one(request) for request in requests]
+
+    def answers(self, requests: Sequence[JudgeRequest], *,
+                gather_s: float = 0.0) -> Iterator[list[Answered]]:
+        """See :meth:`JudgeClient.answers`: each answer as soon as it is in."""
+        for index, request in enumerate(requests):
+            yield [(index, self.complete_one(request))]

@@ -26,14 +26,14 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from evalfleet.core.errors import JudgeDeferred, JudgeError, JudgeUnavailable
 from evalfleet.core.ratelimit import RateLimit
 from workers.breaker import Admission, CircuitBreaker
-from workers.judge.base import Answered, JudgeClient, JudgeReply, JudgeRequest
+from workers.judge.base import JudgeReply, JudgeRequest, OneAtATimeJudge
 from workers.limiter import RateLimiter
 
 logger = logging.getLogger(__name__)
@@ -172,14 +172,14 @@ class CallGate:
             await self.pacing.limiter.close()
 
 
-class PacedJudge(JudgeClient):
+class PacedJudge(OneAtATimeJudge):
     """A blocking judge client (the ``openai`` one) behind a :class:`CallGate`.
 
     The calling thread sends; the gate runs on a private loop thread, so one breaker
     and one limiter connection pool serve every task thread of the process.
     """
 
-    def __init__(self, client: JudgeClient, *, endpoint: str, pacing: Pacing | None = None,
+    def __init__(self, client: OneAtATimeJudge, *, endpoint: str, pacing: Pacing | None = None,
                  breaker: CircuitBreaker | None = None) -> None:
         self._client = client
         self._gate = CallGate(endpoint=endpoint, pacing=pacing, breaker=breaker)
@@ -188,18 +188,8 @@ class PacedJudge(JudgeClient):
                                         daemon=True)
         self._thread.start()
 
-    def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
-        """See :meth:`JudgeClient.complete_many`: one request at a time, each through the gate."""
-        return [self._one(request) for request in requests]
-
-    def answers(self, requests: Sequence[JudgeRequest], *,
-                gather_s: float = 0.0) -> Iterator[list[Answered]]:
-        """See :meth:`JudgeClient.answers`: one call at a time, each answer handed over
-        as soon as it is in (nothing to gather)."""
-        for index, request in enumerate(requests):
-            yield [(index, self._one(request))]
-
-    def _one(self, request: JudgeRequest) -> JudgeReply | JudgeError:
+    def complete_one(self, request: JudgeRequest) -> JudgeReply | JudgeError:
+        """See :meth:`OneAtATimeJudge.complete_one`: through the gate."""
         ticket = self._run(self._gate.enter(request))
         if isinstance(ticket, JudgeDeferred):
             return ticket
@@ -208,7 +198,7 @@ class PacedJudge(JudgeClient):
                 deferred = self._run(self._gate.pace(request, ticket))
                 if deferred is not None:
                     return deferred
-            (answer,) = self._client.complete_many([request])
+            answer = self._client.complete_one(request)
             self._run(self._gate.settle(request, ticket, answer))
             return answer
         finally:

@@ -10,14 +10,14 @@ sends a batch one request at a time. The worker paces it through
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import httpx
 import openai
 
 from evalfleet.core.backoff import parse_retry_after
 from evalfleet.core.errors import JudgeError, JudgeUnavailable
-from workers.judge.base import Answered, JudgeClient, JudgeReply, JudgeRequest
+from workers.judge.base import JudgeReply, JudgeRequest, OneAtATimeJudge
 from workers.judge.http_judge import DEFAULT_BASE_URL
 from workers.judge.reply import DEFAULT_MAX_REPLY_BYTES, reply_from_body, too_large_reply
 from workers.judge.status import classify_status
@@ -26,7 +26,7 @@ from workers.judge.status import classify_status
 PLACEHOLDER_API_KEY = "not-needed"
 
 
-class OpenAIJudge(JudgeClient):
+class OpenAIJudge(OneAtATimeJudge):
     """Chat completions through one shared, thread-safe ``openai.OpenAI`` client."""
 
     def __init__(self, *, base_url: str | None, api_key: str | None, timeout_s: float,
@@ -45,23 +45,12 @@ class OpenAIJudge(JudgeClient):
         the endpoint's rate budget."""
         return self._endpoint
 
-    def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
-        """See :meth:`JudgeClient.complete_many`."""
-        results: list[JudgeReply | JudgeError] = []
-        for request in requests:
-            try:
-                results.append(self._complete(request))
-            except JudgeError as exc:
-                results.append(exc)
-        return results
-
-    def answers(self, requests: Sequence[JudgeRequest], *,
-                gather_s: float = 0.0) -> Iterator[list[Answered]]:
-        """See :meth:`JudgeClient.answers`: one call at a time, each answer handed over
-        as soon as it is in (nothing to gather)."""
-        for index, request in enumerate(requests):
-            (answer,) = self.complete_many([request])
-            yield [(index, answer)]
+    def complete_one(self, request: JudgeRequest) -> JudgeReply | JudgeError:
+        """See :meth:`OneAtATimeJudge.complete_one`."""
+        try:
+            return self._complete(request)
+        except JudgeError as exc:
+            return exc
 
     def _complete(self, request: JudgeRequest) -> JudgeReply:
         started = time.perf_counter()
