@@ -296,15 +296,15 @@ class Evaluator:
         """
         if not (batch.verdicts or batch.dead_letters or (final and batch.release)):
             return
-        try:
-            if save.store_down:  # it failed in this batch: straight to a save message
-                raise save.store_down
-            self.store.save(verdicts=batch.verdicts, dead_letters=batch.dead_letters,
-                            release=batch.release, owner=save.owner,
-                            on_rejected=self._unstorable(batch, pending))
-        except StoreUnavailable as exc:
-            save.store_down = exc
-            self._keep_unsaved(batch, pending, save, error=exc)
+        if save.store_down is None:  # once it failed in this batch: straight to save messages
+            try:
+                self.store.save(verdicts=batch.verdicts, dead_letters=batch.dead_letters,
+                                release=batch.release, owner=save.owner,
+                                on_rejected=self._unstorable(batch, pending))
+            except StoreUnavailable as exc:
+                save.store_down = exc
+        if save.store_down is not None:
+            self._keep_unsaved(batch, pending, save, error=save.store_down)
         self._count_spend(batch.verdicts)
         self._observe(batch.verdicts)
         batch.verdicts, batch.dead_letters, batch.release = [], [], []
