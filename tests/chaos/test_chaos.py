@@ -47,6 +47,7 @@ def test_postgres_down_for_thirty_seconds(chaos_services: ChaosServices,
     check(scenarios.postgres_outage(chaos_services, chaos_sim, tmp_path), tmp_path)
 
 
+@pytest.mark.timeout(420)  # the drain may wait out the breaker's doubled pauses (300 s)
 def test_judge_answering_429_500_and_hanging(chaos_services: ChaosServices,
                                              chaos_sim: RunningSim, tmp_path: Path) -> None:
     result = scenarios.judge_faults(chaos_services, chaos_sim, tmp_path)
