@@ -12,6 +12,7 @@ result backend: verdicts are the results. Payloads are JSON only.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -128,6 +129,7 @@ def prepare_worker(app: Celery, settings: Settings, *, activity: WorkerActivity,
         activity.consuming()
 
     worker_ready.connect(consuming, weak=False)
+    worker_ready.connect(_freeze_startup_objects, weak=False)
     if is_amqp(settings):
         # The dead-letter queue and the delay exchanges must exist before any message
         # is rejected or delayed; producers declare the same.
@@ -135,6 +137,13 @@ def prepare_worker(app: Celery, settings: Settings, *, activity: WorkerActivity,
             connection.ensure_connection(max_retries=10, interval_start=1, interval_step=2,
                                          interval_max=5)
             declare_queues(connection, app.conf.task_queues or [])
+
+
+def _freeze_startup_objects(**_: Any) -> None:
+    # What the worker loaded to start (modules, Celery, pydantic models: about 170,000
+    # objects) lives as long as the process. Frozen, it is no longer walked by every
+    # full collection, which took a tenth of a busy worker's CPU (perf, C = 256).
+    gc.freeze()
 
 
 def celery_config(settings: Settings, *, concurrency: int,

@@ -22,7 +22,14 @@ from evalfleet.core.metric import Metric
 from evalfleet.core.sample import Sample
 from workers.verdicts.coerce import coerce_verdict, show
 from workers.verdicts.result import ParseFailure, Verdict
-from workers.verdicts.scan import Region, object_pairs, raw_value, same_value, scan_json
+from workers.verdicts.scan import (
+    Region,
+    object_pairs,
+    raw_value,
+    same_value,
+    scan_json,
+    scan_strict_object,
+)
 
 #: Deepest bracket nesting read as a verdict. Verdicts nest two or three levels;
 #: deeper regions are not verdicts, and repairing them costs seconds.
@@ -82,7 +89,7 @@ def parse_json_verdict(text: str, *, metric: Metric, sample: Sample) -> Verdict 
         The verdict, or the failure: ``empty``, ``truncated``, ``no_verdict``,
         ``schema`` or ``ambiguous``.
     """
-    scan = scan_json(text)
+    scan = scan_strict_object(text) or scan_json(text)
     if not scan.visible:
         return ParseFailure("empty", "the reply is empty apart from reasoning")
     if scan.truncated:

@@ -170,6 +170,44 @@ def scan_json(text: str) -> JsonScan:
             regions, visible, pos = [], False, match.end()
 
 
+def scan_strict_object(text: str) -> JsonScan | None:
+    """The scan of a reply that is one strict JSON object, read at the JSON decoder's speed.
+
+    Most replies are exactly that (a judge asked for a JSON response format), and for
+    them :func:`scan_json` finds the same single region: strict JSON has no comments,
+    no bare quotes and no unescaped quote inside a string, and reasoning tags inside
+    its strings are text. The region carries no ``pairs``: those serve only text a
+    repair library reads, and strict JSON is decoded without one.
+
+    Args:
+        text: The judge's reply.
+
+    Returns:
+        The scan, or None when the reply is anything else (then use :func:`scan_json`).
+    """
+    body = text.strip()
+    if not body.startswith("{"):
+        return None
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    start = len(text) - len(text.lstrip())
+    region = Region(start=start, end=start + len(body), text=body, depth=_nesting(value))
+    return JsonScan((region,), truncated=False, visible=True)
+
+
+def _nesting(value: Any) -> int:
+    """How deeply containers nest in a decoded value, as :attr:`Region.depth` counts."""
+    depth, level = 0, [value]
+    while level:
+        depth += 1
+        level = [inner for item in level
+                 for inner in (item.values() if isinstance(item, dict) else item)
+                 if isinstance(inner, dict | list)]
+    return depth
+
+
 def object_pairs(text: str) -> dict[str, str]:
     """The top-level keys and raw values of the first object region in ``text``.
 

@@ -109,8 +109,11 @@ def test_an_array_of_plain_values_is_not_a_verdict_attempt() -> None:
     assert failure("Scores: [0.8, 0.6]").error_class == "no_verdict"
 
 
-def test_deeply_nested_regions_are_rejected_without_repair() -> None:
-    text = "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)
+@pytest.mark.parametrize("text", [
+    "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1),
+    '{"a": ' + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "}",  # strict JSON, read without the walk
+])
+def test_deeply_nested_regions_are_rejected_without_repair(text: str) -> None:
     result = failure(text)
     assert result.error_class == "schema"
     assert "nested more than" in result.message

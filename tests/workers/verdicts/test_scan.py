@@ -6,7 +6,14 @@ import math
 
 import pytest
 
-from workers.verdicts.scan import object_pairs, raw_value, same_value, scan_json, strip_think
+from workers.verdicts.scan import (
+    object_pairs,
+    raw_value,
+    same_value,
+    scan_json,
+    scan_strict_object,
+    strip_think,
+)
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -154,3 +161,41 @@ def test_deep_and_long_inputs_scan_in_linear_time() -> None:
     assert region.depth == depth
     assert scan_json("[a " * 20_000).regions == ()
     assert strip_think("</think>{" * 10_000) == "{"
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": 1}',
+    '  \n{"score": 0.8, "reason": "fine"}\n\n',
+    '{"reason": "<think>not a block</think> and </think>", "score": 1}',
+    '{"reason": "a \\"quoted\\" word, braces }{ and [", "score": 0}',
+    '{"reason": "it\'s \u201csmart\u201d // not a comment /* nor this */"}',
+    '{"a": [{"b": {"c": [[]]}}], "d": {}}',
+    '{"a": NaN, "b": -Infinity, "c": 1e400}',
+    '{"a": 1, "a": 2}',
+    '{}',
+])
+def test_a_strict_object_scans_as_the_character_walk_does(text: str) -> None:
+    fast, walked = scan_strict_object(text), scan_json(text)
+    assert fast is not None
+    assert (fast.truncated, fast.visible) == (walked.truncated, walked.visible)
+    (region,) = fast.regions
+    (expected,) = walked.regions
+    assert (region.start, region.end, region.text, region.depth) == (
+        expected.start, expected.end, expected.text, expected.depth)
+
+
+@pytest.mark.parametrize("text", [
+    'Verdict: {"a": 1}', '{"a": 1} done', "{'a': 1}", '{"a": 1,}', '[{"a": 1}]',
+    '{"a": 1', '"{}"', "", "<think>x</think>{}", '{"a": 1} {"a": 2}',
+])
+def test_anything_but_one_strict_object_takes_the_character_walk(text: str) -> None:
+    assert scan_strict_object(text) is None
+
+
+def test_the_strict_shortcut_is_linear_and_refuses_what_the_decoder_cannot_nest() -> None:
+    wide = '{"a": [' + ", ".join(["{}"] * 200_000) + "]}"
+    fast = scan_strict_object(wide)
+    assert fast is not None
+    assert fast.regions[0].depth == 3
+    # Deeper than the decoder recurses: the character walk reads it instead.
+    assert scan_strict_object('{"a":' * 100_000 + "1" + "}" * 100_000) is None
