@@ -12,7 +12,6 @@ result backend: verdicts are the results. Payloads are JSON only.
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 import time
@@ -45,7 +44,7 @@ from evalfleet.core.message import (
 from evalfleet.core.settings import Settings
 from evalfleet.store import DeadLetter
 from workers.health.activity import WorkerActivity
-from workers.runtime import LazyRuntime, Runtime
+from workers.runtime import LazyRuntime, Runtime, tune_collector
 from workers.save_message import SAVE_TASK, UnsavedBatch, decode_save, encode_save
 from workers.shutdown import DeadlineJudge, ShutdownDeadline, install_shutdown_deadline
 
@@ -58,10 +57,6 @@ STORE_PAUSE_S = 10.0
 #: 10 s). kombu 5.7 looks on every tenth sweep only, so a job a killed worker held came
 #: back up to 100 s after its visibility timeout instead of within 10 s.
 REDIS_RESTORE_OPTIONS = {"unacked_restore_throttle": 1}
-
-#: Container allocations between young garbage collections in a worker process
-#: (Python's default is 700); see :func:`_tune_collector`.
-YOUNG_COLLECTION_THRESHOLD = 20_000
 
 #: Redis: the transport that never holds a popped job outside Redis.
 REDIS_TRANSPORT = "evalfleet.broker.redis_transport:Transport"
@@ -133,7 +128,7 @@ def prepare_worker(app: Celery, settings: Settings, *, activity: WorkerActivity,
         activity.consuming()
 
     worker_ready.connect(consuming, weak=False)
-    worker_ready.connect(_tune_collector, weak=False)
+    worker_ready.connect(lambda **_: tune_collector(), weak=False)
     if is_amqp(settings):
         # The dead-letter queue and the delay exchanges must exist before any message
         # is rejected or delayed; producers declare the same.
@@ -141,19 +136,6 @@ def prepare_worker(app: Celery, settings: Settings, *, activity: WorkerActivity,
             connection.ensure_connection(max_retries=10, interval_start=1, interval_step=2,
                                          interval_max=5)
             declare_queues(connection, app.conf.task_queues or [])
-
-
-def _tune_collector(**_: Any) -> None:
-    """Fit the garbage collector to a worker, once it is ready to consume.
-
-    What the worker loaded to start (about 200,000 objects: modules, Celery, models)
-    lives as long as the process: frozen, no collection walks it again. And the calls
-    in flight keep many young objects alive for a judge's latency, so at Python's
-    default threshold every young collection walked and promoted them: the collector
-    took 9% of a worker's CPU at C = 256, 2% with both changes (bench/worker_throughput.py).
-    """
-    gc.freeze()
-    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def celery_config(settings: Settings, *, concurrency: int,
