@@ -140,7 +140,8 @@ def tune_collector() -> None:
     lives as long as the process: frozen, no collection walks it again. And the calls
     in flight keep many young objects alive for a judge's latency, so at Python's
     default threshold every young collection walked and promoted them. The collector
-    took 9% of a worker's CPU at C = 256, 2% with both (docs/performance.md).
+    took about 17% of a worker's CPU at C = 256, 9% with the freeze alone and 2% with
+    both (docs/performance.md, (a3)).
     """
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
