@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import itertools
 import json
 import os
 import platform
@@ -37,10 +38,14 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from bench.judge_client import run_http, sample_request
-from bench.worker_throughput import fresh_services, release_services, start_simulator
+from bench.worker_throughput import (
+    bench_sample,
+    fresh_services,
+    release_services,
+    start_simulator,
+)
 from evalfleet.core.message import decode_batch, encode_batch, new_job
 from evalfleet.core.metric import load_registry
-from evalfleet.core.sample import Sample, parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.store import VerdictKey, VerdictRecord, open_store
 from evalfleet.store.storable import storable_verdict
@@ -89,15 +94,6 @@ def main() -> None:
         release_services()
 
 
-def bench_sample(n: int) -> Sample:
-    """The sample bench.worker_throughput enqueues."""
-    return parse_sample({
-        "id": f"bench-{n}", "input": f"How long is the return window for order {n}?",
-        "output": "30 days from delivery.", "context": ["Returns: 30 days from delivery."],
-        "reference": "30 days", "attributes": {"app": "bench", "route": "/chat"},
-    })
-
-
 def pure_steps(base_url: str) -> list[tuple[str, float]]:
     """The steps that touch no service, on the simulator's real reply."""
     metric = load_registry().get("rag_qa")
@@ -136,7 +132,7 @@ def pure_steps(base_url: str) -> list[tuple[str, float]]:
 def store_steps(settings: Settings) -> list[tuple[str, float]]:
     """Claim and save on Postgres, a message's worth per round trip."""
     store = open_store(settings.resolved_database_url())
-    counter = iter(range(10**9))
+    counter = itertools.count()
     try:
         def claim_and_save() -> tuple[float, float]:
             batch = next(counter)

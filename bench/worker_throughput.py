@@ -60,7 +60,7 @@ import redis
 from celery import Celery
 
 from evalfleet.core.message import EVALUATE_TASK, Job, encode_batch, new_job
-from evalfleet.core.sample import parse_sample
+from evalfleet.core.sample import Sample, parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.store import migrate, open_store
 
@@ -409,17 +409,21 @@ def enqueue(settings: Settings, jobs: int) -> None:
     batch: list[Job] = []
     with app.producer_or_acquire() as producer:
         for n in range(jobs):
-            batch.append(new_job("rag_qa", parse_sample({
-                "id": f"bench-{n}", "input": f"How long is the return window for order {n}?",
-                "output": "30 days from delivery.",
-                "context": ["Returns: 30 days from delivery."],
-                "reference": "30 days", "attributes": {"app": "bench", "route": "/chat"},
-            })))
+            batch.append(new_job("rag_qa", bench_sample(n)))
             if len(batch) == settings.batch_size or n == jobs - 1:
                 app.send_task(EVALUATE_TASK, args=[encode_batch(batch)], queue="eval.rag_qa",
                               producer=producer)
                 batch = []
     app.close()
+
+
+def bench_sample(n: int) -> Sample:
+    """The ``n``-th rag_qa sample the benchmarks judge."""
+    return parse_sample({
+        "id": f"bench-{n}", "input": f"How long is the return window for order {n}?",
+        "output": "30 days from delivery.", "context": ["Returns: 30 days from delivery."],
+        "reference": "30 days", "attributes": {"app": "bench", "route": "/chat"},
+    })
 
 
 def cpu_s(pid: int) -> float:
