@@ -37,7 +37,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from bench.judge_client import run_http, sample_request
+from bench.judge_client import run_http
 from bench.worker_throughput import (
     bench_sample,
     fresh_services,
@@ -94,16 +94,22 @@ def main() -> None:
         release_services()
 
 
+def bench_request() -> JudgeRequest:
+    """The judge request a worker sends for ``bench_sample(0)``."""
+    metric = load_registry().get("rag_qa")
+    return JudgeRequest(messages=render_messages(metric, bench_sample(0)), model="judge-sim",
+                        temperature=0.0, max_tokens=1024,
+                        response_format=response_format_for(metric, supported="json_schema"),
+                        metric="rag_qa")
+
+
 def pure_steps(base_url: str) -> list[tuple[str, float]]:
     """The steps that touch no service, on the simulator's real reply."""
     metric = load_registry().get("rag_qa")
     message = json.loads(json.dumps(encode_batch(
         [new_job("rag_qa", bench_sample(n)) for n in range(BATCH)])))
     sample = bench_sample(0)
-    request = JudgeRequest(messages=render_messages(metric, sample), model="judge-sim",
-                           temperature=0.0, max_tokens=1024,
-                           response_format=response_format_for(metric, supported="json_schema"),
-                           metric="rag_qa")
+    request = bench_request()
     body = simulator_body(base_url, request)
     reply = reply_from_body(body, latency_ms=500)
     verdict = parse_verdict(reply.text, metric=metric, sample=sample)
@@ -157,7 +163,7 @@ def store_steps(settings: Settings) -> list[tuple[str, float]]:
 def http_call_us() -> float:
     """CPU of one judge call through the lean client (C = 64, a simulator at 20 ms)."""
     sim, base_url = start_simulator(20)
-    request = sample_request()
+    request = bench_request()
     try:
         asyncio.run(run_http(base_url, request, 256, 64))  # warm the caches
         return statistics.median(
@@ -171,8 +177,7 @@ def http_call_us() -> float:
 def evaluator_run(settings: Settings, *, jobs: int, concurrency: int,
                   tuned: bool) -> tuple[float, float, float]:
     """Verdicts/s, CPU per verdict and the collector's share, Celery and broker aside."""
-    runtime = build_runtime(settings.model_copy(update={"metrics_segment_keys": ["app"]}),
-                            concurrency=concurrency)
+    runtime = build_runtime(settings, concurrency=concurrency)
     batches = [[new_job("rag_qa", bench_sample(n)) for n in range(start, start + BATCH)]
                for start in range(0, jobs, BATCH)]
     threshold = gc.get_threshold()
