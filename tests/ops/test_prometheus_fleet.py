@@ -131,6 +131,11 @@ def test_prometheus_scrapes_the_documented_series_of_a_running_fleet(
         wait_until(lambda: value(prometheus, 'sum(evalfleet_alert_notifications_total'
                                              '{receiver="hook", outcome="delivered"})') >= 1,
                    timeout_s=30, what="the notification counted in Prometheus")
+        # The outbox may deliver before the cycle that queued it records its figures (the
+        # firing segment last), so a scrape can hold the notification without them.
+        wait_until(lambda: value(prometheus, 'evalfleet_alert_segments{rule="faithfulness_drop",'
+                                             ' state="firing"}') >= 1,
+                   timeout_s=30, what="the cycle's figures counted in Prometheus")
 
         jobs = ("evalfleet-workers", "evalfleet-ingest", "evalfleet-beat")
         wait_until(lambda: all(value(prometheus, f'up{{job="{job}"}}') == 1 for job in jobs),
