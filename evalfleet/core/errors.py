@@ -6,6 +6,7 @@
     │   ├── JudgeDeferred            not sent: rate budget spent or circuit open (JudgeError)
     │   ├── StoreUnavailable         the database cannot be reached
     │   ├── BrokerUnavailable        the broker cannot be reached
+    │   ├── TraceBufferFull          as many traces buffered as allowed (producers.traces)
     │   ├── WorkerShuttingDown       the shutdown grace period ended mid-job
     │   └── ReceiverUnavailable      an alert receiver: transport, timeout, 429, 5xx
     │                                                                  (also DeliveryFailed)
@@ -209,6 +210,11 @@ class BrokerUnavailable(RetryLater):
 
     Nothing of the batch that raised it counts as accepted; publish it again later.
     """
+
+
+class TraceBufferFull(RetryLater):
+    """Spans would open more traces than ``EVALFLEET_OTLP_MAX_OPEN_TRACES`` allows;
+    nothing of the request was kept, send it again later."""
 
 
 class WorkerShuttingDown(RetryLater):
