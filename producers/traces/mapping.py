@@ -149,7 +149,7 @@ def _genai(attributes: Mapping[str, Any], kinds: set[str]) -> SpanReading:
     operation = _text(attributes.get("gen_ai.operation.name")) or ""
     kinds = {*kinds, operation}
     if operation == "retrieval" or "gen_ai.retrieval.documents" in attributes:
-        documents = [_text(d.get("content") or d.get("text")) if isinstance(d, dict) else None
+        documents = [_document_text(d) if isinstance(d, dict) else None
                      for d in _as_list(_json(attributes.get("gen_ai.retrieval.documents")))]
         return SpanReading("genai", question=_text(attributes.get("gen_ai.retrieval.query.text")),
                            documents=[d for d in documents if d], kinds=frozenset(kinds))
@@ -165,10 +165,19 @@ def _genai(attributes: Mapping[str, Any], kinds: set[str]) -> SpanReading:
 
 
 def _openllmetry(attributes: Mapping[str, Any], kinds: set[str]) -> SpanReading:
+    entity = _text(attributes.get("traceloop.span.kind"))
+    name = _text(attributes.get("traceloop.entity.name")) or ""
+    if "retriev" in name.lower():
+        # A retriever decorated with traceloop-sdk's @task: its output is the documents.
+        documents = [_document_text(d) for d in
+                     _as_list(_json(attributes.get("traceloop.entity.output")))]
+        return SpanReading("openllmetry",
+                           question=_entity_text(attributes.get("traceloop.entity.input")),
+                           documents=[d for d in documents if d],
+                           kinds=frozenset({*kinds, *([entity] if entity else [])}))
     lists = _indexed(attributes)
     question = _last_user(lists["gen_ai.prompt"], role="role", content="content")
     answer = _first_content(lists["gen_ai.completion"], content="content")
-    entity = _text(attributes.get("traceloop.span.kind"))
     return SpanReading(
         "openllmetry",
         question=question or _entity_text(attributes.get("traceloop.entity.input")),
@@ -304,6 +313,15 @@ def _value_text(attributes: Mapping[str, Any], prefix: str) -> str | None:
         if len(strings) == 1:
             return strings[0]
     return value if isinstance(value, str) else raw
+
+
+def _document_text(document: Any) -> str | None:
+    """A retrieved document: a string, or a mapping's ``page_content``, ``content`` or
+    ``text`` (LangChain, LlamaIndex and plain dict documents)."""
+    if isinstance(document, dict):
+        document = (document.get("page_content") or document.get("content")
+                    or document.get("text"))
+    return _text(document)
 
 
 def _entity_text(raw: Any) -> str | None:

@@ -6,7 +6,8 @@ instrumentations traces retrieval).
 
     python -m tests.producers.traces.otel_app CONVENTION QUESTION [--split]
 
-CONVENTION is ``openinference`` or ``genai`` (``opentelemetry-instrumentation-openai-v2``).
+CONVENTION is ``openinference``, ``genai`` (``opentelemetry-instrumentation-openai-v2``)
+or ``openllmetry`` (Traceloop's ``opentelemetry-instrumentation-openai``).
 With ``--split`` the retriever span is exported on its own, then the app prints
 ``exported`` and waits for a line on standard input before the model call. It prints
 ``{"trace_id", "answer"}`` as its last line.
@@ -32,9 +33,12 @@ def instrument(convention: str) -> None:
     if convention == "openinference":
         from openinference.instrumentation.openai import OpenAIInstrumentor
         OpenAIInstrumentor().instrument()
-    else:
+    elif convention == "genai":
         from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor as V2
         V2().instrument()
+    else:
+        from opentelemetry.instrumentation.openai import OpenAIInstrumentor as Traceloop
+        Traceloop().instrument()
 
 
 def retrieval_attributes(convention: str) -> dict[str, str | float]:
@@ -45,6 +49,10 @@ def retrieval_attributes(convention: str) -> dict[str, str | float]:
             attributes[f"retrieval.documents.{n}.document.content"] = text
             attributes[f"retrieval.documents.{n}.document.score"] = 0.9 - n / 10
         return attributes
+    if convention == "openllmetry":  # as traceloop-sdk's @task records a retriever
+        return {"traceloop.span.kind": "task", "traceloop.entity.name": "retrieve",
+                "traceloop.entity.input": json.dumps({"args": ["pause"], "kwargs": {}}),
+                "traceloop.entity.output": json.dumps(DOCUMENTS)}
     return {"gen_ai.operation.name": "retrieval", "gen_ai.retrieval.query.text": "pause",
             "gen_ai.retrieval.documents": json.dumps(
                 [{"id": f"doc-{n}", "score": 0.9 - n / 10, "content": text}
@@ -62,7 +70,7 @@ def main() -> None:
     with tracer.start_as_current_span("POST /chat", kind=trace.SpanKind.SERVER) as root:
         root.set_attribute("http.route", "/chat")
         root.set_attribute("app.tenant", "acme")
-        with tracer.start_as_current_span("retrieve") as retriever:
+        with tracer.start_as_current_span("retrieve.task") as retriever:
             for key, value in retrieval_attributes(convention).items():
                 retriever.set_attribute(key, value)
         if "--split" in sys.argv:

@@ -157,7 +157,7 @@ def check_sample(verdict: dict[str, Any], *, question: str, answer: str,
     assert sample["fields"] == {"trace_id": verdict["sample_id"]}
 
 
-@pytest.mark.parametrize("convention", ["openinference", "genai"])
+@pytest.mark.parametrize("convention", ["openinference", "genai", "openllmetry"])
 def test_an_instrumented_app_is_judged_with_its_retrieved_documents(
         fleet: Fleet, convention: str) -> None:
     question = f"Can I pause my subscription? ({convention})"
