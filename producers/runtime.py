@@ -35,7 +35,7 @@ from producers.quota import SegmentQuota
 from producers.reloader import PolicyReloader
 from producers.screen import Screen
 from producers.traces.assembly import TraceAssembly
-from producers.traces.buffer import RedisTraceBuffer, Timing, TraceBuffer
+from producers.traces.buffer import MemoryTraceBuffer, RedisTraceBuffer, Timing, TraceBuffer
 
 
 class ProducerRuntime:
@@ -104,16 +104,16 @@ class ProducerRuntime:
                         policy=self.reloader.current, metrics=metrics, rate=rate,
                         source=source)
 
-    def trace_buffer(self) -> TraceBuffer | None:
-        """Where traces are assembled: the shared Redis, so every replica sees every
-        span; None without one."""
-        if self._shared is None:
-            return None
+    def trace_buffer(self, *, shared: bool = True) -> TraceBuffer:
+        """Where traces are assembled: the shared Redis when there is one (and
+        ``shared``), so every replica sees every span; else this process's memory."""
         settings = self.settings
-        return RedisTraceBuffer(self._shared, timing=Timing(
-            quiet_s=settings.otlp_quiet_s, max_wait_s=settings.otlp_max_wait_s,
-            max_spans_per_trace=settings.otlp_max_spans_per_trace,
-            max_open_traces=settings.otlp_max_open_traces))
+        timing = Timing(quiet_s=settings.otlp_quiet_s, max_wait_s=settings.otlp_max_wait_s,
+                        max_spans_per_trace=settings.otlp_max_spans_per_trace,
+                        max_open_traces=settings.otlp_max_open_traces)
+        if shared and self._shared is not None:
+            return RedisTraceBuffer(self._shared, timing=timing)
+        return MemoryTraceBuffer(timing=timing)
 
     def trace_assembly(self, buffer: TraceBuffer, *, metrics: Sequence[str] | None,
                        rate: float | None) -> TraceAssembly:

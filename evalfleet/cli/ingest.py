@@ -41,6 +41,7 @@ def ingest(state: CliState, host: str, port: int, metric_names: tuple[str, ...],
     from producers.ingest import create_app, load_tokens
     from producers.runtime import ProducerRuntime
     from producers.traces.assembly import TraceSweeper
+    from producers.traces.buffer import MemoryTraceBuffer
 
     settings = state.settings
     try:
@@ -56,19 +57,18 @@ def ingest(state: CliState, host: str, port: int, metric_names: tuple[str, ...],
         raise click.UsageError("give --metric NAME, or list metrics in the sampling config")
     install_secret_filter([*settings.secret_values(), *(tokens or [])])
     buffer = runtime.trace_buffer()
-    traces = sweeper = None
-    if buffer is not None:
-        traces = runtime.trace_assembly(buffer, metrics=metrics or None, rate=sample_rate)
-        sweeper = TraceSweeper(traces, buffer=buffer)
-        sweeper.start()
+    traces = runtime.trace_assembly(buffer, metrics=metrics or None, rate=sample_rate)
+    sweeper = TraceSweeper(traces, buffer=buffer)
+    sweeper.start()
     app = create_app(runtime, tokens=tokens, metrics=metrics or None, rate=sample_rate,
                      traces=traces)
-    routes = "POST /v1/samples" + (", /v1/traces" if traces is not None else "")
-    click.echo(f"evalfleet ingest on http://{host}:{port} ({routes}; "
+    click.echo(f"evalfleet ingest on http://{host}:{port} (POST /v1/samples, /v1/traces; "
                f"auth {'off' if tokens is None else 'on'})", err=True)
+    if isinstance(buffer, MemoryTraceBuffer):
+        click.echo("traces are assembled in this process's memory (no Redis): run one "
+                   "ingest replica, and set EVALFLEET_SHARED_REDIS_URL for several", err=True)
     try:
         uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info")
     finally:
-        if sweeper is not None:
-            sweeper.stop()
+        sweeper.stop()
         runtime.close()

@@ -134,8 +134,7 @@ class _IngestService:
         json_form = media != otlp_http.PROTOBUF
         problem = self._authenticate(request)
         if problem is None and self._traces is None:
-            problem = Problem(404, "this ingest assembles no traces: it needs Redis "
-                                   "(EVALFLEET_BROKER_URL or EVALFLEET_SHARED_REDIS_URL)")
+            problem = Problem(404, "this ingest takes no traces")
         if problem is None and media is None:
             problem = Problem(415, "send OTLP as application/x-protobuf or application/json")
         if problem is None:

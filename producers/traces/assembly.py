@@ -19,12 +19,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalfleet.core.errors import EvalfleetError, InvalidSample
 from evalfleet.core.metric import Metric
 from producers import telemetry
-from producers.pipeline import Pipeline
+from producers.pipeline import Pipeline, RecordResult
 from producers.policy import Policy
 from producers.sampler import is_sampled
 from producers.screen import Keyed
@@ -39,6 +40,16 @@ SWEEP_LIMIT = 500
 
 #: Seconds between sweeps.
 SWEEP_INTERVAL_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """What one sweep did."""
+
+    traces: int = 0
+    """Traces claimed and produced."""
+    results: list[RecordResult] = field(default_factory=list)
+    """What became of each sample built from them."""
 
 
 class TraceAssembly:
@@ -83,19 +94,25 @@ class TraceAssembly:
             len(kept) - added.late - len(added.rejections))
         return added.rejections
 
-    def sweep(self, *, limit: int = SWEEP_LIMIT) -> int:
+    def sweep(self, *, limit: int = SWEEP_LIMIT, now_s: float | None = None) -> Sweep:
         """Produce the traces that are due.
 
+        Args:
+            limit: Most traces claimed.
+            now_s: The time to judge due-ness by (default: the clock's); infinity
+                produces every trace (a file read to its end).
+
         Returns:
-            Traces produced.
+            The traces produced and the samples' results.
 
         Raises:
             BrokerUnavailable: When the buffer or the broker cannot be reached (the
                 claimed traces are claimed again once their lease ends).
         """
-        claimed = self._buffer.claim_due(now_s=self._clock(), limit=limit)
+        claimed = self._buffer.claim_due(
+            now_s=self._clock() if now_s is None else now_s, limit=limit)
         if not claimed:
-            return 0
+            return Sweep()
         policy = self._pipeline.policy()
         groups: dict[tuple[str, ...], list[tuple[str, Any]]] = {}
         for trace in claimed:
@@ -104,13 +121,15 @@ class TraceAssembly:
                 if wanted:
                     groups.setdefault(wanted, []).append(
                         (f"trace {trace.trace_id}", Keyed(sample.record, sample.sampling_key)))
+        results: list[RecordResult] = []
         for metrics, records in groups.items():
-            for result in self._pipeline.process(records, metrics=list(metrics)):
-                for error in result.errors:
-                    telemetry.OTLP_METRIC_SKIPPED.labels(
-                        _metric_of(error), error.field or "record").inc()
+            results.extend(self._pipeline.process(records, metrics=list(metrics)))
+        for result in results:
+            for error in result.errors:
+                telemetry.OTLP_METRIC_SKIPPED.labels(
+                    _metric_of(error), error.field or "record").inc()
         telemetry.OTLP_SPANS.labels("late").inc(self._buffer.finish(claimed))
-        return len(claimed)
+        return Sweep(len(claimed), results)
 
     def _samples(self, trace: ClaimedTrace, policy: Policy) -> list[MappedSample]:
         try:
@@ -168,7 +187,7 @@ class TraceSweeper:
         while not self._stop.is_set():
             produced = 0
             try:
-                produced = self._assembly.sweep()
+                produced = self._assembly.sweep().traces
                 telemetry.OPEN_TRACES.set(self._buffer.open_traces())
             except EvalfleetError as exc:
                 log.warning("trace sweep failed, retrying: %s", exc)

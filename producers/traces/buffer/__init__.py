@@ -2,6 +2,7 @@
 
     base.py     the contract, timing, the claim lease
     redis.py    in Redis, shared by every ingest replica
+    memory.py   in this process (produce --format otlp-json, the embedded setup)
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from producers.traces.buffer.base import (
     Timing,
     TraceBuffer,
 )
+from producers.traces.buffer.memory import MemoryTraceBuffer
 from producers.traces.buffer.redis import RedisTraceBuffer
 
-__all__ = ["CLAIM_LEASE_S", "Added", "ClaimedTrace", "RedisTraceBuffer", "Timing",
-           "TraceBuffer"]
+__all__ = ["CLAIM_LEASE_S", "Added", "ClaimedTrace", "MemoryTraceBuffer", "RedisTraceBuffer",
+           "Timing", "TraceBuffer"]

@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from evalfleet.core.errors import TraceBufferFull
 from producers.traces.span import Span, SpanRejection
 
 #: Seconds a claimed trace stays with its claimer before it is due again.
@@ -37,6 +38,17 @@ class Timing:
     def done_ttl_s(self) -> float:
         """How long a produced trace is remembered, to count late spans."""
         return max(600.0, 10 * self.max_wait_s)
+
+    def full(self) -> TraceBufferFull:
+        """The error of a request that would open too many traces."""
+        return TraceBufferFull(f"{self.max_open_traces:,} traces are being assembled "
+                               "(EVALFLEET_OTLP_MAX_OPEN_TRACES); send the spans again later")
+
+    def over_limit(self, span: Span) -> SpanRejection:
+        """The rejection of a span whose trace holds as many spans as allowed."""
+        return SpanRejection(span.trace_id, span.span_id, "traceId",
+                             f"the trace already holds {self.max_spans_per_trace:,} spans "
+                             "(EVALFLEET_OTLP_MAX_SPANS_PER_TRACE)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from evalfleet.core.errors import BrokerUnavailable, TraceBufferFull
+from evalfleet.core.errors import BrokerUnavailable
 from producers.traces.buffer.base import (
     CLAIM_LEASE_S,
     Added,
@@ -134,9 +134,7 @@ class RedisTraceBuffer(TraceBuffer):
             args.extend(span.to_json() for span in members)
         result = self._run(self._add, args)
         if result[0] == -1:
-            raise TraceBufferFull(f"{timing.max_open_traces:,} traces are being assembled "
-                                  "(EVALFLEET_OTLP_MAX_OPEN_TRACES); send the spans again "
-                                  "later")
+            raise timing.full()
         return Added(rejections=_over_limit(result[1:], by_trace, timing), late=int(result[0]))
 
     def claim_due(self, *, now_s: float, limit: int) -> list[ClaimedTrace]:
@@ -171,12 +169,5 @@ class RedisTraceBuffer(TraceBuffer):
 
 def _over_limit(pairs: list[Any], by_trace: dict[str, list[Span]],
                 timing: Timing) -> list[SpanRejection]:
-    rejections = []
-    for n in range(0, len(pairs), 2):
-        trace_id, over = pairs[n].decode(), int(pairs[n + 1])
-        for span in by_trace[trace_id][-over:]:
-            rejections.append(SpanRejection(
-                trace_id, span.span_id, "traceId",
-                f"the trace already holds {timing.max_spans_per_trace:,} spans "
-                "(EVALFLEET_OTLP_MAX_SPANS_PER_TRACE)"))
-    return rejections
+    return [timing.over_limit(span) for n in range(0, len(pairs), 2)
+            for span in by_trace[pairs[n].decode()][-int(pairs[n + 1]):]]

@@ -1,6 +1,7 @@
-"""Spans to jobs over real Redis: the endpoint, assembly across requests and replicas,
-the quiet period, the longest wait, late spans, a dead sweeper's lease, the limits.
-Time is a clock the test moves, never a sleep."""
+"""Spans to jobs, with the jobs in real Redis: the endpoint, assembly across requests and
+replicas, the quiet period, the longest wait, late spans, a dead sweeper's lease, the
+limits; each on the Redis buffer and the in-memory one. Time is a clock the test moves,
+never a sleep."""
 
 from __future__ import annotations
 
@@ -21,7 +22,12 @@ from producers.ingest import create_app
 from producers.runtime import ProducerRuntime
 from producers.sampler import is_sampled
 from producers.traces.assembly import TraceAssembly
-from producers.traces.buffer import CLAIM_LEASE_S, RedisTraceBuffer, Timing
+from producers.traces.buffer import (
+    CLAIM_LEASE_S,
+    MemoryTraceBuffer,
+    RedisTraceBuffer,
+    TraceBuffer,
+)
 from tests.producers.builders import producer_settings, queued, queued_ids
 from tests.producers.traces.builders import TRACE_ID, json_request, json_span, sdk_request
 
@@ -42,8 +48,8 @@ class Clock:
 class Replica:
     """One ingest replica: its app, its assembly on the shared Redis, the test's clock."""
 
-    def __init__(self, runtime: ProducerRuntime, clock: Clock, timing: Timing) -> None:
-        self.buffer = RedisTraceBuffer(runtime._shared, timing=timing)  # type: ignore[arg-type]
+    def __init__(self, runtime: ProducerRuntime, clock: Clock, buffer: TraceBuffer) -> None:
+        self.buffer = buffer
         self.assembly = TraceAssembly(buffer=self.buffer, metrics={
             m.name: m for m in runtime.registry}, clock=clock,
             pipeline=runtime.pipeline(metrics=None, rate=None, source="otlp"))
@@ -60,18 +66,28 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture
-def make_replica(redis_url: str, tmp_path: Path, clock: Clock) -> Iterator[Callable[..., Replica]]:
+@pytest.fixture(params=["redis", "memory"])
+def make_replica(request: pytest.FixtureRequest, redis_url: str, tmp_path: Path,
+                 clock: Clock) -> Iterator[Callable[..., Replica]]:
+    """Replicas on one buffer: Redis (each replica its own client), or one in-memory
+    buffer the replicas of the test share."""
     runtimes: list[ProducerRuntime] = []
+    shared: list[MemoryTraceBuffer] = []
 
-    def make(config: str = "metrics: {rag_qa: {rate: 1.0}}", timing: Timing | None = None,
-             **settings: Any) -> Replica:
+    def make(config: str = "metrics: {rag_qa: {rate: 1.0}}", **settings: Any) -> Replica:
         path = tmp_path / "sampling.yaml"
         path.write_text(config)
-        runtime = ProducerRuntime(producer_settings(redis_url, tmp_path, **settings),
-                                  sampling_config=path)
+        runtime = ProducerRuntime(producer_settings(redis_url, tmp_path, otlp_quiet_s=3,
+                                                    **settings), sampling_config=path)
         runtimes.append(runtime)
-        return Replica(runtime, clock, timing or Timing(quiet_s=3, max_wait_s=60))
+        if request.param == "redis":
+            buffer = runtime.trace_buffer()
+            assert isinstance(buffer, RedisTraceBuffer)
+        else:
+            buffer = shared[0] if shared else runtime.trace_buffer(shared=False)
+            assert isinstance(buffer, MemoryTraceBuffer)
+            shared.append(buffer)
+        return Replica(runtime, clock, buffer)
 
     yield make
     for runtime in runtimes:
@@ -104,9 +120,9 @@ def test_a_trace_split_over_requests_and_replicas_is_produced_once_when_quiet(
     clock.now_s += 2
     assert two.post(json_request(spans["llm"], spans["root"])).status_code == 200
     clock.now_s += 2.9  # the root has ended, but the trace has not been quiet for 3 s
-    assert one.assembly.sweep() == 0
+    assert one.assembly.sweep().traces == 0
     clock.now_s += 0.2
-    assert two.assembly.sweep() == 1 and one.assembly.sweep() == 0
+    assert two.assembly.sweep().traces == 1 and one.assembly.sweep().traces == 0
     (job, _), = queued(redis_client, "rag_qa")
     sample = job["sample"]
     assert sample["id"] == TRACE_ID and sample["input"] == "Can I pause?"
@@ -118,20 +134,20 @@ def test_a_trace_split_over_requests_and_replicas_is_produced_once_when_quiet(
     late = json_span("a000000000000009", parent=ROOT, name="late")
     assert one.post(json_request(late)).status_code == 200
     clock.now_s += 100
-    assert one.assembly.sweep() == 0
+    assert one.assembly.sweep().traces == 0
     assert queued_ids(redis_client, "rag_qa") == [TRACE_ID]
 
 
 def test_without_its_root_a_trace_waits_for_the_longest_wait(
     make_replica: Callable[..., Replica], clock: Clock, redis_client: redis.Redis,
 ) -> None:
-    replica = make_replica(timing=Timing(quiet_s=3, max_wait_s=20))
+    replica = make_replica(otlp_max_wait_s=20)
     spans = rag_spans()
     replica.post(json_request(spans["retriever"], spans["llm"]))
     clock.now_s += 19
-    assert replica.assembly.sweep() == 0
+    assert replica.assembly.sweep().traces == 0
     clock.now_s += 1
-    assert replica.assembly.sweep() == 1
+    assert replica.assembly.sweep().traces == 1
     assert queued_ids(redis_client, "rag_qa") == [TRACE_ID]
 
 
@@ -143,9 +159,9 @@ def test_a_sweeper_that_dies_after_claiming_leaves_the_trace_to_the_next(
     clock.now_s += 3
     (claimed,) = replica.buffer.claim_due(now_s=clock.now_s, limit=10)  # then "dies"
     assert claimed.trace_id == TRACE_ID and len(claimed.spans) == 3
-    assert replica.assembly.sweep() == 0  # leased
+    assert replica.assembly.sweep().traces == 0  # leased
     clock.now_s += CLAIM_LEASE_S
-    assert replica.assembly.sweep() == 1
+    assert replica.assembly.sweep().traces == 1
     assert queued_ids(redis_client, "rag_qa") == [TRACE_ID]
 
 
@@ -160,7 +176,7 @@ def test_the_sampling_decision_is_taken_on_the_trace_id_before_buffering(
     assert 0 < len(kept) < len(trace_ids)
     assert replica.buffer.open_traces() == len(kept)  # the others cost nothing
     clock.now_s += 3
-    assert replica.assembly.sweep() == len(kept)
+    assert replica.assembly.sweep().traces == len(kept)
     assert set(queued_ids(redis_client, "rag_qa")) == kept
 
 
@@ -175,7 +191,7 @@ def test_a_metric_is_not_produced_for_a_trace_lacking_its_inputs(
     replica.post(json_request(with_reference["root"], with_reference["llm"]))
     replica.post(json_request(*rag_spans(f"{7:032x}").values()))
     clock.now_s += 3
-    assert replica.assembly.sweep() == 2
+    assert replica.assembly.sweep().traces == 2
     # No retrieval: no rag_qa (it reads the context); no reference: no bbh_match.
     assert queued_ids(redis_client, "rag_qa") == [f"{7:032x}"]
     assert queued_ids(redis_client, "bbh_match") == [TRACE_ID]
@@ -239,7 +255,7 @@ def test_protobuf_gzip_and_deflate_bodies(
         assert ExportTraceServiceResponse.FromString(answer.content) == \
             ExportTraceServiceResponse()
     clock.now_s += 3
-    assert replica.assembly.sweep() == 2
+    assert replica.assembly.sweep().traces == 2
     assert len(queued_ids(redis_client, "rag_qa")) == 2
 
 
@@ -276,7 +292,7 @@ def test_bad_requests_get_a_status_naming_the_problem(
 def test_too_many_open_traces_is_503_with_retry_after_and_nothing_kept(
     make_replica: Callable[..., Replica], redis_client: redis.Redis,
 ) -> None:
-    replica = make_replica(timing=Timing(max_open_traces=2, max_spans_per_trace=2))
+    replica = make_replica(otlp_max_open_traces=2, otlp_max_spans_per_trace=2)
     for n in (1, 2):
         assert replica.post(json_request(rag_spans(f"{n:032x}")["llm"])).status_code == 200
     answer = replica.post(json_request(*rag_spans(f"{3:032x}").values()))
