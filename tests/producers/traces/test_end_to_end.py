@@ -216,3 +216,31 @@ def test_otlp_json_with_bad_spans_judges_the_good_and_names_the_bad(fleet: Fleet
     verdict = fleet.verdict(trace_id)
     assert verdict["sample"]["output"] == "Up to three months."
     check_sample(verdict, question="Pause?", answer="Up to three months.")
+
+
+def test_a_collector_file_through_produce(fleet: Fleet, tmp_path: Path) -> None:
+    trace_id = "8" * 32
+    root, retriever, llm = "1" * 16, "2" * 16, "3" * 16
+    lines = [
+        json_request(json_span(retriever, trace_id=trace_id, parent=root, attributes={
+            "openinference.span.kind": "RETRIEVER",
+            **{f"retrieval.documents.{n}.document.content": d for n, d in enumerate(DOCUMENTS)}
+        })),
+        b"",
+        b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "nothex"}]}]}]}',
+        json_request(json_span(llm, trace_id=trace_id, parent=root, attributes={
+            "openinference.span.kind": "LLM", "llm.model_name": "app-model",
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.content": "Pause?",
+            "llm.output_messages.0.message.content": "Up to three months."}),
+            json_span(root, trace_id=trace_id, name="POST /chat", end_ns=3_000_000_000,
+                      attributes={"http.route": "/chat", "app.tenant": "acme"})),
+    ]
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    result = CliRunner().invoke(main, ["produce", "--format", "otlp-json", str(path)],
+                                env=fleet.settings.as_environment())
+    assert result.exit_code == 1, result.output  # one bad span, named
+    assert "line 3: trace ?, span ?, field traceId: must be 32 hex digits" in result.output
+    assert "jobs enqueued: rag_qa 1" in result.output
+    check_sample(fleet.verdict(trace_id), question="Pause?", answer="Up to three months.")
