@@ -115,3 +115,30 @@ def test_responses_carry_partial_success_in_the_request_encoding() -> None:
     status = status_pb2.Status.FromString(encode_status(code=3, message="bad",
                                                         json_form=False))
     assert (status.code, status.message) == (3, "bad")
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field, written out so nesting has no limit."""
+    size, varint = len(payload), b""
+    while True:
+        byte, size = size & 0x7F, size >> 7
+        varint += bytes([byte | (0x80 if size else 0)])
+        if not size:
+            return bytes([number << 3 | 2]) + varint + payload
+
+
+@pytest.mark.parametrize(("levels", "rejected"), [(40, True), (5000, None)])
+def test_protobuf_attribute_values_nested_deep(levels: int, rejected: bool | None) -> None:
+    value = _field(1, b"x")  # AnyValue{string_value}
+    for _ in range(levels):
+        value = _field(5, _field(1, value))  # AnyValue{array_value{values: [value]}}
+    span = (_field(1, b"\x01" * 16) + _field(2, b"\x02" * 8) + _field(5, b"s")
+            + _field(9, _field(1, b"deep") + _field(2, value)))
+    body = _field(1, _field(2, _field(2, span)))  # resource_spans.scope_spans.spans
+    if rejected is None:  # past protobuf's own depth limit: the body is refused
+        with pytest.raises(InvalidTraces, match="not an OTLP ExportTraceServiceRequest"):
+            decode_protobuf(body, limits=LIMITS, max_spans=10)
+        return
+    (rejection,) = decode_protobuf(body, limits=LIMITS, max_spans=10).rejections
+    assert rejection.field == 'attributes["deep"]'
+    assert rejection.reason == "value nested deeper than 3 levels"
