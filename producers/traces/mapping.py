@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -86,16 +86,18 @@ def map_trace(spans: Sequence[Span], *, spec: TraceSpec) -> TraceMapping:
     """
     ordered = sorted({s.span_id: s for s in spans}.values(),
                      key=lambda s: (s.start_ns, s.end_ns))
-    readings = [read_span(span) for span in ordered]
+    # Every span is read without its messages (the JSON text that costs); only the
+    # spans that may be judged are read whole.
+    readings = [read_span(span, messages=False) for span in ordered]
     context = [text for r in readings if r.documents for text in r.documents]
     root = next((s for s in ordered if s.is_root), None)
     if spec.judge is not None:
-        picked = [(s, r) for s, r in zip(ordered, readings, strict=True)
+        picked = [(s, read_span(s)) for s, r in zip(ordered, readings, strict=True)
                   if _selects(spec.judge, s, r)]
         if not picked:
             return TraceMapping([], "no_selected_span")
     else:
-        judged = _default_judged(ordered, readings)
+        judged = _default_judged(ordered, readings, root=root)
         if isinstance(judged, str):
             return TraceMapping([], judged)
         picked = [judged]
@@ -110,27 +112,39 @@ def map_trace(spans: Sequence[Span], *, spec: TraceSpec) -> TraceMapping:
     return TraceMapping(samples, None if samples else "no_question_or_answer")
 
 
-def read_span(span: Span) -> SpanReading:
+def read_span(span: Span, *, messages: bool = True) -> SpanReading:
     """Read ``span`` in the first convention it matches (OpenInference, OTel GenAI,
-    OpenLLMetry)."""
+    OpenLLMetry).
+
+    Args:
+        span: The span.
+        messages: Read its question and answer too (False leaves them None).
+    """
     attributes = span.attributes
     kinds = {SPAN_KINDS.get(span.kind, "unspecified")}
     if "openinference.span.kind" in attributes:
-        return _openinference(attributes, kinds)
+        return _openinference(attributes, kinds, messages=messages)
     if "gen_ai.operation.name" in attributes or "gen_ai.input.messages" in attributes:
-        return _genai(attributes, kinds)
+        return _genai(attributes, kinds, messages=messages)
     if any(k.startswith(("gen_ai.prompt.", "traceloop.")) for k in attributes):
-        return _openllmetry(attributes, kinds)
+        return _openllmetry(attributes, kinds, messages=messages)
     return SpanReading(None, kinds=frozenset(kinds))
 
 
-def _openinference(attributes: Mapping[str, Any], kinds: set[str]) -> SpanReading:
+def _openinference(attributes: Mapping[str, Any], kinds: set[str], *,
+                   messages: bool) -> SpanReading:
     kind = str(attributes["openinference.span.kind"]).upper()
-    lists = _indexed(attributes)
     if kind == "RETRIEVER":
-        documents = [_text(d.get("document.content")) for d in lists["retrieval.documents"]]
+        documents = [_text(d.get("document.content"))
+                     for d in _indexed(attributes)["retrieval.documents"]]
         return SpanReading("openinference", question=_value_text(attributes, "input"),
                            documents=[d for d in documents if d], kinds=frozenset({*kinds, kind}))
+    model = _text(attributes.get("llm.model_name"))
+    version = _text(attributes.get("llm.prompt_template.version"))
+    if not messages:
+        return SpanReading("openinference", model=model, prompt_version=version,
+                           is_llm=kind == "LLM", kinds=frozenset({*kinds, kind}))
+    lists = _indexed(attributes)
     question = _last_user(lists["llm.input_messages"], role="message.role",
                           content="message.content")
     answer = _first_content(lists["llm.output_messages"], content="message.content")
@@ -139,13 +153,11 @@ def _openinference(attributes: Mapping[str, Any], kinds: set[str]) -> SpanReadin
         question = _last_user(_as_list(request.get("messages")), role="role", content="content")
     return SpanReading(
         "openinference", question=question or _value_text(attributes, "input"),
-        answer=answer or _value_text(attributes, "output"),
-        model=_text(attributes.get("llm.model_name")),
-        prompt_version=_text(attributes.get("llm.prompt_template.version")),
-        is_llm=kind == "LLM", kinds=frozenset({*kinds, kind}))
+        answer=answer or _value_text(attributes, "output"), model=model,
+        prompt_version=version, is_llm=kind == "LLM", kinds=frozenset({*kinds, kind}))
 
 
-def _genai(attributes: Mapping[str, Any], kinds: set[str]) -> SpanReading:
+def _genai(attributes: Mapping[str, Any], kinds: set[str], *, messages: bool) -> SpanReading:
     operation = _text(attributes.get("gen_ai.operation.name")) or ""
     kinds = {*kinds, operation}
     if operation == "retrieval" or "gen_ai.retrieval.documents" in attributes:
@@ -153,18 +165,22 @@ def _genai(attributes: Mapping[str, Any], kinds: set[str]) -> SpanReading:
                      for d in _as_list(_json(attributes.get("gen_ai.retrieval.documents")))]
         return SpanReading("genai", question=_text(attributes.get("gen_ai.retrieval.query.text")),
                            documents=[d for d in documents if d], kinds=frozenset(kinds))
+    model = _text(attributes.get("gen_ai.response.model")
+                  or attributes.get("gen_ai.request.model"))
+    is_llm = (operation in ("chat", "text_completion", "generate_content")
+              or "gen_ai.output.messages" in attributes)
+    if not messages:
+        return SpanReading("genai", model=model, is_llm=is_llm, kinds=frozenset(kinds))
     inputs = _as_list(_json(attributes.get("gen_ai.input.messages")))
     outputs = _as_list(_json(attributes.get("gen_ai.output.messages")))
     return SpanReading(
         "genai", question=_last_user(inputs, role="role", content="parts"),
-        answer=_first_content(outputs, content="parts"),
-        model=_text(attributes.get("gen_ai.response.model")
-                    or attributes.get("gen_ai.request.model")),
-        is_llm=operation in ("chat", "text_completion", "generate_content") or bool(outputs),
+        answer=_first_content(outputs, content="parts"), model=model, is_llm=is_llm,
         kinds=frozenset(kinds))
 
 
-def _openllmetry(attributes: Mapping[str, Any], kinds: set[str]) -> SpanReading:
+def _openllmetry(attributes: Mapping[str, Any], kinds: set[str], *,
+                 messages: bool) -> SpanReading:
     entity = _text(attributes.get("traceloop.span.kind"))
     name = _text(attributes.get("traceloop.entity.name")) or ""
     if "retriev" in name.lower():
@@ -176,28 +192,32 @@ def _openllmetry(attributes: Mapping[str, Any], kinds: set[str]) -> SpanReading:
                            documents=[d for d in documents if d],
                            kinds=frozenset({*kinds, *([entity] if entity else [])}))
     lists = _indexed(attributes)
-    question = _last_user(lists["gen_ai.prompt"], role="role", content="content")
-    answer = _first_content(lists["gen_ai.completion"], content="content")
-    return SpanReading(
-        "openllmetry",
-        question=question or _entity_text(attributes.get("traceloop.entity.input")),
-        answer=answer or _entity_text(attributes.get("traceloop.entity.output")),
-        model=_text(attributes.get("gen_ai.response.model")
-                    or attributes.get("gen_ai.request.model")),
+    reading = SpanReading(
+        "openllmetry", model=_text(attributes.get("gen_ai.response.model")
+                                   or attributes.get("gen_ai.request.model")),
         prompt_version=_text(attributes.get("traceloop.prompt.version")),
         is_llm=bool(lists["gen_ai.completion"] or lists["gen_ai.prompt"]),
         kinds=frozenset({*kinds, *([entity] if entity else [])}))
+    if not messages:
+        return reading
+    question = _last_user(lists["gen_ai.prompt"], role="role", content="content")
+    answer = _first_content(lists["gen_ai.completion"], content="content")
+    return replace(
+        reading, question=question or _entity_text(attributes.get("traceloop.entity.input")),
+        answer=answer or _entity_text(attributes.get("traceloop.entity.output")))
 
 
-def _default_judged(spans: Sequence[Span],
-                    readings: Sequence[SpanReading]) -> tuple[Span, SpanReading] | str:
-    for span, reading in zip(spans, readings, strict=True):
-        if span.is_root and reading.question and reading.answer:
-            return span, reading
-    llm = [(s, r) for s, r in zip(spans, readings, strict=True) if r.is_llm]
+def _default_judged(spans: Sequence[Span], readings: Sequence[SpanReading], *,
+                    root: Span | None) -> tuple[Span, SpanReading] | str:
+    if root is not None:
+        reading = read_span(root)
+        if reading.question and reading.answer:
+            return root, reading
+    llm = [s for s, r in zip(spans, readings, strict=True) if r.is_llm]
     if not llm:
         return "no_llm_span"
-    return max(llm, key=lambda pair: pair[0].end_ns)
+    last = max(llm, key=lambda span: span.end_ns)
+    return last, read_span(last)
 
 
 def _selects(selector: SpanSelector, span: Span, reading: SpanReading) -> bool:
