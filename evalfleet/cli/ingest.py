@@ -31,10 +31,10 @@ def ingest(state: CliState, host: str, port: int, metric_names: tuple[str, ...],
            access_log: bool) -> None:
     """Serve POST /v1/samples: validate, sample, redact and enqueue samples sent over HTTP.
 
-    Also POST /v1/traces (OTLP/HTTP): OpenTelemetry spans assembled per trace in Redis
-    and produced as samples. Tokens come from EVALFLEET_INGEST_TOKENS (comma-separated)
-    or EVALFLEET_INGEST_TOKENS_FILE. Also serves /healthz, /readyz, /metrics and
-    /openapi.json.
+    Also POST /v1/traces (OTLP/HTTP): OpenTelemetry spans assembled per trace (in Redis,
+    else in this process) and produced as samples. Tokens come from
+    EVALFLEET_INGEST_TOKENS (comma-separated) or EVALFLEET_INGEST_TOKENS_FILE. Also
+    serves /healthz, /readyz, /metrics and /openapi.json.
     """
     import uvicorn
 

@@ -2,7 +2,8 @@
 
 ``POST /v1/traces`` takes OpenTelemetry traces (OTLP/HTTP, protobuf or OTLP JSON):
 bad spans are rejected by name in the answer's ``partial_success``, the others
-buffered until their trace is complete (:mod:`producers.traces`).
+buffered (in Redis when the fleet has one) until their trace is complete
+(:mod:`producers.traces`).
 
 ``POST /v1/samples`` publishes every good record of a request (or counts it as
 sampled out, shed or duplicate) and answers 202 when all were good, 422 naming

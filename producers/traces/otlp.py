@@ -225,6 +225,7 @@ def _convert(pairs: Iterable[tuple[str, Any]], *, limits: SpanLimits,
             raise _Problem(where, f"more than {limits.max_attributes} attributes")
         name = f'{where}["{key[:64]}"]'
         budget = _Budget(limits, field=name)
+        budget.text(key)
         value = convert(raw, budget)
         if key in JSON_TEXT_ATTRIBUTES and isinstance(value, str):
             try:

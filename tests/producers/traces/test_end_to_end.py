@@ -71,7 +71,8 @@ class Fleet:
             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert app.stdin is not None and app.stdout is not None
         if split:
-            assert app.stdout.readline().strip() == b"exported", app.stderr
+            if app.stdout.readline().strip() != b"exported":
+                raise AssertionError(app.communicate(timeout=30)[1].decode())
             if split == "restart":
                 self.kill_ingest()
                 self.start_ingest()
