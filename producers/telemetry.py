@@ -113,7 +113,7 @@ OTLP_METRIC_SKIPPED = Counter(
     "evalfleet_producer_otlp_metric_skipped_total",
     "Samples built from traces that a metric was not produced for because the trace "
     "lacks an input the metric reads (no retrieved context, a required field), by metric "
-    "and input.",
+    "(all: the sample was refused, a field over its limit) and input.",
     ["metric", "input"],
 )
 OPEN_TRACES = Gauge(

@@ -127,7 +127,7 @@ class TraceAssembly:
         for result in results:
             for error in result.errors:
                 telemetry.OTLP_METRIC_SKIPPED.labels(
-                    _metric_of(error), error.field or "record").inc()
+                    self._metric_of(error), error.field or "record").inc()
         telemetry.OTLP_SPANS.labels("late").inc(self._buffer.finish(claimed))
         return Sweep(len(claimed), results)
 
@@ -154,6 +154,13 @@ class TraceAssembly:
                 continue
             kept.append(name)
         return kept
+
+    def _metric_of(self, error: InvalidSample) -> str:
+        """The metric an error left out (the screen ends the reason with its name), or
+        ``all`` for a sample refused as a whole (a field over its limit)."""
+        reason = error.reason
+        name = reason[reason.rfind("(") + 1:-1] if reason.endswith(")") else ""
+        return name if name in self._metrics else "all"
 
     def _highest_rate(self, policy: Policy) -> float:
         rates = [policy.rule_for(name, rate=self._pipeline.rate).rate
@@ -197,7 +204,3 @@ class TraceSweeper:
                 self._stop.wait(self._interval_s)
 
 
-def _metric_of(error: InvalidSample) -> str:
-    # The screen names the metric at the end of the reason: "is required (rag_qa)".
-    reason = error.reason
-    return reason[reason.rfind("(") + 1:-1] if reason.endswith(")") else "unknown"

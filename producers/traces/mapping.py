@@ -383,6 +383,8 @@ def _last(values: Any) -> str | None:
 
 
 def _timestamp(end_ns: int) -> str | None:
-    if end_ns <= 0:
+    try:
+        moment = datetime.fromtimestamp(end_ns / 1e9, tz=UTC)
+    except (OverflowError, OSError, ValueError):  # past year 9999: no time to record
         return None
-    return datetime.fromtimestamp(end_ns / 1e9, tz=UTC).isoformat().replace("+00:00", "Z")
+    return moment.isoformat().replace("+00:00", "Z") if end_ns > 0 else None

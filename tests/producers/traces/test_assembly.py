@@ -16,6 +16,7 @@ import pytest
 import redis
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from prometheus_client import REGISTRY
 from starlette.testclient import TestClient
 
 from producers.ingest import create_app
@@ -303,3 +304,22 @@ def test_too_many_open_traces_is_503_with_retry_after_and_nothing_kept(
     over = replica.post(json_request(*rag_spans(f"{1:032x}").values())).json()
     assert over["partialSuccess"]["rejectedSpans"] == 2
     assert "EVALFLEET_OTLP_MAX_SPANS_PER_TRACE" in over["partialSuccess"]["errorMessage"]
+
+
+def test_a_trace_whose_sample_is_refused_is_counted_and_finished(
+    make_replica: Callable[..., Replica], clock: Clock, redis_client: redis.Redis,
+) -> None:
+    replica = make_replica(max_field_chars=1000)
+    spans = rag_spans()
+    spans["llm"]["attributes"][3]["value"]["stringValue"] = "q" * 2000  # the question
+    spans["root"]["endTimeUnixNano"] = str(2**64 - 1)  # a time no datetime holds
+    before = REGISTRY.get_sample_value("evalfleet_producer_otlp_metric_skipped_total",
+                                       {"metric": "all", "input": "input"}) or 0
+    replica.post(json_request(*spans.values()))
+    clock.now_s += 3
+    sweep = replica.assembly.sweep()
+    assert sweep.traces == 1 and sweep.results[0].status == "rejected"
+    assert "2,000 characters, over the limit of 1,000" in str(sweep.results[0].errors[0])
+    assert REGISTRY.get_sample_value("evalfleet_producer_otlp_metric_skipped_total",
+                                     {"metric": "all", "input": "input"}) == before + 1
+    assert replica.buffer.open_traces() == 0 and queued_ids(redis_client, "rag_qa") == []
