@@ -110,6 +110,7 @@ class ProducerRuntime:
         settings = self.settings
         timing = Timing(quiet_s=settings.otlp_quiet_s, max_wait_s=settings.otlp_max_wait_s,
                         max_spans_per_trace=settings.otlp_max_spans_per_trace,
+                        max_trace_bytes=settings.otlp_max_trace_bytes,
                         max_open_traces=settings.otlp_max_open_traces)
         if shared and self._shared is not None:
             return RedisTraceBuffer(self._shared, timing=timing)

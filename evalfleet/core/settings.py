@@ -395,6 +395,10 @@ class IngestSettings(BaseModel):
     otlp_max_spans_per_trace: int = Field(default=1000, ge=1)
     """Most spans buffered for one trace; later spans of it are rejected and counted."""
 
+    otlp_max_trace_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    """Most bytes buffered for one trace (its spans as kept); later spans of it are
+    rejected and counted."""
+
     otlp_max_open_traces: int = Field(default=100_000, ge=1)
     """Most traces buffered at once across the fleet; a request that would open more
     gets 503 with ``Retry-After`` (the exporter sends it again)."""

@@ -31,6 +31,8 @@ class Timing:
     """Due this long after its first span at the latest."""
     max_spans_per_trace: int = 1000
     """Spans kept per trace; later ones are rejected."""
+    max_trace_bytes: int = 16 * 1024 * 1024
+    """Bytes kept per trace (its spans as buffered); later spans are rejected."""
     max_open_traces: int = 100_000
     """Traces buffered at once; a request opening more is refused (retry later)."""
 
@@ -45,10 +47,12 @@ class Timing:
                                "(EVALFLEET_OTLP_MAX_OPEN_TRACES); send the spans again later")
 
     def over_limit(self, span: Span) -> SpanRejection:
-        """The rejection of a span whose trace holds as many spans as allowed."""
+        """The rejection of a span that would take its trace past its limits."""
         return SpanRejection(span.trace_id, span.span_id, "traceId",
-                             f"the trace already holds {self.max_spans_per_trace:,} spans "
-                             "(EVALFLEET_OTLP_MAX_SPANS_PER_TRACE)")
+                             f"the trace would be over its limit of "
+                             f"{self.max_spans_per_trace:,} spans or "
+                             f"{self.max_trace_bytes:,} bytes "
+                             "(EVALFLEET_OTLP_MAX_SPANS_PER_TRACE, _MAX_TRACE_BYTES)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ class _Open:
     due_s: float = 0.0
     root: bool = False
     spans: list[Span] = field(default_factory=list)
+    size_bytes: int = 0
 
 
 class MemoryTraceBuffer(TraceBuffer):
@@ -56,10 +57,13 @@ class MemoryTraceBuffer(TraceBuffer):
                     late += 1
                     continue
                 entry = self._open.setdefault(span.trace_id, _Open(first_s=now_s))
-                if len(entry.spans) >= timing.max_spans_per_trace:
+                size = len(span.to_json())
+                if (len(entry.spans) >= timing.max_spans_per_trace
+                        or entry.size_bytes + size > timing.max_trace_bytes):
                     rejections.append(timing.over_limit(span))
                     continue
                 entry.spans.append(span)
+                entry.size_bytes += size
                 entry.root = entry.root or span.is_root
                 entry.due_s = entry.first_s + timing.max_wait_s
                 if entry.root:

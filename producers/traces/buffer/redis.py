@@ -1,7 +1,7 @@
 """The trace buffer in Redis, shared by every ingest replica.
 
 Keys (``evalfleet:otlp:`` prefix): ``spans:<trace>`` a list of the trace's spans as
-JSON, ``meta:<trace>`` a hash (first arrival, span count, whether its root ended),
+JSON, ``meta:<trace>`` a hash (first arrival, span count and bytes, whether its root ended),
 ``due`` a sorted set of trace ids by the time each is due, and ``done:<trace>`` an
 expiring mark of a produced trace. Each operation is one Lua script, so replicas adding
 spans and claiming traces at once never see half of another's step, and a trace is in
@@ -33,14 +33,16 @@ KEY_PREFIX = "evalfleet:otlp:"
 #: Seconds a buffered trace's keys live without a sweep (a fleet stopped that long).
 _KEY_TTL_S = 7 * 24 * 3600
 
-# ARGV: prefix, now, quiet, max_wait, max_spans, max_open, ttl, then per trace:
-# trace id, root ended (0/1), span count, spans... Returns {-1} when full, else
-# {late, trace id, spans over the limit, ...}.
+# ARGV: prefix, now, quiet, max_wait, max_spans, max_open, ttl, max_bytes, then per
+# trace: trace id, root ended (0/1), span count, spans... Returns {-1} when full, else
+# {late, trace id, spans over the limit, ...}: the spans from the first that does not
+# fit are rejected.
 _ADD = """
 local p, now, quiet, max_wait = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_spans, max_open, ttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local max_bytes = tonumber(ARGV[8])
 local due = p .. 'due'
-local traces, i, new = {}, 8, 0
+local traces, i, new = {}, 9, 0
 while i <= #ARGV do
   local tid, root, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   local done = redis.call('EXISTS', p .. 'done:' .. tid) == 1
@@ -58,10 +60,16 @@ for _, t in ipairs(traces) do
   else
     local meta, spans = p .. 'meta:' .. tid, p .. 'spans:' .. tid
     local count = tonumber(redis.call('HGET', meta, 'count') or '0')
-    local keep = math.min(n, math.max(0, max_spans - count))
-    for j = first, first + keep - 1 do redis.call('RPUSH', spans, ARGV[j]) end
+    local size = tonumber(redis.call('HGET', meta, 'bytes') or '0')
+    local keep = 0
+    while keep < n and count + keep < max_spans and size + #ARGV[first + keep] <= max_bytes do
+      size = size + #ARGV[first + keep]
+      redis.call('RPUSH', spans, ARGV[first + keep])
+      keep = keep + 1
+    end
     redis.call('HSETNX', meta, 'first', now)
     redis.call('HINCRBY', meta, 'count', keep)
+    redis.call('HSET', meta, 'bytes', size)
     if root == '1' then redis.call('HSET', meta, 'root', 1) end
     local deadline = tonumber(redis.call('HGET', meta, 'first')) + max_wait
     if redis.call('HGET', meta, 'root') then deadline = math.min(deadline, now + quiet) end
@@ -127,7 +135,8 @@ class RedisTraceBuffer(TraceBuffer):
             by_trace.setdefault(span.trace_id, []).append(span)
         timing = self._timing
         args: list[Any] = [KEY_PREFIX, now_s, timing.quiet_s, timing.max_wait_s,
-                           timing.max_spans_per_trace, timing.max_open_traces, _KEY_TTL_S]
+                           timing.max_spans_per_trace, timing.max_open_traces, _KEY_TTL_S,
+                           timing.max_trace_bytes]
         for trace_id, members in by_trace.items():
             root = any(span.is_root for span in members)
             args.extend([trace_id, "1" if root else "0", len(members)])

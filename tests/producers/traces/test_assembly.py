@@ -303,7 +303,19 @@ def test_too_many_open_traces_is_503_with_retry_after_and_nothing_kept(
     # A known trace still takes spans, up to its own limit; the rest are named.
     over = replica.post(json_request(*rag_spans(f"{1:032x}").values())).json()
     assert over["partialSuccess"]["rejectedSpans"] == 2
-    assert "EVALFLEET_OTLP_MAX_SPANS_PER_TRACE" in over["partialSuccess"]["errorMessage"]
+    assert "over its limit of 2 spans" in over["partialSuccess"]["errorMessage"]
+
+
+def test_a_trace_keeps_at_most_its_bytes(make_replica: Callable[..., Replica]) -> None:
+    replica = make_replica(otlp_max_trace_bytes=4096)
+    big = {"gen_ai.input.messages": "x" * 1500}
+    spans = [json_span(f"b00000000000000{n}", parent=ROOT, attributes=big) for n in range(4)]
+    first = replica.post(json_request(*spans[:2])).json()
+    assert first == {}
+    over = replica.post(json_request(*spans[2:])).json()["partialSuccess"]
+    assert over["rejectedSpans"] == 2  # about 1.6 kB each: a third does not fit
+    assert "span b000000000000002, field traceId" in over["errorMessage"]
+    assert "4,096 bytes" in over["errorMessage"]
 
 
 def test_a_trace_whose_sample_is_refused_is_counted_and_finished(
