@@ -10,6 +10,8 @@ Steps, each timed on its own in this one process (CPU seconds, so one core):
 
 1. decode: ``decode_protobuf`` alone;
 2. decode + buffer: decoded and buffered in Redis (sampling rate 1.0: every trace kept);
+   then the same requests again over HTTP, ``POST /v1/traces`` to the ingest app under
+   uvicorn in a thread (the client's CPU is counted too);
 3. sweep: the buffered traces mapped and produced as jobs (rag_qa's prompt, queue
    ``eval.bench_otlp``);
 4. the JSON sample path beside it: as many sample records as traces through the producer
@@ -37,6 +39,7 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
+import httpx
 import redis
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -44,9 +47,11 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
 from evalfleet.core.metric import Metric, MetricRegistry, load_registry
 from evalfleet.core.settings import Settings
+from producers.ingest import create_app
 from producers.runtime import ProducerRuntime
 from producers.traces import SpanLimits, decode_protobuf
 from producers.traces.assembly import TraceAssembly
+from testkit.served import Served
 
 #: The bench's own metric, so its queue is ``eval.bench_otlp``.
 METRIC = "bench_otlp"
@@ -85,6 +90,8 @@ def main() -> None:
                 r, limits=limits, max_spans=10_000).spans) for r in requests])
             open_traces = buffer.open_traces()
             per_trace = (int(client.info("memory")["used_memory"]) - before) / open_traces
+            _clean(client)  # the same traces again, over HTTP
+            http_s = _cpu(lambda: _post_all(runtime, assembly, requests))
             accepted: list[int] = []
             sweep_s = _cpu(lambda: accepted.append(_sweep_all(assembly)))
             produced = accepted[0]
@@ -101,6 +108,8 @@ def main() -> None:
     print(f"\n{'step':<44} {'CPU s':>7} {'per second (one core)':>28}")
     print(f"{'decode (protobuf)':<44} {decode_s:7.2f} {spans / decode_s:>20,.0f} spans/s")
     print(f"{'decode + buffer in Redis':<44} {buffer_s:7.2f} {spans / buffer_s:>20,.0f} spans/s")
+    print(f"{'POST /v1/traces (server and client here)':<44} {http_s:7.2f} "
+          f"{spans / http_s:>20,.0f} spans/s")
     print(f"{'sweep: map + produce jobs':<44} {sweep_s:7.2f} "
           f"{args.traces / sweep_s:>19,.0f} traces/s")
     print(f"{'ingest CPU per span (buffer + sweep)':<44} {buffer_s + sweep_s:7.2f} "
@@ -133,6 +142,21 @@ def _steady(assembly: TraceAssembly, client: redis.Redis, rng: random.Random, *,
 def assembly_open(assembly: TraceAssembly) -> int:
     """Traces open in the assembly's buffer."""
     return assembly._buffer.open_traces()
+
+
+def _post_all(runtime: ProducerRuntime, assembly: TraceAssembly, requests: list[bytes]) -> None:
+    """Every request over HTTP to the ingest app under uvicorn in a thread of this process
+    (so the CPU counted is the server's and the client's together)."""
+    served = Served(create_app(runtime, tokens=None, metrics=[METRIC], traces=assembly))
+    try:
+        with httpx.Client(base_url=served.url, timeout=60) as http:
+            for request in requests:
+                answer = http.post("/v1/traces", content=request,
+                                   headers={"Content-Type": "application/x-protobuf"})
+                if answer.status_code != 200:
+                    raise SystemExit(f"POST /v1/traces answered {answer.status_code}")
+    finally:
+        served.stop()
 
 
 def _sweep_all(assembly: TraceAssembly) -> int:
