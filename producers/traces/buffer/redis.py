@@ -7,7 +7,8 @@ expiring mark of a produced trace. Each operation is one Lua script, so replicas
 spans and claiming traces at once never see half of another's step, and a trace is in
 ``due`` from its first span until it is finished: an ingest killed at any point leaves
 every accepted span to the next sweep (with Redis persistence, as a production broker
-has).
+has). The scripts name their keys themselves, so the buffer needs one Redis (or a
+primary with replicas), not a Redis Cluster.
 """
 
 from __future__ import annotations
