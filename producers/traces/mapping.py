@@ -238,8 +238,9 @@ def _record(sample_id: str, span: Span, reading: SpanReading, *, root: Span | No
     app = _text(span.resource.get("service.name"))
     if app:
         segments["app"] = app
-    if root is not None:
-        segments["route"] = _text(root.attributes.get("http.route")) or root.name
+    route = root and (_text(root.attributes.get("http.route")) or _text(root.name))
+    if route:
+        segments["route"] = route
     model = reading.model or _last(r.model for r in readings if r.is_llm)
     version = reading.prompt_version or _last(r.prompt_version for r in readings)
     segments.update({k: v for k, v in (("model", model), ("prompt_version", version)) if v})
