@@ -100,7 +100,7 @@ OTLP_SPANS = Counter(
     "Spans received on POST /v1/traces, by outcome: buffered, sampled_out (the trace's id "
     "hash is under no metric's rate), rejected (a bad span, named in partial_success), "
     "trace_too_large (over EVALFLEET_OTLP_MAX_SPANS_PER_TRACE), late (its trace was "
-    "already produced), too_many_open_traces (the request got 503).",
+    "already produced), too_many_open_traces and buffer_unavailable (the request got 503).",
     ["outcome"],
 )
 OTLP_TRACES = Counter(

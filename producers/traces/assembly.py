@@ -22,7 +22,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalfleet.core.errors import EvalfleetError, InvalidSample
+from evalfleet.core.errors import (
+    BrokerUnavailable,
+    EvalfleetError,
+    InvalidSample,
+    TraceBufferFull,
+)
 from evalfleet.core.metric import Metric
 from producers import telemetry
 from producers.pipeline import Pipeline, RecordResult
@@ -85,8 +90,11 @@ class TraceAssembly:
         telemetry.OTLP_SPANS.labels("sampled_out").inc(len(spans) - len(kept))
         try:
             added = self._buffer.add(kept, now_s=self._clock())
-        except EvalfleetError:
+        except TraceBufferFull:
             telemetry.OTLP_SPANS.labels("too_many_open_traces").inc(len(kept))
+            raise
+        except BrokerUnavailable:
+            telemetry.OTLP_SPANS.labels("buffer_unavailable").inc(len(kept))
             raise
         telemetry.OTLP_SPANS.labels("late").inc(added.late)
         telemetry.OTLP_SPANS.labels("trace_too_large").inc(len(added.rejections))
