@@ -125,12 +125,14 @@ class Pipeline:
         self._source = source
         self._clock = clock
 
-    def process(self, records: Sequence[tuple[str, Any]]) -> list[RecordResult]:
+    def process(self, records: Sequence[tuple[str, Any]], *,
+                metrics: Sequence[str] | None = None) -> list[RecordResult]:
         """Handle one batch.
 
         Args:
             records: ``(record label, raw)`` pairs; raw is a JSONL line (bytes) or
                 decoded JSON.
+            metrics: The metrics for this batch, among the pipeline's; None for all.
 
         Returns:
             One result per record, in order.
@@ -140,7 +142,8 @@ class Pipeline:
                 as accepted.
         """
         policy = self._policy()
-        metrics = self._metrics if self._metrics is not None else policy.metric_names
+        if metrics is None:
+            metrics = self.metrics(policy)
         now_s = self._clock()
         screened = [self._screen.admit(raw, record=label, policy=policy, metrics=metrics,
                                        now_s=now_s, rate=self._rate) for label, raw in records]
@@ -156,6 +159,21 @@ class Pipeline:
                 results.append(_other_result(index, item))
         self._count(results)
         return results
+
+    def metrics(self, policy: Policy | None = None) -> list[str]:
+        """The metrics this pipeline produces for under ``policy`` (default: in effect)."""
+        if self._metrics is not None:
+            return self._metrics
+        return (policy or self._policy()).metric_names
+
+    def policy(self) -> Policy:
+        """The sampling policy in effect."""
+        return self._policy()
+
+    @property
+    def rate(self) -> float | None:
+        """The rate overriding the policy's, if any."""
+        return self._rate
 
     def _count(self, results: list[RecordResult]) -> None:
         for result in results:

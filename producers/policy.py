@@ -38,6 +38,7 @@ from evalfleet.core.errors import InvalidSamplingConfig
 from evalfleet.core.settings import Settings
 from producers.redact import BUILTIN_KINDS, MAX_REDACT_CHARS, RedactionRules, Redactor
 from producers.regex import LinearPattern, compile_linear
+from producers.traces.config import TraceSpec
 
 ShedPolicy = Literal["drop_new", "lower_rate"]
 
@@ -203,6 +204,9 @@ class PolicyFile(_Model):
 
     redaction: RedactionSpec = Field(default_factory=RedactionSpec)
     """PII redaction."""
+
+    traces: TraceSpec = Field(default_factory=TraceSpec)
+    """How OpenTelemetry traces become samples (``POST /v1/traces``)."""
 
 
 @dataclass(frozen=True, slots=True)

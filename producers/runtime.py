@@ -34,6 +34,8 @@ from producers.policy import Fallbacks, max_delay_for
 from producers.quota import SegmentQuota
 from producers.reloader import PolicyReloader
 from producers.screen import Screen
+from producers.traces.assembly import TraceAssembly
+from producers.traces.buffer import MemoryTraceBuffer, RedisTraceBuffer, Timing, TraceBuffer
 
 
 class ProducerRuntime:
@@ -101,6 +103,31 @@ class ProducerRuntime:
         return Pipeline(screen=self.screen, dispatcher=self.dispatcher,
                         policy=self.reloader.current, metrics=metrics, rate=rate,
                         source=source)
+
+    def trace_buffer(self, *, shared: bool = True) -> TraceBuffer:
+        """Where traces are assembled: the shared Redis when there is one (and
+        ``shared``), so every replica sees every span; else this process's memory."""
+        settings = self.settings
+        timing = Timing(quiet_s=settings.otlp_quiet_s, max_wait_s=settings.otlp_max_wait_s,
+                        max_spans_per_trace=settings.otlp_max_spans_per_trace,
+                        max_trace_bytes=settings.otlp_max_trace_bytes,
+                        max_open_traces=settings.otlp_max_open_traces)
+        if shared and self._shared is not None:
+            return RedisTraceBuffer(self._shared, timing=timing)
+        return MemoryTraceBuffer(timing=timing)
+
+    def trace_assembly(self, buffer: TraceBuffer, *, metrics: Sequence[str] | None,
+                       rate: float | None) -> TraceAssembly:
+        """Traces from ``buffer`` through a pipeline over this runtime's parts.
+
+        Args:
+            buffer: Where spans wait for their trace.
+            metrics: The metrics to produce for; None for those the policy lists.
+            rate: A rate overriding the policy's.
+        """
+        return TraceAssembly(buffer=buffer, metrics={m.name: m for m in self.registry},
+                             pipeline=self.pipeline(metrics=metrics, rate=rate,
+                                                    source="otlp"))
 
     def close(self) -> None:
         """Close broker and Redis connections."""

@@ -40,6 +40,17 @@ class OversizedLine(bytes):
 
 
 @dataclass(frozen=True, slots=True)
+class Keyed:
+    """A record whose sampling is decided on a key other than its id (the trace id of
+    a sample built from one span of a trace, so all samples of a trace agree)."""
+
+    data: Mapping[str, Any]
+    """The decoded record."""
+    sampling_key: str
+    """What the rate is applied to."""
+
+
+@dataclass(frozen=True, slots=True)
 class Admitted:
     """A valid sample picked for at least one metric."""
 
@@ -112,7 +123,8 @@ class Screen:
         """Validate ``raw`` and pick the metrics that keep it (no redaction yet).
 
         Args:
-            raw: A JSONL line (bytes), decoded JSON, or a :class:`Sample`.
+            raw: A JSONL line (bytes), decoded JSON, a :class:`Sample`, or decoded JSON
+                with its sampling key (:class:`Keyed`).
             record: Where it came from, for errors.
             policy: The sampling policy in effect.
             metrics: The metrics asked for.
@@ -122,8 +134,9 @@ class Screen:
         Returns:
             Admitted, SampledOut or Rejected.
         """
+        sampling_key = raw.sampling_key if isinstance(raw, Keyed) else None
         try:
-            sample = self._parse(raw, record=record)
+            sample = self._parse(raw.data if isinstance(raw, Keyed) else raw, record=record)
             check_limits(sample, limits=self._limits, record=record)
         except InvalidSample as exc:
             return Rejected(record=record, errors=(exc,))
@@ -132,8 +145,9 @@ class Screen:
                 InvalidSample(f"cannot be read ({type(exc).__name__})", record=record),))
         if self._quota.max_tracked != policy.spec.segments.max_tracked:
             self._quota.resize(policy.spec.segments.max_tracked)
-        selection = select(sample_id=sample.id, attributes=sample.attributes, metrics=metrics,
-                           policy=policy, quota=self._quota, now_s=now_s, rate=rate)
+        selection = select(sample_id=sampling_key or sample.id, attributes=sample.attributes,
+                           metrics=metrics, policy=policy, quota=self._quota, now_s=now_s,
+                           rate=rate)
         if not selection.picks:
             return SampledOut(record=record, sample_id=sample.id, segment=selection.segment)
         picks, errors = self._check_inputs(sample, selection.picks, record=record)

@@ -95,3 +95,28 @@ def short_label(segment: str) -> str:
         return segment
     digest = hashlib.sha256(segment.encode("utf-8", "replace")).hexdigest()[:12]
     return f"{segment[:MAX_SEGMENT_LABEL_CHARS - 13]}~{digest}"
+OTLP_SPANS = Counter(
+    "evalfleet_producer_otlp_spans_total",
+    "Spans received on POST /v1/traces, by outcome: buffered, sampled_out (the trace's id "
+    "hash is under no metric's rate), rejected (a bad span, named in partial_success), "
+    "trace_too_large (over EVALFLEET_OTLP_MAX_SPANS_PER_TRACE), late (its trace was "
+    "already produced), too_many_open_traces and buffer_unavailable (the request got 503).",
+    ["outcome"],
+)
+OTLP_TRACES = Counter(
+    "evalfleet_producer_otlp_traces_total",
+    "Assembled traces, by outcome: produced (at least one sample), or why none "
+    "(no_llm_span, no_question_or_answer, no_selected_span).",
+    ["outcome"],
+)
+OTLP_METRIC_SKIPPED = Counter(
+    "evalfleet_producer_otlp_metric_skipped_total",
+    "Samples built from traces that a metric was not produced for because the trace "
+    "lacks an input the metric reads (no retrieved context, a required field), by metric "
+    "(all: the sample was refused, a field over its limit) and input.",
+    ["metric", "input"],
+)
+OPEN_TRACES = Gauge(
+    "evalfleet_producer_otlp_open_traces",
+    "Traces being assembled, as last measured by this ingest's sweeper.",
+)

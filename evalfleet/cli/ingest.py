@@ -31,14 +31,17 @@ def ingest(state: CliState, host: str, port: int, metric_names: tuple[str, ...],
            access_log: bool) -> None:
     """Serve POST /v1/samples: validate, sample, redact and enqueue samples sent over HTTP.
 
-    Tokens come from EVALFLEET_INGEST_TOKENS (comma-separated) or
-    EVALFLEET_INGEST_TOKENS_FILE. Also serves /healthz, /readyz, /metrics and
-    /openapi.json.
+    Also POST /v1/traces (OTLP/HTTP): OpenTelemetry spans assembled per trace (in Redis,
+    else in this process) and produced as samples. Tokens come from
+    EVALFLEET_INGEST_TOKENS (comma-separated) or EVALFLEET_INGEST_TOKENS_FILE. Also
+    serves /healthz, /readyz, /metrics and /openapi.json.
     """
     import uvicorn
 
     from producers.ingest import create_app, load_tokens
     from producers.runtime import ProducerRuntime
+    from producers.traces.assembly import TraceSweeper
+    from producers.traces.buffer import MemoryTraceBuffer
 
     settings = state.settings
     try:
@@ -53,10 +56,19 @@ def ingest(state: CliState, host: str, port: int, metric_names: tuple[str, ...],
     if not metrics and not runtime.reloader.current().metric_names:
         raise click.UsageError("give --metric NAME, or list metrics in the sampling config")
     install_secret_filter([*settings.secret_values(), *(tokens or [])])
-    app = create_app(runtime, tokens=tokens, metrics=metrics or None, rate=sample_rate)
-    click.echo(f"evalfleet ingest on http://{host}:{port} (POST /v1/samples; "
+    buffer = runtime.trace_buffer()
+    traces = runtime.trace_assembly(buffer, metrics=metrics or None, rate=sample_rate)
+    sweeper = TraceSweeper(traces, buffer=buffer)
+    sweeper.start()
+    app = create_app(runtime, tokens=tokens, metrics=metrics or None, rate=sample_rate,
+                     traces=traces)
+    click.echo(f"evalfleet ingest on http://{host}:{port} (POST /v1/samples, /v1/traces; "
                f"auth {'off' if tokens is None else 'on'})", err=True)
+    if isinstance(buffer, MemoryTraceBuffer):
+        click.echo("traces are assembled in this process's memory (no Redis): run one "
+                   "ingest replica, and set EVALFLEET_SHARED_REDIS_URL for several", err=True)
     try:
         uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info")
     finally:
+        sweeper.stop()
         runtime.close()

@@ -44,21 +44,34 @@ PROGRESS_INTERVAL_S = 0.5
               help="Records per broker round trip (default: EVALFLEET_PRODUCER_BATCH_SIZE).")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=0,
               help="With --follow: serve Prometheus /metrics on this port (0: off).")
+@click.option("--format", "input_format", type=click.Choice(["samples", "otlp-json"]),
+              default="samples", show_default=True,
+              help="samples: sample records (JSONL); otlp-json: OpenTelemetry traces as the "
+                   "Collector's file exporter writes them, one request per line.")
 @pass_state
 def produce(state: CliState, file: str, metric_names: tuple[str, ...], sample_rate: float | None,
             sampling_config: Path | None, follow: bool, offset_file: Path | None,
-            batch_size: int | None, metrics_port: int) -> None:
+            batch_size: int | None, metrics_port: int, input_format: str) -> None:
     """Validate, sample, redact and enqueue samples from a JSONL FILE (- for stdin).
 
     Bad lines are reported on stderr with their line number, id and field; the rest
-    are enqueued. Exits 1 when any line was rejected or the broker stopped answering
-    part way, 2 on usage errors and when the broker cannot be reached at all.
+    are enqueued. With --format otlp-json, FILE holds OpenTelemetry traces, mapped to
+    samples as POST /v1/traces maps them. Exits 1 when any line was rejected or the
+    broker stopped answering part way, 2 on usage errors and when the broker cannot be
+    reached at all.
     """
     if follow and file == "-":
         raise click.UsageError("--follow needs a file, not stdin")
+    if follow and input_format == "otlp-json":
+        raise click.UsageError("--follow reads sample records; --format otlp-json reads a "
+                               "file once")
     runtime = _open_runtime(state, sampling_config=sampling_config, shared_dedupe=follow)
     try:
         metrics = _metric_names(runtime, metric_names)
+        if input_format == "otlp-json":
+            stats = _produce_traces(file, runtime=runtime, metrics=metrics, rate=sample_rate)
+            _summarise(file, stats)
+            sys.exit(1 if stats.rejected else 0)
         pipeline = runtime.pipeline(metrics=metrics, rate=sample_rate,
                                     source="follow" if follow else "file")
         size = batch_size or state.settings.producer_batch_size
@@ -101,6 +114,28 @@ def _metric_names(runtime: ProducerRuntime, names: tuple[str, ...]) -> list[str]
     if not metrics and not runtime.reloader.current().metric_names:
         raise click.UsageError("give --metric NAME, or list metrics in the sampling config")
     return metrics or None
+
+
+def _produce_traces(file: str, *, runtime: ProducerRuntime, metrics: list[str] | None,
+                    rate: float | None) -> ProduceStats:
+    from producers.pipeline import ProduceStats
+    from producers.source import read_lines
+    from producers.traces import SpanLimits
+    from producers.traces.file import produce_otlp_lines
+
+    settings = runtime.settings
+    stats = ProduceStats()
+    try:
+        return produce_otlp_lines(
+            read_lines(file),
+            assembly=runtime.trace_assembly(runtime.trace_buffer(shared=False),
+                                            metrics=metrics, rate=rate),
+            limits=SpanLimits(max_attributes=settings.otlp_max_attributes_per_span,
+                              max_value_bytes=settings.otlp_max_attribute_bytes),
+            max_spans=settings.otlp_max_spans_per_request,
+            on_error=lambda message: click.echo(f"{file}: {message}", err=True), stats=stats)
+    except OSError as exc:
+        raise click.FileError(file, str(exc)) from None
 
 
 def _produce_once(file: str, *, pipeline: Pipeline, batch_size: int) -> ProduceStats:

@@ -6,6 +6,7 @@
     │   ├── JudgeDeferred            not sent: rate budget spent or circuit open (JudgeError)
     │   ├── StoreUnavailable         the database cannot be reached
     │   ├── BrokerUnavailable        the broker cannot be reached
+    │   ├── TraceBufferFull          as many traces buffered as allowed (producers.traces)
     │   ├── WorkerShuttingDown       the shutdown grace period ended mid-job
     │   └── ReceiverUnavailable      an alert receiver: transport, timeout, 429, 5xx
     │                                                                  (also DeliveryFailed)
@@ -19,7 +20,8 @@
     │   │   ├── InvalidScript        a judge simulator reply script (judgesim.faults)
     │   │   ├── InvalidChatRequest   a request the judge simulator cannot read
     │   │   ├── InvalidAlertRule     an alert rules file (evalfleet.alerts.rule)
-    │   │   └── InvalidSamplingConfig a producer sampling config file (producers.policy)
+    │   │   ├── InvalidSamplingConfig a producer sampling config file (producers.policy)
+    │   │   └── InvalidTraces        an OTLP trace export request (producers.traces.otlp)
     │   ├── JudgeRejected            400, 401, 403, 404, no quota          (also JudgeError)
     │   ├── StoreRejected            the database refuses a value
     │   └── ReceiverRejected         an alert receiver's other 4xx    (also DeliveryFailed)
@@ -210,6 +212,11 @@ class BrokerUnavailable(RetryLater):
     """
 
 
+class TraceBufferFull(RetryLater):
+    """Spans would open more traces than ``EVALFLEET_OTLP_MAX_OPEN_TRACES`` allows;
+    nothing of the request was kept, send it again later."""
+
+
 class WorkerShuttingDown(RetryLater):
     """The worker's shutdown grace period ran out while a job waited for the judge.
 
@@ -231,6 +238,19 @@ class InvalidSamplingConfig(InvalidInput):
         self.location = location
         where = f"{path}, {location}" if location else path
         super().__init__(f"{where}: {reason}")
+
+
+class InvalidTraces(InvalidInput):
+    """An OTLP trace export request that cannot be read as a whole (a bad span is not
+    an exception: it is rejected by name and the rest go on).
+
+    Attributes:
+        too_large: True when the request holds more spans than allowed (413, not 400).
+    """
+
+    def __init__(self, reason: str, *, too_large: bool = False) -> None:
+        self.too_large = too_large
+        super().__init__(reason)
 
 
 class InvalidAlertRule(InvalidInput):

@@ -381,6 +381,35 @@ class IngestSettings(BaseModel):
     ingest_max_batch: int = Field(default=1000, ge=1)
     """Most samples in one ``evalfleet ingest`` request; more get 413."""
 
+    otlp_max_spans_per_request: int = Field(default=10_000, ge=1)
+    """Most spans in one ``POST /v1/traces`` request; more get 413."""
+
+    otlp_max_attributes_per_span: int = Field(default=512, ge=1)
+    """Most attributes (resource, scope and span together) one span may carry; a span
+    with more is rejected by name in the answer's ``partial_success``."""
+
+    otlp_max_attribute_bytes: int = Field(default=1_048_576, ge=64)
+    """Largest attribute value (a string, or an array's or map's strings together), in
+    bytes; a span with a larger one is rejected naming the attribute."""
+
+    otlp_max_spans_per_trace: int = Field(default=1000, ge=1)
+    """Most spans buffered for one trace; later spans of it are rejected and counted."""
+
+    otlp_max_trace_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    """Most bytes buffered for one trace (its spans as kept); later spans of it are
+    rejected and counted."""
+
+    otlp_max_open_traces: int = Field(default=100_000, ge=1)
+    """Most traces buffered at once across the fleet; a request that would open more
+    gets 503 with ``Retry-After`` (the exporter sends it again)."""
+
+    otlp_quiet_s: float = Field(default=3.0, gt=0)
+    """A trace whose root span has ended is produced once no span of it arrived for this
+    long."""
+
+    otlp_max_wait_s: float = Field(default=60.0, gt=0)
+    """A trace is produced this long after its first span at the latest, root or not."""
+
 
 class AlertSettings(BaseModel):
     """The alert engine (``evalfleet beat``), drift canaries and the alert page."""

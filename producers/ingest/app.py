@@ -1,5 +1,10 @@
 """The ingest service: an ASGI (Starlette) app that takes samples over HTTP.
 
+``POST /v1/traces`` takes OpenTelemetry traces (OTLP/HTTP, protobuf or OTLP JSON):
+bad spans are rejected by name in the answer's ``partial_success``, the others
+buffered (in Redis when the fleet has one) until their trace is complete
+(:mod:`producers.traces`).
+
 ``POST /v1/samples`` publishes every good record of a request (or counts it as
 sampled out, shed or duplicate) and answers 202 when all were good, 422 naming
 each bad record (index, id, field) when some were not; the good ones of that
@@ -22,13 +27,24 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from evalfleet.core.errors import RetryLater
+from evalfleet.core.errors import InvalidTraces, RetryLater
 from evalfleet.core.log import scrub
+from producers import telemetry
+from producers.ingest import traces as otlp_http
 from producers.ingest.auth import check_bearer
 from producers.ingest.body import Problem, build_report, parse_body
 from producers.ingest.openapi import openapi_spec
 from producers.pipeline import Pipeline
 from producers.runtime import ProducerRuntime
+from producers.traces import (
+    Decoded,
+    SpanLimits,
+    decode_json,
+    decode_protobuf,
+    encode_response,
+    encode_status,
+)
+from producers.traces.assembly import TraceAssembly
 
 #: Seconds a client should wait before sending a request again after a 503.
 RETRY_AFTER_S = 5
@@ -41,7 +57,7 @@ DRAIN_MAX_BYTES = 64 * 1024 * 1024
 
 def create_app(
     runtime: ProducerRuntime, *, tokens: Sequence[str] | None, metrics: Sequence[str] | None,
-    rate: float | None = None,
+    rate: float | None = None, traces: TraceAssembly | None = None,
 ) -> Starlette:
     """The ingest app over ``runtime``.
 
@@ -50,15 +66,17 @@ def create_app(
         tokens: Accepted bearer tokens; None turns authentication off.
         metrics: Metrics to produce for; None for those the sampling config lists.
         rate: A rate overriding the sampling config's.
+        traces: Where ``POST /v1/traces`` puts spans; None answers it 404.
 
     Returns:
         The Starlette application.
     """
     service = _IngestService(runtime, tokens=tokens,
                              pipeline=runtime.pipeline(metrics=metrics, rate=rate,
-                                                       source="ingest"))
+                                                       source="ingest"), traces=traces)
     return Starlette(routes=[
         Route("/v1/samples", service.post_samples, methods=["POST"]),
+        Route("/v1/traces", service.post_traces, methods=["POST"]),
         Route("/healthz", service.healthz, methods=["GET"]),
         Route("/readyz", service.readyz, methods=["GET"]),
         Route("/metrics", service.metrics, methods=["GET"]),
@@ -68,8 +86,13 @@ def create_app(
 
 class _IngestService:
     def __init__(self, runtime: ProducerRuntime, *, tokens: Sequence[str] | None,
-                 pipeline: Pipeline) -> None:
+                 pipeline: Pipeline, traces: TraceAssembly | None) -> None:
         self._runtime = runtime
+        self._traces = traces
+        settings = runtime.settings
+        self._span_limits = SpanLimits(max_attributes=settings.otlp_max_attributes_per_span,
+                                       max_value_bytes=settings.otlp_max_attribute_bytes)
+        self._max_spans = settings.otlp_max_spans_per_request
         self._tokens = list(tokens) if tokens is not None else None
         self._pipeline = pipeline
         self._max_bytes = runtime.settings.ingest_max_request_bytes
@@ -107,6 +130,50 @@ class _IngestService:
             return _AsciiJSONResponse(report, status_code=422)
         return _AsciiJSONResponse(report, status_code=202)
 
+    async def post_traces(self, request: Request) -> Response:
+        media = otlp_http.media_type(request.headers)
+        json_form = media != otlp_http.PROTOBUF
+        problem = self._authenticate(request)
+        if problem is None and self._traces is None:
+            problem = Problem(404, "this ingest takes no traces")
+        if problem is None and media is None:
+            problem = Problem(415, "send OTLP as application/x-protobuf or application/json")
+        if problem is None:
+            problem = self._check_length(request)
+        if problem is not None:
+            if problem.status == 413:
+                await _drain(request)
+            return _status(problem, json_form=json_form)
+        try:
+            body = await self._read_body(request)
+        except ClientDisconnect:
+            body = Problem(400, "the client went away before sending the whole body")
+        if not isinstance(body, Problem):
+            body = otlp_http.decompress(body, encoding=request.headers.get("content-encoding"),
+                                        max_bytes=self._max_bytes)
+        if isinstance(body, Problem):
+            return _status(body, json_form=json_form)
+        return await run_in_threadpool(self._take_traces, body, json_form)
+
+    def _take_traces(self, body: bytes, json_form: bool) -> Response:
+        assert self._traces is not None
+        decode = decode_json if json_form else decode_protobuf
+        try:
+            decoded: Decoded = decode(body, limits=self._span_limits, max_spans=self._max_spans)
+        except InvalidTraces as exc:
+            return _status(Problem(413 if exc.too_large else 400, str(exc)),
+                           json_form=json_form)
+        telemetry.OTLP_SPANS.labels("rejected").inc(len(decoded.rejections))
+        try:
+            over = self._traces.accept(decoded.spans)
+        except RetryLater as exc:
+            return _status(Problem(503, f"{scrub(str(exc), self._secrets)}; nothing of this "
+                                        "request was kept, send it again"),
+                           json_form=json_form, headers={"Retry-After": str(RETRY_AFTER_S)})
+        content = encode_response(rejections=[*decoded.rejections, *over], json_form=json_form)
+        return Response(content, status_code=200, media_type=(
+            otlp_http.JSON if json_form else otlp_http.PROTOBUF))
+
     async def healthz(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -135,6 +202,9 @@ class _IngestService:
         media = content_type.split(";", 1)[0].strip().lower()
         if media != "application/json" and not media.endswith("+json"):
             return Problem(415, f"send the samples as application/json, not {media!r}")
+        return self._check_length(request)
+
+    def _check_length(self, request: Request) -> Problem | None:
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self._max_bytes:
             return Problem(413, self._too_large(int(length)))
@@ -179,6 +249,18 @@ async def _drain(request: Request) -> None:
                 return
     except ClientDisconnect:
         return
+
+
+def _status(problem: Problem, *, json_form: bool,
+            headers: dict[str, str] | None = None) -> Response:
+    """An OTLP/HTTP error answer: a ``google.rpc.Status`` in the request's encoding."""
+    response_headers = dict(headers or {})
+    if problem.status == 401:
+        response_headers["WWW-Authenticate"] = 'Bearer realm="evalfleet"'
+    body = encode_status(code=otlp_http.GRPC_CODES.get(problem.status, 2),
+                         message=problem.detail, json_form=json_form)
+    return Response(body, status_code=problem.status, headers=response_headers,
+                    media_type=otlp_http.JSON if json_form else otlp_http.PROTOBUF)
 
 
 def _problem(problem: Problem, *, headers: dict[str, str] | None = None) -> Response:

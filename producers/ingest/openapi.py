@@ -81,6 +81,7 @@ def openapi_spec() -> dict[str, Any]:
         },
         "paths": {
             "/v1/samples": {"post": _post_samples()},
+            "/v1/traces": {"post": _post_traces()},
             "/healthz": {"get": _probe("Liveness: the process answers.", ready=False)},
             "/readyz": {"get": _probe("Readiness: the broker is reachable.", ready=True)},
             "/metrics": {"get": {
@@ -102,6 +103,8 @@ def openapi_spec() -> dict[str, Any]:
                 "Rejection": _REJECTION,
                 "Problem": _PROBLEM,
                 "Status": _STATUS,
+                "ExportTraceServiceResponse": _EXPORT_RESPONSE,
+                "RpcStatus": _RPC_STATUS,
             },
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
@@ -132,6 +135,54 @@ def _post_samples() -> dict[str, Any]:
                          "IngestReport"),
             "503": _json("The broker is unreachable: nothing of the request was accepted; "
                          "send it again.", "Problem"),
+        },
+    }
+
+
+_EXPORT_RESPONSE = {
+    "type": "object",
+    "description": "OTLP's ExportTraceServiceResponse (OTLP JSON; protobuf for a protobuf "
+                   "request).",
+    "properties": {"partialSuccess": {"type": "object", "properties": {
+        "rejectedSpans": {**_COUNT, "description": "Spans not kept."},
+        "errorMessage": {"type": "string",
+                         "description": "The first rejected spans: trace, span, field, why."},
+    }}},
+}
+
+_RPC_STATUS = {
+    "type": "object",
+    "description": "google.rpc.Status, as OTLP/HTTP answers errors (protobuf for a protobuf "
+                   "request).",
+    "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
+}
+
+
+def _post_traces() -> dict[str, Any]:
+    def answer(description: str, schema: str) -> dict[str, Any]:
+        ref = {"schema": {"$ref": f"#/components/schemas/{schema}"}}
+        return {"description": description, "content": {
+            "application/json": ref, "application/x-protobuf": {"schema": {"type": "string"}}}}
+
+    body = {"schema": {"type": "string", "description": "ExportTraceServiceRequest"}}
+    return {
+        "summary": "OpenTelemetry traces (OTLP/HTTP): spans assembled per trace, each trace "
+                   "produced as a sample.",
+        "operationId": "postTraces",
+        "security": [{"bearer": []}],
+        "requestBody": {"required": True, "content": {
+            "application/x-protobuf": body, "application/json": body}},
+        "responses": {
+            "200": answer("The spans were taken; bad ones are counted and named in "
+                          "partialSuccess.", "ExportTraceServiceResponse"),
+            "400": answer("The body is not an export request.", "RpcStatus"),
+            "401": answer("No bearer token, or a malformed Authorization header.", "RpcStatus"),
+            "403": answer("The token is not accepted.", "RpcStatus"),
+            "413": answer("The body (also decompressed) or its span count is over its limit.",
+                          "RpcStatus"),
+            "415": answer("Another content type or content encoding.", "RpcStatus"),
+            "503": answer("Too many traces open, or Redis unreachable: nothing was kept; send "
+                          "it again after Retry-After.", "RpcStatus"),
         },
     }
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from evalfleet.core.budget import budget_day
 from evalfleet.core.spend import SpendLedger
 from producers.runtime import ProducerRuntime
+from producers.traces.buffer import MemoryTraceBuffer, RedisTraceBuffer
 from tests.brokers import ready_counts
 from tests.producers.builders import producer_settings, record
 
@@ -49,3 +50,18 @@ def test_rabbitmq_queue_depth_sheds_past_the_limit(
     finally:
         runtime.close()
     assert statuses.count("enqueued") == 8 and statuses.count("shed") == 12
+
+
+def test_traces_are_assembled_in_the_shared_redis_else_in_memory(
+    rabbitmq_url: str, redis_url: str, tmp_path: Path,
+) -> None:
+    shared = ProducerRuntime(producer_settings(rabbitmq_url, tmp_path,
+                                               shared_redis_url=redis_url))
+    alone = ProducerRuntime(producer_settings(rabbitmq_url, tmp_path))
+    try:
+        assert isinstance(shared.trace_buffer(), RedisTraceBuffer)
+        assert isinstance(shared.trace_buffer(shared=False), MemoryTraceBuffer)
+        assert isinstance(alone.trace_buffer(), MemoryTraceBuffer)
+    finally:
+        shared.close()
+        alone.close()

@@ -15,7 +15,10 @@ def test_valid_openapi_3() -> None:
 
 def test_describes_every_route_and_status() -> None:
     spec = openapi_spec()
-    assert set(spec["paths"]) == {"/v1/samples", "/healthz", "/readyz", "/metrics"}
+    assert set(spec["paths"]) == {"/v1/samples", "/v1/traces", "/healthz", "/readyz",
+                                  "/metrics"}
+    assert set(spec["paths"]["/v1/traces"]["post"]["responses"]) == {
+        "200", "400", "401", "403", "413", "415", "503"}
     statuses = set(spec["paths"]["/v1/samples"]["post"]["responses"])
     assert statuses == {"202", "400", "401", "403", "413", "415", "422", "503"}
     assert spec["components"]["schemas"]["Sample"]["required"] == ["id"]

@@ -1,0 +1,25 @@
+"""OpenTelemetry traces in: OTLP export requests decoded into spans, spans assembled per
+trace, each trace mapped to samples.
+
+    span.py      the span as kept between a request and its trace's sample
+    otlp.py      OTLP/HTTP requests (protobuf, OTLP JSON) in, responses out
+    config.py    the sampling config's ``traces`` section
+    mapping.py   one trace's spans to sample records (OpenInference, GenAI, OpenLLMetry)
+    buffer/      where spans wait for their trace: Redis, or this process's memory
+    assembly.py  the sampling decision, buffering, the sweep that produces due traces
+    file.py      OTLP JSON lines (the Collector's file exporter) through the same
+"""
+
+from __future__ import annotations
+
+from producers.traces.otlp import (
+    Decoded,
+    decode_json,
+    decode_protobuf,
+    encode_response,
+    encode_status,
+)
+from producers.traces.span import Span, SpanLimits, SpanRejection
+
+__all__ = ["Decoded", "Span", "SpanLimits", "SpanRejection", "decode_json", "decode_protobuf",
+           "encode_response", "encode_status"]

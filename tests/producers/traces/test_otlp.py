@@ -1,0 +1,144 @@
+"""Decoding OTLP export requests: protobuf from the SDK's encoder, OTLP JSON, bad spans."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from evalfleet.core.errors import InvalidTraces
+from producers.traces import (
+    SpanLimits,
+    decode_json,
+    decode_protobuf,
+    encode_response,
+    encode_status,
+)
+from tests.producers.traces.builders import TRACE_ID, json_request, json_span, sdk_request
+
+LIMITS = SpanLimits(max_attributes=8, max_value_bytes=1000, max_value_depth=3,
+                    max_json_depth=4)
+
+
+def test_protobuf_from_the_sdk_keeps_ids_names_attributes_and_resource() -> None:
+    def build(tracer: Any) -> None:
+        with tracer.start_as_current_span("rag") as root:
+            root.set_attribute("http.route", "/chat")
+            with tracer.start_as_current_span("llm") as llm:
+                llm.set_attribute("llm.token_count.total", 12)
+                llm.set_attribute("tags", ["a", "b"])
+                llm.set_attribute("score", 0.5)
+
+    decoded = decode_protobuf(sdk_request(build), limits=LIMITS, max_spans=10)
+    assert decoded.rejections == []
+    llm, root = decoded.spans
+    assert root.is_root and root.name == "rag" and root.attributes == {"http.route": "/chat"}
+    assert llm.parent_span_id == root.span_id and llm.trace_id == root.trace_id
+    assert len(llm.trace_id) == 32 and len(llm.span_id) == 16
+    assert llm.attributes == {"llm.token_count.total": 12, "tags": ["a", "b"], "score": 0.5}
+    assert llm.resource["service.name"] == "support-bot"
+    assert 0 < root.start_ns <= llm.start_ns <= llm.end_ns <= root.end_ns
+
+
+def test_json_ids_are_hex_not_base64() -> None:
+    body = json_request(json_span("eee19b7ec3c1b174", name="root", attributes={
+        "n": 7, "ok": True, "m": {"k": [1, "x"]}}), json_span(
+        "eee19b7ec3c1b175", parent="EEE19B7EC3C1B174", kind=3))
+    decoded = decode_json(body, limits=LIMITS, max_spans=10)
+    root, child = decoded.spans
+    assert root.trace_id == TRACE_ID and root.span_id == "eee19b7ec3c1b174"
+    assert child.parent_span_id == "eee19b7ec3c1b174" and child.kind == 3
+    assert root.attributes == {"n": 7, "ok": True, "m": {"k": [1, "x"]}}
+    assert (root.start_ns, root.end_ns) == (1_000, 2_000)
+
+
+@pytest.mark.parametrize(("span", "field", "why"), [
+    (json_span("eee19b7ec3c1b174", trace_id="W46/95gDgQPSabYzgT/GDA=="), "traceId",
+     "hex, not base64"),
+    (json_span("00" * 8), "spanId", "not all zero"),
+    (json_span("eee19b7ec3c1b174", parent="xyz"), "parentSpanId", "16 hex digits"),
+    (json_span("eee19b7ec3c1b174", kind=9), "kind", "0 to 5"),
+    (json_span("eee19b7ec3c1b174", attributes={f"k{n}": n for n in range(9)}),
+     "attributes", "more than 8 attributes"),
+    (json_span("eee19b7ec3c1b174", attributes={"gen_ai.input.messages": "x" * 1001}),
+     'attributes["gen_ai.input.messages"]', "over the limit of 1,000 bytes"),
+    (json_span("eee19b7ec3c1b174", attributes={"gen_ai.input.messages": "[" * 5 + "]" * 5}),
+     'attributes["gen_ai.input.messages"]', "JSON text nested deeper than 4 levels"),
+    (json_span("eee19b7ec3c1b174", attributes={"deep": [[[["x"]]]]}), 'attributes["deep"]',
+     "nested deeper than 3 levels"),
+    ({**json_span("eee19b7ec3c1b174"), "startTimeUnixNano": "soon"}, "startTimeUnixNano",
+     "nanoseconds"),
+])
+def test_a_bad_span_is_rejected_by_name_and_the_rest_kept(span: dict[str, Any], field: str,
+                                                          why: str) -> None:
+    decoded = decode_json(json_request(json_span("aaaaaaaaaaaaaaaa"), span), limits=LIMITS,
+                          max_spans=10)
+    assert [s.span_id for s in decoded.spans] == ["aaaaaaaaaaaaaaaa"]
+    (rejection,) = decoded.rejections
+    assert rejection.field == field and why in rejection.reason, rejection
+    assert str(rejection).startswith("trace ")
+
+
+def test_deep_json_bodies_and_bad_bodies_are_refused_as_a_whole() -> None:
+    deep = b'{"resourceSpans": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    with pytest.raises(InvalidTraces, match="field resourceSpans: JSON nested deeper than 64"):
+        decode_json(deep, limits=LIMITS, max_spans=10)
+    with pytest.raises(InvalidTraces, match="not valid JSON"):
+        decode_json(b"{nope", limits=LIMITS, max_spans=10)
+    with pytest.raises(InvalidTraces, match="resourceSpans must be an array"):
+        decode_json(b'{"resourceSpans": 5}', limits=LIMITS, max_spans=10)
+    with pytest.raises(InvalidTraces, match="not an OTLP ExportTraceServiceRequest"):
+        decode_protobuf(b"\xff\xff\xff", limits=LIMITS, max_spans=10)
+    with pytest.raises(InvalidTraces, match="3 spans in one request") as too_many:
+        decode_json(json_request(*(json_span(f"{n + 1:016x}") for n in range(3))),
+                    limits=LIMITS, max_spans=2)
+    assert too_many.value.too_large
+
+
+def test_responses_carry_partial_success_in_the_request_encoding() -> None:
+    decoded = decode_json(json_request(*(json_span("00" * 8) for _ in range(7))),
+                          limits=LIMITS, max_spans=10)
+    answer = ExportTraceServiceResponse.FromString(
+        encode_response(rejections=decoded.rejections, json_form=False))
+    assert answer.partial_success.rejected_spans == 7
+    message = answer.partial_success.error_message
+    assert message.startswith(f"7 span(s) rejected: trace {TRACE_ID}, span ?, field spanId")
+    assert message.endswith("; and 2 more")
+    as_json = json.loads(encode_response(rejections=decoded.rejections, json_form=True))
+    assert as_json["partialSuccess"]["rejectedSpans"] == 7
+    assert json.loads(encode_response(rejections=[], json_form=True)) == {}
+    assert ExportTraceServiceResponse.FromString(
+        encode_response(rejections=[], json_form=False)) == ExportTraceServiceResponse()
+    status = status_pb2.Status.FromString(encode_status(code=3, message="bad",
+                                                        json_form=False))
+    assert (status.code, status.message) == (3, "bad")
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field, written out so nesting has no limit."""
+    size, varint = len(payload), b""
+    while True:
+        byte, size = size & 0x7F, size >> 7
+        varint += bytes([byte | (0x80 if size else 0)])
+        if not size:
+            return bytes([number << 3 | 2]) + varint + payload
+
+
+@pytest.mark.parametrize(("levels", "rejected"), [(40, True), (5000, None)])
+def test_protobuf_attribute_values_nested_deep(levels: int, rejected: bool | None) -> None:
+    value = _field(1, b"x")  # AnyValue{string_value}
+    for _ in range(levels):
+        value = _field(5, _field(1, value))  # AnyValue{array_value{values: [value]}}
+    span = (_field(1, b"\x01" * 16) + _field(2, b"\x02" * 8) + _field(5, b"s")
+            + _field(9, _field(1, b"deep") + _field(2, value)))
+    body = _field(1, _field(2, _field(2, span)))  # resource_spans.scope_spans.spans
+    if rejected is None:  # past protobuf's own depth limit: the body is refused
+        with pytest.raises(InvalidTraces, match="not an OTLP ExportTraceServiceRequest"):
+            decode_protobuf(body, limits=LIMITS, max_spans=10)
+        return
+    (rejection,) = decode_protobuf(body, limits=LIMITS, max_spans=10).rejections
+    assert rejection.field == 'attributes["deep"]'
+    assert rejection.reason == "value nested deeper than 3 levels"
