@@ -9,6 +9,8 @@ from click.testing import CliRunner
 
 from evalfleet.cli import main
 from evalfleet.core.settings import Settings
+from evalfleet.ops.purger import Purger
+from evalfleet.ops.retention import RetentionPolicy
 from evalfleet.store import SqlStore, VerdictKey
 from evalfleet.store.evidence import lowest_scoring, purge_samples
 from tests.evalfleet.store.test_sql import NOW, record
@@ -70,11 +72,13 @@ def test_sample_retention_purges_samples_and_keeps_verdicts(any_store: SqlStore)
     assert kept == [False, False, False, True, True]
 
 
-def test_deleting_a_verdict_deletes_its_sample(any_store: SqlStore) -> None:
-    any_store.save(verdicts=[verdict(1, 0.5)], owner="o")
+def test_purging_a_verdict_deletes_its_sample_and_scores(any_store: SqlStore) -> None:
+    any_store.save(verdicts=[verdict(1, 0.5, created_at=NOW - timedelta(days=3)),
+                             verdict(2, 0.5)], owner="o")
+    Purger(any_store, RetentionPolicy(verdict_days=2)).run(now=NOW)
     with any_store.engine.begin() as conn:
-        conn.exec_driver_sql("DELETE FROM verdicts")
-        assert conn.exec_driver_sql("SELECT count(*) FROM verdict_samples").scalar() == 0
+        for table in ("verdicts", "verdict_samples", "verdict_scores"):
+            assert conn.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar() == 1
 
 
 def test_export_adds_the_sample_only_when_asked(store: SqlStore, database_url: str) -> None:
