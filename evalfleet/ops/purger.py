@@ -138,7 +138,7 @@ class Purger:
     def _purge_metric(self, metric: str, report: PurgeReport) -> None:
         cutoffs = report.cutoffs
         if cutoffs.verdicts_before is not None:
-            report.verdicts_deleted[metric] = (
+            report.verdicts_deleted[metric] = report.verdicts_deleted.get(metric, 0) + (
                 self._count(_old(metric, None, cutoffs.verdicts_before)) if report.dry_run
                 else self._delete_verdicts(metric, cutoffs.verdicts_before, report))
         span = raw_output_range(cutoffs, done_until=self._done_until(metric))
@@ -149,18 +149,20 @@ class Purger:
                 else self._empty_raw_outputs(metric, span, report))
 
     def _drop_partitions(self, before: datetime, report: PurgeReport) -> None:
-        """Count then drop each day of verdicts, scores and samples wholly before ``before``."""
+        """Count then drop each day of verdicts, scores and samples wholly before ``before``
+        (a dry run only lists them: its row counts cover every verdict to go)."""
         with self.store.connect() as conn:
             days = expired(list_partitions(conn, "verdicts"), before=before)
+        report.partitions_dropped.extend(day.suffix for day in days)
+        if report.dry_run:
+            return
         for day in days:
             with self.store.begin() as conn:
                 counts = conn.execute(text(
                     f"SELECT metric, count(*) FROM {day.name} GROUP BY metric")).all()
-                if not report.dry_run:
-                    _delete_keys_between(conn, day.start, day.end)
-                    drop_partition(conn, day.suffix)
-            report.transactions += 0 if report.dry_run else 1
-            report.partitions_dropped.append(day.suffix)
+                _delete_keys_between(conn, day.start, day.end)
+                drop_partition(conn, day.suffix)
+            report.transactions += 1
             for metric, n in counts:
                 report.verdicts_deleted[metric] = report.verdicts_deleted.get(metric, 0) + n
             if self._on_batch is not None:

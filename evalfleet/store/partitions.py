@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 from sqlalchemy.engine import Connection
 
 #: The tables partitioned by day on ``created_at``, parents of the same bounds.
@@ -51,6 +51,9 @@ SAMPLE_TIME_LEAD = timedelta(hours=1)
 #: Longest wait for a table lock by partition DDL before giving up (a later run retries),
 #: in milliseconds: queries queue behind a waiting ``DROP`` or ``ATTACH``.
 DDL_LOCK_TIMEOUT_MS = 5_000
+
+#: Seconds between two runs of :func:`maintain` by ``evalfleet beat``.
+MAINTENANCE_INTERVAL_S = 3600.0
 
 #: Suffix of each table's default partition.
 DEFAULT_SUFFIX = "default"
@@ -183,6 +186,17 @@ def ensure_partitions(conn: Connection, *, now: datetime, days_ahead: int = DAYS
                                   end=day_start(now) + (days_ahead + 1) * _DAY):
             created.append(_create_day(conn, table, day))
     return created
+
+
+def maintain(engine: Engine, *, now: datetime) -> list[str]:
+    """:func:`ensure_partitions` in a transaction of its own, on a partitioned store
+    (``evalfleet beat`` calls it every :data:`MAINTENANCE_INTERVAL_S`).
+
+    Returns:
+        The names of the partitions created (none on SQLite or an unpartitioned store).
+    """
+    with engine.begin() as conn:
+        return ensure_partitions(conn, now=now) if is_partitioned(conn) else []
 
 
 def drop_partition(conn: Connection, suffix: str,
