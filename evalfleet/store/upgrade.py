@@ -26,6 +26,7 @@ beside their verdicts; new scores carry their verdict's creation time.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -93,7 +94,8 @@ def needs_upgrade(conn: Connection) -> bool:
 
 
 def prepare(engine: Engine, *, now: datetime, batch_rows: int = KEY_BATCH_ROWS,
-            on_batch: Callable[[int], None] | None = None) -> None:
+            on_batch: Callable[[int], None] | None = None,
+            on_step: Callable[[str, float], None] | None = None) -> None:
     """The upgrade's long steps, online and resumable (see the module docstring).
 
     Args:
@@ -101,9 +103,20 @@ def prepare(engine: Engine, *, now: datetime, batch_rows: int = KEY_BATCH_ROWS,
         now: The current time (chooses the legacy bound).
         batch_rows: Verdict ids per committed batch of keys.
         on_batch: Called after each committed batch with the last id done.
+        on_step: Called after each step with its name (``start``, ``keys``,
+            ``indexes``, ``checks``) and its time in seconds.
     """
+    clock = time.perf_counter()
+
+    def step(name: str) -> None:
+        nonlocal clock
+        if on_step is not None:
+            on_step(name, time.perf_counter() - clock)
+        clock = time.perf_counter()
+
     with engine.begin() as conn:
         bound = _start(conn, now=now)
+    step("start")
     while True:
         with engine.begin() as conn:
             done = _fill_keys(conn, batch_rows=batch_rows)
@@ -111,10 +124,13 @@ def prepare(engine: Engine, *, now: datetime, batch_rows: int = KEY_BATCH_ROWS,
             break
         if on_batch is not None:
             on_batch(done)
+    step("keys")
     with engine.connect() as conn:
         conn = conn.execution_options(isolation_level="AUTOCOMMIT")
         _build_key_indexes(conn, concurrently=True)
+        step("indexes")
         _check_bounds(conn, bound)
+        step("checks")
 
 
 def convert(conn: Connection, *, now: datetime) -> None:
