@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -11,7 +12,7 @@ from evalfleet.cli import main
 from evalfleet.core.settings import Settings
 from evalfleet.ops.purger import Purger
 from evalfleet.ops.retention import RetentionPolicy
-from evalfleet.store import SqlStore, VerdictKey
+from evalfleet.store import SqliteStore, SqlStore, VerdictKey, migrate
 from evalfleet.store.evidence import lowest_scoring, purge_samples
 from tests.evalfleet.store.test_sql import NOW, record
 
@@ -91,6 +92,23 @@ def test_export_adds_the_sample_only_when_asked(store: SqlStore, database_url: s
                               catch_exceptions=False).output
     assert [json.loads(line)["sample"] for line in full.splitlines()] == [
         {**SAMPLE, "output": "answer 1"}, None]
+
+
+def test_read_only_commands_read_the_read_url(store: SqlStore, database_url: str,
+                                             tmp_path: Path) -> None:
+    replica = SqliteStore(f"sqlite:///{tmp_path / 'replica.db'}")
+    migrate(replica.engine)
+    replica.save(verdicts=[verdict(1, 0.5)], owner="o")
+    replica.close()
+    store.save(verdicts=[verdict(2, 0.5), verdict(3, 0.5)], owner="o")
+    env = {**Settings(database_url=database_url).as_environment(),
+           "EVALFLEET_DATABASE_READ_URL": f"sqlite:///{tmp_path / 'replica.db'}"}
+    out = CliRunner().invoke(main, ["export"], env=env, catch_exceptions=False).output
+    assert [json.loads(line)["sample_id"] for line in out.splitlines()] == ["s1"]
+    # Writes go to the primary: the purge deletes there.
+    CliRunner().invoke(main, ["purge"], env={**env, "EVALFLEET_VERDICT_RETENTION_DAYS": "0.001"},
+                       catch_exceptions=False)
+    assert store.counts().verdicts == 0
 
 
 def test_purge_command_applies_the_sample_retention(store: SqlStore, database_url: str) -> None:
