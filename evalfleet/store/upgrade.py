@@ -8,7 +8,9 @@ its newest verdict is past it. The work is in two parts:
 
 - :func:`prepare`, run by ``evalfleet migrate`` before Alembic, with the fleet
   running: the key table ``verdict_keys`` filled from the existing verdicts in
-  committed batches (its progress kept in ``partition_upgrade``), the unique
+  committed batches (its progress kept in ``partition_upgrade``), up to the highest
+  id once the transactions open at that moment have ended (a lower id may still be
+  in flight in one of them), the unique
   indexes a partition needs built ``CONCURRENTLY``, and ``created_at < B`` checked
   by a validated ``CHECK`` constraint (a scan that lets writes through). Each step
   is skipped when done; an interrupted run resumes where it stopped (a concurrent
@@ -33,6 +35,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import Connection
 
+from evalfleet.core.errors import StoreUnavailable
 from evalfleet.store.partitions import (
     LEGACY_SUFFIX,
     PARTITIONED_TABLES,
@@ -42,6 +45,12 @@ from evalfleet.store.partitions import (
 
 #: Verdicts per transaction when filling ``verdict_keys``.
 KEY_BATCH_ROWS = 50_000
+
+#: Longest wait for the transactions open when the key fill begins, in seconds.
+WRITER_WAIT_S = 600.0
+
+#: Seconds between two looks at those transactions.
+WRITER_POLL_S = 0.1
 
 #: The least time between now and the legacy bound; a prepared bound nearer than this
 #: is moved a day on (old workers must never write a row past it before the swap).
@@ -117,9 +126,11 @@ def prepare(engine: Engine, *, now: datetime, batch_rows: int = KEY_BATCH_ROWS,
     with engine.begin() as conn:
         bound = _start(conn, now=now)
     step("start")
+    with engine.connect() as conn:
+        top = _settled_top(conn.execution_options(isolation_level="AUTOCOMMIT"))
     while True:
         with engine.begin() as conn:
-            done = _fill_keys(conn, batch_rows=batch_rows)
+            done = _fill_keys(conn, top=top, batch_rows=batch_rows)
         if done is None:
             break
         if on_batch is not None:
@@ -143,7 +154,9 @@ def convert(conn: Connection, *, now: datetime) -> None:
     bound = _start(conn, now=now)
     conn.execute(text("LOCK TABLE verdicts, verdict_scores, verdict_samples"
                       " IN ACCESS EXCLUSIVE MODE"))
-    while _fill_keys(conn, batch_rows=KEY_BATCH_ROWS) is not None:
+    # Under the lock no writer is in flight: every id up to the last is final.
+    top = conn.execute(text("SELECT coalesce(max(id), 0) FROM verdicts")).scalar_one()
+    while _fill_keys(conn, top=top, batch_rows=KEY_BATCH_ROWS) is not None:
         pass
     _build_key_indexes(conn, concurrently=False)
     _check_bounds(conn, bound)
@@ -188,13 +201,37 @@ def _start(conn: Connection, *, now: datetime) -> datetime:
     return bound
 
 
-def _fill_keys(conn: Connection, *, batch_rows: int) -> int | None:
-    """Add the keys of the next ``batch_rows`` verdict ids; the last id done, or None when
-    there was nothing left."""
+def _settled_top(conn: Connection) -> int:
+    """The highest verdict id below which no row can still appear: the highest id now,
+    once every transaction of this database open at that moment has ended (one of them
+    may hold a lower id not committed yet). ``conn`` in autocommit.
+
+    Raises:
+        StoreUnavailable: A transaction stays open longer than :data:`WRITER_WAIT_S`.
+    """
+    top, moment = conn.execute(text(
+        "SELECT coalesce(max(id), 0), clock_timestamp() FROM verdicts")).one()
+    deadline = time.monotonic() + WRITER_WAIT_S
+    while True:
+        open_pids = conn.execute(text(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND xact_start < :moment"),
+            {"moment": moment}).scalars().all()
+        if not open_pids:
+            return int(top)
+        if time.monotonic() > deadline:
+            raise StoreUnavailable(
+                f"transactions open since before the upgrade began (pids "
+                f"{', '.join(map(str, open_pids))}) did not end in {WRITER_WAIT_S:g} s")
+        time.sleep(WRITER_POLL_S)
+
+
+def _fill_keys(conn: Connection, *, top: int, batch_rows: int) -> int | None:
+    """Add the keys of the next ``batch_rows`` verdict ids up to ``top``; the last id done,
+    or None when there was nothing left."""
     lo = conn.execute(text(
         "SELECT coalesce((SELECT upto FROM partition_upgrade WHERE step = 'keys'), 0)"
     )).scalar_one()
-    top = conn.execute(text("SELECT coalesce(max(id), 0) FROM verdicts")).scalar_one()
     if lo >= top:
         return None
     hi = min(top, lo + batch_rows)
