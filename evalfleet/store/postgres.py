@@ -164,8 +164,11 @@ class PostgresStore(SqlStore):
 
     def _write_verdicts(self, conn: Connection, records: Sequence[VerdictRecord], *,
                         release: Sequence[str], owner: str) -> int:
-        # One row per key: the key table admits each key once per statement.
-        records = list({record.key: record for record in reversed(records)}.values())[::-1]
+        # One row per key, the first: the key table admits each key once per statement.
+        first: dict[VerdictKey, VerdictRecord] = {}
+        for record in records:
+            first.setdefault(record.key, record)
+        records = list(first.values())
         rows = [verdict_row(record) for record in records]
         # Column names come from the store's own row builder, never from input.
         statement = text(_INSERT_VERDICTS.format(columns=", ".join(rows[0])))

@@ -144,6 +144,11 @@ def test_a_redelivered_job_is_judged_once_across_partitions(pg: PostgresStore) -
     assert pg.save(verdicts=[aged(1, BASE + 2 * DAY, sample_id="req-1")], owner="b") == 0
     assert list(where(pg, "verdicts").values()) == [f"verdicts_{day_suffix(BASE)}"]
     assert count(pg, "verdict_scores") == 2 and count(pg, "verdict_keys") == 1
+    # Two copies in one batch: the first is kept.
+    twice = [aged(2, BASE + DAY, sample_id="req-2"), aged(3, BASE, sample_id="req-2")]
+    assert pg.save(verdicts=twice, owner="c") == 1
+    (kept,) = [r for r in pg.iter_verdicts() if r.key.sample_id == "req-2"]
+    assert kept.created_at == BASE + DAY
 
 
 def test_upgrade_of_a_filled_store_interrupted_and_resumed(fresh_url: str) -> None:
