@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
-from evalfleet.store.schema import metadata
+from evalfleet.store.schema import metadata, schema_filter
 
 config = context.config
 
@@ -29,6 +29,7 @@ def _run_on(connection: object) -> None:
         # SQLite cannot ALTER most things in place; batch mode copies the table.
         render_as_batch=connection.dialect.name == "sqlite",  # type: ignore[attr-defined]
         compare_type=True,
+        **schema_filter(connection.dialect.name),  # type: ignore[attr-defined]
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -10,6 +10,10 @@ Beat also sends ``evalfleet.canaries.feed`` every ``EVALFLEET_CANARY_INTERVAL_S`
 seconds to the same queue: the task feeds each metric's queue its drift canaries
 for the interval (``evalfleet.calibration.canary``). Two beats feed the same slot
 under the same ids, so each canary is judged once.
+
+And beat sends ``evalfleet.store.partitions`` every hour: the task creates the verdict
+tables' daily partitions a week ahead on a partitioned Postgres store
+(``evalfleet.store.partitions``), so rows never wait on a missing partition.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from evalfleet.alerts.engine import AlertEngine
 from evalfleet.alerts.factory import open_alert_engine
 from evalfleet.alerts.telemetry import default_alert_telemetry
 from evalfleet.core.settings import Settings
+from evalfleet.store import SqlStore, open_store
+from evalfleet.store.partitions import MAINTENANCE_INTERVAL_S, maintain
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +49,12 @@ CANARY_TASK = "evalfleet.canaries.feed"
 
 #: Name of its beat schedule entry.
 CANARY_SCHEDULE_ENTRY = "evalfleet-canaries"
+
+#: Name of the periodic partition task.
+PARTITION_TASK = "evalfleet.store.partitions"
+
+#: Name of its beat schedule entry.
+PARTITION_SCHEDULE_ENTRY = "evalfleet-partitions"
 
 
 def register_alert_beat(app: Celery, settings: Settings) -> None:
@@ -94,6 +106,29 @@ def register_canary_beat(app: Celery, settings: Settings, *,
     # A slot fed late is still worth feeding within its own interval, not after.
     _schedule(app, entry=CANARY_SCHEDULE_ENTRY, task=CANARY_TASK,
               every_s=settings.canary_interval_s)
+
+
+def register_partition_beat(app: Celery, settings: Settings) -> None:
+    """Register the partition task on ``app`` and schedule it every
+    ``MAINTENANCE_INTERVAL_S`` (a no-op on SQLite).
+
+    Args:
+        app: The Celery app.
+        settings: The settings (the database URL).
+    """
+    holder: list[SqlStore] = []
+
+    @app.task(name=PARTITION_TASK, shared=False, ignore_result=True, acks_late=False)
+    def create_partitions() -> str:
+        """Create the next days' partitions of the verdict tables."""
+        if not holder:
+            holder.append(open_store(settings.resolved_database_url(), pool_size=1))
+        created = maintain(holder[0].engine, now=datetime.now(UTC))
+        logger.info("partitions created: %s", ", ".join(created) or "none needed")
+        return f"{len(created)} partitions created"
+
+    _schedule(app, entry=PARTITION_SCHEDULE_ENTRY, task=PARTITION_TASK,
+              every_s=MAINTENANCE_INTERVAL_S)
 
 
 def _schedule(app: Celery, *, entry: str, task: str, every_s: float) -> None:

@@ -20,6 +20,7 @@ from evalfleet.alerts.rule import CalibrationBaseline, PinnedBaseline, Rule
 from evalfleet.alerts.segment import Segment
 from evalfleet.store.dialect import is_sqlite
 from evalfleet.store.evidence import Evidence, attributes_match
+from evalfleet.store.partitions import created_since
 from evalfleet.store.schema import alert_transitions, verdict_scores, verdicts
 from evalfleet.store.sql import to_utc, unavailable_as_store_error
 
@@ -151,7 +152,8 @@ def load_scored(conn: Connection, rule: Rule, segment: Segment, *, start: dateti
 
     The time range is given on ``verdicts`` as well as on the scores (the same sample
     time), so Postgres can combine the segment's GIN lookup with the verdicts' (metric,
-    sample_ts) index and read only the segment's rows of the range.
+    sample_ts) index and read only the segment's rows of the range; and on both
+    tables' partition key (``created_at``), so it reads only the range's partitions.
     """
     spec = rule.spec
     vs, v = verdict_scores.c, verdicts.c
@@ -163,7 +165,8 @@ def load_scored(conn: Connection, rule: Rule, segment: Segment, *, start: dateti
                                    & (vs.name == spec.series)))
         .where(v.metric == spec.metric, v.sample_ts >= to_utc(start), v.sample_ts < to_utc(end),
                vs.metric == spec.metric, vs.sample_ts >= to_utc(start),
-               vs.sample_ts < to_utc(end),
+               vs.sample_ts < to_utc(end), v.created_at >= created_since(to_utc(start)),
+               vs.created_at >= created_since(to_utc(start)),
                *attributes_match(segment.as_dict(), filters, containment=not is_sqlite(conn))))
     return [(float(value), to_utc(ts)) for value, ts in rows]
 

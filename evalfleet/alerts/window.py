@@ -1,7 +1,8 @@
 """Summaries of a score per segment over a time window, read from the verdict store.
 
 One query per window: ``verdict_scores`` is range-scanned on its (metric, name,
-sample_ts) index, joined to ``verdicts`` for the segment attributes, and
+sample_ts) index, joined to ``verdicts`` for the segment attributes (both bounded on
+their partition key, ``created_at``, by the window's start), and
 aggregated at every level of the rule's segments at once (``GROUPING SETS``).
 Windows are on ``sample_ts``, the time of the sample itself, so verdicts
 that arrive late (backfills, a queue that was behind) land in the window they
@@ -26,6 +27,7 @@ from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.statistic import Summary
 from evalfleet.store.dialect import is_sqlite
 from evalfleet.store.evidence import attributes_match
+from evalfleet.store.partitions import created_since
 from evalfleet.store.schema import alert_exclusions, verdict_scores, verdicts
 from evalfleet.store.sql import to_utc
 
@@ -83,7 +85,7 @@ def fetch_summaries(
     if is_sqlite(conn):
         return _summarise_rows(query, _scored_rows(conn, query, start=start, end=end))
     sql, params = _build(query)
-    params.update(start=start, end=end)
+    params.update(start=start, end=end, created_since=created_since(start))
     summaries: dict[Segment, Summary] = {}
     for row in conn.execute(text(sql), params).mappings():
         depth = len(query.keys) - bin(row["grouping_mask"]).count("1")
@@ -174,6 +176,8 @@ def _build(query: WindowQuery) -> tuple[str, dict[str, Any]]:
     conditions = [
         "vs.metric = :metric", "vs.name = :score",
         "vs.sample_ts >= :start", "vs.sample_ts < :end",
+        # The partition key, so only the window's partitions are read.
+        "vs.created_at >= :created_since", "v.created_at >= :created_since",
     ]
     for i, (key, values) in enumerate(query.filters):
         params[f"f{i}"], params[f"fv{i}"] = key, list(values)

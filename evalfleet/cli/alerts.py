@@ -71,7 +71,7 @@ def alerts_list(state: CliState, show_all: bool) -> None:
     from evalfleet.alerts.terminal import format_number
     from evalfleet.store import open_store
 
-    store = open_store(state.settings.resolved_database_url(), pool_size=1)
+    store = open_store(state.settings.resolved_read_database_url(), pool_size=1)
     try:
         with store.connect() as conn:
             stored = load_states(conn)
@@ -156,7 +156,7 @@ def alerts_show(state: CliState, rule_name: str, segment_text: str | None,
     if rule is None:
         raise click.UsageError(f"no rule {rule_name!r} (rules: "
                                f"{', '.join(r.name for r in rules.rules)})")
-    store = open_store(state.settings.resolved_database_url(), pool_size=1)
+    store = open_store(state.settings.resolved_read_database_url(), pool_size=1)
     try:
         if segment_text is not None:
             segment = rule_segment(parse_segment(segment_text), rule.spec.segment_keys)

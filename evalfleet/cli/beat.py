@@ -17,12 +17,18 @@ def beat(state: CliState, loglevel: str) -> None:
 
     Runs Celery beat embedded in a one-slot worker on the evalfleet.alerts queue. Every
     EVALFLEET_CANARY_INTERVAL_S seconds it also feeds each metric's queue
-    EVALFLEET_CANARY_SAMPLES gold samples as drift canaries (0 turns them off). Safe to
+    EVALFLEET_CANARY_SAMPLES gold samples as drift canaries (0 turns them off). Every hour
+    it creates the verdict tables' daily partitions a week ahead (Postgres). Safe to
     run twice: each rule is evaluated once per cycle, each transition notified once, and
     each canary judged once.
     """
     from evalfleet.alerts import load_rule_set
-    from evalfleet.alerts.schedule import ALERT_QUEUE, register_alert_beat, register_canary_beat
+    from evalfleet.alerts.schedule import (
+        ALERT_QUEUE,
+        register_alert_beat,
+        register_canary_beat,
+        register_partition_beat,
+    )
     from evalfleet.alerts.telemetry import default_alert_telemetry
     from evalfleet.broker.queues import is_redis
     from evalfleet.calibration.canary import CanaryFeeder
@@ -40,6 +46,7 @@ def beat(state: CliState, loglevel: str) -> None:
     require_schema(settings)
     app = create_app(settings, concurrency=1)
     register_alert_beat(app, settings)
+    register_partition_beat(app, settings)
     if settings.canary_interval_s:
         enqueuer = Enqueuer(settings)  # the process's own, for its lifetime
         register_canary_beat(app, settings,

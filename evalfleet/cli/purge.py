@@ -57,6 +57,9 @@ def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
     rows.append(["total", f"{sum(report.verdicts_deleted.values()):,}",
                  f"{sum(report.raw_outputs_emptied.values()):,}"])
     click.echo(render_table(["metric", verdicts_label, raw_label], rows))
+    if report.partitions_dropped:
+        click.echo(("days to drop whole: " if dry_run else "days dropped whole: ")
+                   + ", ".join(report.partitions_dropped))
     if dry_run:
         click.echo(f"dry run: nothing changed ({report.elapsed_s:.1f} s)")
     else:

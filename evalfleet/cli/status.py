@@ -73,7 +73,7 @@ def status(state: CliState, metrics: tuple[str, ...], window: str, concurrency: 
                               concurrency=concurrency or settings.worker_concurrency,
                               drain_s=parse_duration_s(drain))
     sample_s = parse_duration_s(sample_text)
-    store = open_store(settings.resolved_database_url(), pool_size=1)
+    store = open_store(settings.resolved_read_database_url(), pool_size=1)
     probe = open_queue_probe(settings)
     monitor = StatusMonitor(store=store, probe=probe, options=options)
     frames = (count or sys.maxsize) if watch else 1

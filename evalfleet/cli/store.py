@@ -48,7 +48,7 @@ def export(state: CliState, metric: str | None, since: str | None, until: str | 
         since_at, until_at = parse_time(since), parse_time(until)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    store = open_store(state.settings.resolved_database_url())
+    store = open_store(state.settings.resolved_read_database_url())
     out = sys.stdout
     try:
         for record in store.iter_verdicts(metric=metric, since=since_at, until=until_at,

@@ -68,7 +68,7 @@ def build_ui_app(settings: Any, *, token: str | None) -> Any:
     from evalfleet.web.pages import PageData
 
     rules = load_rule_set(settings)
-    store = open_store(settings.resolved_database_url(), pool_size=4)
+    store = open_store(settings.resolved_read_database_url(), pool_size=4)
 
     def read_health() -> dict[str, Any]:
         try:

@@ -135,6 +135,11 @@ class StoreSettings(BaseModel):
     """SQLAlchemy URL of the verdict store (``postgresql+psycopg://...``); unset means a
     SQLite file in ``data_dir``."""
 
+    database_read_url: str | None = None
+    """A read-only copy of the store (a streaming replica) for the commands and pages that
+    only read: ``evalfleet ui``, ``alerts list``, ``alerts show``, ``status`` and
+    ``export``; unset means ``database_url``. Writes always go to ``database_url``."""
+
     data_dir: Path = Path(".evalfleet")
     """Where the embedded defaults (SQLite file, file-system broker) keep their data."""
 
@@ -492,8 +497,8 @@ class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, Lim
         env_prefix="EVALFLEET_", env_file=".env", extra="ignore", populate_by_name=True,
     )
 
-    @field_validator("database_url", "broker_url", "openai_base_url", "alertmanager_url",
-                     "shared_redis_url", "judge_probe_url",
+    @field_validator("database_url", "database_read_url", "broker_url", "openai_base_url",
+                     "alertmanager_url", "shared_redis_url", "judge_probe_url",
                      mode="before")
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
@@ -578,6 +583,12 @@ class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, Lim
         if self.database_url is not None:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'evalfleet.db').resolve()}"
+
+    def resolved_read_database_url(self) -> str:
+        """Where the read-only commands and pages read: ``database_read_url``, else the store."""
+        if self.database_read_url is not None:
+            return self.database_read_url
+        return self.resolved_database_url()
 
     def resolved_broker_url(self) -> str:
         """The broker URL in effect, falling back to the file-system broker."""

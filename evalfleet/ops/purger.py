@@ -1,12 +1,19 @@
 """Carrying out the retention policy in small transactions (``evalfleet purge``).
 
+On a partitioned Postgres store (``evalfleet.store.partitions``) the days wholly past
+the verdicts' retention go first, a day's partitions of verdicts, scores and samples
+dropped together in one short transaction (their rows counted per metric first,
+through the (metric, created_at) index). What is left before the cut-off (the day at
+the boundary, the default partition, the legacy partition until it is wholly past)
+is trimmed row by row as below, and so is everything on SQLite.
+
 Each task walks one metric at a time along the (metric, created_at) index of
 ``verdicts``, ``batch_rows`` verdicts per transaction, from a cursor on
 ``created_at``, so no transaction holds many row locks or runs long, and no batch
 re-reads what an earlier one handled:
 
-- deleting verdicts (their scores go by ``ON DELETE CASCADE``, found through the
-  scores' primary key);
+- deleting verdicts, with their scores and kept samples (found through their primary
+  keys, bounded on the partition key), and their keys in ``verdict_keys``;
 - emptying raw outputs and error texts, from where the last run stopped (kept per
   metric in ``retention_marks``) to this run's cut-off.
 
@@ -17,7 +24,7 @@ complete, and the next run carries on.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -26,11 +33,28 @@ from sqlalchemy import ColumnElement, and_, delete, func, or_, select, text, upd
 from sqlalchemy.engine import Connection
 
 from evalfleet.ops.retention import Cutoffs, RetentionPolicy, raw_output_range
-from evalfleet.store.schema import retention_marks, verdicts
+from evalfleet.store.base import VerdictKey
+from evalfleet.store.partitions import (
+    LEGACY_SUFFIX,
+    drop_partition,
+    expired,
+    is_partitioned,
+    list_partitions,
+)
+from evalfleet.store.schema import (
+    retention_marks,
+    verdict_keys,
+    verdict_samples,
+    verdict_scores,
+    verdicts,
+)
 from evalfleet.store.sql import SqlStore, to_utc
 
 #: Verdicts per transaction.
 PURGE_BATCH_ROWS = 10_000
+
+_KEY_COLUMNS = (verdicts.c.sample_id, verdicts.c.metric, verdicts.c.prompt_version,
+                verdicts.c.judge_model)
 
 #: The ``retention_marks`` task of raw-output emptying.
 RAW_OUTPUT_TASK = "raw_output"
@@ -58,6 +82,8 @@ class PurgeReport:
     dry_run: bool
     verdicts_deleted: dict[str, int] = field(default_factory=dict)
     raw_outputs_emptied: dict[str, int] = field(default_factory=dict)
+    partitions_dropped: list[str] = field(default_factory=list)
+    """Suffixes of the days (``pYYYYMMDD``, ``legacy``) dropped whole (Postgres)."""
     transactions: int = 0
     elapsed_s: float = 0.0
 
@@ -94,6 +120,11 @@ class Purger:
         started = time.perf_counter()
         report = PurgeReport(self.policy.cutoffs(now=to_utc(now)), dry_run=dry_run)
         if not self.policy.keeps_everything:
+            before = report.cutoffs.verdicts_before
+            with self.store.connect() as conn:
+                partitioned = is_partitioned(conn)
+            if partitioned and before is not None:
+                self._drop_partitions(before, report)
             for metric in self.metrics():
                 self._purge_metric(metric, report)
         report.elapsed_s = time.perf_counter() - started
@@ -107,7 +138,7 @@ class Purger:
     def _purge_metric(self, metric: str, report: PurgeReport) -> None:
         cutoffs = report.cutoffs
         if cutoffs.verdicts_before is not None:
-            report.verdicts_deleted[metric] = (
+            report.verdicts_deleted[metric] = report.verdicts_deleted.get(metric, 0) + (
                 self._count(_old(metric, None, cutoffs.verdicts_before)) if report.dry_run
                 else self._delete_verdicts(metric, cutoffs.verdicts_before, report))
         span = raw_output_range(cutoffs, done_until=self._done_until(metric))
@@ -117,16 +148,49 @@ class Purger:
                 self._count(condition) if report.dry_run
                 else self._empty_raw_outputs(metric, span, report))
 
+    def _drop_partitions(self, before: datetime, report: PurgeReport) -> None:
+        """Count then drop each day of verdicts, scores and samples wholly before ``before``
+        (a dry run only lists them: its row counts cover every verdict to go)."""
+        with self.store.connect() as conn:
+            days = expired(list_partitions(conn, "verdicts"), before=before)
+        report.partitions_dropped.extend(day.suffix for day in days)
+        if report.dry_run:
+            return
+        for day in days:
+            with self.store.begin() as conn:
+                counts = conn.execute(text(
+                    f"SELECT metric, count(*) FROM {day.name} GROUP BY metric")).all()
+                _delete_keys_between(conn, day.start, day.end)
+                drop_partition(conn, day.suffix)
+            report.transactions += 1
+            for metric, n in counts:
+                report.verdicts_deleted[metric] = report.verdicts_deleted.get(metric, 0) + n
+            if self._on_batch is not None:
+                self._on_batch(VERDICTS_TASK, day.suffix, sum(n for _, n in counts))
+
     def _count(self, condition: ColumnElement[bool]) -> int:
         with self.store.connect() as conn:
             return int(conn.execute(select(func.count()).where(condition)).scalar_one())
 
     def _delete_verdicts(self, metric: str, before: datetime, report: PurgeReport) -> int:
+        with self.store.connect() as conn:
+            partitioned = is_partitioned(conn)
+            # Scores stored before partitioning carry a time just under this bound.
+            legacy_end = next((p.end for p in list_partitions(conn, "verdicts")
+                               if p.suffix == LEGACY_SUFFIX), None) if partitioned else None
+
         def step(conn: Connection, cursor: datetime | None) -> list[datetime]:
             batch = self._batch_ids(_old(metric, cursor, before))
             statement = (delete(verdicts).where(verdicts.c.id.in_(batch))
-                         .returning(verdicts.c.created_at))
-            return list(conn.execute(statement).scalars())
+                         .returning(verdicts.c.id, verdicts.c.created_at, *_KEY_COLUMNS))
+            gone = conn.execute(statement).all()
+            if gone:
+                _delete_dependents(conn, [(int(row[0]), to_utc(row[1])) for row in gone],
+                                   legacy_end=legacy_end)
+            if gone and partitioned:
+                digests = [VerdictKey(*row[2:]).digest() for row in gone]
+                conn.execute(delete(verdict_keys).where(verdict_keys.c.digest.in_(digests)))
+            return [to_utc(row[1]) for row in gone]
 
         return self._walk(VERDICTS_TASK, metric, step, report)
 
@@ -194,3 +258,34 @@ def _old(metric: str, start: datetime | None, end: datetime) -> ColumnElement[bo
 def _has_raw_output() -> ColumnElement[bool]:
     v = verdicts.c
     return or_(v.raw_output.is_not(None), v.error.is_not(None))
+
+
+def _delete_dependents(conn: Connection, gone: Sequence[tuple[int, datetime]], *,
+                       legacy_end: datetime | None) -> None:
+    """Delete the scores and kept samples of the verdicts ``gone`` (id, created_at), which
+    ``ON DELETE CASCADE`` does on SQLite alone.
+
+    Both live in partitions of the same bounds as their verdicts; bounding
+    ``created_at`` to the batch's span keeps Postgres to those partitions. Scores
+    stored before partitioning carry a constant time just under the legacy bound.
+    """
+    ids = [row[0] for row in gone]
+    moments = [row[1] for row in gone]
+    low, high = min(moments), max(moments)
+    score_high = high
+    if legacy_end is not None and low < legacy_end:
+        score_high = max(high, legacy_end)
+    vs, ks = verdict_scores.c, verdict_samples.c
+    conn.execute(delete(verdict_scores).where(
+        vs.verdict_id.in_(ids), vs.created_at >= low, vs.created_at <= score_high))
+    conn.execute(delete(verdict_samples).where(
+        ks.verdict_id.in_(ids), ks.created_at >= low, ks.created_at <= high))
+
+
+def _delete_keys_between(conn: Connection, start: datetime | None, end: datetime | None) -> None:
+    """Delete the key digests of the verdicts created in ``[start, end)`` (a partition's)."""
+    k = verdict_keys.c
+    conditions = [k.created_at >= start] if start is not None else []
+    if end is not None:
+        conditions.append(k.created_at < end)
+    conn.execute(delete(verdict_keys).where(*conditions))

@@ -13,11 +13,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, and_, delete, func, select, type_coerce
+from sqlalchemy import ColumnElement, Engine, and_, delete, func, select, text, type_coerce
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
 from evalfleet.store.dialect import is_sqlite
+from evalfleet.store.partitions import (
+    created_since,
+    drop_partition,
+    expired,
+    is_partitioned,
+    list_partitions,
+)
 from evalfleet.store.schema import verdict_samples, verdict_scores, verdicts
 from evalfleet.store.sql import to_utc
 
@@ -108,7 +115,8 @@ def lowest_scoring(
                vs.sample_ts, verdicts.c.attributes)
         .select_from(verdict_scores.join(verdicts, verdicts.c.id == vs.verdict_id))
         .where(vs.metric == metric, vs.name == score, vs.sample_ts >= to_utc(start),
-               vs.sample_ts < to_utc(end),
+               vs.sample_ts < to_utc(end), vs.created_at >= created_since(to_utc(start)),
+               verdicts.c.created_at >= created_since(to_utc(start)),
                *attributes_match(labels, filters, containment=not is_sqlite(conn)))
         .order_by(order, verdicts.c.id).limit(limit)
     )
@@ -126,6 +134,9 @@ def purge_samples(engine: Engine, *, before: datetime, batch_rows: int = PURGE_B
                   dry_run: bool = False) -> tuple[int, int]:
     """Delete the kept samples of verdicts created before ``before``, in small transactions.
 
+    On a partitioned store the days of samples wholly before ``before`` are dropped
+    first, a partition each (the verdicts stay); the rest is deleted row by row.
+
     Args:
         engine: The store's engine.
         before: The cut-off on the verdict's creation time.
@@ -140,6 +151,14 @@ def purge_samples(engine: Engine, *, before: datetime, batch_rows: int = PURGE_B
         with engine.connect() as conn:
             return int(conn.execute(select(func.count()).where(old)).scalar_one()), 0
     total = transactions = 0
+    with engine.connect() as conn:
+        days = (expired(list_partitions(conn, verdict_samples.name), before=to_utc(before))
+                if is_partitioned(conn) else [])
+    for day in days:
+        with engine.begin() as conn:
+            total += conn.execute(text(f"SELECT count(*) FROM {day.name}")).scalar_one()
+            drop_partition(conn, day.suffix, tables=[verdict_samples.name])
+        transactions += 1
     while True:
         # Oldest first along the created_at index: LIMIT stops the scan early.
         batch = (select(verdict_samples.c.verdict_id).where(old)

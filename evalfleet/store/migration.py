@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from importlib import resources
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine
+
+from evalfleet.store.upgrade import needs_upgrade, prepare
 
 
 def alembic_config(engine: Engine) -> Config:
@@ -17,7 +20,16 @@ def alembic_config(engine: Engine) -> Config:
 
 
 def migrate(engine: Engine, *, revision: str = "head") -> None:
-    """Create or upgrade the schema to ``revision`` on ``engine``'s database."""
+    """Create or upgrade the schema to ``revision`` on ``engine``'s database.
+
+    A Postgres store that holds verdicts in plain tables is first prepared for
+    partitioning online (:func:`evalfleet.store.upgrade.prepare`: resumable, the fleet
+    may run), so that revision 0008 holds its locks for a moment only.
+    """
+    with engine.connect() as conn:
+        prepare_first = revision == "head" and needs_upgrade(conn)
+    if prepare_first:
+        prepare(engine, now=datetime.now(UTC))
     config = alembic_config(engine)
     with engine.begin() as connection:
         config.attributes["connection"] = connection

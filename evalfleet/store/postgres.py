@@ -36,8 +36,7 @@ WITH input AS (
     SELECT * FROM jsonb_to_recordset(CAST(:keys AS jsonb)) AS k(
         sample_id text, metric text, prompt_version text, judge_model text, digest text)
 ), settled AS (
-    SELECT input.digest FROM input JOIN verdicts USING (
-        sample_id, metric, prompt_version, judge_model)
+    SELECT verdict_keys.digest FROM verdict_keys JOIN input USING (digest)
     UNION
     SELECT dead_letters.verdict_key FROM dead_letters JOIN input
         ON dead_letters.verdict_key = input.digest
@@ -55,22 +54,34 @@ FROM input LEFT JOIN claims ON claims.key = input.digest
 """
 
 #: Inserts the verdicts in ``:rows`` (a JSON array of rows, each with its kept sample
-#: under ``sample``) that are new, with the non-null scores of the production ones (the
-#: series alerts read) and their samples, drops ``:owner``'s claims on the digests in
-#: ``:release`` (a JSON array), and returns the new verdicts' ids and keys.
+#: under ``sample`` and its key's digest under ``digest``) whose key is new in
+#: ``verdict_keys`` (the key's uniqueness across the partitions of ``verdicts``), with
+#: the non-null scores of the production ones (the series alerts read) and their
+#: samples, drops ``:owner``'s claims on the digests in ``:release`` (a JSON array),
+#: and returns the new verdicts' ids and keys.
 #: ``{columns}``: the verdict rows' fields.
 _INSERT_VERDICTS = """
 WITH input AS (
     SELECT CAST(:rows AS jsonb) AS rows
+), keyed AS (
+    INSERT INTO verdict_keys (digest, created_at)
+    SELECT given.digest, given.created_at FROM jsonb_to_recordset((SELECT rows FROM input))
+        AS given(digest text, created_at timestamptz)
+    ON CONFLICT (digest) DO NOTHING
+    RETURNING digest
 ), new AS (
     INSERT INTO verdicts ({columns})
-    SELECT {columns} FROM jsonb_populate_recordset(NULL::verdicts, (SELECT rows FROM input))
-    ON CONFLICT DO NOTHING
+    SELECT {columns}
+    FROM jsonb_array_elements((SELECT rows FROM input)) WITH ORDINALITY AS element(doc, n),
+         LATERAL jsonb_populate_record(NULL::verdicts, element.doc) AS given
+    WHERE element.doc ->> 'digest' IN (SELECT digest FROM keyed)
+    ORDER BY element.n
     RETURNING id, sample_id, metric, prompt_version, judge_model, purpose, scores, sample_ts,
               created_at
 ), scored AS (
-    INSERT INTO verdict_scores (verdict_id, name, metric, value, sample_ts)
-    SELECT new.id, score.key, new.metric, CAST(score.value AS float8), new.sample_ts
+    INSERT INTO verdict_scores (verdict_id, name, metric, value, sample_ts, created_at)
+    SELECT new.id, score.key, new.metric, CAST(score.value AS float8), new.sample_ts,
+           new.created_at
     FROM new, jsonb_each(new.scores) AS score
     WHERE jsonb_typeof(score.value) = 'number' AND new.purpose = 'production'
 ), kept AS (
@@ -153,11 +164,17 @@ class PostgresStore(SqlStore):
 
     def _write_verdicts(self, conn: Connection, records: Sequence[VerdictRecord], *,
                         release: Sequence[str], owner: str) -> int:
+        # One row per key, the first: the key table admits each key once per statement.
+        first: dict[VerdictKey, VerdictRecord] = {}
+        for record in records:
+            first.setdefault(record.key, record)
+        records = list(first.values())
         rows = [verdict_row(record) for record in records]
         # Column names come from the store's own row builder, never from input.
         statement = text(_INSERT_VERDICTS.format(columns=", ".join(rows[0])))
         for row, record in zip(rows, records, strict=True):
             row["sample"] = record.sample
+            row["digest"] = record.key.digest()
         new = conn.execute(statement, {
             "rows": json.dumps(rows, default=_json_value), "owner": owner,
             "release": json.dumps(list(release))}).all()

@@ -1,10 +1,19 @@
 """Tables of the verdict store (SQLAlchemy Core), shared by Postgres and SQLite.
 
 The Alembic migrations in ``migrations/`` create exactly these; a test checks
-that the two agree.
+that the two agree (:func:`schema_filter` says what only one database has).
+
+On Postgres ``verdicts``, ``verdict_scores`` and ``verdict_samples`` are partitioned
+by day on ``created_at`` (``evalfleet.store.partitions``): their primary keys then
+hold ``created_at`` too, the exactly-once key is kept unique by ``verdict_keys`` (one
+row per key digest, unpartitioned) instead of a unique constraint on ``verdicts``,
+and scores and samples carry no foreign key (they are dropped with their verdicts'
+partition, or deleted with them by ``evalfleet purge``). SQLite keeps the plain tables.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -13,7 +22,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Float,
-    ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
@@ -24,12 +33,21 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.schema import SchemaItem
+
+from evalfleet.store.partitions import is_partition_name
 
 #: A JSON document: JSONB on Postgres (indexable), JSON text elsewhere.
 JsonDocument = JSON().with_variant(JSONB(), "postgresql")
 
 #: A surrogate key: BIGINT on Postgres; INTEGER on SQLite so it autoincrements.
 SurrogateKey = BigInteger().with_variant(Integer(), "sqlite")
+
+#: ``info`` of a schema item that only the embedded SQLite store has.
+SQLITE_ONLY = {"dialects": ("sqlite",)}
+
+#: ``info`` of a schema item that only the Postgres store has.
+POSTGRES_ONLY = {"dialects": ("postgresql",)}
 
 metadata = MetaData(
     naming_convention={
@@ -66,8 +84,9 @@ verdicts = Table(
     Column("judge_reported_model", String(128)),
     Column("judge_fingerprint", String(128)),
     Column("purpose", String(16), nullable=False, server_default="production"),
-    # The exactly-once effect: one verdict per sample, metric, prompt and judge.
-    UniqueConstraint("sample_id", "metric", "prompt_version", "judge_model"),
+    # The exactly-once effect: one verdict per sample, metric, prompt and judge (on
+    # Postgres: ``verdict_keys``, as a partitioned table cannot hold this constraint).
+    UniqueConstraint("sample_id", "metric", "prompt_version", "judge_model", info=SQLITE_ONLY),
     Index(None, "metric", "created_at"),
     Index(None, "metric", "sample_ts"),
     # A segment's verdicts (``attributes @> '{"app": ..., "route": ...}'``) without
@@ -75,35 +94,48 @@ verdicts = Table(
     # (On SQLite a plain index on the JSON text, unused: the schema is one for both.)
     Index("ix_verdicts_attributes", "attributes", postgresql_using="gin",
           postgresql_ops={"attributes": "jsonb_path_ops"}),
+    postgresql_partition_by="RANGE (created_at)",
+)
+
+# Postgres: one row per verdict key digest (``VerdictKey.digest``), unpartitioned, so
+# the key stays unique across the partitions of ``verdicts``; a save inserts the key
+# first and the verdict only when the key was new. Purged with its verdict.
+verdict_keys = Table(
+    "verdict_keys", metadata,
+    Column("digest", String(64), primary_key=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index(None, "created_at"),
+    info=POSTGRES_ONLY,
 )
 
 verdict_scores = Table(
     "verdict_scores", metadata,
-    Column(
-        "verdict_id", SurrogateKey, ForeignKey("verdicts.id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
+    Column("verdict_id", SurrogateKey, primary_key=True),
     Column("name", String(64), primary_key=True),
     Column("metric", String(64), nullable=False),
     Column("value", Float),
     Column("sample_ts", DateTime(timezone=True), nullable=False),
+    # The verdict's creation time, the partition key (scores stored before revision
+    # 0008: a constant just under the legacy partition's bound on Postgres).
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    ForeignKeyConstraint(["verdict_id"], ["verdicts.id"], ondelete="CASCADE", info=SQLITE_ONLY),
     # "Mean of score X per segment over the last N minutes" scans this index
     # range and joins verdicts by primary key for the segment attributes.
     Index(None, "metric", "name", "sample_ts", postgresql_include=["value", "verdict_id"]),
+    postgresql_partition_by="RANGE (created_at)",
 )
 
 # The evidence: what each verdict judged, as the producer accepted it (after redaction).
 # A table of its own so verdict rows stay small and its retention purges it alone.
 verdict_samples = Table(
     "verdict_samples", metadata,
-    Column(
-        "verdict_id", SurrogateKey, ForeignKey("verdicts.id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
-    # The verdict's creation time: ``evalfleet purge`` walks this index.
+    Column("verdict_id", SurrogateKey, primary_key=True),
+    # The verdict's creation time, the partition key: ``evalfleet purge`` walks this index.
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("sample", JsonDocument, nullable=False),
+    ForeignKeyConstraint(["verdict_id"], ["verdicts.id"], ondelete="CASCADE", info=SQLITE_ONLY),
     Index(None, "created_at"),
+    postgresql_partition_by="RANGE (created_at)",
 )
 
 dead_letters = Table(
@@ -240,3 +272,24 @@ alert_rule_runs = Table(
     Column("slot", BigInteger, nullable=False),
     Column("evaluated_at", DateTime(timezone=True), nullable=False),
 )
+
+
+def schema_filter(dialect: str) -> dict[str, Any]:
+    """Alembic comparison options for ``dialect``'s database: leave out the partitions of
+    the verdict tables and the items the other database alone has (``info["dialects"]``).
+
+    Returns:
+        ``include_name`` and ``include_object`` for ``EnvironmentContext.configure``.
+    """
+    def include_name(name: str | None, type_: str, _parents: dict[str, str | None]) -> bool:
+        return not (type_ == "table" and name is not None and is_partition_name(name))
+
+    def include_object(item: SchemaItem, _name: str | None, _type: str, _reflected: bool,
+                       _compare_to: SchemaItem | None) -> bool:
+        dialects = getattr(item, "info", {}).get("dialects")
+        table = getattr(item, "table", None)
+        if dialects is None and table is not None:
+            dialects = table.info.get("dialects")
+        return dialects is None or dialect in dialects
+
+    return {"include_name": include_name, "include_object": include_object}

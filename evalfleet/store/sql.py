@@ -27,6 +27,7 @@ from evalfleet.store.base import (
     VerdictRecord,
     VerdictStore,
 )
+from evalfleet.store.partitions import created_since
 from evalfleet.store.schema import calibration_runs, claims, verdict_samples, verdict_scores
 from evalfleet.store.schema import dead_letters as dead_letters_table
 from evalfleet.store.schema import verdicts as verdicts_table
@@ -204,7 +205,8 @@ class SqlStore(VerdictStore):
         # and the scores of calibration, canary and shadow verdicts, stay in the verdict.
         score_rows = [
             {"verdict_id": new_ids[record.key], "name": name, "metric": record.key.metric,
-             "value": value, "sample_ts": to_utc(record.sample_ts)}
+             "value": value, "sample_ts": to_utc(record.sample_ts),
+             "created_at": to_utc(record.created_at)}
             for record in records if record.key in new_ids and record.purpose == "production"
             for name, value in record.scores.items() if value is not None
         ] + canary_rows(records, new_ids)
@@ -442,6 +444,8 @@ def read_judge_identities(conn: Connection, *, since: datetime, until: datetime 
     )
     if until is not None:
         query = query.where(moment < to_utc(until))
+    if on_sample_time:
+        query = query.where(table.created_at >= created_since(to_utc(since)))
     if metric is not None:
         query = query.where(table.metric == metric)
     return [JudgeIdentity(judge_model=row[0], reported_model=row[1], fingerprint=row[2],
@@ -456,7 +460,8 @@ def read_judge_models(conn: Connection, *, metric: str, purpose: str, start: dat
     table = verdicts_table.c
     query = (select(table.judge_model).distinct()
              .where(table.metric == metric, table.purpose == purpose,
-                    table.sample_ts >= to_utc(start), table.sample_ts < to_utc(end)))
+                    table.sample_ts >= to_utc(start), table.sample_ts < to_utc(end),
+                    table.created_at >= created_since(to_utc(start))))
     return set(conn.execute(query).scalars())
 
 
@@ -487,7 +492,8 @@ def canary_rows(records: Sequence[VerdictRecord],
     """``verdict_scores`` rows of the new canary verdicts' agreement and bias series."""
     return [
         {"verdict_id": new_ids[record.key], "name": name, "metric": record.key.metric,
-         "value": value, "sample_ts": to_utc(record.sample_ts)}
+         "value": value, "sample_ts": to_utc(record.sample_ts),
+         "created_at": to_utc(record.created_at)}
         for record in records if record.key in new_ids and record.purpose == "canary"
         for name, value in record.canary_scores.items()
     ]

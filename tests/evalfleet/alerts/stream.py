@@ -79,7 +79,8 @@ def write(engine: Engine, points: Iterable[Point], *, metric: str = "rag_qa",
         conn.execute(insert(verdicts), rows)
         conn.execute(insert(verdict_scores), [
             {"verdict_id": verdict_id, "name": score, "metric": metric,
-             "value": row["scores"][score], "sample_ts": row["sample_ts"]}
+             "value": row["scores"][score], "sample_ts": row["sample_ts"],
+             "created_at": row["created_at"]}
             for verdict_id, row in zip(ids, rows, strict=True)
         ])
     return len(rows)

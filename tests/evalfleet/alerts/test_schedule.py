@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,11 +11,16 @@ from evalfleet.alerts.schedule import (
     ALERT_TASK,
     CANARY_SCHEDULE_ENTRY,
     CANARY_TASK,
+    PARTITION_SCHEDULE_ENTRY,
+    PARTITION_TASK,
     SCHEDULE_ENTRY,
     register_alert_beat,
     register_canary_beat,
+    register_partition_beat,
 )
 from evalfleet.core.settings import Settings
+from evalfleet.store import open_store
+from evalfleet.store.partitions import DAYS_AHEAD, day_start, day_suffix, drop_partition
 from workers.app import create_app
 
 
@@ -51,3 +56,18 @@ def test_the_canary_task_feeds_on_its_own_interval_and_only_when_on(tmp_path: Pa
     register_canary_beat(quiet, off, feed=feed)
     assert CANARY_TASK not in quiet.tasks
     assert CANARY_SCHEDULE_ENTRY not in (quiet.conf.beat_schedule or {})
+
+
+def test_the_partition_task_makes_the_days_ahead_again(tmp_path: Path, database_url: str) -> None:
+    settings = Settings(data_dir=tmp_path, database_url=database_url)
+    app = create_app(settings, concurrency=1)
+    register_partition_beat(app, settings)
+    assert app.conf.beat_schedule[PARTITION_SCHEDULE_ENTRY]["schedule"] == 3600
+    last = day_suffix(day_start(datetime.now(UTC)) + timedelta(days=DAYS_AHEAD))
+    store = open_store(database_url)
+    with store.engine.begin() as conn:
+        drop_partition(conn, last)
+    assert app.tasks[PARTITION_TASK]() == "3 partitions created"
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql(f"SELECT to_regclass('verdict_scores_{last}')").scalar()
+    store.close()

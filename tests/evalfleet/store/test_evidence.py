@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from click.testing import CliRunner
 
 from evalfleet.cli import main
 from evalfleet.core.settings import Settings
-from evalfleet.store import SqlStore, VerdictKey
+from evalfleet.ops.purger import Purger
+from evalfleet.ops.retention import RetentionPolicy
+from evalfleet.store import SqliteStore, SqlStore, VerdictKey, migrate
 from evalfleet.store.evidence import lowest_scoring, purge_samples
 from tests.evalfleet.store.test_sql import NOW, record
 
@@ -70,11 +73,13 @@ def test_sample_retention_purges_samples_and_keeps_verdicts(any_store: SqlStore)
     assert kept == [False, False, False, True, True]
 
 
-def test_deleting_a_verdict_deletes_its_sample(any_store: SqlStore) -> None:
-    any_store.save(verdicts=[verdict(1, 0.5)], owner="o")
+def test_purging_a_verdict_deletes_its_sample_and_scores(any_store: SqlStore) -> None:
+    any_store.save(verdicts=[verdict(1, 0.5, created_at=NOW - timedelta(days=3)),
+                             verdict(2, 0.5)], owner="o")
+    Purger(any_store, RetentionPolicy(verdict_days=2)).run(now=NOW)
     with any_store.engine.begin() as conn:
-        conn.exec_driver_sql("DELETE FROM verdicts")
-        assert conn.exec_driver_sql("SELECT count(*) FROM verdict_samples").scalar() == 0
+        for table in ("verdicts", "verdict_samples", "verdict_scores"):
+            assert conn.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar() == 1
 
 
 def test_export_adds_the_sample_only_when_asked(store: SqlStore, database_url: str) -> None:
@@ -87,6 +92,23 @@ def test_export_adds_the_sample_only_when_asked(store: SqlStore, database_url: s
                               catch_exceptions=False).output
     assert [json.loads(line)["sample"] for line in full.splitlines()] == [
         {**SAMPLE, "output": "answer 1"}, None]
+
+
+def test_read_only_commands_read_the_read_url(store: SqlStore, database_url: str,
+                                             tmp_path: Path) -> None:
+    replica = SqliteStore(f"sqlite:///{tmp_path / 'replica.db'}")
+    migrate(replica.engine)
+    replica.save(verdicts=[verdict(1, 0.5)], owner="o")
+    replica.close()
+    store.save(verdicts=[verdict(2, 0.5), verdict(3, 0.5)], owner="o")
+    env = {**Settings(database_url=database_url).as_environment(),
+           "EVALFLEET_DATABASE_READ_URL": f"sqlite:///{tmp_path / 'replica.db'}"}
+    out = CliRunner().invoke(main, ["export"], env=env, catch_exceptions=False).output
+    assert [json.loads(line)["sample_id"] for line in out.splitlines()] == ["s1"]
+    # Writes go to the primary: the purge deletes there.
+    CliRunner().invoke(main, ["purge"], env={**env, "EVALFLEET_VERDICT_RETENTION_DAYS": "0.001"},
+                       catch_exceptions=False)
+    assert store.counts().verdicts == 0
 
 
 def test_purge_command_applies_the_sample_retention(store: SqlStore, database_url: str) -> None:
