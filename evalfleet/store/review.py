@@ -295,6 +295,14 @@ class ReviewQueue:
                 .returning(*review_items.c)).mappings().one()
         return _item(row)
 
+    def labels_of(self, *, item_id: int, reviewer: str) -> dict[str, Any]:
+        """``reviewer``'s labels of an item on the judge's scale, by score (empty: none)."""
+        labels = review_labels.c
+        with self.store.connect() as conn:
+            return {row[0]: row[1] for row in conn.execute(
+                select(labels.score, labels.raw_value).where(
+                    labels.item_id == item_id, labels.reviewer == reviewer))}
+
     def find_item(self, *, sample_id: str, metric: str) -> ReviewItem | None:
         """The item of a sample and metric, or None."""
         with self.store.connect() as conn:
