@@ -88,8 +88,12 @@ def build_ui_app(settings: Any, *, token: str | None) -> Any:
 
     data = PageData(store=store, rules=rules, secrets=tuple(settings.secret_values()),
                     health_reader=read_health)
-    return create_app(data, UiOptions(token=token, secrets=tuple(settings.secret_values())),
-                      review=_review_pages(settings, store))
+    from evalfleet.cli.boundary import explain
+
+    url = settings.resolved_database_url()
+    options = UiOptions(token=token, secrets=tuple(settings.secret_values()),
+                        explain=lambda exc: explain(exc, database_url=url))
+    return create_app(data, options, review=_review_pages(settings, store))
 
 
 def _review_pages(settings: Any, store: Any) -> Any:

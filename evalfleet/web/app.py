@@ -71,6 +71,9 @@ class UiOptions:
     """Asked of every request when set (cookie, ``?token=`` or a bearer header)."""
     secrets: tuple[str, ...] = field(default=())
     """Masked wherever error text is shown."""
+    explain: Callable[[BaseException], str | None] | None = None
+    """One sentence for a failure caused by the setup (no schema, a database that does
+    not answer), shown as a page instead of a 500; None for anything else."""
 
 
 def create_app(data: PageData, options: UiOptions,
@@ -100,7 +103,8 @@ def create_app(data: PageData, options: UiOptions,
             Route("/health", pages.health),
             Mount("/static", StaticFiles(directory=static), name="static"),
         ],
-        middleware=[Middleware(_Guard, token=options.token)],
+        middleware=[Middleware(_Guard, token=options.token, explain=options.explain,
+                               render=pages.render)],
         exception_handlers={404: pages.not_found},
     )
 
@@ -178,14 +182,26 @@ class _Pages:
 class _Guard(BaseHTTPMiddleware):
     """Security headers on every answer; the token, when one is set."""
 
-    def __init__(self, app: Any, *, token: str | None) -> None:
+    def __init__(self, app: Any, *, token: str | None,
+                 explain: Callable[[BaseException], str | None] | None,
+                 render: Render) -> None:
         super().__init__(app)
         self._token = token
+        self._explain = explain
+        self._render = render
 
     async def dispatch(self, request: Request,
                        call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         started = time.perf_counter()
-        response = await self._authorised(request, call_next)
+        try:
+            response = await self._authorised(request, call_next)
+        except Exception as exc:
+            # A setup problem (no schema yet) is said as the CLI says it, not as a 500.
+            problem = self._explain(exc) if self._explain is not None else None
+            if problem is None:
+                raise
+            response = self._render("setup.html", status_code=503, page="setup",
+                                    problem=problem)
         for name, value in _HEADERS.items():
             response.headers[name] = value
         if request.url.path.startswith("/review"):

@@ -10,6 +10,7 @@ Each page is checked for what a person would check, and saved as a screenshot un
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,6 +23,8 @@ from selenium.webdriver.common.by import By
 
 from evalfleet.cli.ui import build_ui_app
 from evalfleet.core.settings import Settings
+from evalfleet.localfleet import SIMULATOR_MODEL
+from evalfleet.store import open_store
 from testkit.served import Served
 from tests.web.conftest import shot
 
@@ -140,6 +143,10 @@ def test_trend_dead_letters_and_health(browser: webdriver.Chrome, site: Served) 
     assert SEGMENT in browser.find_element(By.TAG_NAME, "h1").text
     assert browser.find_elements(By.CSS_SELECTOR, "svg.trend circle.dot")
     assert browser.find_elements(By.CSS_SELECTOR, "svg.trend line.marker-firing")
+    axis = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "svg.trend text.axis")]
+    assert axis[:5] == ["0", "0.25", "0.5", "0.75", "1"]
+    times = [label for label in axis[5:] if re.fullmatch(r"(\d\d-\d\d )?\d\d:\d\d", label)]
+    assert len(times) >= 3 and times == axis[5:]
     shot(browser, "trend")
     nothing_ran(browser)
     for path, name, heading in (("/dead-letters", "dead-letters", "Dead letters"),
@@ -150,3 +157,12 @@ def test_trend_dead_letters_and_health(browser: webdriver.Chrome, site: Served) 
         nothing_ran(browser)
     coverage = browser.find_element(By.XPATH, "//td[text()='rag_qa']/..").text
     assert "rag_qa" in coverage
+
+
+def test_the_demo_names_the_simulator_as_its_judge(fleet_store: Settings) -> None:
+    store = open_store(fleet_store.resolved_database_url())
+    try:
+        models = {record.key.judge_model for record in store.iter_verdicts()}
+    finally:
+        store.close()
+    assert models == {SIMULATOR_MODEL}
