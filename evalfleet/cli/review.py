@@ -6,7 +6,7 @@ import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -159,17 +159,56 @@ def export_command(state: CliState, metric: str | None, gold: Path | None) -> No
 
 
 @review.command("status")
+@click.option("--since", default="30d", show_default=True,
+              help="Agreement over the random items queued since (ISO 8601 time or 7d ago).")
+@click.option("--json", "as_json", is_flag=True, help="Print the queue and agreement as JSON.")
 @pass_state
-def status_command(state: CliState) -> None:
-    """The review queue per metric: random and chosen items, labelled, partly labelled,
-    skipped, open and expired, and random items with no label (non-response)."""
+def status_command(state: CliState, since: str, as_json: bool) -> None:
+    """The review queue per metric (random and chosen items, labelled, partly labelled,
+    skipped, open and expired, and random items with no label: non-response), and the
+    judge's agreement with reviewers from the random items, weighted by their inclusion
+    probabilities, with bootstrap 95% intervals; reviewer against reviewer where items
+    have two labels."""
+    from dataclasses import asdict
+
+    from evalfleet.core.metric import load_registry
+    from evalfleet.review.agreement import live_agreement
+
+    try:
+        since_at = parse_time(since)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     queue = _queue(state)
     try:
         counts = queue.counts(now=datetime.now(UTC))
+        agreement = live_agreement(queue.iter_items(), queue.iter_labels(),
+                                   registry=load_registry(state.settings.metrics_dir),
+                                   since=since_at)
     finally:
         queue.store.close()
+    if as_json:
+        click.echo(json.dumps({"queue": [asdict(c) for c in counts],
+                               "agreement": [asdict(a) for a in agreement]}, indent=2))
+        return
     rows = [[c.metric, str(c.random), str(c.chosen), str(c.labelled), str(c.partly_labelled),
              str(c.skipped), str(c.open), str(c.expired), str(c.random_unlabelled)]
             for c in counts]
     click.echo(render_table(["metric", "random", "chosen", "labelled", "partly", "skipped",
                              "open", "expired", "random unlabelled"], rows))
+    if not agreement:
+        click.echo("\nno labelled random items yet: no agreement figures")
+        return
+    click.echo(f"\nagreement with reviewers (random items since {since}; 95% intervals)")
+    click.echo(render_table(
+        ["metric", "judge model", "score", "items", "statistics"],
+        [[a.metric, a.judge_model, a.score, str(a.items),
+          "  ".join(f"{name} {_estimate(e)}" for name, e in a.statistics.items())]
+         for a in agreement]))
+
+
+def _estimate(estimate: Any) -> str:
+    if estimate.value is None:
+        return "-"
+    if estimate.low is None:
+        return f"{estimate.value:.3f}"
+    return f"{estimate.value:.3f} [{estimate.low:.3f}, {estimate.high:.3f}]"

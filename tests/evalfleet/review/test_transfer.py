@@ -144,3 +144,25 @@ def test_several_labels_make_one(values: list[object], kind: str, expected: obje
     from evalfleet.review.label import combine_labels
 
     assert combine_labels(values, scale=ScoreScale(kind)) == expected  # type: ignore[arg-type]
+
+
+def test_status_shows_agreement_from_random_items(any_store: SqlStore, tmp_path: Path) -> None:
+    from evalfleet.core.review import MetricSlice, ReviewSlice
+    from evalfleet.store import open_store
+
+    url = any_store.engine.url.render_as_string(hide_password=False)
+    worker = open_store(url, pool_size=1, review=ReviewSlice({"bbh_match": MetricSlice(1.0)}))
+    worker.save(verdicts=[verdict(f"s{n}", correct=n % 3 != 0) for n in range(12)],
+                owner="t")
+    worker.close()
+    file = tmp_path / "labels.jsonl"
+    file.write_text(lines(*(label(f"s{n}", "correct", True) for n in range(12))))
+    assert run(any_store, "review", "import", str(file)).exit_code == 0
+    result = run(any_store, "review", "status", "--json")
+    found = json.loads(result.stdout)
+    (entry,) = found["agreement"]
+    assert (entry["metric"], entry["judge_model"], entry["score"], entry["items"]) == (
+        "bbh_match", "judge-1", "correct", 12)
+    assert entry["statistics"]["accuracy"]["value"] == pytest.approx(8 / 12)
+    table = run(any_store, "review", "status").stdout
+    assert "accuracy 0.667 [" in table
