@@ -372,6 +372,23 @@ class ReviewQueue:
             return [QueueCounts(row[0], *(int(value or 0) for value in row[1:]))
                     for row in conn.execute(query)]
 
+    def purge_samples(self, *, before: datetime, now: datetime, dry_run: bool = False) -> int:
+        """Apply the sample retention to items that no longer wait for labels: the copy of
+        the sample of each item labelled or expired and queued before ``before`` goes;
+        items still waiting keep theirs, whatever their age.
+
+        Returns:
+            How many samples were (or would be) removed.
+        """
+        i = review_items.c
+        done = and_(i.sample.is_not(None), i.created_at < to_utc(before),
+                    or_(i.done_at.is_not(None), i.expires_at <= to_utc(now)))
+        with self.store.begin() as conn:
+            if dry_run:
+                return int(conn.execute(select(func.count()).where(done)).scalar_one())
+            return int(conn.execute(update(review_items).where(done).values(
+                sample=None)).rowcount)
+
     def add_reviewer(self, name: str, *, now: datetime) -> str:
         """Add a reviewer, or give an existing one a new token (the old one stops working).
 

@@ -7,12 +7,12 @@ import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete
+from sqlalchemy import delete, update
 
 from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, open_store
 from evalfleet.store.review import LabelValue, ReviewQueue
-from evalfleet.store.schema import verdict_samples
+from evalfleet.store.schema import review_items, verdict_samples
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 SAMPLE = {"input": "q <b>", "output": "a", "context": ["c"], "reference": None, "fields": {}}
@@ -184,3 +184,24 @@ def test_reviewer_tokens_are_kept_hashed(any_store: SqlStore) -> None:
     assert token not in stored
     new = queue.add_reviewer("ann", now=NOW)
     assert queue.reviewer_for(token) is None and queue.reviewer_for(new) == "ann"
+
+
+def test_retention_takes_the_samples_of_items_that_no_longer_wait(any_store: SqlStore) -> None:
+    worker = reviewing(any_store, ReviewSlice({"rag_qa": MetricSlice(rate=1.0)},
+                                              expire_s=86400))
+    worker.save(verdicts=[record(name) for name in ("done", "waiting", "expired")], owner="w")
+    worker.save(verdicts=[record("new", created_at=NOW + timedelta(days=5))], owner="w")
+    worker.close()
+    queue = ReviewQueue(any_store)
+    done = queue.take(reviewer="ann", now=NOW, lease_s=60)
+    assert done is not None and done.sample_id == "done"
+    queue.label(item_id=done.id, reviewer="ann", now=NOW, comment=None, source="page",
+                labels={"faithfulness": LabelValue(raw=1.0, value=1.0)})
+    with any_store.begin() as conn:  # "waiting" waits longer than the others
+        conn.execute(update(review_items).where(review_items.c.sample_id == "waiting")
+                     .values(expires_at=NOW + timedelta(days=30)))
+    args = {"before": NOW + timedelta(days=2), "now": NOW + timedelta(days=3)}
+    assert queue.purge_samples(**args, dry_run=True) == 2
+    assert queue.purge_samples(**args) == 2
+    kept = {item.sample_id: item.sample is not None for item in queue.iter_items()}
+    assert kept == {"done": False, "waiting": True, "expired": False, "new": True}
