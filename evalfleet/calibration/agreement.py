@@ -174,7 +174,8 @@ def _spearman(judge: np.ndarray, reference: np.ndarray, axis: int = -1) -> np.nd
 
 
 def bootstrap_estimate(statistic: Statistic, *samples: np.ndarray, rng: np.random.Generator,
-                       n_resamples: int = N_RESAMPLES) -> Estimate:
+                       n_resamples: int = N_RESAMPLES,
+                       methods: Sequence[str] = ("BCa", "percentile")) -> Estimate:
     """A statistic of paired samples (resampled together) with its bootstrap 95% interval.
 
     Args:
@@ -182,10 +183,12 @@ def bootstrap_estimate(statistic: Statistic, *samples: np.ndarray, rng: np.rando
         samples: Equal-length arrays, one value per item each.
         rng: The bootstrap's generator.
         n_resamples: Bootstrap resamples.
+        methods: Interval methods tried in order (BCa's jackknife costs a statistic per
+            item: percentile alone suits thousands of items).
 
     Returns:
-        The value on all items and its interval (BCa, else percentile); None where the
-        statistic is undefined or there are fewer than two items.
+        The value on all items and its interval (the first method that gives one); None
+        where the statistic is undefined or there are fewer than two items.
     """
     if len(samples[0]) < 2:
         return Estimate(None)
@@ -195,7 +198,7 @@ def bootstrap_estimate(statistic: Statistic, *samples: np.ndarray, rng: np.rando
     # BCa corrects for skew, but needs spread in its jackknife; the percentile
     # interval is the fallback. A resample with one class only has no kappa: an
     # interval that cannot be computed is left open.
-    for method in ("BCa", "percentile"):
+    for method in methods:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = stats.bootstrap(samples, statistic.compute, paired=True,

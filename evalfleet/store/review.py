@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, case, exists, func, literal, or_, select, update
-from sqlalchemy.engine import RowMapping
+from sqlalchemy.engine import Connection, RowMapping
 
 from evalfleet.core.review import RANDOM_REASON
 from evalfleet.store.base import VerdictRecord
@@ -37,6 +37,9 @@ from evalfleet.store.sql import SqlStore, _verdict_record, to_utc
 
 #: Length in bytes of a reviewer's token before encoding (URL-safe base64).
 TOKEN_BYTES = 24
+
+#: Open items read per step when looking for the next one a reviewer may take.
+_TAKE_PAGE = 64
 
 #: Times a taker retries when another reviewer leased its candidate first.
 _TAKE_ATTEMPTS = 5
@@ -182,8 +185,8 @@ class ReviewQueue:
     def take(self, *, reviewer: str, now: datetime, lease_s: float) -> ReviewItem | None:
         """The item ``reviewer`` should label next, leased to them for ``lease_s``.
 
-        The item they already hold, if its lease is live; else the oldest open item that
-        nobody holds and that they have neither labelled nor skipped.
+        The item they already hold, if its lease is live; else the first queued open item
+        that nobody holds and that they have neither labelled nor skipped.
 
         Returns:
             The item, or None when there is nothing for them.
@@ -198,9 +201,7 @@ class ReviewQueue:
                     items.done_at.is_(None)).limit(1)).mappings().first()
                 if held is not None:
                     return _item(held)
-                candidate = conn.execute(
-                    select(items.id).where(_open_for(reviewer, now))
-                    .order_by(items.created_at, items.id).limit(1)).scalar()
+                candidate = _first_open(conn, reviewer=reviewer, now=now)
                 if candidate is None:
                     return None
                 # Conditional on the lease still being free: two takers never both win.
@@ -431,15 +432,34 @@ def _free(now: datetime) -> Any:
     return or_(items.lease_expires_at.is_(None), items.lease_expires_at <= now)
 
 
-def _open_for(reviewer: str, now: datetime) -> Any:
+def _first_open(conn: Connection, *, reviewer: str, now: datetime) -> int | None:
+    """The first queued open item nobody holds that ``reviewer`` neither labelled nor
+    skipped.
+
+    Queue order is id order. Open items are read a page at a time along the primary key
+    and the reviewer's own labels and skips looked up for that page only: an anti-join
+    in one statement let the planner hash every item once the reviewer had labels
+    (17 to 70 ms at 20,000 items against under 1 ms).
+    """
     items = review_items.c
-    return and_(
-        items.done_at.is_(None), items.expires_at > now, _free(now),
-        ~exists().where(review_skips.c.item_id == items.id,
-                        review_skips.c.reviewer == reviewer),
-        ~exists().where(review_labels.c.item_id == items.id,
-                        review_labels.c.reviewer == reviewer),
-    )
+    after = 0
+    while True:
+        page = list(conn.execute(
+            select(items.id).where(items.id > after, items.done_at.is_(None),
+                                   items.expires_at > now, _free(now))
+            .order_by(items.id).limit(_TAKE_PAGE)).scalars())
+        if not page:
+            return None
+        seen = set(conn.execute(
+            select(review_labels.c.item_id).where(
+                review_labels.c.reviewer == reviewer, review_labels.c.item_id.in_(page))
+            .union(select(review_skips.c.item_id).where(
+                review_skips.c.reviewer == reviewer, review_skips.c.item_id.in_(page))))
+            .scalars())
+        for item_id in page:
+            if item_id not in seen:
+                return int(item_id)
+        after = page[-1]
 
 
 def _matches(record: VerdictRecord, *, segment: Mapping[str, str] | None, score: str | None,

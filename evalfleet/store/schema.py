@@ -278,8 +278,11 @@ review_items = Table(
     Column("sample", JsonDocument),
     # One item per sample and metric, whichever worker stored which verdict first.
     UniqueConstraint("sample_id", "metric"),
-    Index(None, "done_at", "created_at"),
+    # Open items in queue order: where the next one to take is found.
+    Index(None, "done_at", "id"),
     Index(None, "metric", "created_at"),
+    # The item a reviewer holds, found at each take without reading the queue.
+    Index(None, "lease_owner"),
 )
 
 review_labels = Table(

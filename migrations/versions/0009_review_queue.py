@@ -55,10 +55,11 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_review_items"),
         sa.UniqueConstraint("sample_id", "metric", name="uq_review_items_sample_id_metric"),
     )
-    op.create_index("ix_review_items_done_at_created_at", "review_items",
-                    ["done_at", "created_at"])
+    op.create_index("ix_review_items_done_at_id", "review_items",
+                    ["done_at", "id"])
     op.create_index("ix_review_items_metric_created_at", "review_items",
                     ["metric", "created_at"])
+    op.create_index("ix_review_items_lease_owner", "review_items", ["lease_owner"])
     op.create_table(
         "review_labels",
         sa.Column("item_id", SURROGATE_KEY, nullable=False),
@@ -96,6 +97,7 @@ def downgrade() -> None:
     op.drop_table("reviewers")
     op.drop_table("review_skips")
     op.drop_table("review_labels")
+    op.drop_index("ix_review_items_lease_owner", table_name="review_items")
     op.drop_index("ix_review_items_metric_created_at", table_name="review_items")
-    op.drop_index("ix_review_items_done_at_created_at", table_name="review_items")
+    op.drop_index("ix_review_items_done_at_id", table_name="review_items")
     op.drop_table("review_items")

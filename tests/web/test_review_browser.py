@@ -12,12 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -102,24 +101,23 @@ def keys(browser: webdriver.Chrome, text: str) -> None:
 def press_and_wait(browser: webdriver.Chrome, text: str) -> None:
     """Type ``text`` and wait until the page it submits has replaced this one and its
     keys are live (the page's script has run)."""
-    marker = browser.find_element(By.TAG_NAME, "main")
+    before = page_id(browser)
     keys(browser, text)
-    WebDriverWait(browser, WAIT_S).until(lambda b: _stale(marker))
+    WebDriverWait(browser, WAIT_S, ignored_exceptions=(WebDriverException,)).until(
+        lambda b: page_id(b) != before)
     keys_live(browser)
+
+
+def page_id(browser: webdriver.Chrome) -> float:
+    """When the document shown was started: a new page, a new value."""
+    return float(browser.execute_script("return performance.timeOrigin"))
 
 
 def keys_live(browser: webdriver.Chrome) -> None:
     """Wait until the review script has set up the page's keys."""
-    WebDriverWait(browser, WAIT_S).until(lambda b: b.execute_script(
-        "return document.documentElement.getAttribute('data-keys') === 'on'"))
-
-
-def _stale(element: Any) -> bool:
-    try:
-        element.is_enabled()
-    except StaleElementReferenceException:
-        return True
-    return False
+    WebDriverWait(browser, WAIT_S, ignored_exceptions=(WebDriverException,)).until(
+        lambda b: b.execute_script(
+            "return document.documentElement.getAttribute('data-keys') === 'on'"))
 
 
 def server_ms(browser: webdriver.Chrome) -> float:
@@ -242,7 +240,8 @@ def test_a_read_only_token_cannot_post(browser: webdriver.Chrome,
     # The sign-in form's own signed token, aimed at taking an item: refused.
     browser.execute_script(
         "var f = document.getElementById('login-form'); f.action = '/review/take'; f.submit();")
-    WebDriverWait(browser, WAIT_S).until(lambda b: b.find_elements(By.ID, "message"))
+    WebDriverWait(browser, WAIT_S, ignored_exceptions=(WebDriverException,)).until(
+        lambda b: b.find_elements(By.ID, "message"))
     assert "Only reviewers" in browser.find_element(By.ID, "message").text
     response = httpx.post(site.served.url + "/review/take", timeout=10,
                           headers={"Authorization": f"Bearer {READ_ONLY}"})
@@ -259,7 +258,8 @@ def test_a_forged_form_without_its_csrf_token_is_refused(browser: webdriver.Chro
     browser.execute_script(
         "var f = document.getElementById('label-form');"
         "f.querySelector('input[name=csrf]').remove(); f.submit();")
-    WebDriverWait(browser, WAIT_S).until(lambda b: b.find_elements(By.ID, "message"))
+    WebDriverWait(browser, WAIT_S, ignored_exceptions=(WebDriverException,)).until(
+        lambda b: b.find_elements(By.ID, "message"))
     assert "CSRF" in browser.find_element(By.ID, "message").text
     item = site.queue.find_item(sample_id=sample_id, metric="rag_qa")
     assert item is not None and not site.queue.labels_of(item_id=item.id, reviewer="ann")
