@@ -48,6 +48,11 @@ def add_reviewer(state: CliState, name: str) -> None:
 
 
 @review.command("queue")
+@click.option("--alert", "alert_rule", default=None, metavar="RULE",
+              help="Queue the worst samples of this alert rule's window (its evidence).")
+@click.option("--alert-segment", default=None, metavar="SEGMENT",
+              help="With --alert: the segment as `alerts list` prints it (default: the most "
+                   "specific firing one).")
 @click.option("--metric", default=None, help="Only verdicts of this metric.")
 @click.option("--id", "sample_ids", multiple=True, help="A sample id (repeatable).")
 @click.option("--segment", "segments", multiple=True, metavar="KEY=VALUE",
@@ -61,12 +66,18 @@ def add_reviewer(state: CliState, name: str) -> None:
               help="Labels each item asks for [default: EVALFLEET_REVIEW_LABELS_WANTED].")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=1000, show_default=True)
 @pass_state
-def queue_command(state: CliState, metric: str | None, sample_ids: tuple[str, ...],
+def queue_command(state: CliState, alert_rule: str | None, alert_segment: str | None,
+                  metric: str | None, sample_ids: tuple[str, ...],
                   segments: tuple[str, ...], score: str | None, low: float, high: float,
                   since: str | None, until: str | None, labels_wanted: int | None,
                   limit: int) -> None:
-    """Queue production verdicts for review on demand: a list of ids or a filter. They are
-    recorded as chosen (not random) and kept out of agreement figures."""
+    """Queue production verdicts for review on demand: an alert's evidence, a list of ids
+    or a filter. They are recorded as chosen (not random) and kept out of agreement
+    figures."""
+    if alert_rule is not None:
+        _queue_alert(state, alert_rule, alert_segment, labels_wanted=labels_wanted,
+                     limit=min(limit, 50))
+        return
     try:
         since_at, until_at = parse_time(since), parse_time(until)
         segment = dict(part.split("=", 1) for part in segments)
@@ -86,6 +97,27 @@ def queue_command(state: CliState, metric: str | None, sample_ids: tuple[str, ..
     finally:
         queue.store.close()
     click.echo(f"{new} item(s) queued")
+
+
+def _queue_alert(state: CliState, rule_name: str, segment_text: str | None, *,
+                 labels_wanted: int | None, limit: int) -> None:
+    from evalfleet.alerts.view import load_alert_view
+    from evalfleet.cli.alerts import alert_target
+
+    settings = state.settings
+    queue = _queue(state)
+    try:
+        rule, segment = alert_target(state, queue.store, rule_name, segment_text)
+        view = load_alert_view(queue.store.engine, rule, segment, worst=limit)
+        ids = [evidence.sample_id for evidence in view.worst]
+        new = queue.queue_chosen(
+            reason="alert", detail=f"{rule.name} {segment}"[:256], now=datetime.now(UTC),
+            expire_s=settings.review_expire_days * 86400.0,
+            labels_wanted=labels_wanted or settings.review_labels_wanted,
+            metric=rule.spec.metric, sample_ids=ids) if ids else 0
+    finally:
+        queue.store.close()
+    click.echo(f"{new} item(s) queued from {len(ids)} worst sample(s) of {rule.name} {segment}")
 
 
 def _describe(metric: str | None, segment: dict[str, str], score: str | None, low: float,

@@ -166,3 +166,36 @@ def test_status_shows_agreement_from_random_items(any_store: SqlStore, tmp_path:
     assert entry["statistics"]["accuracy"]["value"] == pytest.approx(8 / 12)
     table = run(any_store, "review", "status").stdout
     assert "accuracy 0.667 [" in table
+
+
+def test_an_alerts_evidence_is_queued_as_chosen(database_url: str, tmp_path: Path) -> None:
+    from evalfleet.alerts import open_alert_engine
+    from evalfleet.core.settings import Settings
+    from evalfleet.store import open_store
+    from tests.evalfleet.alerts import stream
+    from tests.evalfleet.alerts.conftest import write_rules
+    from tests.evalfleet.alerts.notifier.test_evidence import plant_worst
+    from tests.evalfleet.alerts.test_engine import DROP_RULE, MINUTE, T0, history
+    from tests.evalfleet.alerts.test_engine import run as run_engine
+
+    rules = write_rules(tmp_path / "rules.yaml", DROP_RULE)
+    engine = open_alert_engine(Settings(database_url=database_url, alert_rules_file=rules,
+                                        data_dir=tmp_path), deliver=False)
+    stream.write(engine.engine, history(T0) + stream.steady(
+        start=T0, minutes=20, per_minute=20, mean=0.70, seed=2,
+        attributes={"app": "support-bot"}))
+    plant_worst(database_url)
+    run_engine(engine, T0 - 5 * MINUTE, 16)
+    engine.close()
+    result = CliRunner().invoke(main, [
+        "review", "queue", "--alert", "faithfulness_drop", "--alert-segment", "app=support-bot",
+        "--limit", "3"], env={"EVALFLEET_DATABASE_URL": database_url,
+                              "EVALFLEET_ALERT_RULES_FILE": str(rules)}, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "3 item(s) queued from 3 worst sample(s) of faithfulness_drop" in result.stdout
+    store = open_store(database_url)
+    items = list(ReviewQueue(store).iter_items())
+    store.close()
+    assert sorted(i.sample_id for i in items) == ["worst-0", "worst-1", "worst-2"]
+    assert {(i.reason, i.probability, i.detail) for i in items} == {
+        ("alert", None, "faithfulness_drop app=support-bot")}
