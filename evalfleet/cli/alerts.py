@@ -100,18 +100,10 @@ def alerts_rebaseline(state: CliState, rule_name: str, segment_text: str | None)
     cycles compare the segment with what it does now, and it resolves by the rule's
     recovery settings.
     """
-    from evalfleet.alerts import load_rule_set
     from evalfleet.alerts.ledger import rebaseline
     from evalfleet.store import open_store
 
-    try:
-        rules = load_rule_set(state.settings)
-    except EvalfleetError as exc:
-        raise click.UsageError(str(exc)) from None
-    rule = next((r for r in rules.rules if r.name == rule_name), None)
-    if rule is None:
-        known = ", ".join(r.name for r in rules.rules)
-        raise click.UsageError(f"no rule {rule_name!r} (rules: {known})")
+    rule = find_rule(state, rule_name)
     segment = None if segment_text is None else parse_segment(segment_text)
     store = open_store(state.settings.resolved_database_url(), pool_size=1)
     try:
@@ -166,9 +158,23 @@ def alert_target(state: CliState, store: Any, rule_name: str,
     Raises:
         click.UsageError: For an unknown rule, a bad rules file or a segment not of the rule.
     """
-    from evalfleet.alerts import load_rule_set
     from evalfleet.alerts.ledger import load_states
     from evalfleet.alerts.terminal import most_telling
+
+    rule = find_rule(state, rule_name)
+    if segment_text is not None:
+        return rule, rule_segment(parse_segment(segment_text), rule.spec.segment_keys)
+    with store.connect() as conn:
+        return rule, most_telling(load_states(conn, rule.name))
+
+
+def find_rule(state: CliState, rule_name: str) -> Any:
+    """The rule of the configured rules file named ``rule_name``.
+
+    Raises:
+        click.UsageError: For a bad rules file or an unknown rule (the known ones named).
+    """
+    from evalfleet.alerts import load_rule_set
 
     try:
         rules = load_rule_set(state.settings)
@@ -176,12 +182,9 @@ def alert_target(state: CliState, store: Any, rule_name: str,
         raise click.UsageError(str(exc)) from None
     rule = next((r for r in rules.rules if r.name == rule_name), None)
     if rule is None:
-        raise click.UsageError(f"no rule {rule_name!r} (rules: "
-                               f"{', '.join(r.name for r in rules.rules)})")
-    if segment_text is not None:
-        return rule, rule_segment(parse_segment(segment_text), rule.spec.segment_keys)
-    with store.connect() as conn:
-        return rule, most_telling(load_states(conn, rule.name))
+        known = ", ".join(r.name for r in rules.rules)
+        raise click.UsageError(f"no rule {rule_name!r} (rules: {known})")
+    return rule
 
 
 def rule_segment(segment: Segment, keys: Sequence[str]) -> Segment:
