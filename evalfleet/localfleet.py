@@ -22,6 +22,10 @@ from evalfleet.judgesim import SimConfig, start_in_thread
 STOP_GRACE_S = 20.0
 
 
+#: The judge model verdicts name when the judge simulator judged them.
+SIMULATOR_MODEL = "judge-simulator"
+
+
 def start_simulator(stack: ExitStack) -> str:
     """Start the judge simulator in a thread until ``stack`` closes.
 

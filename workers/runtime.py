@@ -50,9 +50,11 @@ def build_runtime(settings: Settings, *, concurrency: int) -> Runtime:
     registry = load_registry(settings.metrics_dir)
     for metric in registry:
         check_templates(metric)
-    # Only task threads use the database, one transaction at a time each.
+    # Only task threads use the database, one transaction at a time each. The review
+    # slice is queued in the transaction that stores the verdicts.
     store = open_store(settings.resolved_database_url(),
-                       pool_size=task_slots(settings, concurrency=concurrency))
+                       pool_size=task_slots(settings, concurrency=concurrency),
+                       review=settings.review.review_slice())
     telemetry = configure_telemetry(segment_keys=settings.metrics_segment_keys,
                                     max_segment_values=settings.metrics_max_segment_values)
     judge = build_judge(settings, concurrency=concurrency,

@@ -66,7 +66,7 @@ class Agreement:
 
 
 def cohen_kappa(judge: np.ndarray, reference: np.ndarray, *, categories: Sequence[float],
-                quadratic: bool = False) -> float:
+                quadratic: bool = False, sample_weight: np.ndarray | None = None) -> float:
     """Cohen's kappa of two raters over ``categories``, optionally quadratically weighted.
 
     Args:
@@ -74,6 +74,8 @@ def cohen_kappa(judge: np.ndarray, reference: np.ndarray, *, categories: Sequenc
         reference: The other rater's values, paired with ``judge``.
         categories: Every possible value, in order (the order matters when weighted).
         quadratic: Weight disagreements by the squared distance between categories.
+        sample_weight: Each item's weight (an inverse inclusion probability); None
+            counts every item once.
 
     Returns:
         Kappa in [-1, 1]; NaN when chance agreement is total (both raters used one
@@ -82,7 +84,8 @@ def cohen_kappa(judge: np.ndarray, reference: np.ndarray, *, categories: Sequenc
     index = {value: position for position, value in enumerate(categories)}
     size = len(categories)
     observed = np.zeros((size, size))
-    np.add.at(observed, ([index[v] for v in reference], [index[v] for v in judge]), 1)
+    np.add.at(observed, ([index[v] for v in reference], [index[v] for v in judge]),
+              1.0 if sample_weight is None else sample_weight)
     expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / observed.sum()
     rows, columns = np.indices((size, size))
     weights = (rows - columns) ** 2 if quadratic else (rows != columns).astype(float)
@@ -120,7 +123,7 @@ def agreement(judge: Sequence[float | None], reference: Sequence[float | None], 
     r = np.array([float(pair[1]) for pair in kept])
     chosen = _statistics(kind, categories=categories)
     rng = np.random.default_rng(seed)
-    estimates = {name: _estimate(statistic, j, r, rng=rng, n_resamples=n_resamples)
+    estimates = {name: bootstrap_estimate(statistic, j, r, rng=rng, n_resamples=n_resamples)
                  for name, statistic in chosen.items()}
     confusion = None
     if kind == "binary":
@@ -131,31 +134,33 @@ def agreement(judge: Sequence[float | None], reference: Sequence[float | None], 
 
 
 @dataclass(frozen=True)
-class _Statistic:
+class Statistic:
+    """A statistic over paired samples, as the bootstrap calls it."""
+
     compute: Callable[..., Any]
     vectorized: bool
     """True when ``compute`` takes an ``axis`` (a whole batch of resamples at once)."""
 
 
-def _statistics(kind: ScoreKind, *, categories: Sequence[float]) -> dict[str, _Statistic]:
+def _statistics(kind: ScoreKind, *, categories: Sequence[float]) -> dict[str, Statistic]:
     if kind == "binary":
         return {
-            "kappa": _Statistic(lambda j, r: cohen_kappa(j, r, categories=(0.0, 1.0)), False),
-            "accuracy": _Statistic(lambda j, r, axis=-1: np.mean(j == r, axis=axis), True),
+            "kappa": Statistic(lambda j, r: cohen_kappa(j, r, categories=(0.0, 1.0)), False),
+            "accuracy": Statistic(lambda j, r, axis=-1: np.mean(j == r, axis=axis), True),
         }
     if kind == "ordinal":
         if not categories:
             raise ValueError("an ordinal score needs its categories")
         levels = [float(value) for value in categories]
         return {
-            "weighted_kappa": _Statistic(
+            "weighted_kappa": Statistic(
                 lambda j, r: cohen_kappa(j, r, categories=levels, quadratic=True), False),
-            "spearman": _Statistic(_spearman, True),
+            "spearman": Statistic(_spearman, True),
         }
     return {
-        "spearman": _Statistic(_spearman, True),
-        "mae": _Statistic(lambda j, r, axis=-1: np.mean(np.abs(j - r), axis=axis), True),
-        "bias": _Statistic(lambda j, r, axis=-1: np.mean(j - r, axis=axis), True),
+        "spearman": Statistic(_spearman, True),
+        "mae": Statistic(lambda j, r, axis=-1: np.mean(np.abs(j - r), axis=axis), True),
+        "bias": Statistic(lambda j, r, axis=-1: np.mean(j - r, axis=axis), True),
     }
 
 
@@ -168,20 +173,35 @@ def _spearman(judge: np.ndarray, reference: np.ndarray, axis: int = -1) -> np.nd
         return np.asarray((centred[0] * centred[1]).sum(axis=axis) / spread)
 
 
-def _estimate(statistic: _Statistic, judge: np.ndarray, reference: np.ndarray, *,
-              rng: np.random.Generator, n_resamples: int) -> Estimate:
-    if len(judge) < 2:
+def bootstrap_estimate(statistic: Statistic, *samples: np.ndarray, rng: np.random.Generator,
+                       n_resamples: int = N_RESAMPLES,
+                       methods: Sequence[str] = ("BCa", "percentile")) -> Estimate:
+    """A statistic of paired samples (resampled together) with its bootstrap 95% interval.
+
+    Args:
+        statistic: What to compute from the samples.
+        samples: Equal-length arrays, one value per item each.
+        rng: The bootstrap's generator.
+        n_resamples: Bootstrap resamples.
+        methods: Interval methods tried in order (BCa's jackknife costs a statistic per
+            item: percentile alone suits thousands of items).
+
+    Returns:
+        The value on all items and its interval (the first method that gives one); None
+        where the statistic is undefined or there are fewer than two items.
+    """
+    if len(samples[0]) < 2:
         return Estimate(None)
-    value = float(statistic.compute(judge, reference))
+    value = float(statistic.compute(*samples))
     if not math.isfinite(value):
         return Estimate(None)
     # BCa corrects for skew, but needs spread in its jackknife; the percentile
     # interval is the fallback. A resample with one class only has no kappa: an
     # interval that cannot be computed is left open.
-    for method in ("BCa", "percentile"):
+    for method in methods:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = stats.bootstrap((judge, reference), statistic.compute, paired=True,
+            result = stats.bootstrap(samples, statistic.compute, paired=True,
                                      vectorized=statistic.vectorized, n_resamples=n_resamples,
                                      confidence_level=CONFIDENCE, method=method, rng=rng)
         low, high = result.confidence_interval

@@ -142,16 +142,30 @@ def _item(line: bytes, *, record: str, scales: dict[str, ScoreScale]) -> GoldIte
         raise InvalidSample("expected an object of scores", record=record, sample_id=sample.id,
                             field="labels")
     return GoldItem(sample, {
-        name: _label(value, scale=scales.get(name), record=record, sample=sample,
-                     field=f"labels.{name}")
+        name: label_value(value, scale=scales.get(name), record=record, sample_id=sample.id,
+                          field=f"labels.{name}")
         for name, value in labels.items()
     })
 
 
-def _label(value: Any, *, scale: ScoreScale | None, record: str, sample: Sample,
-           field: str) -> float:
+def label_value(value: Any, *, scale: ScoreScale | None, record: str,
+                sample_id: str | None, field: str) -> float:
+    """A person's value for one score, checked against the score's scale.
+
+    Args:
+        value: As given: true/false for a binary score, a rubric value for an ordinal one,
+            a number in range for a continuous one.
+        scale: The score's scale; None when the metric has no such score.
+        record, sample_id, field: Where the value came from, for the error.
+
+    Returns:
+        The value on the judge's scale (booleans as 0 and 1).
+
+    Raises:
+        InvalidSample: Naming the record, the sample and the field.
+    """
     def invalid(reason: str) -> InvalidSample:
-        return InvalidSample(reason, record=record, sample_id=sample.id, field=field)
+        return InvalidSample(reason, record=record, sample_id=sample_id, field=field)
 
     if scale is None:
         raise invalid("not a score of this metric")

@@ -17,6 +17,7 @@ from evalfleet.cli.judge_sim import judge_sim
 from evalfleet.cli.metrics import metrics
 from evalfleet.cli.produce import produce
 from evalfleet.cli.purge import purge
+from evalfleet.cli.review import review
 from evalfleet.cli.status import status
 from evalfleet.cli.store import cost, export, migrate
 from evalfleet.cli.ui import ui
@@ -50,5 +51,5 @@ def _secrets_of(state: CliState) -> list[str]:
 
 for _command in (migrate, produce, worker, export, cost, metrics, demo, judge_sim, alerts, beat,
                  calibrate,
-                 ingest, status, dead_letters, purge, worker_health, ui):
+                 ingest, status, dead_letters, purge, worker_health, ui, review):
     main.add_command(_command)

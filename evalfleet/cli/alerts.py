@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -100,18 +100,10 @@ def alerts_rebaseline(state: CliState, rule_name: str, segment_text: str | None)
     cycles compare the segment with what it does now, and it resolves by the rule's
     recovery settings.
     """
-    from evalfleet.alerts import load_rule_set
     from evalfleet.alerts.ledger import rebaseline
     from evalfleet.store import open_store
 
-    try:
-        rules = load_rule_set(state.settings)
-    except EvalfleetError as exc:
-        raise click.UsageError(str(exc)) from None
-    rule = next((r for r in rules.rules if r.name == rule_name), None)
-    if rule is None:
-        known = ", ".join(r.name for r in rules.rules)
-        raise click.UsageError(f"no rule {rule_name!r} (rules: {known})")
+    rule = find_rule(state, rule_name)
     segment = None if segment_text is None else parse_segment(segment_text)
     store = open_store(state.settings.resolved_database_url(), pool_size=1)
     try:
@@ -141,32 +133,58 @@ def alerts_show(state: CliState, rule_name: str, segment_text: str | None,
     SEGMENT is written as alerts list prints it (app=support-bot,prompt_version=v12);
     without it, the most specific firing segment, else the whole rule.
     """
-    from evalfleet.alerts import load_rule_set
-    from evalfleet.alerts.ledger import load_states
-    from evalfleet.alerts.terminal import most_telling, render_alert_view
+    from evalfleet.alerts.terminal import render_alert_view
     from evalfleet.alerts.view import load_alert_view
     from evalfleet.store import open_store
 
     try:
-        rules = load_rule_set(state.settings)
         at = parse_time(at_text)
-    except (ValueError, EvalfleetError) as exc:
+    except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    rule = next((r for r in rules.rules if r.name == rule_name), None)
-    if rule is None:
-        raise click.UsageError(f"no rule {rule_name!r} (rules: "
-                               f"{', '.join(r.name for r in rules.rules)})")
     store = open_store(state.settings.resolved_read_database_url(), pool_size=1)
     try:
-        if segment_text is not None:
-            segment = rule_segment(parse_segment(segment_text), rule.spec.segment_keys)
-        else:
-            with store.connect() as conn:
-                segment = most_telling(load_states(conn, rule.name))
+        rule, segment = alert_target(state, store, rule_name, segment_text)
         view = load_alert_view(store.engine, rule, segment, at=at, worst=worst)
     finally:
         store.close()
     click.echo(render_alert_view(view))
+
+
+def alert_target(state: CliState, store: Any, rule_name: str,
+                 segment_text: str | None) -> tuple[Any, Segment]:
+    """The rule named and the segment meant: as written, else the most specific firing
+    one, else the whole rule.
+
+    Raises:
+        click.UsageError: For an unknown rule, a bad rules file or a segment not of the rule.
+    """
+    from evalfleet.alerts.ledger import load_states
+    from evalfleet.alerts.terminal import most_telling
+
+    rule = find_rule(state, rule_name)
+    if segment_text is not None:
+        return rule, rule_segment(parse_segment(segment_text), rule.spec.segment_keys)
+    with store.connect() as conn:
+        return rule, most_telling(load_states(conn, rule.name))
+
+
+def find_rule(state: CliState, rule_name: str) -> Any:
+    """The rule of the configured rules file named ``rule_name``.
+
+    Raises:
+        click.UsageError: For a bad rules file or an unknown rule (the known ones named).
+    """
+    from evalfleet.alerts import load_rule_set
+
+    try:
+        rules = load_rule_set(state.settings)
+    except EvalfleetError as exc:
+        raise click.UsageError(str(exc)) from None
+    rule = next((r for r in rules.rules if r.name == rule_name), None)
+    if rule is None:
+        known = ", ".join(r.name for r in rules.rules)
+        raise click.UsageError(f"no rule {rule_name!r} (rules: {known})")
+    return rule
 
 
 def rule_segment(segment: Segment, keys: Sequence[str]) -> Segment:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import click
 from sqlalchemy import Engine
 
 from evalfleet.cli.alerts import render_table
 from evalfleet.cli.context import CliState, pass_state
+
+if TYPE_CHECKING:
+    from evalfleet.store import SqlStore
 
 
 @click.command()
@@ -41,6 +45,8 @@ def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
         if sample_days is not None:
             _purge_samples(store.engine, before=now - timedelta(days=sample_days),
                            batch_rows=batch_rows, dry_run=dry_run)
+            _purge_review_samples(store, before=now - timedelta(days=sample_days), now=now,
+                                  dry_run=dry_run)
     finally:
         store.close()
     cutoffs = report.cutoffs
@@ -64,6 +70,16 @@ def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
         click.echo(f"dry run: nothing changed ({report.elapsed_s:.1f} s)")
     else:
         click.echo(f"{report.transactions} transactions, {report.elapsed_s:.1f} s")
+
+
+def _purge_review_samples(store: SqlStore, *, before: datetime, now: datetime,
+                          dry_run: bool) -> None:
+    """The review queue's copies of samples: kept while an item waits for labels."""
+    from evalfleet.store.review import ReviewQueue
+
+    count = ReviewQueue(store).purge_samples(before=before, now=now, dry_run=dry_run)
+    label = "review samples to delete" if dry_run else "review samples deleted"
+    click.echo(f"{label}: {count:,} (of items labelled or expired; waiting items keep theirs)")
 
 
 def _purge_samples(engine: Engine, *, before: datetime, batch_rows: int, dry_run: bool) -> None:

@@ -23,7 +23,8 @@ _LOOPBACK_NAMES = ("localhost",)
 @pass_state
 def ui(state: CliState, host: str, port: int, access_log: bool) -> None:
     """Serve the web page: alerts, trends, the worst samples and the judge's reasoning,
-    verdicts, dead letters and fleet health. Read-only; works offline.
+    verdicts, dead letters and fleet health, read-only; and the review page, where
+    reviewers (evalfleet review add-reviewer) label the review queue. Works offline.
     """
     import uvicorn
 
@@ -87,4 +88,29 @@ def build_ui_app(settings: Any, *, token: str | None) -> Any:
 
     data = PageData(store=store, rules=rules, secrets=tuple(settings.secret_values()),
                     health_reader=read_health)
-    return create_app(data, UiOptions(token=token, secrets=tuple(settings.secret_values())))
+    from evalfleet.cli.boundary import explain
+
+    url = settings.resolved_database_url()
+    options = UiOptions(token=token, secrets=tuple(settings.secret_values()),
+                        explain=lambda exc: explain(exc, database_url=url))
+    # The review pages write (leases, labels): they use the primary when the pages read a
+    # read-only copy.
+    primary = (store if settings.resolved_read_database_url() == url
+               else open_store(url, pool_size=2))
+    return create_app(data, options, review=_review_pages(settings, primary))
+
+
+def _review_pages(settings: Any, store: Any) -> Any:
+    """Builds the review pages over ``store`` once the app gives its renderer."""
+    import secrets
+
+    from evalfleet.core.metric import load_registry
+    from evalfleet.store.review import ReviewQueue
+    from evalfleet.web.review import ReviewOptions, ReviewPages
+
+    secret = (settings.review_secret.get_secret_value().encode("utf-8")
+              if settings.review_secret else secrets.token_bytes(32))
+    options = ReviewOptions(secret=secret, lease_s=settings.review_lease_s)
+    registry = load_registry(settings.metrics_dir)
+    return lambda render: ReviewPages(queue=ReviewQueue(store), registry=registry,
+                                      options=options, render=render)

@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from evalfleet.core.ratelimit import RateLimit
+from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum
 
 #: Broker URL used when none is configured: kombu's file-system transport.
 EMBEDDED_BROKER_URL = "filesystem://localhost//"
@@ -483,8 +484,66 @@ class RetentionSettings(BaseModel):
     this many days ago, keeping the verdicts; unset keeps it as long as the verdict."""
 
 
+class ReviewStratum(BaseModel):
+    """Verdicts whose lowest normalised score is below ``below`` go to review at ``rate``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    below: float = Field(gt=0, le=1)
+    """Upper bound (exclusive) on the verdict's lowest normalised score."""
+
+    rate: float = Field(ge=0, le=1)
+    """Inclusion probability of the verdicts in this stratum."""
+
+
+class ReviewSettings(BaseModel):
+    """The review queue: which verdicts people label, and the review page's forms."""
+
+    review_rates: dict[str, float] = Field(default_factory=dict)
+    """Share of each metric's production verdicts put in the review queue at random when
+    stored (``{"rag_qa": 0.01}``); a metric not named gets no random slice."""
+
+    review_strata: dict[str, list[ReviewStratum]] = Field(default_factory=dict)
+    """Per metric, rates by the judge's score instead of the metric's rate
+    (``{"rag_qa": [{"below": 0.5, "rate": 0.2}]}``: more of the low scores); each
+    item records the rate it was chosen at."""
+
+    review_labels_wanted: int = Field(default=1, ge=1, le=10)
+    """Labels each new item asks for (more than one measures reviewers' agreement)."""
+
+    review_lease_s: float = Field(default=900.0, gt=0)
+    """How long an item taken on the review page stays with its reviewer."""
+
+    review_expire_days: float = Field(default=14.0, gt=0)
+    """An item not labelled this many days after it was queued expires (its sample is
+    kept until then, whatever the sample retention)."""
+
+    review_secret: SecretStr | None = None
+    """Signs the review page's form tokens (CSRF); set the same value on every replica
+    of ``evalfleet ui``. Unset: a random secret per process."""
+
+    @field_validator("review_rates")
+    @classmethod
+    def _rates_are_shares(cls, value: dict[str, float]) -> dict[str, float]:
+        for metric, rate in value.items():
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"review rate of {metric!r} must be within 0..1, not {rate}")
+        return value
+
+    def review_slice(self) -> ReviewSlice:
+        """The random slice these settings describe (metrics with a rate or strata)."""
+        metrics = set(self.review_rates) | set(self.review_strata)
+        return ReviewSlice({
+            metric: MetricSlice(
+                rate=self.review_rates.get(metric, 0.0),
+                strata=tuple(Stratum(below=s.below, rate=s.rate)
+                             for s in self.review_strata.get(metric, ())))
+            for metric in sorted(metrics)
+        }, labels_wanted=self.review_labels_wanted, expire_s=self.review_expire_days * 86400.0)
+
+
 class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, LimitSettings,
-               IngestSettings, AlertSettings, RetentionSettings, BaseSettings):
+               IngestSettings, AlertSettings, RetentionSettings, ReviewSettings, BaseSettings):
     """Everything evalfleet can be configured with: the groups above in one object.
 
     Environment variables carry the ``EVALFLEET_`` prefix except the two the
@@ -564,6 +623,11 @@ class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, Lim
     def retention(self) -> RetentionSettings:
         """What is kept, and for how long."""
         return self._group(RetentionSettings)
+
+    @property
+    def review(self) -> ReviewSettings:
+        """The review queue's settings."""
+        return self._group(ReviewSettings)
 
     def _group(self, group: type[_Group]) -> _Group:
         return group.model_construct(**{name: getattr(self, name) for name in group.model_fields})
@@ -654,6 +718,8 @@ class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, Lim
             secrets.append(self.alert_webhook_secret.get_secret_value())
         if self.ui_token is not None:
             secrets.append(self.ui_token.get_secret_value())
+        if self.review_secret is not None:
+            secrets.append(self.review_secret.get_secret_value())
         if self.ingest_tokens is not None:
             secrets.extend(t.strip() for t in self.ingest_tokens.get_secret_value().split(","))
         return [s for s in secrets if s]

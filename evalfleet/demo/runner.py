@@ -25,7 +25,7 @@ from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings, mask_url
 from evalfleet.demo.alerting import RULE_NAME, demo_rules_file, replay_alerts
 from evalfleet.demo.summary import format_summary, summarise
-from evalfleet.localfleet import start_simulator, start_worker, stop_worker
+from evalfleet.localfleet import SIMULATOR_MODEL, start_simulator, start_worker, stop_worker
 from evalfleet.store import DeadLetter, VerdictRecord, VerdictStore, migrate, open_store
 from producers.enqueuer import Enqueuer
 from producers.pipeline import produce
@@ -54,7 +54,10 @@ def run_demo(
     samples = samples_path or str(resources.files("evalfleet.demo") / "samples.jsonl")
     with ExitStack() as stack:
         if settings.openai_base_url is None:
-            settings = settings.model_copy(update={"openai_base_url": start_simulator(stack)})
+            # The verdicts name the simulator as their judge, not a model nobody asked.
+            settings = settings.model_copy(update={
+                "openai_base_url": start_simulator(stack), "judge_model": SIMULATOR_MODEL,
+                "judge_models": {}})
             echo("No OPENAI_BASE_URL is set: started the judge simulator. "
                  "The scores below are SIMULATED, not real judgements.")
         echo(f"database: {_describe_database(settings)}; broker: {_describe_broker(settings)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from evalfleet.core.review import ReviewSlice
 from evalfleet.store.base import (
     CalibrationRun,
     Claim,
@@ -38,8 +39,15 @@ __all__ = [
 ]
 
 
-def open_store(url: str, *, pool_size: int = 10) -> SqlStore:
-    """The store for a SQLAlchemy URL: SQLite for ``sqlite://``, else PostgreSQL."""
+def open_store(url: str, *, pool_size: int = 10, review: ReviewSlice | None = None) -> SqlStore:
+    """The store for a SQLAlchemy URL: SQLite for ``sqlite://``, else PostgreSQL.
+
+    Args:
+        url: A SQLAlchemy URL.
+        pool_size: Connections kept open (PostgreSQL).
+        review: The random review slice to queue as verdicts are saved (workers); None
+            queues nothing.
+    """
     if url.startswith("sqlite"):
-        return SqliteStore(url)
-    return PostgresStore(url, pool_size=pool_size)
+        return SqliteStore(url, review=review)
+    return PostgresStore(url, pool_size=pool_size, review=review)

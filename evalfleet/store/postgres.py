@@ -22,6 +22,7 @@ from sqlalchemy import Table, create_engine, func, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 
+from evalfleet.core.review import ReviewSlice
 from evalfleet.store.base import DeadLetter, VerdictKey, VerdictRecord
 from evalfleet.store.schema import verdict_scores
 from evalfleet.store.sql import SqlStore, canary_rows, verdict_row
@@ -103,12 +104,13 @@ SELECT id, sample_id, metric, prompt_version, judge_model FROM new
 class PostgresStore(SqlStore):
     """Verdicts in PostgreSQL; ``ON CONFLICT`` keeps them exactly once."""
 
-    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+    def __init__(self, url: str, *, pool_size: int = 10,
+                 review: ReviewSlice | None = None) -> None:
         engine = create_engine(
             _with_psycopg(url), pool_size=pool_size, max_overflow=4,
             pool_pre_ping=True, pool_recycle=1800,
         )
-        super().__init__(engine)
+        super().__init__(engine, review=review)
 
     def day_of(self, column: Any) -> Any:
         """The UTC day of a ``timestamptz`` column, whatever the session's time zone."""

@@ -273,6 +273,81 @@ alert_rule_runs = Table(
     Column("evaluated_at", DateTime(timezone=True), nullable=False),
 )
 
+# --- The review queue (evalfleet/store/review.py): people's labels of what the judge judged.
+# Items name their verdict by key digest, never by ``verdicts.id`` (the verdicts table may
+# be partitioned), and keep a copy of the sample and of the judge's scores, so an item
+# outlives the verdict's sample retention until it is labelled or expires.
+
+review_items = Table(
+    "review_items", metadata,
+    Column("id", SurrogateKey, primary_key=True, autoincrement=True),
+    Column("sample_id", String(256), nullable=False),
+    Column("metric", String(64), nullable=False),
+    # The verdict the item reviews: ``VerdictKey.digest()`` and the two key parts it adds.
+    Column("verdict_key", String(64), nullable=False),
+    Column("prompt_version", String(32), nullable=False),
+    Column("judge_model", String(128), nullable=False),
+    # ``random`` (the slice's hash chose it) or what chose it: ``alert``, ``filter``, ``ids``,
+    # ``import``; only random items feed agreement figures.
+    Column("reason", String(16), nullable=False),
+    Column("detail", String(256)),
+    # Inclusion probability of a random item (its stratum's rate); null when chosen.
+    Column("probability", Float),
+    Column("stratum", String(32)),
+    Column("labels_wanted", Integer, nullable=False),
+    Column("labels_given", Integer, nullable=False, server_default=text("0")),
+    Column("skips", Integer, nullable=False, server_default=text("0")),
+    Column("lease_owner", String(128)),
+    Column("lease_expires_at", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    # Set when the item has all the labels it wants.
+    Column("done_at", DateTime(timezone=True)),
+    Column("judge_scores", JsonDocument, nullable=False),
+    Column("judge_raw_scores", JsonDocument, nullable=False),
+    Column("judge_reason", Text),
+    Column("attributes", JsonDocument, nullable=False),
+    Column("sample", JsonDocument),
+    # One item per sample and metric, whichever worker stored which verdict first.
+    UniqueConstraint("sample_id", "metric"),
+    # Open items in queue order: where the next one to take is found.
+    Index(None, "done_at", "id"),
+    Index(None, "metric", "created_at"),
+    # The item a reviewer holds, found at each take without reading the queue.
+    Index(None, "lease_owner"),
+)
+
+review_labels = Table(
+    "review_labels", metadata,
+    Column("item_id", SurrogateKey, ForeignKey("review_items.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("reviewer", String(128), primary_key=True),
+    Column("score", String(64), primary_key=True),
+    # On the judge's own scale (booleans true/false); null: the reviewer cannot say.
+    Column("raw_value", JsonDocument),
+    # The same value normalised to 0..1 by the metric's scale, null likewise.
+    Column("value", Float),
+    Column("comment", Text),
+    # ``page`` or ``import``.
+    Column("source", String(16), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+review_skips = Table(
+    "review_skips", metadata,
+    Column("item_id", SurrogateKey, ForeignKey("review_items.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("reviewer", String(128), primary_key=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+reviewers = Table(
+    "reviewers", metadata,
+    Column("name", String(128), primary_key=True),
+    # SHA-256 of the reviewer's token: the token itself is shown once and never stored.
+    Column("token_digest", String(64), nullable=False, unique=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
 
 def schema_filter(dialect: str) -> dict[str, Any]:
     """Alembic comparison options for ``dialect``'s database: leave out the partitions of

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import DatabaseError, InterfaceError, OperationalError
 
 from evalfleet.core.errors import StoreRejected, StoreUnavailable
+from evalfleet.core.review import ReviewSlice
 from evalfleet.store.base import (
     CalibrationRun,
     Claim,
@@ -27,6 +28,7 @@ from evalfleet.store.base import (
     VerdictRecord,
     VerdictStore,
 )
+from evalfleet.store.intake import queue_random
 from evalfleet.store.partitions import created_since
 from evalfleet.store.schema import calibration_runs, claims, verdict_samples, verdict_scores
 from evalfleet.store.schema import dead_letters as dead_letters_table
@@ -55,8 +57,10 @@ RejectedVerdict = Callable[[VerdictRecord, StoreRejected], DeadLetter]
 class SqlStore(VerdictStore):
     """Verdict store over a SQLAlchemy engine."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, review: ReviewSlice | None = None) -> None:
         self.engine = engine
+        self.review = review
+        """The random review slice queued with each save (None: nothing is queued)."""
 
     def insert(self, table: Table) -> Any:
         """The dialect's INSERT construct (it carries ``on_conflict_*``)."""
@@ -162,17 +166,32 @@ class SqlStore(VerdictStore):
         keys = sorted({key.digest() for key in release})
         with self._transaction() as conn:
             if not one_by_one:
-                return self.save_rows(conn, records, letters, release=keys, owner=owner)
-            inserted = 0
-            for record in records:
-                try:
-                    with translate_errors(), conn.begin_nested():
-                        inserted += self._insert_verdicts(conn, [record])
-                except StoreRejected as exc:
-                    assert on_rejected is not None
-                    letters.append(storable_dead_letter(on_rejected(record, exc)))
-            inserted += self.save_rows(conn, [], letters, release=keys, owner=owner)
+                inserted = self.save_rows(conn, records, letters, release=keys, owner=owner)
+            else:
+                inserted, records = self._save_one_by_one(conn, records, letters,
+                                                          on_rejected=on_rejected)
+                inserted += self.save_rows(conn, [], letters, release=keys, owner=owner)
+            if self.review is not None:
+                queue_random(conn, records, review=self.review)
         return inserted
+
+    def _save_one_by_one(
+        self, conn: Connection, records: list[VerdictRecord], letters: list[DeadLetter], *,
+        on_rejected: RejectedVerdict | None,
+    ) -> tuple[int, list[VerdictRecord]]:
+        """Each verdict in a savepoint of its own; a refused one's dead letter joins
+        ``letters``. Returns how many were new and the verdicts the database took."""
+        inserted = 0
+        taken: list[VerdictRecord] = []
+        for record in records:
+            try:
+                with translate_errors(), conn.begin_nested():
+                    inserted += self._insert_verdicts(conn, [record])
+                taken.append(record)
+            except StoreRejected as exc:
+                assert on_rejected is not None
+                letters.append(storable_dead_letter(on_rejected(record, exc)))
+        return inserted, taken
 
     def save_rows(self, conn: Connection, records: list[VerdictRecord],
                   letters: list[DeadLetter], *, release: Sequence[str], owner: str) -> int:

@@ -9,6 +9,7 @@ from sqlalchemy import Table, create_engine, event, func
 from sqlalchemy.dialects.sqlite import insert
 from sqlalchemy.engine import make_url
 
+from evalfleet.core.review import ReviewSlice
 from evalfleet.store.sql import SqlStore
 
 #: How long a writer waits for the file lock before failing, in milliseconds.
@@ -18,7 +19,7 @@ BUSY_TIMEOUT_MS = 30_000
 class SqliteStore(SqlStore):
     """Verdicts in a SQLite file (WAL mode, one writer at a time)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, review: ReviewSlice | None = None) -> None:
         database = make_url(url).database
         if database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)
@@ -27,7 +28,7 @@ class SqliteStore(SqlStore):
         # Take the write lock at BEGIN: a deferred transaction that later needs
         # to write can fail at once with "database is locked" under concurrency.
         event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
-        super().__init__(engine)
+        super().__init__(engine, review=review)
 
     def day_of(self, column: Any) -> Any:
         """The day of a timestamp column (stored as UTC text)."""

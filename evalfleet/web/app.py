@@ -4,12 +4,15 @@ Pages: ``/`` (every rule and segment), ``/rules/{rule}/trend`` (a segment's mean
 chosen range with the baseline band and alert markers), ``/alerts/{rule}?segment=``
 (the tests, window against baseline distributions, the worst samples),
 ``/verdicts/{id}`` (a sample as judged and the judge's reply), ``/dead-letters`` and
-``/health``. Read-only: every route is a GET.
+``/health``, all read-only (GET); and the review page under ``/review``
+(:mod:`evalfleet.web.review`), the one part that writes, for reviewers only.
 
 Sample and judge text is hostile: Jinja escapes every value (autoescape), no value is
 ever placed in a URL scheme, a script or a style, and every answer carries a
-Content-Security-Policy that allows no script, no inline style and nothing from
-elsewhere. Errors and dead letters are shown with the settings' secrets masked.
+Content-Security-Policy that allows no inline style and nothing from elsewhere. Every
+page but the review pages allows no script at all; the review pages allow one script
+file served by the page itself (``script-src 'self'``: keyboard shortcuts), never an
+inline one. Errors and dead letters are shown with the settings' secrets masked.
 """
 
 from __future__ import annotations
@@ -32,12 +35,21 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from evalfleet.web.pages import PageData
+from evalfleet.web.review import Render, ReviewPages
 
 #: Sent with every answer: no script at all, styles only from this server.
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; "
     "form-action 'self'; frame-ancestors 'none'"
 )
+
+#: Sent with the review pages: the same, plus the page's own script file.
+REVIEW_CONTENT_SECURITY_POLICY = CONTENT_SECURITY_POLICY.replace(
+    "default-src 'none';", "default-src 'none'; script-src 'self';")
+
+#: Paths the read-only token does not guard: the review pages check their reviewer's
+#: token themselves, and the static files are the package's own.
+_OPEN_PREFIXES = ("/review", "/static/")
 
 #: The cookie that carries the token after ``/?token=...``.
 TOKEN_COOKIE = "evalfleet_ui"
@@ -59,14 +71,19 @@ class UiOptions:
     """Asked of every request when set (cookie, ``?token=`` or a bearer header)."""
     secrets: tuple[str, ...] = field(default=())
     """Masked wherever error text is shown."""
+    explain: Callable[[BaseException], str | None] | None = None
+    """One sentence for a failure caused by the setup (no schema, a database that does
+    not answer), shown as a page instead of a 500; None for anything else."""
 
 
-def create_app(data: PageData, options: UiOptions) -> Starlette:
+def create_app(data: PageData, options: UiOptions,
+               review: Callable[[Render], ReviewPages] | None = None) -> Starlette:
     """The web page over ``data``.
 
     Args:
         data: Where the pages read from (store, rules, queues).
         options: Token and secrets.
+        review: Builds the review pages with the page's renderer (None: no review page).
 
     Returns:
         The Starlette application.
@@ -74,8 +91,10 @@ def create_app(data: PageData, options: UiOptions) -> Starlette:
     templates = _environment()
     pages = _Pages(data, templates)
     static = str(resources.files("evalfleet.web") / "static")
+    review_routes = review(pages.render).routes() if review is not None else []
     return Starlette(
         routes=[
+            *review_routes,
             Route("/", pages.overview),
             Route("/rules/{rule}/trend", pages.trend),
             Route("/alerts/{rule}", pages.alert),
@@ -84,7 +103,8 @@ def create_app(data: PageData, options: UiOptions) -> Starlette:
             Route("/health", pages.health),
             Mount("/static", StaticFiles(directory=static), name="static"),
         ],
-        middleware=[Middleware(_Guard, token=options.token)],
+        middleware=[Middleware(_Guard, token=options.token, explain=options.explain,
+                               render=pages.render)],
         exception_handlers={404: pages.not_found},
     )
 
@@ -116,12 +136,12 @@ class _Pages:
         self._data = data
         self._templates = templates
 
-    def _render(self, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    def render(self, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         html = self._templates.get_template(name).render(**context)
         return HTMLResponse(html, status_code=status_code)
 
     def overview(self, request: Request) -> HTMLResponse:
-        return self._render("overview.html", page="overview", **self._data.overview())
+        return self.render("overview.html", page="overview", **self._data.overview())
 
     def trend(self, request: Request) -> HTMLResponse:
         found = self._data.trend(request.path_params["rule"],
@@ -130,48 +150,62 @@ class _Pages:
                                  filter_text=request.query_params.get("filter", ""))
         if found is None:
             return self._missing("no such rule")
-        return self._render("trend.html", page="trend", **found)
+        return self.render("trend.html", page="trend", **found)
 
     def alert(self, request: Request) -> HTMLResponse:
         found = self._data.alert(request.path_params["rule"],
                                  segment=request.query_params.get("segment", "(all)"))
         if found is None:
             return self._missing("no such rule or segment")
-        return self._render("alert.html", page="alert", **found)
+        return self.render("alert.html", page="alert", **found)
 
     def verdict(self, request: Request) -> HTMLResponse:
         found = self._data.verdict(request.path_params["verdict_id"])
         if found is None:
             return self._missing("no such verdict (it may have been purged)")
-        return self._render("verdict.html", page="verdict", **found)
+        return self.render("verdict.html", page="verdict", **found)
 
     def dead_letters(self, request: Request) -> HTMLResponse:
-        return self._render("dead_letters.html", page="dead_letters",
+        return self.render("dead_letters.html", page="dead_letters",
                             **self._data.dead_letters())
 
     def health(self, request: Request) -> HTMLResponse:
-        return self._render("health.html", page="health", **self._data.health())
+        return self.render("health.html", page="health", **self._data.health())
 
     async def not_found(self, request: Request, exc: Exception) -> HTMLResponse:
         return self._missing("no such page")
 
     def _missing(self, what: str) -> HTMLResponse:
-        return self._render("missing.html", status_code=404, page="missing", what=what)
+        return self.render("missing.html", status_code=404, page="missing", what=what)
 
 
 class _Guard(BaseHTTPMiddleware):
     """Security headers on every answer; the token, when one is set."""
 
-    def __init__(self, app: Any, *, token: str | None) -> None:
+    def __init__(self, app: Any, *, token: str | None,
+                 explain: Callable[[BaseException], str | None] | None,
+                 render: Render) -> None:
         super().__init__(app)
         self._token = token
+        self._explain = explain
+        self._render = render
 
     async def dispatch(self, request: Request,
                        call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         started = time.perf_counter()
-        response = await self._authorised(request, call_next)
+        try:
+            response = await self._authorised(request, call_next)
+        except Exception as exc:
+            # A setup problem (no schema yet) is said as the CLI says it, not as a 500.
+            problem = self._explain(exc) if self._explain is not None else None
+            if problem is None:
+                raise
+            response = self._render("setup.html", status_code=503, page="setup",
+                                    problem=problem)
         for name, value in _HEADERS.items():
             response.headers[name] = value
+        if request.url.path.startswith("/review"):
+            response.headers["Content-Security-Policy"] = REVIEW_CONTENT_SECURITY_POLICY
         # The page's own time (queries and rendering), for the browser's tools and benches.
         response.headers["Server-Timing"] = \
             f"app;dur={(time.perf_counter() - started) * 1000:.1f}"
@@ -179,7 +213,7 @@ class _Guard(BaseHTTPMiddleware):
 
     async def _authorised(self, request: Request,
                           call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if self._token is None:
+        if self._token is None or request.url.path.startswith(_OPEN_PREFIXES):
             return await call_next(request)
         offered = request.query_params.get("token")
         if offered is not None and _same(offered, self._token):

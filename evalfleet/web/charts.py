@@ -8,9 +8,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 #: Bins of a score histogram over 0..1.
 HISTOGRAM_BINS = 10
+
+#: Steps between time ticks, in seconds, the smallest that gives at most
+#: :data:`MAX_TICKS` ticks is used: 5, 10, 15, 30 minutes, 1, 2, 3, 6, 12 hours, a day.
+TICK_STEPS_S = (300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+
+#: Most time ticks on an axis.
+MAX_TICKS = 8
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One labelled time on a chart's x axis."""
+
+    x: float
+    label: str
 
 
 @dataclass(frozen=True)
@@ -69,3 +85,26 @@ def histogram(values: Sequence[float], *, width: float, height: float,
                         width=round(bar_width - 2, 1), height=bar_height,
                         label=f"{index / bins:.1f}-{(index + 1) / bins:.1f}: {count}"))
     return bars
+
+
+def time_ticks(start: datetime, end: datetime, *, width: float) -> list[Tick]:
+    """Round times between ``start`` and ``end`` (UTC) and where they fall on ``width``.
+
+    Returns:
+        At most :data:`MAX_TICKS` ticks, on a round step (see :data:`TICK_STEPS_S`),
+        labelled ``HH:MM``, or ``MM-DD HH:MM`` when the span crosses a day.
+    """
+    span_s = (end - start).total_seconds()
+    if span_s <= 0:
+        return []
+    step_s = next((s for s in TICK_STEPS_S if span_s / s <= MAX_TICKS), TICK_STEPS_S[-1])
+    first = -(-int(start.timestamp()) // step_s) * step_s
+    stamp = "%m-%d %H:%M" if start.astimezone(UTC).date() != end.astimezone(UTC).date() \
+        else "%H:%M"
+    ticks: list[Tick] = []
+    moment = datetime.fromtimestamp(first, UTC)
+    while moment <= end and len(ticks) < MAX_TICKS + 1:
+        x = (moment - start).total_seconds() / span_s * width
+        ticks.append(Tick(x=round(x, 1), label=moment.strftime(stamp)))
+        moment += timedelta(seconds=step_s)
+    return ticks

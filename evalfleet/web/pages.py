@@ -31,7 +31,7 @@ from evalfleet.store.pages import (
     load_verdict,
 )
 from evalfleet.store.sql import SqlStore
-from evalfleet.web.charts import histogram, polyline, y_of
+from evalfleet.web.charts import histogram, polyline, time_ticks, y_of
 
 #: Evaluations a sparkline shows.
 SPARK_POINTS = 48
@@ -278,6 +278,8 @@ def _trend_chart(buckets: Sequence[Any], points: Sequence[Any], history: Sequenc
         "band": band,
         "markers": [{"x": x_at(t.at), "state": t.state, "at": t.at} for t in history
                     if t.state in ("firing", "resolved")],
-        "grid": [{"y": y_of(v, height=CHART_H), "label": f"{v:.1f}"}
+        # ``g``: 0.25 stays 0.25 (a fixed one decimal showed it as 0.2).
+        "grid": [{"y": y_of(v, height=CHART_H), "label": f"{v:g}"}
                  for v in (0.0, 0.25, 0.5, 0.75, 1.0)],
+        "ticks": time_ticks(start, end, width=CHART_W),
     }

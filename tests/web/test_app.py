@@ -140,3 +140,20 @@ def test_an_alert_page_during_judge_drift_says_so_escaped(site: Any, alert_datab
     page = get(site, "/alerts/faithfulness_drop", params={"segment": "app=support-bot"}).text
     assert "judge drift suspected: rag_qa_judge_drift (faithfulness) firing since" in page
     assert "fp_2" in page and "&lt;script&gt;" in page and "<script" not in page
+
+
+@pytest.mark.parametrize("backend", ["postgres", "sqlite"])
+def test_a_store_without_schema_says_to_migrate(backend: str, request: pytest.FixtureRequest,
+                                                tmp_path: Path,
+                                                serve: Callable[..., Any]) -> None:
+    if backend == "postgres":
+        # The test database, read through a schema that holds no tables.
+        url = request.getfixturevalue("database_url") + "?options=-csearch_path%3Dnowhere"
+    else:
+        url = f"sqlite:///{tmp_path / 'empty.db'}"
+    page = serve(build_ui_app(Settings(database_url=url, data_dir=tmp_path), token=None))
+    for path in ("/", "/health"):
+        response = httpx.get(page.url + path, timeout=10)
+        assert response.status_code == 503, response.text[:300]
+        assert "run `evalfleet migrate`" in response.text
+        assert "Traceback" not in response.text and "no evalfleet schema" in response.text

@@ -10,28 +10,25 @@ Each page is checked for what a person would check, and saved as a screenshot un
 from __future__ import annotations
 
 import json
-import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from importlib import resources
-from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 from evalfleet.cli.ui import build_ui_app
 from evalfleet.core.settings import Settings
+from evalfleet.localfleet import SIMULATOR_MODEL
+from evalfleet.store import open_store
 from testkit.served import Served
+from tests.web.conftest import shot
 
 pytestmark = pytest.mark.browser
-
-#: Debian's chromium and its driver (``apt-get install chromium chromium-driver``).
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 
 #: Sample text that would run code if it were not escaped.
 HOSTILE_OUTPUT = ('<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
@@ -41,14 +38,6 @@ HOSTILE_INPUT = "javascript:window.__pwned=3 <a href=\"javascript:window.__pwned
 #: The planted alert.
 RULE = "support_faithfulness_drop"
 SEGMENT = "prompt_version=v12,app=support-bot"
-
-
-def artifacts() -> Path:
-    # Beside the repository's tests (tests change directory to a temporary one).
-    default = Path(__file__).resolve().parents[2] / "test-artifacts"
-    folder = Path(os.environ.get("EVALFLEET_TEST_ARTIFACTS", default)) / "screenshots"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 @pytest.fixture(scope="session")
@@ -78,22 +67,6 @@ def site(fleet_store: Settings) -> Iterator[Served]:
     served = Served(build_ui_app(fleet_store, token=None))
     yield served
     served.stop()
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[webdriver.Chrome]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--window-size=1300,1400", "--disable-dev-shm-usage"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    yield driver
-    driver.quit()
-
-
-def shot(browser: webdriver.Chrome, name: str) -> None:
-    browser.save_screenshot(str(artifacts() / f"{name}.png"))
 
 
 def nothing_ran(browser: webdriver.Chrome) -> None:
@@ -170,6 +143,10 @@ def test_trend_dead_letters_and_health(browser: webdriver.Chrome, site: Served) 
     assert SEGMENT in browser.find_element(By.TAG_NAME, "h1").text
     assert browser.find_elements(By.CSS_SELECTOR, "svg.trend circle.dot")
     assert browser.find_elements(By.CSS_SELECTOR, "svg.trend line.marker-firing")
+    axis = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "svg.trend text.axis")]
+    assert axis[:5] == ["0", "0.25", "0.5", "0.75", "1"]
+    times = [label for label in axis[5:] if re.fullmatch(r"(\d\d-\d\d )?\d\d:\d\d", label)]
+    assert len(times) >= 3 and times == axis[5:]
     shot(browser, "trend")
     nothing_ran(browser)
     for path, name, heading in (("/dead-letters", "dead-letters", "Dead letters"),
@@ -180,3 +157,12 @@ def test_trend_dead_letters_and_health(browser: webdriver.Chrome, site: Served) 
         nothing_ran(browser)
     coverage = browser.find_element(By.XPATH, "//td[text()='rag_qa']/..").text
     assert "rag_qa" in coverage
+
+
+def test_the_demo_names_the_simulator_as_its_judge(fleet_store: Settings) -> None:
+    store = open_store(fleet_store.resolved_database_url())
+    try:
+        models = {record.key.judge_model for record in store.iter_verdicts()}
+    finally:
+        store.close()
+    assert models == {SIMULATOR_MODEL}

@@ -1,13 +1,16 @@
-"""What a worker process sets up once: the garbage collector's tuning."""
+"""What a worker process sets up once: the garbage collector's tuning, the store."""
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from workers.runtime import YOUNG_COLLECTION_THRESHOLD, tune_collector
+from evalfleet.core.settings import Settings
+from evalfleet.store import SqlStore
+from workers.runtime import YOUNG_COLLECTION_THRESHOLD, build_runtime, tune_collector
 
 
 @pytest.fixture
@@ -28,3 +31,15 @@ def test_tuning_freezes_what_is_loaded_and_collects_young_objects_less_often() -
     assert not any(loaded is item for generation in range(3)
                    for item in gc.get_objects(generation))
     assert gc.get_threshold() == (YOUNG_COLLECTION_THRESHOLD, *older)
+
+
+def test_the_store_a_worker_opens_queues_the_review_slice(tmp_path: Path) -> None:
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'v.db'}", data_dir=tmp_path,
+                        review_rates={"rag_qa": 0.02}, review_labels_wanted=2)
+    runtime = build_runtime(settings, concurrency=1)
+    try:
+        assert isinstance(runtime.store, SqlStore)
+        assert runtime.store.review == settings.review.review_slice()
+        assert runtime.store.review.metrics["rag_qa"].rate == 0.02
+    finally:
+        runtime.store.close()

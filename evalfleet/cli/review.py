@@ -1,0 +1,246 @@
+"""``evalfleet review``: reviewers, the review queue, and labels in and out."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from evalfleet.cli.alerts import render_table
+from evalfleet.cli.context import CliState, parse_time, pass_state
+
+if TYPE_CHECKING:
+    from evalfleet.store.review import ReviewQueue
+
+
+@click.group()
+def review() -> None:
+    """People label what the judge judged: a random slice of each metric's verdicts
+    (EVALFLEET_REVIEW_RATES) and items queued on demand, labelled in `evalfleet ui`'s
+    review page or imported from another tool."""
+
+
+def _queue(state: CliState) -> ReviewQueue:
+    from evalfleet.store import open_store
+    from evalfleet.store.review import ReviewQueue
+
+    return ReviewQueue(open_store(state.settings.resolved_database_url(), pool_size=1))
+
+
+@review.command("add-reviewer")
+@click.argument("name")
+@pass_state
+def add_reviewer(state: CliState, name: str) -> None:
+    """Add reviewer NAME (or give them a new token) and print their token once; only its
+    hash is kept. They open the review page with it."""
+    if not name.strip() or len(name) > 128 or not name.isprintable():
+        raise click.UsageError("NAME must be 1 to 128 printable characters")
+    queue = _queue(state)
+    try:
+        token = queue.add_reviewer(name, now=datetime.now(UTC))
+    finally:
+        queue.store.close()
+    click.echo(token)
+
+
+@review.command("queue")
+@click.option("--alert", "alert_rule", default=None, metavar="RULE",
+              help="Queue the worst samples of this alert rule's window (its evidence).")
+@click.option("--alert-segment", default=None, metavar="SEGMENT",
+              help="With --alert: the segment as `alerts list` prints it (default: the most "
+                   "specific firing one).")
+@click.option("--metric", default=None, help="Only verdicts of this metric.")
+@click.option("--id", "sample_ids", multiple=True, help="A sample id (repeatable).")
+@click.option("--segment", "segments", multiple=True, metavar="KEY=VALUE",
+              help="Only verdicts whose attributes hold KEY=VALUE (repeatable).")
+@click.option("--score", default=None, help="With --min/--max: the normalised score to filter.")
+@click.option("--min", "low", type=float, default=0.0, show_default=True)
+@click.option("--max", "high", type=float, default=1.0, show_default=True)
+@click.option("--since", default=None, help="Created at or after: ISO 8601 time or 2h/7d ago.")
+@click.option("--until", default=None, help="Created before: ISO 8601 time or 2h/7d ago.")
+@click.option("--labels", "labels_wanted", type=click.IntRange(1, 10), default=None,
+              help="Labels each item asks for [default: EVALFLEET_REVIEW_LABELS_WANTED].")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=1000, show_default=True)
+@pass_state
+def queue_command(state: CliState, alert_rule: str | None, alert_segment: str | None,
+                  metric: str | None, sample_ids: tuple[str, ...],
+                  segments: tuple[str, ...], score: str | None, low: float, high: float,
+                  since: str | None, until: str | None, labels_wanted: int | None,
+                  limit: int) -> None:
+    """Queue production verdicts for review on demand: an alert's evidence, a list of ids
+    or a filter. They are recorded as chosen (not random) and kept out of agreement
+    figures."""
+    if alert_rule is not None:
+        _queue_alert(state, alert_rule, alert_segment, labels_wanted=labels_wanted,
+                     limit=min(limit, 50))
+        return
+    try:
+        since_at, until_at = parse_time(since), parse_time(until)
+        segment = dict(part.split("=", 1) for part in segments)
+    except ValueError as exc:
+        raise click.UsageError(f"{exc} (--segment takes KEY=VALUE)") from None
+    settings = state.settings
+    queue = _queue(state)
+    try:
+        new = queue.queue_chosen(
+            reason="ids" if sample_ids else "filter",
+            detail=_describe(metric, segment, score, low, high) or None,
+            now=datetime.now(UTC), expire_s=settings.review_expire_days * 86400.0,
+            labels_wanted=labels_wanted or settings.review_labels_wanted, metric=metric,
+            sample_ids=list(sample_ids) or None, segment=segment or None, score=score,
+            score_range=(low, high) if score else None, since=since_at, until=until_at,
+            limit=limit)
+    finally:
+        queue.store.close()
+    click.echo(f"{new} item(s) queued")
+
+
+def _queue_alert(state: CliState, rule_name: str, segment_text: str | None, *,
+                 labels_wanted: int | None, limit: int) -> None:
+    from evalfleet.alerts.view import load_alert_view
+    from evalfleet.cli.alerts import alert_target
+
+    settings = state.settings
+    queue = _queue(state)
+    try:
+        rule, segment = alert_target(state, queue.store, rule_name, segment_text)
+        view = load_alert_view(queue.store.engine, rule, segment, worst=limit)
+        ids = [evidence.sample_id for evidence in view.worst]
+        new = queue.queue_chosen(
+            reason="alert", detail=f"{rule.name} {segment}"[:256], now=datetime.now(UTC),
+            expire_s=settings.review_expire_days * 86400.0,
+            labels_wanted=labels_wanted or settings.review_labels_wanted,
+            metric=rule.spec.metric, sample_ids=ids) if ids else 0
+    finally:
+        queue.store.close()
+    click.echo(f"{new} item(s) queued from {len(ids)} worst sample(s) of {rule.name} {segment}")
+
+
+def _describe(metric: str | None, segment: dict[str, str], score: str | None, low: float,
+              high: float) -> str:
+    parts = [f"metric={metric}"] if metric else []
+    parts += [f"{key}={value}" for key, value in sorted(segment.items())]
+    if score:
+        parts.append(f"{low:g}<={score}<={high:g}")
+    return " ".join(parts)[:256]
+
+
+@review.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@pass_state
+def import_command(state: CliState, file: Path) -> None:
+    """Import labels from FILE (JSONL, one label a line: sample_id, metric, score, value on
+    the judge's scale or null for "cannot say", reviewer, optional comment). Bad lines are
+    named on stderr and the rest is imported; exit status 1 when any line was bad."""
+    from evalfleet.core.metric import load_registry
+    from evalfleet.review.transfer import import_labels
+
+    settings = state.settings
+    queue = _queue(state)
+    try:
+        with file.open("rb") as lines:
+            report = import_labels(lines, queue=queue, registry=load_registry(
+                settings.metrics_dir), now=datetime.now(UTC),
+                expire_s=settings.review_expire_days * 86400.0, source_name=file.name)
+    finally:
+        queue.store.close()
+    for error in report.errors:
+        click.echo(f"skipped: {error}", err=True)
+    click.echo(f"{report.imported} label(s) imported, {report.queued} item(s) queued, "
+               f"{len(report.errors)} line(s) skipped")
+    if report.errors:
+        sys.exit(1)
+
+
+@review.command("export")
+@click.option("--metric", default=None, help="Only this metric (required with --gold).")
+@click.option("--gold", "gold", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write a gold file `evalfleet calibrate` reads to this path instead.")
+@pass_state
+def export_command(state: CliState, metric: str | None, gold: Path | None) -> None:
+    """Write labels to stdout as JSONL (the lines `review import` reads), or with --gold a
+    gold file of the labelled items (several reviewers' labels made one: majority,
+    lower median or mean)."""
+    from evalfleet.core.metric import load_registry
+    from evalfleet.review.transfer import gold_records, label_lines
+
+    if gold is not None and metric is None:
+        raise click.UsageError("--gold needs --metric")
+    queue = _queue(state)
+    try:
+        if gold is None:
+            for line in label_lines(queue.iter_labels(metric=metric)):
+                sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
+            return
+        registry = load_registry(state.settings.metrics_dir)
+        written = 0
+        with gold.open("w", encoding="utf-8") as out:
+            for record in gold_records(
+                    queue.iter_items(metric=metric), queue.iter_labels(metric=metric),
+                    registry=registry, skipped=lambda item, why: click.echo(
+                        f"left out {item.sample_id}: {why}", err=True)):
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                written += 1
+    finally:
+        queue.store.close()
+    click.echo(f"{written} gold item(s) written to {gold}", err=True)
+
+
+@review.command("status")
+@click.option("--since", default="30d", show_default=True,
+              help="Agreement over the random items queued since (ISO 8601 time or 7d ago).")
+@click.option("--json", "as_json", is_flag=True, help="Print the queue and agreement as JSON.")
+@pass_state
+def status_command(state: CliState, since: str, as_json: bool) -> None:
+    """The review queue per metric (random and chosen items, labelled, partly labelled,
+    skipped, open and expired, and random items with no label: non-response), and the
+    judge's agreement with reviewers from the random items, weighted by their inclusion
+    probabilities, with bootstrap 95% intervals; reviewer against reviewer where items
+    have two labels."""
+    from dataclasses import asdict
+
+    from evalfleet.core.metric import load_registry
+    from evalfleet.review.agreement import live_agreement
+
+    try:
+        since_at = parse_time(since)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    queue = _queue(state)
+    try:
+        counts = queue.counts(now=datetime.now(UTC))
+        agreement = live_agreement(queue.iter_items(), queue.iter_labels(),
+                                   registry=load_registry(state.settings.metrics_dir),
+                                   since=since_at)
+    finally:
+        queue.store.close()
+    if as_json:
+        click.echo(json.dumps({"queue": [asdict(c) for c in counts],
+                               "agreement": [asdict(a) for a in agreement]}, indent=2))
+        return
+    rows = [[c.metric, str(c.random), str(c.chosen), str(c.labelled), str(c.partly_labelled),
+             str(c.skipped), str(c.open), str(c.expired), str(c.random_unlabelled)]
+            for c in counts]
+    click.echo(render_table(["metric", "random", "chosen", "labelled", "partly", "skipped",
+                             "open", "expired", "random unlabelled"], rows))
+    if not agreement:
+        click.echo("\nno labelled random items yet: no agreement figures")
+        return
+    click.echo(f"\nagreement with reviewers (random items since {since}; 95% intervals)")
+    click.echo(render_table(
+        ["metric", "judge model", "score", "items", "statistics"],
+        [[a.metric, a.judge_model, a.score, str(a.items),
+          "  ".join(f"{name} {_estimate(e)}" for name, e in a.statistics.items())]
+         for a in agreement]))
+
+
+def _estimate(estimate: Any) -> str:
+    if estimate.value is None:
+        return "-"
+    if estimate.low is None:
+        return f"{estimate.value:.3f}"
+    return f"{estimate.value:.3f} [{estimate.low:.3f}, {estimate.high:.3f}]"

@@ -1,0 +1,75 @@
+"""People's labels on the judge's own scale: checked, normalised, and combined. Pure.
+
+A label is given on the scale the metric file declares for the judge (true/false, a
+rubric value such as 1 to 5, a number in 0..1) and normalised the way the judge's
+value is (``ScoreSpec.scale``), so the two compare directly. Null means "cannot say"
+and is kept as such, never counted as a value.
+
+When an item has several reviewers' labels for one score they make one as follows:
+binary, the majority (a tie makes none); ordinal, the lower median (a rubric value);
+continuous, the mean. "Cannot say" labels are left out first.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from evalfleet.calibration.gold import ScoreScale, label_value, score_scales
+from evalfleet.core.errors import InvalidSample
+from evalfleet.core.metric import Metric
+from evalfleet.store.review import LabelValue
+
+
+def read_label(value: Any, *, metric: Metric, score: str, record: str,
+               sample_id: str | None, field: str) -> LabelValue:
+    """Check one label and normalise it.
+
+    Args:
+        value: As given (None: the reviewer cannot say).
+        metric: The metric the label is for.
+        score: One of its score names.
+        record, sample_id, field: Where it came from, for the error.
+
+    Returns:
+        The label as given and normalised to 0..1.
+
+    Raises:
+        InvalidSample: The score is not the metric's, or the value is off its scale.
+    """
+    scale = score_scales(metric).get(score)
+    if scale is None:
+        raise InvalidSample(f"{metric.name} has no score {score!r}", record=record,
+                            sample_id=sample_id, field=field)
+    if value is None:
+        return LabelValue(raw=None, value=None)
+    raw = label_value(value, scale=scale, record=record, sample_id=sample_id, field=field)
+    low, high = metric.spec.scores[score].scale
+    if scale.kind == "binary":
+        return LabelValue(raw=bool(value), value=raw)
+    return LabelValue(raw=value, value=(raw - low) / ((high - low) or 1.0))
+
+
+def combine_labels(values: Sequence[Any], *, scale: ScoreScale) -> Any:
+    """One value from several reviewers' labels of a score (see the module's rule).
+
+    Args:
+        values: The labels on the judge's scale; None ("cannot say") is left out.
+        scale: The score's scale.
+
+    Returns:
+        The combined value on the same scale, or None when there is none (no values, or
+        a binary tie).
+    """
+    given = [value for value in values if value is not None]
+    if not given:
+        return None
+    if scale.kind == "binary":
+        yes = sum(1 for value in given if value)
+        if 2 * yes == len(given):
+            return None
+        return 2 * yes > len(given)
+    if scale.kind == "ordinal":
+        return statistics.median_low(given)
+    return statistics.fmean(given)

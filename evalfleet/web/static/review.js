@@ -1,0 +1,74 @@
+// evalfleet review pages: keyboard shortcuts. The only script the page serves; the
+// review pages allow it (script-src 'self'), every other page allows no script.
+(function () {
+  "use strict";
+  var labelForm = document.getElementById("label-form");
+  var nextForm = document.getElementById("next-form");
+  var help = document.getElementById("help");
+  var groups = labelForm ? Array.prototype.slice.call(labelForm.querySelectorAll("fieldset.score")) : [];
+  var current = 0;
+
+  function mark() {
+    groups.forEach(function (group, index) { group.classList.toggle("current", index === current); });
+  }
+
+  function typing(target) {
+    return target && (target.tagName === "TEXTAREA" ||
+      (target.tagName === "INPUT" && (target.type === "text" || target.type === "password")));
+  }
+
+  function choose(key) {
+    var group = groups[current];
+    if (!group) { return false; }
+    var inputs = group.querySelectorAll("input[type=radio]");
+    for (var i = 0; i < inputs.length; i += 1) {
+      if (inputs[i].getAttribute("data-key") === key) {
+        inputs[i].checked = true;
+        if (current < groups.length - 1) { current += 1; }
+        mark();
+        return true;
+      }
+    }
+    return false;
+  }
+
+  function submit(id) {
+    var form = document.getElementById(id);
+    if (form) { form.requestSubmit(); }
+  }
+
+  groups.forEach(function (group, index) {
+    group.addEventListener("change", function () { current = index; mark(); });
+  });
+
+  document.addEventListener("keydown", function (event) {
+    if (event.ctrlKey || event.metaKey || event.altKey) { return; }
+    if (typing(event.target)) {
+      if (event.key === "Escape") { event.target.blur(); }
+      return;
+    }
+    var key = event.key;
+    var handled = true;
+    if (key === "?") {
+      if (help) { help.hidden = !help.hidden; }
+    } else if (key === "Enter") {
+      if (labelForm) { labelForm.requestSubmit(); } else if (nextForm) { nextForm.requestSubmit(); }
+    } else if (labelForm && key === "s") {
+      submit("skip-form");
+    } else if (labelForm && key === "g") {
+      submit("release-form");
+    } else if (labelForm && key === "c") {
+      document.getElementById("comment").focus();
+    } else if (labelForm && (key === "j" || key === "ArrowDown")) {
+      current = Math.min(current + 1, groups.length - 1); mark();
+    } else if (labelForm && (key === "k" || key === "ArrowUp")) {
+      current = Math.max(current - 1, 0); mark();
+    } else {
+      handled = labelForm ? choose(key) : false;
+    }
+    if (handled) { event.preventDefault(); }
+  });
+  mark();
+  // Says the keys are live (browser tests wait for it before typing).
+  document.documentElement.setAttribute("data-keys", "on");
+}());
