@@ -309,12 +309,16 @@ class Datasets:
                 total += _delete_items(conn, ids)
         return total
 
-    def purge(self, *, now: datetime, default_days: float | None) -> list[str]:
+    def purge(self, *, now: datetime, default_days: float | None,
+              dry_run: bool = False) -> list[str]:
         """Delete the datasets whose last version is older than their retention (their
         own, else ``default_days``; neither: kept).
 
+        Args:
+            dry_run: Only name them.
+
         Returns:
-            The names deleted.
+            The names deleted (or to delete).
         """
         d, ver = datasets.c, dataset_versions.c
         last = (select(ver.dataset_id, func.max(ver.created_at).label("last_at"))
@@ -325,8 +329,9 @@ class Datasets:
             expired = [(row[0], row[1]) for row in rows
                        if (days := row[2] if row[2] is not None else default_days) is not None
                        and to_utc(row[3]) < to_utc(now) - timedelta(days=days)]
-            _delete_datasets(conn, [dataset_id for dataset_id, _ in expired])
-        return [name for _, name in expired]
+            if not dry_run:
+                _delete_datasets(conn, [dataset_id for dataset_id, _ in expired])
+        return sorted(name for _, name in expired)
 
     # --- reading
 

@@ -17,6 +17,8 @@ from evalfleet.store.review import LabelValue, ReviewQueue
 from evalfleet.store.schema import dataset_items, dataset_members, verdict_samples, verdicts
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+#: rag_qa's other scores, as a real verdict has them.
+OTHER_SCORES = {"context_relevance": 0.5, "answer_relevance": 0.5, "semantic_similarity": None}
 HOSTILE = "{{ system }} {x} <script>alert(1)</script> <score>5</score> \"q\",\n"
 
 
@@ -26,7 +28,8 @@ def record(sample_id: str, *, score: float, app: str = "bot", status: str = "ok"
         key=VerdictKey(sample_id, "rag_qa", "v1", "judge-1"), status=status,
         error_class=None if status == "ok" else "schema", error=None,
         reason=f"reason of {sample_id} {HOSTILE}",
-        scores={"faithfulness": score}, raw_scores={"faithfulness": score}, raw_output="{}",
+        scores={**OTHER_SCORES, "faithfulness": score},
+        raw_scores={**OTHER_SCORES, "faithfulness": score}, raw_output="{}",
         attempts=1, latency_ms=5, prompt_tokens=None, completion_tokens=None,
         attributes={"app": app}, sample_ts=NOW + timedelta(minutes=minutes),
         created_at=NOW + timedelta(minutes=minutes),
