@@ -124,8 +124,7 @@ def _alert_items(state: CliState, sets: Datasets, text: str, *,
     from evalfleet.alerts import load_rule_set
     from evalfleet.alerts.ledger import load_states
     from evalfleet.alerts.terminal import most_telling
-    from evalfleet.cli.alerts import parse_segment, rule_segment
-    from evalfleet.dataset.selection import alert_samples
+    from evalfleet.dataset.selection import alert_samples, rule_segment
 
     name, _, segment_text = text.partition(":")
     try:
@@ -137,7 +136,7 @@ def _alert_items(state: CliState, sets: Datasets, text: str, *,
         raise InvalidDataset(f"no rule {name!r}", field="alert")
     engine = sets.store.engine
     if segment_text:
-        segment = rule_segment(parse_segment(segment_text), rule.spec.segment_keys)
+        segment = rule_segment(segment_text, rule)
     else:
         with engine.connect() as conn:
             segment = most_telling(load_states(conn, rule.name))

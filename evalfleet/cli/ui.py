@@ -93,20 +93,24 @@ def build_ui_app(settings: Any, *, token: str | None) -> Any:
     url = settings.resolved_database_url()
     options = UiOptions(token=token, secrets=tuple(settings.secret_values()),
                         explain=lambda exc: explain(exc, database_url=url))
-    return create_app(data, options, review=_review_pages(settings, store))
+    return create_app(data, options, review=_review_pages(settings, store, rules))
 
 
-def _review_pages(settings: Any, store: Any) -> Any:
-    """Builds the review pages over ``store`` once the app gives its renderer."""
+def _review_pages(settings: Any, store: Any, rules: Any) -> Any:
+    """Builds the review pages (with saving an alert's samples as a dataset) over
+    ``store`` once the app gives its renderer."""
     import secrets
 
     from evalfleet.core.metric import load_registry
+    from evalfleet.store.dataset import Datasets
     from evalfleet.store.review import ReviewQueue
-    from evalfleet.web.review import ReviewOptions, ReviewPages
+    from evalfleet.web.datasets import SavingPages
+    from evalfleet.web.review import ReviewOptions
 
     secret = (settings.review_secret.get_secret_value().encode("utf-8")
               if settings.review_secret else secrets.token_bytes(32))
     options = ReviewOptions(secret=secret, lease_s=settings.review_lease_s)
     registry = load_registry(settings.metrics_dir)
-    return lambda render: ReviewPages(queue=ReviewQueue(store), registry=registry,
-                                      options=options, render=render)
+    return lambda render: SavingPages(
+        datasets=Datasets(store), rules=rules, queue=ReviewQueue(store), registry=registry,
+        options=options, render=render)

@@ -83,6 +83,26 @@ def parse_labels(pairs: Sequence[str]) -> dict[str, str]:
     return labels
 
 
+def rule_segment(text: str, rule: Rule) -> Segment:
+    """A segment as printed (``app=support-bot,prompt_version=v12``; empty or ``(all)``:
+    the whole rule), its labels in the rule's order.
+
+    Raises:
+        InvalidDataset: Naming the field ``segment``: not ``key=value`` pairs, or not a
+            level of the rule (a prefix of its ``segment_by`` keys).
+    """
+    if text.strip() in ("", "(all)", "all"):
+        return Segment()
+    labels = parse_labels(text.split(","))
+    keys = rule.spec.segment_keys[: len(labels)]
+    if sorted(labels) != sorted(keys):
+        levels = ", ".join(",".join(rule.spec.segment_keys[:depth])
+                           for depth in range(1, len(rule.spec.segment_keys) + 1))
+        raise InvalidDataset(f"{text[:80]!r} is not a level of rule {rule.name} (levels: "
+                             f"{levels or 'only (all)'})", field="segment")
+    return Segment(tuple((key, labels[key]) for key in keys))
+
+
 def alert_samples(engine: Engine, rule: Rule, segment: Segment, *,
                   worst: int) -> AlertSamples:
     """The worst samples of ``segment``'s window as the alert page shows them: the window
