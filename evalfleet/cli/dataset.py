@@ -47,6 +47,10 @@ def _selection_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Only verdicts with this judge status."),
         click.option("--labelled", is_flag=True,
                      help="Only samples people labelled in the review queue."),
+        click.option("--disagree", "disagreement", type=click.FloatRange(0, 1, min_open=True),
+                     default=None, metavar="D",
+                     help="Only samples where a reviewer's label is at least D from the "
+                          "judge's score (0..1): the review queue's disagreements."),
         click.option("--id", "sample_ids", multiple=True, help="A sample id (repeatable)."),
         click.option("--ids-file", type=click.Path(exists=True, dir_okay=False,
                                                    path_type=Path),
@@ -101,7 +105,7 @@ def _chosen(state: CliState, sets: Datasets, options: dict[str, Any]) -> tuple[
         segment=parse_labels(options["segments"]), score=score,
         score_range=(options["low"], options["high"]) if score else None, since=since,
         until=until, status=options["status"], labelled=options["labelled"],
-        limit=options["limit"])
+        disagreement=options["disagreement"], limit=options["limit"])
     return sets.select(selection), _note(options, ids=len(ids))
 
 
@@ -114,6 +118,8 @@ def _note(options: dict[str, Any], *, ids: int) -> str:
               if options[name]]
     if options["labelled"]:
         parts.append("labelled")
+    if options["disagreement"] is not None:
+        parts.append(f"disagree>={options['disagreement']:g}")
     if ids:
         parts.append(f"{ids} id(s)")
     return "filter " + (" ".join(parts) or "(all production verdicts)")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select, tuple_
+from sqlalchemy import delete, exists, func, select, tuple_
 from sqlalchemy.engine import Connection, RowMapping
 
 from evalfleet.core.errors import InvalidDataset
@@ -35,6 +35,7 @@ from evalfleet.store.schema import (
     review_items,
     review_labels,
     verdict_samples,
+    verdict_scores,
     verdicts,
 )
 from evalfleet.store.sql import SqlStore, _verdict_record, to_utc
@@ -73,6 +74,9 @@ class Selection:
     """``ok`` or ``failed``; None: both."""
     labelled: bool = False
     """Only samples people labelled in the review queue."""
+    disagreement: float | None = None
+    """Only samples where some reviewer's label is at least this far from the judge's
+    score (both normalised to 0..1): the review queue's disagreements."""
     limit: int = 1000
     """At most this many verdicts, oldest sample first."""
 
@@ -183,18 +187,19 @@ class Datasets:
             query = query.where(v.sample_ts >= to_utc(selection.since))
         if selection.until is not None:
             query = query.where(v.sample_ts < to_utc(selection.until))
+        if selection.labelled:
+            query = query.where(_labelled())
+        if selection.disagreement is not None:
+            query = query.where(_disagreeing(selection.disagreement))
         query = query.where(*attributes_match(selection.segment)).order_by(v.sample_ts, v.id)
         with self.store.connect() as conn:
             picked: list[RowMapping] = []
             for row in conn.execute(query.execution_options(yield_per=_CHUNK_ROWS)).mappings():
                 if _score_matches(row["scores"], selection.score, selection.score_range):
                     picked.append(row)
-                    if not selection.labelled and len(picked) >= selection.limit:
+                    if len(picked) >= selection.limit:
                         break
-            items = _with_reviews(conn, picked)
-        if selection.labelled:
-            items = [item for item in items if item.reviews][: selection.limit]
-        return items
+            return _with_reviews(conn, picked)
 
     def of_verdicts(self, verdict_ids: Sequence[int]) -> list[DatasetItem]:
         """Copies of the verdicts with these row ids, in the order given (an alert's
@@ -394,6 +399,9 @@ def _check_selection(selection: Selection) -> None:
         raise InvalidDataset(f"must be 1 to {MAX_SELECTION:,}", field="limit")
     if selection.status not in (None, "ok", "failed"):
         raise InvalidDataset("must be ok or failed", field="status")
+    if selection.disagreement is not None and not 0.0 < selection.disagreement <= 1.0:
+        raise InvalidDataset("must be above 0 and at most 1 (normalised scores)",
+                             field="disagreement")
     if selection.score_range is not None:
         low, high = selection.score_range
         if not 0.0 <= low <= high <= 1.0:
@@ -404,6 +412,22 @@ def _check_selection(selection: Selection) -> None:
     for key, value in selection.segment.items():
         if not key or "\x00" in key or "\x00" in value:
             raise InvalidDataset(f"bad segment label {key!r}", field="segment")
+
+
+def _labelled() -> Any:
+    """The verdict's sample and metric have a label in the review queue."""
+    r, lab = review_items.c, review_labels.c
+    return exists().where(r.sample_id == verdicts.c.sample_id, r.metric == verdicts.c.metric,
+                          lab.item_id == r.id)
+
+
+def _disagreeing(distance: float) -> Any:
+    """Some reviewer's label of a score is at least ``distance`` from the judge's."""
+    r, lab, vs = review_items.c, review_labels.c, verdict_scores.c
+    return exists().where(
+        r.sample_id == verdicts.c.sample_id, r.metric == verdicts.c.metric,
+        lab.item_id == r.id, lab.value.is_not(None), vs.verdict_id == verdicts.c.id,
+        vs.name == lab.score, vs.value.is_not(None), func.abs(lab.value - vs.value) >= distance)
 
 
 def _verdict_query() -> Any:

@@ -69,6 +69,8 @@ def test_filters_files_exports_retention_and_erasure(database_url: str,
     assert read[0]["sample"]["input"] == f"question s-1 {HOSTILE}"
     tuning = dataset(database_url, "export", "bots", "--format", "openai").stdout
     assert len([check_openai_chat_line(line) for line in tuning.splitlines()]) == 3
+    disputed = dataset(database_url, "create", "disputed", "--disagree", "0.05")
+    assert "disputed version 1: 1 item(s)" in disputed.output
     gold = dataset(database_url, "export", "bots", "--format", "gold", "--metric", "rag_qa")
     assert [json.loads(line)["id"] for line in gold.stdout.splitlines()] == ["s-1"]
     assert "left out 's-3' (rag_qa): no labels from people" in gold.stderr

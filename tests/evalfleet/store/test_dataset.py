@@ -105,10 +105,20 @@ def test_items_carry_peoples_labels(filled: SqlStore) -> None:
     assert item is not None
     queue.label(item_id=item.id, reviewer="ann", labels={"faithfulness": LabelValue(1.0, 1.0)},
                 comment="<b>fine</b>", source="import", now=NOW, require_lease=False)
+    queue.queue_chosen(reason="ids", detail=None, now=NOW, expire_s=3600, sample_ids=["s-3"])
+    agreed = queue.find_item(sample_id="s-3", metric="rag_qa")
+    assert agreed is not None
+    queue.label(item_id=agreed.id, reviewer="bob", labels={"faithfulness": LabelValue(0.3, 0.3)},
+                comment=None, source="import", now=NOW, require_lease=False)
     sets = Datasets(filled)
     labelled = sets.select(Selection(labelled=True))
-    assert [(i.sample_id, i.reviews) for i in labelled] == [("s-4", [
-        {"reviewer": "ann", "score": "faithfulness", "value": 1.0, "comment": "<b>fine</b>"}])]
+    assert [(i.sample_id, i.reviews) for i in labelled] == [
+        ("s-3", [{"reviewer": "bob", "score": "faithfulness", "value": 0.3, "comment": None}]),
+        ("s-4", [{"reviewer": "ann", "score": "faithfulness", "value": 1.0,
+                  "comment": "<b>fine</b>"}])]
+    # The judge said 0.4 for s-4 and people 1.0; for s-3 both about 0.3.
+    assert [i.sample_id for i in sets.select(Selection(disagreement=0.5))] == ["s-4"]
+    assert [i.sample_id for i in sets.select(Selection(labelled=True, limit=1))] == ["s-3"]
 
 
 def test_a_dataset_survives_the_purge_of_its_verdicts_and_samples(filled: SqlStore) -> None:
@@ -159,6 +169,7 @@ def test_delete_erase_and_retention_remove_the_copies(filled: SqlStore) -> None:
     (lambda s: s.select(Selection(score_range=(0, 1))), "score"),
     (lambda s: s.select(Selection(status="maybe")), "status"),
     (lambda s: s.select(Selection(limit=0)), "limit"),
+    (lambda s: s.select(Selection(disagreement=0)), "disagreement"),
 ])
 def test_bad_requests_name_the_field(filled: SqlStore, call: object, field: str) -> None:
     with pytest.raises(InvalidDataset) as caught:
