@@ -19,8 +19,14 @@ from evalfleet.core.errors import EvalfleetError, InvalidDataset
 if TYPE_CHECKING:
     from evalfleet.store.dataset import DatasetItem, Datasets, DatasetVersion
 
+#: The formats ``dataset export`` writes (:mod:`evalfleet.dataset.export`).
+EXPORT_FORMATS = ("jsonl", "csv", "gold", "openai")
+
 #: Longest text shown per cell by ``dataset show``, in characters.
 SHOW_CHARS = 60
+
+_version_option = click.option("--version", type=click.IntRange(min=1), default=None,
+                               help="This version [default: the latest].")
 
 
 @click.group()
@@ -225,38 +231,41 @@ def list_command(state: CliState) -> None:
 
 @dataset.command("show")
 @click.argument("name")
-@click.option("--version", type=click.IntRange(min=1), default=None,
-              help="This version [default: the latest].")
+@_version_option
 @pass_state
 def show_command(state: CliState, name: str, version: int | None) -> None:
     """The versions of NAME and the items of one, sample text cut and cleaned for the
-    terminal."""
+    terminal, secrets masked."""
     from evalfleet.alerts.evidence import plain_text
+    from evalfleet.core.log import scrub
+
+    secrets = state.settings.secret_values()
+
+    def shown(text: str, limit: int) -> str:
+        return plain_text(scrub(text[: limit * 4], secrets), limit=limit)
 
     with open_datasets(state) as sets:
         versions = sets.versions(name)
         items = list(sets.items(name, version=version))
     click.echo(render_table(["version", "items", "created", "made by"], [
         [str(v.version), str(v.items), f"{v.created_at:%Y-%m-%d %H:%M}Z",
-         plain_text(v.note, limit=SHOW_CHARS * 2)] for v in versions]))
+         shown(v.note, SHOW_CHARS * 2)] for v in versions]))
     click.echo("")
     rows = []
     for item in items:
         sample = item.sample or {}
         scores = " ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
                           for k, v in item.scores.items())
-        rows.append([plain_text(item.sample_id, limit=40), item.metric, item.status, scores,
-                     str(len(item.reviews)),
-                     plain_text(str(sample.get("input") or ""), limit=SHOW_CHARS)])
+        rows.append([shown(item.sample_id, 40), item.metric, item.status, scores,
+                     str(len(item.reviews)), shown(str(sample.get("input") or ""), SHOW_CHARS)])
     click.echo(render_table(["sample", "metric", "status", "judge scores", "labels",
                              "question"], rows))
 
 
 @dataset.command("export")
 @click.argument("name")
-@click.option("--version", type=click.IntRange(min=1), default=None,
-              help="This version [default: the latest].")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "gold", "openai"]),
+@_version_option
+@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS),
               default="jsonl", show_default=True,
               help="jsonl, csv, gold (the file `evalfleet calibrate` reads; needs --metric) "
                    "or openai (chat fine-tuning lines for the judge).")

@@ -4,7 +4,6 @@ for fine-tuning the judge and for ``evalfleet calibrate``."""
 from __future__ import annotations
 
 from evalfleet.dataset.export import (
-    FORMATS,
     csv_row_to_json,
     csv_rows,
     finetune_records,
@@ -14,7 +13,6 @@ from evalfleet.dataset.export import (
 from evalfleet.dataset.target import verdict_text
 
 __all__ = [
-    "FORMATS",
     "csv_row_to_json",
     "csv_rows",
     "finetune_records",

@@ -35,9 +35,6 @@ from evalfleet.review.label import combine_labels
 from evalfleet.store.dataset import DatasetItem
 from workers.renderer import render_messages
 
-#: The formats ``evalfleet dataset export`` writes.
-FORMATS = ("jsonl", "csv", "gold", "openai")
-
 #: CSV columns, in order.
 CSV_COLUMNS = (
     "sample_id", "metric", "status", "error_class", "input", "output", "context", "reference",
