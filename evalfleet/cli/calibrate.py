@@ -39,10 +39,9 @@ def calibrate(state: CliState, gold: Path | None, metric: str, judge_model: str 
     """Judge GOLD (JSONL samples with people's "labels") through the fleet and report the
     agreement per score: kappa, accuracy and confusion for binary scores, weighted kappa
     and Spearman for 1-5 rubrics, Spearman, MAE and bias for 0..1 scores, each with a
-    bootstrap 95% interval. Without GOLD, the metric's shipped gold set is used (or with
-    --dataset, a dataset's labelled items). Reports
-    are kept in the store; the verdicts are marked as calibration and kept out of alerts,
-    dashboards and exports.
+    bootstrap 95% interval. Without GOLD, the metric's shipped gold set is used (with
+    --dataset, a dataset's labelled items). Reports are kept in the store; the verdicts
+    are marked as calibration and kept out of alerts, dashboards and exports.
     """
     from evalfleet.calibration.gold import bundled_gold
 
