@@ -25,6 +25,10 @@ EXPORT_FORMATS = ("jsonl", "csv", "gold", "openai")
 #: Longest text shown per cell by ``dataset show``, in characters.
 SHOW_CHARS = 60
 
+#: The selection options that filter (``--alert`` takes none of them).
+_FILTERS = ("metric", "segments", "score", "since", "until", "status", "labelled",
+            "disagreement", "sample_ids", "ids_file")
+
 _version_option = click.option("--version", type=click.IntRange(min=1), default=None,
                                help="This version [default: the latest].")
 
@@ -96,6 +100,10 @@ def _chosen(state: CliState, sets: Datasets, options: dict[str, Any]) -> tuple[
     from evalfleet.store.dataset import Selection
 
     if options["alert"]:
+        mixed = [name for name in _FILTERS if options[name] not in (None, (), False)]
+        if mixed:
+            raise InvalidDataset(f"takes no other filter (--{mixed[0].replace('_', '-')})",
+                                 field="alert")
         return _alert_items(state, sets, options["alert"], worst=options["worst"])
     ids = [check_sample_id(text, where="--id: ") for text in options["sample_ids"]]
     if options["ids_file"] is not None:
@@ -153,7 +161,7 @@ def _alert_items(state: CliState, sets: Datasets, text: str, *,
         with engine.connect() as conn:
             segment = most_telling(load_states(conn, rule.name))
     found = alert_samples(engine, rule, segment, worst=worst)
-    return sets.of_verdicts(found.verdict_ids), found.note
+    return sets.of_verdicts(found.found), found.note
 
 
 def _describe(version: DatasetVersion | None, *, what: str) -> None:

@@ -30,9 +30,10 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 @dataclass(frozen=True)
 class AlertSamples:
-    """An alert's worst samples: the verdict rows to copy and a note saying where from."""
+    """An alert's worst samples: the verdicts to copy and a note saying where from."""
 
-    verdict_ids: list[int]
+    found: list[tuple[int, str]]
+    """``(row id, sample id)`` of each verdict, worst first."""
     note: str
 
 
@@ -119,5 +120,5 @@ def alert_samples(engine: Engine, rule: Rule, segment: Segment, *,
         evidence = window_evidence(conn, rule, segment, at=at, limit=worst)
     start = to_utc(at - rule.spec.window)
     span = f"{start:%Y-%m-%dT%H:%MZ}..{to_utc(at):%Y-%m-%dT%H:%MZ}"
-    return AlertSamples([item.verdict_id for item in evidence],
+    return AlertSamples([(item.verdict_id, item.sample_id) for item in evidence],
                         f"alert {rule.name} {segment} worst {worst} of {span}")

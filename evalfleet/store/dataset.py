@@ -201,13 +201,20 @@ class Datasets:
                         break
             return _with_reviews(conn, picked)
 
-    def of_verdicts(self, verdict_ids: Sequence[int]) -> list[DatasetItem]:
-        """Copies of the verdicts with these row ids, in the order given (an alert's
-        worst samples, found by :func:`evalfleet.store.evidence.lowest_scoring`)."""
+    def of_verdicts(self, found: Sequence[tuple[int, str]]) -> list[DatasetItem]:
+        """Copies of the verdicts found by a read of the same store, in the order given
+        (an alert's worst samples, from :func:`evalfleet.store.evidence.lowest_scoring`).
+
+        Args:
+            found: ``(row id, sample id)`` of each verdict: the pair, not the row id alone,
+                names a verdict (a partitioned table keeps ids unique per partition).
+        """
+        wanted = list(dict.fromkeys(found))
         with self.store.connect() as conn:
-            rows = {row["id"]: row for row in conn.execute(
-                _verdict_query().where(verdicts.c.id.in_(list(verdict_ids)))).mappings()}
-            return _with_reviews(conn, [rows[i] for i in verdict_ids if i in rows])
+            rows = {(row["id"], row["sample_id"]): row for row in conn.execute(
+                _verdict_query().where(tuple_(verdicts.c.id, verdicts.c.sample_id).in_(
+                    wanted))).mappings()} if wanted else {}
+            return _with_reviews(conn, [rows[pair] for pair in wanted if pair in rows])
 
     # --- writing
 

@@ -102,9 +102,9 @@ class SavingPages(ReviewPages):
               reviewer: str) -> DatasetVersion | None:
         store = self._datasets.store
         found = alert_samples(store.engine, rule, segment, worst=worst)
-        if not found.verdict_ids:
+        if not found.found:
             raise InvalidDataset("no scored samples in this segment's window", field="segment")
-        items = self._datasets.of_verdicts(found.verdict_ids)
+        items = self._datasets.of_verdicts(found.found)
         note = f"{found.note} (saved by {reviewer} from the page)"
         now = datetime.now(UTC)
         if any(info.name == name for info in self._datasets.catalog()):

@@ -24,5 +24,8 @@ def test_an_alerts_worst_samples_become_a_dataset_in_one_step(
     again = dataset(alert_database, "add", "support-drop", "--alert", "faithfulness_drop",
                     "--worst", "5", rules=fired)
     assert again.exit_code == 0 and "nothing added" in again.output
+    mixed = dataset(alert_database, "create", "x", "--alert", "faithfulness_drop", "--status",
+                    "ok", rules=fired)
+    assert mixed.exit_code == 2 and "alert: takes no other filter (--status)" in mixed.output
     bad = dataset(alert_database, "create", "x", "--alert", "no_such_rule", rules=fired)
     assert bad.exit_code == 2 and "alert: no rule 'no_such_rule'" in bad.output
