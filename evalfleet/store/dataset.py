@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import delete, exists, func, select, tuple_
 from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.exc import IntegrityError
 
 from evalfleet.core.errors import InvalidDataset
 from evalfleet.store.evidence import attributes_match
@@ -227,22 +228,28 @@ class Datasets:
             InvalidDataset: A bad name, description or retention, a name taken, no items.
         """
         check_name(name)
-        if description is not None and len(description) > MAX_DESCRIPTION_CHARS:
-            raise InvalidDataset(f"longer than {MAX_DESCRIPTION_CHARS} characters",
-                                 field="description")
+        if description is not None and (len(description) > MAX_DESCRIPTION_CHARS
+                                        or "\x00" in description):
+            raise InvalidDataset(f"longer than {MAX_DESCRIPTION_CHARS} characters or holds "
+                                 "a NUL", field="description")
         if retention_days is not None and not retention_days > 0:
             raise InvalidDataset("must be a positive number of days", field="retention_days")
         if not items:
             raise InvalidDataset("no samples matched: nothing to save", field="items")
-        with self.store.begin() as conn:
-            if _dataset_id(conn, name) is not None:
-                raise InvalidDataset(f"a dataset named {name!r} exists (add to it instead)",
-                                     field="name")
-            dataset_id = conn.execute(datasets.insert().values(
-                name=name, description=description, retention_days=retention_days,
-                created_at=to_utc(now)).returning(datasets.c.id)).scalar_one()
-            ids = _copy_items(conn, dataset_id, items, now=now)
-            return _new_version(conn, dataset_id, name, ids, note=note, now=now)
+        taken = InvalidDataset(f"a dataset named {name!r} exists (add to it instead)",
+                               field="name")
+        try:
+            with self.store.begin() as conn:
+                if _dataset_id(conn, name) is not None:
+                    raise taken
+                dataset_id = conn.execute(datasets.insert().values(
+                    name=name, description=description, retention_days=retention_days,
+                    created_at=to_utc(now)).returning(datasets.c.id)).scalar_one()
+                ids = _copy_items(conn, dataset_id, items, now=now)
+                return _new_version(conn, dataset_id, name, ids, note=note, now=now)
+        except IntegrityError:
+            # Another writer created the same name between our check and our insert.
+            raise taken from None
 
     def add(self, name: str, items: Sequence[DatasetItem], *, note: str,
             now: datetime) -> DatasetVersion | None:
@@ -256,7 +263,7 @@ class Datasets:
             InvalidDataset: No such dataset.
         """
         with self.store.begin() as conn:
-            dataset_id = _existing_id(conn, name)
+            dataset_id = _existing_id(conn, name, lock=True)
             current = _member_ids(conn, dataset_id, _latest(conn, dataset_id))
             copied = _copy_items(conn, dataset_id, items, now=now)
             held = set(current)
@@ -278,7 +285,7 @@ class Datasets:
         """
         samples, keys = set(sample_ids), set(verdict_keys)
         with self.store.begin() as conn:
-            dataset_id = _existing_id(conn, name)
+            dataset_id = _existing_id(conn, name, lock=True)
             current = _member_ids(conn, dataset_id, _latest(conn, dataset_id))
             i = dataset_items.c
             dropped = {row[0] for row in conn.execute(
@@ -530,12 +537,15 @@ def _new_version(conn: Connection, dataset_id: int, name: str, item_ids: Sequenc
                           note=note[:MAX_NOTE_CHARS], items=len(rows))
 
 
-def _dataset_id(conn: Connection, name: str) -> int | None:
-    return conn.execute(select(datasets.c.id).where(datasets.c.name == name)).scalar()
+def _dataset_id(conn: Connection, name: str, *, lock: bool = False) -> int | None:
+    query = select(datasets.c.id).where(datasets.c.name == name)
+    # Writers of one dataset take turns (Postgres; SQLite has one writer at a time), so
+    # two new versions never take the same number.
+    return conn.execute(query.with_for_update() if lock else query).scalar()
 
 
-def _existing_id(conn: Connection, name: str) -> int:
-    dataset_id = _dataset_id(conn, check_name(name))
+def _existing_id(conn: Connection, name: str, *, lock: bool = False) -> int:
+    dataset_id = _dataset_id(conn, check_name(name), lock=lock)
     if dataset_id is None:
         raise _unknown(name)
     return dataset_id

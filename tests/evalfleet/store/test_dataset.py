@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -163,6 +164,7 @@ def test_delete_erase_and_retention_remove_the_copies(filled: SqlStore) -> None:
     (lambda s: s.create("x" * 129, [], note="", now=NOW), "name"),
     (lambda s: s.create("ok", [], note="", now=NOW), "items"),
     (lambda s: s.create("ok", [], note="", now=NOW, retention_days=0), "retention_days"),
+    (lambda s: s.create("ok", [], note="", now=NOW, description="a\x00b"), "description"),
     (lambda s: s.items("missing").__next__(), "name"),
     (lambda s: s.delete("<b>x</b>"), "name"),
     (lambda s: s.select(Selection(score_range=(0.5, 0.2), score="faithfulness")), "score"),
@@ -183,3 +185,13 @@ def test_a_name_is_taken_once(filled: SqlStore) -> None:
     sets.create("one", items, note="", now=NOW)
     with pytest.raises(InvalidDataset, match="exists"):
         sets.create("one", items, note="", now=NOW)
+
+
+def test_writers_of_one_dataset_take_turns(filled: SqlStore) -> None:
+    sets = Datasets(filled)
+    sets.create("busy", sets.select(Selection(sample_ids=["s-0"])), note="", now=NOW)
+    batches = [sets.select(Selection(sample_ids=[f"s-{i}"])) for i in range(1, 7)]
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        made = list(pool.map(lambda items: sets.add("busy", items, note="", now=NOW), batches))
+    assert sorted(v.version for v in made if v is not None) == [2, 3, 4, 5, 6, 7]
+    assert sorted(i.sample_id for i in sets.items("busy")) == [f"s-{i}" for i in range(7)]
