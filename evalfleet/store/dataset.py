@@ -182,8 +182,6 @@ class Datasets:
             query = query.where(v.metric == selection.metric)
         if selection.status is not None:
             query = query.where(v.status == selection.status)
-        if selection.sample_ids is not None:
-            query = query.where(v.sample_id.in_(list(selection.sample_ids)))
         if selection.since is not None:
             query = query.where(v.sample_ts >= to_utc(selection.since))
         if selection.until is not None:
@@ -194,13 +192,28 @@ class Datasets:
             query = query.where(_disagreeing(selection.disagreement))
         query = query.where(*attributes_match(selection.segment)).order_by(v.sample_ts, v.id)
         with self.store.connect() as conn:
-            picked: list[RowMapping] = []
-            for row in conn.execute(query.execution_options(yield_per=_CHUNK_ROWS)).mappings():
-                if _score_matches(row["scores"], selection.score, selection.score_range):
-                    picked.append(row)
-                    if len(picked) >= selection.limit:
-                        break
-            return _with_reviews(conn, picked)
+            if selection.sample_ids is None:
+                picked = self._first(conn, query, selection)
+            else:
+                # A few ids a statement (SQLite caps a statement's parameters), then
+                # the chunks' rows in one order.
+                ids = list(dict.fromkeys(selection.sample_ids))
+                picked = sorted((row for start in range(0, len(ids), _CHUNK_ROWS)
+                                 for row in self._first(conn, query.where(v.sample_id.in_(
+                                     ids[start:start + _CHUNK_ROWS])), selection)),
+                                key=lambda row: (to_utc(row["sample_ts"]), row["id"]))
+            return _with_reviews(conn, picked[: selection.limit])
+
+    @staticmethod
+    def _first(conn: Connection, query: Any, selection: Selection) -> list[RowMapping]:
+        """The first ``selection.limit`` rows of ``query`` within the score range."""
+        picked: list[RowMapping] = []
+        for row in conn.execute(query.execution_options(yield_per=_CHUNK_ROWS)).mappings():
+            if _score_matches(row["scores"], selection.score, selection.score_range):
+                picked.append(row)
+                if len(picked) >= selection.limit:
+                    break
+        return picked
 
     def of_verdicts(self, found: Sequence[tuple[int, str]]) -> list[DatasetItem]:
         """Copies of the verdicts found by a read of the same store, in the order given

@@ -65,6 +65,10 @@ def test_a_filter_picks_production_verdicts_and_copies_them_whole(filled: SqlSto
     window = Selection(since=NOW + timedelta(minutes=2), until=NOW + timedelta(minutes=4))
     assert [i.sample_id for i in sets.select(window)] == ["s-2", "s-3"]
     assert [i.sample_id for i in sets.select(Selection(sample_ids=["s-9", "nope"]))] == ["s-9"]
+    # More ids than one statement takes (SQLite's parameter cap), in sample order.
+    many = [f"x-{n}" for n in range(40_000)] + ["s-7", "s-2"]
+    assert [i.sample_id for i in sets.select(Selection(sample_ids=many))] == ["s-2", "s-7"]
+    assert [i.sample_id for i in sets.select(Selection(sample_ids=many, limit=1))] == ["s-2"]
     assert len(sets.select(Selection(limit=4))) == 4
 
 
