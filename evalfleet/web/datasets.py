@@ -107,7 +107,10 @@ class SavingPages(ReviewPages):
         items = self._datasets.of_verdicts(found.found)
         note = f"{found.note} (saved by {reviewer} from the page)"
         now = datetime.now(UTC)
-        if any(info.name == name for info in self._datasets.catalog()):
+        try:
             return self._datasets.add(name, items, note=note, now=now)
+        except InvalidDataset as exc:
+            if exc.field != "name":  # the name is valid (checked): no such dataset yet
+                raise
         return self._datasets.create(name, items, note=note, now=now)
 
