@@ -114,6 +114,8 @@ def _chosen(state: CliState, sets: Datasets, options: dict[str, Any]) -> tuple[
     except ValueError as exc:
         raise InvalidDataset(str(exc), field="since/until") from None
     score = options["score"]
+    if not score and (options["low"], options["high"]) != (0.0, 1.0):
+        raise InvalidDataset("--min and --max need --score NAME", field="score")
     selection = Selection(
         metric=options["metric"], sample_ids=ids or None,
         segment=parse_labels(options["segments"]), score=score,

@@ -45,6 +45,8 @@ def test_filters_files_exports_retention_and_erasure(database_url: str,
     assert bad.exit_code == 2 and "sample_id: ids.txt: line 2" in bad.output
     assert dataset(database_url, "create", "bad/name", "--id", "s-1").exit_code == 2
     assert "segment" in dataset(database_url, "create", "seg", "--segment", "app").output
+    assert "score: --min and --max need --score" in dataset(database_url, "create", "lo",
+                                                            "--max", "0.2").output
 
     made = dataset(database_url, "create", "bots", "--segment", "app=bot", "--score",
                    "faithfulness", "--max", "0.4", "--description", "<b>low</b>")
