@@ -137,7 +137,8 @@ def test_each_group_is_a_section_and_a_value() -> None:
     settings = Settings(judge_model="judge-x", alert_tick_s=3.0)
     assert settings.judge.judge_model == "judge-x" and settings.alerts.alert_tick_s == 3.0
     assert set(settings.retention.model_dump()) == {
-        "verdict_retention_days", "raw_output_retention_days", "sample_retention_days"}
+        "verdict_retention_days", "raw_output_retention_days", "sample_retention_days",
+        "dataset_retention_days"}
 
 
 @pytest.mark.parametrize("document", [

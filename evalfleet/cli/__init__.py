@@ -9,6 +9,7 @@ from evalfleet.cli.beat import beat
 from evalfleet.cli.boundary import FleetGroup
 from evalfleet.cli.calibrate import calibrate
 from evalfleet.cli.context import CliState
+from evalfleet.cli.dataset import dataset
 from evalfleet.cli.dead_letters import dead_letters
 from evalfleet.cli.demo import demo
 from evalfleet.cli.health import worker_health
@@ -51,5 +52,5 @@ def _secrets_of(state: CliState) -> list[str]:
 
 for _command in (migrate, produce, worker, export, cost, metrics, demo, judge_sim, alerts, beat,
                  calibrate,
-                 ingest, status, dead_letters, purge, worker_health, ui, review):
+                 ingest, status, dead_letters, purge, worker_health, ui, review, dataset):
     main.add_command(_command)

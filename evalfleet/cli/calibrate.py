@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import click
@@ -28,29 +29,48 @@ from evalfleet.cli.context import CliState, pass_state
 @click.option("--since", default="7d", show_default=True,
               help="With --compare: verdicts created since (ISO 8601 time or 15m/2h/7d ago).")
 @click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
+@click.option("--dataset", "dataset_name", default=None, metavar="NAME",
+              help="Instead of GOLD: the latest version of dataset NAME, its items of the "
+                   "metric that people labelled (evalfleet dataset export --format gold).")
 @pass_state
 def calibrate(state: CliState, gold: Path | None, metric: str, judge_model: str | None,
               start_worker: bool, timeout_s: float, compare: bool, since: str,
-              as_json: bool) -> None:
+              as_json: bool, dataset_name: str | None) -> None:
     """Judge GOLD (JSONL samples with people's "labels") through the fleet and report the
     agreement per score: kappa, accuracy and confusion for binary scores, weighted kappa
     and Spearman for 1-5 rubrics, Spearman, MAE and bias for 0..1 scores, each with a
-    bootstrap 95% interval. Without GOLD, the metric's shipped gold set is used. Reports
-    are kept in the store; the verdicts are marked as calibration and kept out of alerts,
-    dashboards and exports.
+    bootstrap 95% interval. Without GOLD, the metric's shipped gold set is used (with
+    --dataset, a dataset's labelled items). Reports are kept in the store; the verdicts
+    are marked as calibration and kept out of alerts, dashboards and exports.
     """
     from evalfleet.calibration.gold import bundled_gold
-    from evalfleet.calibration.report import format_report
-    from evalfleet.calibration.run import CalibrationOptions, run_calibration
 
     if compare:
         _compare(state, metric=metric, since=since, as_json=as_json)
+        return
+    if dataset_name is not None:
+        if gold is not None:
+            raise click.UsageError("give GOLD or --dataset, not both")
+        with tempfile.TemporaryDirectory() as folder:
+            gold = Path(folder) / f"{dataset_name}.jsonl"
+            _write_dataset_gold(state, dataset_name, metric=metric, path=gold)
+            _calibrate(state, gold, metric=metric, judge_model=judge_model,
+                       start_worker=start_worker, timeout_s=timeout_s, as_json=as_json)
         return
     if gold is None:
         try:
             gold = bundled_gold(metric)
         except FileNotFoundError as exc:
             raise click.UsageError(f"{exc}; give a GOLD file") from None
+    _calibrate(state, gold, metric=metric, judge_model=judge_model, start_worker=start_worker,
+               timeout_s=timeout_s, as_json=as_json)
+
+
+def _calibrate(state: CliState, gold: Path, *, metric: str, judge_model: str | None,
+               start_worker: bool, timeout_s: float, as_json: bool) -> None:
+    from evalfleet.calibration.report import format_report
+    from evalfleet.calibration.run import CalibrationOptions, run_calibration
+
     options = CalibrationOptions(metric=metric, gold=gold, judge_model=judge_model,
                                  timeout_s=timeout_s, start_worker=start_worker)
     try:
@@ -63,6 +83,19 @@ def calibrate(state: CliState, gold: Path | None, metric: str, judge_model: str 
         return
     for report in reports:
         click.echo(format_report(report))
+
+
+def _write_dataset_gold(state: CliState, name: str, *, metric: str, path: Path) -> None:
+    """Write the gold file of dataset ``name``'s latest version for ``metric`` to ``path``."""
+    from evalfleet.cli.dataset import open_datasets, write_export
+
+    with open_datasets(state) as sets:
+        items = [item for item in sets.items(name) if item.metric == metric]
+    with path.open("w", encoding="utf-8") as out:
+        written = write_export(items, fmt="gold", metric=metric, state=state, out=out)
+    if not written:
+        raise click.UsageError(f"dataset {name!r} has no {metric} item that people labelled")
+    click.echo(f"gold set: {written} labelled item(s) of dataset {name}", err=True)
 
 
 def _compare(state: CliState, *, metric: str, since: str, as_json: bool) -> None:

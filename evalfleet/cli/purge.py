@@ -25,7 +25,9 @@ def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
     empty the raw judge output and error text of those older than
     EVALFLEET_RAW_OUTPUT_RETENTION_DAYS, and delete the kept samples of those older than
     EVALFLEET_SAMPLE_RETENTION_DAYS, in small transactions (safe to run while the
-    fleet works, and to interrupt: the next run carries on).
+    fleet works, and to interrupt: the next run carries on). Datasets keep copies of
+    their samples: they go only by their own retention (EVALFLEET_DATASET_RETENTION_DAYS,
+    or the one a dataset was given).
     """
     from evalfleet.ops.purger import Purger
     from evalfleet.ops.retention import RetentionPolicy
@@ -33,6 +35,7 @@ def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
 
     policy = RetentionPolicy.from_settings(state.settings)
     sample_days = state.settings.sample_retention_days
+    _purge_datasets(state, dry_run=dry_run)
     if policy.keeps_everything and sample_days is None:
         click.echo("no retention set (EVALFLEET_VERDICT_RETENTION_DAYS, "
                    "EVALFLEET_RAW_OUTPUT_RETENTION_DAYS, EVALFLEET_SAMPLE_RETENTION_DAYS): "
@@ -92,3 +95,19 @@ def _purge_samples(engine: Engine, *, before: datetime, batch_rows: int, dry_run
     when = before.isoformat(timespec="seconds").replace("+00:00", "Z")
     click.echo(f"{label}: {count:,} of verdicts created before {when}"
                + ("" if dry_run else f" ({transactions} transactions)"))
+
+
+def _purge_datasets(state: CliState, *, dry_run: bool) -> None:
+    """Delete the datasets past their retention (their own, else the setting's)."""
+    from evalfleet.store import open_store
+    from evalfleet.store.dataset import Datasets
+
+    store = open_store(state.settings.resolved_database_url(), pool_size=1)
+    try:
+        names = Datasets(store).purge(now=datetime.now(UTC), dry_run=dry_run,
+                                      default_days=state.settings.dataset_retention_days)
+    finally:
+        store.close()
+    if names:
+        label = "datasets to delete" if dry_run else "datasets deleted"
+        click.echo(f"{label}: {', '.join(names)}")

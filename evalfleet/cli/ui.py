@@ -97,20 +97,24 @@ def build_ui_app(settings: Any, *, token: str | None) -> Any:
     # read-only copy.
     primary = (store if settings.resolved_read_database_url() == url
                else open_store(url, pool_size=2))
-    return create_app(data, options, review=_review_pages(settings, primary))
+    return create_app(data, options, review=_review_pages(settings, primary, rules))
 
 
-def _review_pages(settings: Any, store: Any) -> Any:
-    """Builds the review pages over ``store`` once the app gives its renderer."""
+def _review_pages(settings: Any, store: Any, rules: Any) -> Any:
+    """Builds the review pages (with saving an alert's samples as a dataset) over
+    ``store`` once the app gives its renderer."""
     import secrets
 
     from evalfleet.core.metric import load_registry
+    from evalfleet.store.dataset import Datasets
     from evalfleet.store.review import ReviewQueue
-    from evalfleet.web.review import ReviewOptions, ReviewPages
+    from evalfleet.web.datasets import SavingPages
+    from evalfleet.web.review import ReviewOptions
 
     secret = (settings.review_secret.get_secret_value().encode("utf-8")
               if settings.review_secret else secrets.token_bytes(32))
     options = ReviewOptions(secret=secret, lease_s=settings.review_lease_s)
     registry = load_registry(settings.metrics_dir)
-    return lambda render: ReviewPages(queue=ReviewQueue(store), registry=registry,
-                                      options=options, render=render)
+    return lambda render: SavingPages(
+        datasets=Datasets(store), rules=rules, queue=ReviewQueue(store), registry=registry,
+        options=options, render=render)

@@ -21,7 +21,8 @@
     │   │   ├── InvalidChatRequest   a request the judge simulator cannot read
     │   │   ├── InvalidAlertRule     an alert rules file (evalfleet.alerts.rule)
     │   │   ├── InvalidSamplingConfig a producer sampling config file (producers.policy)
-    │   │   └── InvalidTraces        an OTLP trace export request (producers.traces.otlp)
+    │   │   ├── InvalidTraces        an OTLP trace export request (producers.traces.otlp)
+    │   │   └── InvalidDataset       a dataset's name, filter or file (evalfleet.store.dataset)
     │   ├── JudgeRejected            400, 401, 403, 404, no quota          (also JudgeError)
     │   ├── StoreRejected            the database refuses a value
     │   └── ReceiverRejected         an alert receiver's other 4xx    (also DeliveryFailed)
@@ -296,3 +297,17 @@ class ReceiverUnavailable(DeliveryFailed, RetryLater):
 
 class ReceiverRejected(DeliveryFailed, Permanent):
     """The receiver refused the notification (4xx other than 429): retrying will not help."""
+
+
+class InvalidDataset(InvalidInput):
+    """A dataset request that cannot be carried out: a bad or unknown name, a filter
+    that matches nothing, a bad value.
+
+    Attributes:
+        field: The offending field (``name``, ``segment``, ``score``...), or None.
+    """
+
+    def __init__(self, reason: str, *, field: str | None = None) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}" if field else reason)

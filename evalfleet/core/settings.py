@@ -483,6 +483,11 @@ class RetentionSettings(BaseModel):
     """``evalfleet purge`` deletes the stored sample content of verdicts created more than
     this many days ago, keeping the verdicts; unset keeps it as long as the verdict."""
 
+    dataset_retention_days: float | None = Field(default=None, gt=0)
+    """``evalfleet purge`` deletes datasets whose last version is older than this many days
+    (a dataset's own ``--retention-days`` wins); unset keeps them. Datasets keep copies of
+    their samples, so the other retentions never empty them."""
+
 
 class ReviewStratum(BaseModel):
     """Verdicts whose lowest normalised score is below ``below`` go to review at ``rate``."""

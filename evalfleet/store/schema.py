@@ -349,6 +349,72 @@ reviewers = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
+# --- Datasets (evalfleet/store/dataset.py): samples saved from production, versioned.
+# An item is a copy of one verdict as judged (the sample, the judge's scores and reasoning,
+# people's labels) made once per dataset, so purging verdicts or their samples leaves it
+# whole; it names its verdict by key digest, never by ``verdicts.id``. A version lists
+# its items in order (``dataset_members``), so every version reads back as it was.
+
+datasets = Table(
+    "datasets", metadata,
+    Column("id", SurrogateKey, primary_key=True, autoincrement=True),
+    Column("name", String(128), nullable=False, unique=True),
+    Column("description", String(1024)),
+    # Days the dataset is kept after its last version; null: EVALFLEET_DATASET_RETENTION_DAYS.
+    Column("retention_days", Float),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+dataset_items = Table(
+    "dataset_items", metadata,
+    Column("id", SurrogateKey, primary_key=True, autoincrement=True),
+    Column("dataset_id", SurrogateKey, ForeignKey("datasets.id", ondelete="CASCADE"),
+           nullable=False),
+    # ``VerdictKey.digest()`` of the verdict copied, and the key's parts.
+    Column("verdict_key", String(64), nullable=False),
+    Column("sample_id", String(256), nullable=False),
+    Column("metric", String(64), nullable=False),
+    Column("prompt_version", String(32), nullable=False),
+    Column("judge_model", String(128), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("error_class", String(32)),
+    Column("scores", JsonDocument, nullable=False),
+    Column("raw_scores", JsonDocument, nullable=False),
+    Column("reason", Text),
+    Column("attributes", JsonDocument, nullable=False),
+    Column("sample", JsonDocument),
+    Column("sample_ts", DateTime(timezone=True), nullable=False),
+    Column("judged_at", DateTime(timezone=True), nullable=False),
+    # People's labels from the review queue: [{reviewer, score, value, comment}].
+    Column("reviews", JsonDocument, nullable=False),
+    Column("added_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("dataset_id", "verdict_key"),
+    # Erasure requests find a sample's copies in every dataset.
+    Index(None, "sample_id"),
+)
+
+dataset_versions = Table(
+    "dataset_versions", metadata,
+    Column("dataset_id", SurrogateKey, ForeignKey("datasets.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    # What made the version: the filter, the alert, the ids added or removed.
+    Column("note", String(512), nullable=False),
+)
+
+dataset_members = Table(
+    "dataset_members", metadata,
+    Column("dataset_id", SurrogateKey, ForeignKey("datasets.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("item_id", SurrogateKey, ForeignKey("dataset_items.id", ondelete="CASCADE"),
+           nullable=False),
+    Index(None, "item_id"),
+)
+
+
 def schema_filter(dialect: str) -> dict[str, Any]:
     """Alembic comparison options for ``dialect``'s database: leave out the partitions of
     the verdict tables and the items the other database alone has (``info["dialects"]``).

@@ -1,0 +1,22 @@
+"""Datasets from production: selections copied out of the store, exported for people,
+for fine-tuning the judge and for ``evalfleet calibrate``."""
+
+from __future__ import annotations
+
+from evalfleet.dataset.export import (
+    csv_row_to_json,
+    csv_rows,
+    finetune_records,
+    gold_records,
+    jsonl_records,
+)
+from evalfleet.dataset.target import verdict_text
+
+__all__ = [
+    "csv_row_to_json",
+    "csv_rows",
+    "finetune_records",
+    "gold_records",
+    "jsonl_records",
+    "verdict_text",
+]
