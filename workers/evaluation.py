@@ -59,6 +59,7 @@ from workers.verdicts import (
     response_format_for,
 )
 from workers.verdicts.result import RawValue
+from workers.verdicts.schema import ResponseFormat
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ class EvaluatorOptions:
 
     judge_model: str
     judge_models: dict[str, str]
-    response_format_support: Literal["json_schema", "json_object", "text"]
+    response_format_support: ResponseFormat
     reask_on_invalid: bool
     max_attempts: int
     retry_base_s: float

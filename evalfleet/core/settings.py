@@ -241,10 +241,12 @@ class JudgeSettings(BaseModel):
     """Share of a daily budget after which producers start lowering the sampling rate,
     reaching zero when the budget is spent."""
 
-    judge_response_format: Literal["json_schema", "json_object", "text"] = "json_schema"
+    judge_response_format: Literal[
+        "json_schema", "json_object_schema", "json_object", "text"] = "json_schema"
     """The most constrained output the judge supports; a metric never asks for more. A
-    judge that refuses it is stepped down automatically (``json_schema``, then
-    ``json_object``, then ``text``)."""
+    judge that refuses it is stepped down automatically, per endpoint and model
+    (``json_schema``, then ``json_object_schema``: JSON mode with the schema, which
+    llama-cpp-python enforces, then ``json_object``, then ``text``)."""
 
     judge_timeout_s: float = Field(default=60.0, gt=0)
     """Timeout of one judge HTTP call, connect to last byte."""
