@@ -85,8 +85,8 @@ class JudgeFleet(JudgeClient):
         concurrency: Calls of this process in flight at most.
         pacing: The fleet's rate budgets (none: unpaced).
         breaker: The endpoint's circuit breaker (a fresh one by default).
-        formats: The response formats the endpoint's models accept (learnt; none:
-            every call goes as the metric asks).
+        formats: The response formats the endpoint's models accept, learnt from refusals
+            (by default in this fleet alone, up to ``json_schema``).
         deadline: The worker's shutdown deadline (none: never).
         on_step_down: Told the judge model and its new mode on each step-down.
     """
@@ -102,12 +102,12 @@ class JudgeFleet(JudgeClient):
         available: dict[str, Layer] = {
             "concurrency": Concurrency(concurrency),
             "breaker": Breaker(breaker or CircuitBreaker(), endpoint=endpoint),
+            "response_format": StepDown(formats or FormatSupport("json_schema"),
+                                        on_step_down=on_step_down),
             "rate_limit": RateBudget(pacing or Pacing(), endpoint=endpoint),
         }
-        if formats is not None:
-            available["response_format"] = StepDown(formats, on_step_down=on_step_down)
         self.layers: tuple[Layer, ...] = tuple(
-            available[name] for name in layers_for(provider.capabilities) if name in available)
+            available[name] for name in layers_for(provider.capabilities) if name != "deadline")
         self._send = _chain(self.layers, provider)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="judge-loop",
