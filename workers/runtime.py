@@ -19,8 +19,10 @@ from evalfleet.store import VerdictStore, open_store
 from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeProvider, OpenAIJudge, Pacing
 from workers.judge.formats import FormatSupport, RedisFormatSupport
+from workers.judge.gate import LEASE_MARGIN_S, InFlightCap
 from workers.limiter import LocalRateLimiter, RateLimiter, RedisRateLimiter
 from workers.limiter.redis import MAX_CONNECTIONS as LIMITER_MAX_CONNECTIONS
+from workers.limiter.slots import LocalSlots, RedisSlots, Slots
 from workers.renderer import check_templates
 from workers.shutdown import ShutdownDeadline
 from workers.telemetry import Telemetry, configure_telemetry
@@ -115,9 +117,24 @@ def build_judge(settings: Settings, *, concurrency: int, telemetry: Telemetry | 
     pacing = Pacing(limiter=build_limiter(settings, concurrency=concurrency),
                     max_wait_s=settings.rate_limit_max_wait_s,
                     budget_for=settings.rate_limit_for, on_wait=on_wait)
+    cap = InFlightCap(slots=build_slots(settings, concurrency=concurrency),
+                      limit_for=lambda model: settings.judge_max_in_flight,
+                      lease_s=settings.judge_timeout_s + LEASE_MARGIN_S,
+                      max_wait_s=settings.slot_max_wait_s)
     return JudgeFleet(build_provider(settings, concurrency=concurrency),
                       concurrency=concurrency, pacing=pacing, formats=build_formats(settings),
-                      deadline=deadline, on_step_down=on_step_down)
+                      deadline=deadline, on_step_down=on_step_down, cap=cap)
+
+
+def build_slots(settings: Settings, *, concurrency: int) -> Slots | None:
+    """The fleet's slots for calls in flight in Redis, else this process's; None without
+    a cap."""
+    if settings.judge_max_in_flight is None:
+        return None
+    url = settings.resolved_shared_redis_url()
+    if not url:
+        return LocalSlots()
+    return RedisSlots(url, max_connections=min(concurrency, LIMITER_MAX_CONNECTIONS))
 
 
 def build_formats(settings: Settings) -> FormatSupport:

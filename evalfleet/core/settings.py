@@ -229,6 +229,17 @@ class JudgeSettings(BaseModel):
     its job back to the queue at once, not as an attempt, and the worker stops taking
     that queue for the wait."""
 
+    judge_max_in_flight: int | None = Field(default=None, gt=0)
+    """Judge calls the whole fleet keeps in flight per endpoint and model (unset: no cap).
+    Set it to what the server serves at once (llama.cpp's ``--parallel`` slots): calls
+    beyond it wait in the workers, not in the server until they time out. Shared through
+    Redis as leases, so a killed worker's slots come back after the judge timeout."""
+
+    slot_max_wait_s: float = Field(default=10.0, ge=0)
+    """Longest a call waits for one of the ``judge_max_in_flight`` slots; a longer wait sends
+    its job back to the queue at once, not as an attempt, and the worker stops taking that
+    queue for the wait. Counted in the start-up check of the timeouts."""
+
     model_prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
     """US dollars per million tokens (prompt, completion) per judge model, JSON:
     ``{"gpt-4o-mini": [0.15, 0.60]}``; verdicts of other models carry no cost."""
@@ -474,7 +485,9 @@ class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, Lim
 
     @model_validator(mode="after")
     def _timeouts_fit_together(self) -> Settings:
-        longest_job_s = 2 * self.judge_timeout_s  # a call and its re-ask
+        # A call and its re-ask, each waiting for a fleet-wide slot when there is a cap.
+        slot_wait_s = self.slot_max_wait_s if self.judge_max_in_flight else 0.0
+        longest_job_s = 2 * (self.judge_timeout_s + slot_wait_s)
         if self.visibility_timeout_s <= longest_job_s + self.retry_max_s:
             raise ValueError(
                 f"visibility_timeout_s ({self.visibility_timeout_s}) must exceed two judge "

@@ -16,6 +16,8 @@ Each call passes the concerns of :data:`FLEET_ORDER`, outermost first:
    accept; a refusal lowers it, fleet-wide, and the call goes again at once.
 5. ``rate_limit``: the fleet's rate budget per endpoint and model; each send (a
    stepped-down one too) takes its own slot, as the server counts it.
+6. ``in_flight``: the fleet-wide cap on calls in flight per endpoint and model (a lease
+   in Redis), held only while the call is at the judge.
 
 The order matters: a refused format is an answer, so it never trips the breaker; a
 call that waits for rate budget holds its concurrency slot and its breaker admission.
@@ -41,6 +43,8 @@ from workers.judge.gate import (
     Answer,
     Breaker,
     Concurrency,
+    InFlight,
+    InFlightCap,
     Layer,
     Pacing,
     RateBudget,
@@ -51,10 +55,11 @@ from workers.judge.provider import JudgeProvider, ProviderCapabilities
 from workers.shutdown import ShutdownDeadline
 
 #: The fleet's concerns around a call, outermost first.
-FLEET_ORDER = ("deadline", "concurrency", "breaker", "response_format", "rate_limit")
+FLEET_ORDER = ("deadline", "concurrency", "breaker", "response_format", "rate_limit",
+               "in_flight")
 
 #: Concerns that do not apply to a batch provider: it makes no call per request.
-PER_CALL_ONLY = frozenset({"concurrency", "rate_limit"})
+PER_CALL_ONLY = frozenset({"concurrency", "rate_limit", "in_flight"})
 
 #: Seconds to wait for in-flight calls when the fleet closes.
 CLOSE_TIMEOUT_S = 10.0
@@ -89,13 +94,15 @@ class JudgeFleet(JudgeClient):
             (by default in this fleet alone, up to ``json_schema``).
         deadline: The worker's shutdown deadline (none: never).
         on_step_down: Told the judge model and its new mode on each step-down.
+        cap: The fleet-wide cap on calls in flight (none: no cap).
     """
 
     def __init__(self, provider: JudgeProvider, *, concurrency: int,
                  pacing: Pacing | None = None, breaker: CircuitBreaker | None = None,
                  formats: FormatSupport | None = None,
                  deadline: ShutdownDeadline | None = None,
-                 on_step_down: Callable[[str, str], None] | None = None) -> None:
+                 on_step_down: Callable[[str, str], None] | None = None,
+                 cap: InFlightCap | None = None) -> None:
         self.provider = provider
         self.deadline = deadline or ShutdownDeadline()
         endpoint = provider.endpoint
@@ -105,6 +112,7 @@ class JudgeFleet(JudgeClient):
             "response_format": StepDown(formats or FormatSupport("json_schema"),
                                         on_step_down=on_step_down),
             "rate_limit": RateBudget(pacing or Pacing(), endpoint=endpoint),
+            "in_flight": InFlight(cap or InFlightCap(), endpoint=endpoint),
         }
         self.layers: tuple[Layer, ...] = tuple(
             available[name] for name in layers_for(provider.capabilities) if name != "deadline")

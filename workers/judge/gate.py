@@ -1,5 +1,6 @@
 """The fleet's concerns around one judge call, each a layer: concurrency, the endpoint's
-circuit breaker, the response-format step-down and the fleet's rate budget.
+circuit breaker, the response-format step-down, the fleet's rate budget and its cap on
+calls in flight.
 
 A layer is called with the request and the next step (``send``) and returns what the
 call ended with: the reply or a :class:`~evalfleet.core.errors.JudgeError` (never
@@ -26,6 +27,7 @@ landing on top of punctual ones put 211 requests in a 10 s window of 200 on a lo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -41,6 +43,7 @@ from workers.judge.base import JudgeReply, JudgeRequest
 from workers.judge.formats import FormatSupport, mode_of, shaped
 from workers.judge.status import refuses_response_format
 from workers.limiter import RateLimiter
+from workers.limiter.slots import Slots
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +55,14 @@ LATE_S = 0.05
 
 #: Slots one call may take because it woke up late, before it goes anyway.
 MAX_RESERVATIONS = 4
+
+#: Seconds a fleet-wide slot's lease outlasts the judge timeout (a killed worker's slots
+#: come back after the timeout plus this).
+LEASE_MARGIN_S = 5.0
+
+#: Seconds between two looks for a fleet-wide slot, at first and at most (a slot given
+#: back in this process wakes the looker at once).
+SLOT_POLL_S = (0.005, 0.1)
 
 #: What a judge call ends with.
 Answer = JudgeReply | JudgeError
@@ -263,6 +274,100 @@ class RateBudget(Layer):
         """Release the limiter's connections."""
         if self.pacing.limiter is not None:
             await self.pacing.limiter.close()
+
+
+@dataclass(frozen=True)
+class InFlightCap:
+    """The fleet-wide cap on calls in flight per endpoint and model."""
+
+    slots: Slots | None = None
+    """Where the slots are held (Redis for the fleet); None: no cap."""
+    limit_for: Callable[[str], int | None] = lambda model: None
+    """The cap of a judge model (None: no cap)."""
+    lease_s: float = 60.0 + LEASE_MARGIN_S
+    """When a slot returns by itself: the judge timeout plus :data:`LEASE_MARGIN_S`."""
+    max_wait_s: float = 10.0
+    """Longest a call waits for a slot; then its job goes back to the queue."""
+
+
+class InFlight(Layer):
+    """Holds a fleet-wide slot while the call is at the judge; waits for one, or defers
+    the call unsent when none frees up within ``max_wait_s`` (its job goes back to the
+    queue and the worker stops taking that queue for a while, as for rate budget).
+
+    In a process, one call per key at a time looks for a slot; the others wait their
+    turn, so hundreds of waiting calls cost one Redis round trip per look, not hundreds.
+    A slot store that cannot be reached does not stop judging: the call goes uncapped.
+    """
+
+    name = "in_flight"
+
+    def __init__(self, cap: InFlightCap, *, endpoint: str) -> None:
+        self.cap = cap
+        self.endpoint = endpoint
+        self._turns: dict[str, asyncio.Lock] = {}
+        self._freed: dict[str, asyncio.Event] = {}
+
+    async def __call__(self, request: JudgeRequest, send: Send) -> Answer:
+        """See :meth:`Layer.__call__`."""
+        limit = self.cap.limit_for(request.model)
+        if self.cap.slots is None or limit is None:
+            return await send(request)
+        key = f"{self.endpoint}|{request.model}"
+        token = await self._take(key, model=request.model, limit=limit)
+        if isinstance(token, JudgeDeferred):
+            return token
+        try:
+            return await send(request)
+        finally:
+            if token is not None:
+                await self._give_back(key, token)
+
+    async def _take(self, key: str, *, model: str, limit: int) -> str | JudgeDeferred | None:
+        """A slot's token, a deferral, or None when the slot store is unavailable."""
+        assert self.cap.slots is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.cap.max_wait_s
+        deferred = JudgeDeferred(f"no free judge slot for {model} ({limit} in flight "
+                                 "fleet-wide)", retry_after_s=self.cap.max_wait_s)
+        turn = self._turns.setdefault(key, asyncio.Lock())
+        freed = self._freed.setdefault(key, asyncio.Event())
+        try:
+            await asyncio.wait_for(turn.acquire(), timeout=max(0.0, deadline - loop.time()))
+        except TimeoutError:
+            return deferred
+        try:
+            poll_s = SLOT_POLL_S[0]
+            while True:
+                freed.clear()
+                try:
+                    token = await self.cap.slots.take(key, limit=limit, lease_s=self.cap.lease_s)
+                except Exception as exc:
+                    logger.warning("judge slots unavailable, sending uncapped: %s", exc)
+                    return None
+                if token is not None:
+                    return token
+                remaining_s = deadline - loop.time()
+                if remaining_s <= 0:
+                    return deferred
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(freed.wait(), timeout=min(poll_s, remaining_s))
+                poll_s = min(poll_s * 2, SLOT_POLL_S[1])
+        finally:
+            turn.release()
+
+    async def _give_back(self, key: str, token: str) -> None:
+        assert self.cap.slots is not None
+        try:
+            await self.cap.slots.give_back(key, token)
+        except Exception as exc:  # the lease returns it
+            logger.warning("judge slots unavailable, a slot returns with its lease: %s", exc)
+        self._freed[key].set()
+
+    async def aclose(self) -> None:
+        """Release the slot store's connections."""
+        if self.cap.slots is not None:
+            await self.cap.slots.close()
 
 
 def estimate_tokens(request: JudgeRequest) -> int:
