@@ -57,6 +57,9 @@ class JudgeReply:
     """The model the judge says answered (the response's ``model``), when it says."""
     system_fingerprint: str | None = None
     """The backend configuration the judge reports (``system_fingerprint``), when it does."""
+    cached_tokens: int | None = None
+    """Prompt tokens served from the provider's prompt cache
+    (``usage.prompt_tokens_details.cached_tokens``), when it reports them."""
 
 
 #: Longest judge-reported model name or fingerprint kept, in characters.

@@ -41,6 +41,7 @@ class AsyncHttpJudge(JudgeProvider):
         # Credentials in the URL become Basic auth when there is no API key (a proxy in
         # front of a local judge); the URL itself is sent, logged and keyed without them.
         self._url = strip_credentials(url)
+        self._models_url = self._url.removesuffix("/chat/completions") + "/models"
         user = urlsplit(url).username
         password = urlsplit(url).password
         authorization = (aiohttp.BasicAuth(unquote(user or ""), unquote(password)).encode()
@@ -75,12 +76,28 @@ class AsyncHttpJudge(JudgeProvider):
             return too_large_reply(latency_ms=latency_ms)
         return reply_from_body(raw, latency_ms=latency_ms)
 
+    async def list_models(self) -> list[str] | None:
+        """See :meth:`JudgeProvider.list_models`."""
+        status, headers, raw = await self._request("GET", self._models_url)
+        if status != 200:
+            raise _status_error(status, headers, raw or b"")
+        try:
+            data = jsontext.loads(raw or b"")
+            return [str(model["id"]) for model in data["data"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise JudgeUnavailable(f"unreadable model list ({type(exc).__name__})") from None
+
     async def _post(self, body: str) -> tuple[int, Any, bytes | None]:
+        return await self._request("POST", self._url, body)
+
+    async def _request(self, method: str, url: str,
+                       body: str | None = None) -> tuple[int, Any, bytes | None]:
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300)
             self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
         try:
-            async with self._session.post(self._url, data=body, headers=self._headers) as answer:
+            async with self._session.request(method, url, data=body,
+                                             headers=self._headers) as answer:
                 return answer.status, answer.headers, await self._read(answer)
         except TimeoutError:
             raise JudgeUnavailable("judge call timed out") from None

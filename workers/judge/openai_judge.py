@@ -62,6 +62,13 @@ class OpenAIJudge(JudgeProvider):
             return too_large_reply(latency_ms=latency_ms)
         return reply_from_body(raw, latency_ms=latency_ms)
 
+    async def list_models(self) -> list[str] | None:
+        """See :meth:`JudgeProvider.list_models`."""
+        try:
+            return [model.id async for model in self._client.models.list()]
+        except openai.OpenAIError as exc:
+            raise _translate(exc) from exc
+
     async def _read(self, chunks: AsyncIterator[bytes]) -> bytes | None:
         kept: list[bytes] = []
         size = 0

@@ -77,5 +77,17 @@ class JudgeProvider(ABC):
             JudgeRejected: A failure that will not pass for this request.
         """
 
+    async def list_models(self) -> list[str] | None:
+        """The models the endpoint lists (``GET /models``), for ``evalfleet judge check``.
+
+        Returns:
+            Their names, or None when the provider cannot list them.
+
+        Raises:
+            JudgeUnavailable: The endpoint cannot be reached.
+            JudgeRejected: It refuses the request (auth).
+        """
+        return None
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Release connections."""
