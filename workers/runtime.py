@@ -120,7 +120,9 @@ def build_judge(settings: Settings, *, concurrency: int, telemetry: Telemetry | 
     cap = InFlightCap(slots=build_slots(settings, concurrency=concurrency),
                       limit_for=lambda model: settings.judge_max_in_flight,
                       lease_s=settings.judge_timeout_s + LEASE_MARGIN_S,
-                      max_wait_s=settings.slot_max_wait_s)
+                      max_wait_s=settings.slot_max_wait_s,
+                      adaptive_max=((settings.judge_max_in_flight or concurrency)
+                                    if settings.judge_adaptive_in_flight else None))
     return JudgeFleet(build_provider(settings, concurrency=concurrency),
                       concurrency=concurrency, pacing=pacing, formats=build_formats(settings),
                       deadline=deadline, on_step_down=on_step_down, cap=cap)
@@ -129,7 +131,7 @@ def build_judge(settings: Settings, *, concurrency: int, telemetry: Telemetry | 
 def build_slots(settings: Settings, *, concurrency: int) -> Slots | None:
     """The fleet's slots for calls in flight in Redis, else this process's; None without
     a cap."""
-    if settings.judge_max_in_flight is None:
+    if settings.judge_max_in_flight is None and not settings.judge_adaptive_in_flight:
         return None
     url = settings.resolved_shared_redis_url()
     if not url:

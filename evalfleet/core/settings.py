@@ -235,6 +235,12 @@ class JudgeSettings(BaseModel):
     beyond it wait in the workers, not in the server until they time out. Shared through
     Redis as leases, so a killed worker's slots come back after the judge timeout."""
 
+    judge_adaptive_in_flight: bool = False
+    """Adapt the cap on calls in flight to what the server sustains (AIMD on its latency:
+    up while answers come near the fastest seen, down on queueing, timeouts, 429 or 503),
+    between 1 and ``judge_max_in_flight`` (unset: the worker's concurrency). Each worker
+    adapts its own view of the fleet-wide cap from the latencies it sees."""
+
     slot_max_wait_s: float = Field(default=10.0, ge=0)
     """Longest a call waits for one of the ``judge_max_in_flight`` slots; a longer wait sends
     its job back to the queue at once, not as an attempt, and the worker stops taking that
@@ -486,7 +492,8 @@ class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, Lim
     @model_validator(mode="after")
     def _timeouts_fit_together(self) -> Settings:
         # A call and its re-ask, each waiting for a fleet-wide slot when there is a cap.
-        slot_wait_s = self.slot_max_wait_s if self.judge_max_in_flight else 0.0
+        capped = self.judge_max_in_flight or self.judge_adaptive_in_flight
+        slot_wait_s = self.slot_max_wait_s if capped else 0.0
         longest_job_s = 2 * (self.judge_timeout_s + slot_wait_s)
         if self.visibility_timeout_s <= longest_job_s + self.retry_max_s:
             raise ValueError(

@@ -113,6 +113,11 @@ class SimConfig(BaseModel):
     """The model's context, in tokens (one per four characters): a longer prompt plus its
     ``max_tokens`` is refused, in ``server_style``'s words; None for no limit."""
 
+    serve_at_once: int | None = Field(default=None, gt=0)
+    """Requests served at once, as a self-hosted judge's slots (None: any number): the
+    rest queue inside the simulator, their latency starting once served, until the
+    client gives up."""
+
     server_style: ServerStyle = "openai"
     """How refusals (``refused_response_formats``, ``context_tokens``) are worded."""
 

@@ -135,6 +135,7 @@ class SimState:
         self.rng = random.Random(self.config.seed)
         self.window = SlidingWindow(self.config.rpm_limit) if self.config.rpm_limit else None
         self.completion_ids = itertools.count(1)
+        self.slots = _slots(self.config.serve_at_once)
 
     def configure(self, changes: Mapping[str, Any]) -> SimConfig:
         """Apply a partial update; a new seed re-seeds, a new ``rpm_limit`` empties the window.
@@ -148,7 +149,13 @@ class SimState:
             self.rng = random.Random(new.seed)
         if new.rpm_limit != old.rpm_limit:
             self.window = SlidingWindow(new.rpm_limit) if new.rpm_limit else None
+        if new.serve_at_once != old.serve_at_once:
+            self.slots = _slots(new.serve_at_once)
         return new
+
+
+def _slots(serve_at_once: int | None) -> asyncio.Semaphore | None:
+    return asyncio.Semaphore(serve_at_once) if serve_at_once else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +234,14 @@ async def _answer(sim: SimState, counters: _Counters, request: Request) -> Respo
         if response.status_code == 200:
             counters.answered(chat.prompt.key)
         return response
+    if sim.slots is None:
+        return await _generate(sim, counters, request, chat)
+    async with sim.slots:  # queued behind the requests being served, as in a real server
+        return await _generate(sim, counters, request, chat)
+
+
+async def _generate(sim: SimState, counters: _Counters, request: Request,
+                    chat: _ChatRequest) -> Response:
     config = sim.config
     fault = decide_fault(sim.rng, config=config)
     counters.outcome(fault.outcome)

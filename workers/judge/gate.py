@@ -43,6 +43,7 @@ from workers.judge.base import JudgeReply, JudgeRequest
 from workers.judge.formats import FormatSupport, mode_of, shaped
 from workers.judge.status import refuses_response_format
 from workers.limiter import RateLimiter
+from workers.limiter.adaptive import Aimd
 from workers.limiter.slots import Slots
 
 logger = logging.getLogger(__name__)
@@ -288,6 +289,9 @@ class InFlightCap:
     """When a slot returns by itself: the judge timeout plus :data:`LEASE_MARGIN_S`."""
     max_wait_s: float = 10.0
     """Longest a call waits for a slot; then its job goes back to the queue."""
+    adaptive_max: int | None = None
+    """When set, the cap adapts (:mod:`workers.limiter.adaptive`) between 1 and this (or
+    the model's ``limit_for``, when lower) to what the server sustains."""
 
 
 class InFlight(Layer):
@@ -305,31 +309,52 @@ class InFlight(Layer):
     def __init__(self, cap: InFlightCap, *, endpoint: str) -> None:
         self.cap = cap
         self.endpoint = endpoint
+        self.adaptive: dict[str, Aimd] = {}
+        """The adaptive limit of each key, when the cap adapts."""
         self._turns: dict[str, asyncio.Lock] = {}
         self._freed: dict[str, asyncio.Event] = {}
 
     async def __call__(self, request: JudgeRequest, send: Send) -> Answer:
         """See :meth:`Layer.__call__`."""
-        limit = self.cap.limit_for(request.model)
-        if self.cap.slots is None or limit is None:
-            return await send(request)
         key = f"{self.endpoint}|{request.model}"
-        token = await self._take(key, model=request.model, limit=limit)
+        if self.cap.slots is None or self._limit(key, request.model) is None:
+            return await send(request)
+        token = await self._take(key, model=request.model)
         if isinstance(token, JudgeDeferred):
             return token
+        started = time.monotonic()
         try:
-            return await send(request)
+            answer = await send(request)
         finally:
             if token is not None:
                 await self._give_back(key, token)
+        overloaded = isinstance(answer, JudgeUnavailable) and (
+            answer.status_code is None or answer.status_code in (429, 503))
+        # An answer, or a sign of overload; a refusal (a format, a prompt too long) says
+        # nothing about the server's load.
+        if key in self.adaptive and (overloaded or isinstance(answer, JudgeReply)):
+            now = time.monotonic()
+            self.adaptive[key].observe(now - started, overloaded=overloaded, now_s=now)
+        return answer
 
-    async def _take(self, key: str, *, model: str, limit: int) -> str | JudgeDeferred | None:
-        """A slot's token, a deferral, or None when the slot store is unavailable."""
+    def _limit(self, key: str, model: str) -> int | None:
+        fixed = self.cap.limit_for(model)
+        if self.cap.adaptive_max is None:
+            return fixed
+        aimd = self.adaptive.get(key)
+        if aimd is None:
+            ceiling = min(self.cap.adaptive_max, fixed or self.cap.adaptive_max)
+            aimd = self.adaptive[key] = Aimd(max_limit=ceiling)
+        return aimd.current
+
+    async def _take(self, key: str, *, model: str) -> str | JudgeDeferred | None:
+        """A slot's token, a deferral, or None when the slot store is unavailable. Each
+        look asks the limit afresh (an adaptive one moves while calls wait)."""
         assert self.cap.slots is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.cap.max_wait_s
-        deferred = JudgeDeferred(f"no free judge slot for {model} ({limit} in flight "
-                                 "fleet-wide)", retry_after_s=self.cap.max_wait_s)
+        deferred = JudgeDeferred(f"no free judge slot for {model} (the fleet's cap on calls "
+                                 "in flight)", retry_after_s=self.cap.max_wait_s)
         turn = self._turns.setdefault(key, asyncio.Lock())
         freed = self._freed.setdefault(key, asyncio.Event())
         try:
@@ -340,6 +365,7 @@ class InFlight(Layer):
             poll_s = SLOT_POLL_S[0]
             while True:
                 freed.clear()
+                limit = self._limit(key, model) or 1
                 try:
                     token = await self.cap.slots.take(key, limit=limit, lease_s=self.cap.lease_s)
                 except Exception as exc:

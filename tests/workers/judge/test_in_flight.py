@@ -15,7 +15,8 @@ from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
 from tests.workers.judge.test_fleet import request
 from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeReply
-from workers.judge.gate import InFlightCap
+from workers.judge.gate import InFlight, InFlightCap
+from workers.limiter.adaptive import Aimd
 from workers.limiter.slots import LocalSlots, RedisSlots
 
 
@@ -145,3 +146,44 @@ def test_without_shared_redis_the_cap_holds_in_the_process(sim: RunningSim) -> N
         judge.close()
     assert all(isinstance(answer, JudgeReply) for answer in answers)
     assert sim.stats()["max_in_flight"] <= 2
+
+
+def _served(limit: int, *, slots: int, service_s: float) -> float:
+    """The latency a server with ``slots`` slots shows at ``limit`` calls in flight."""
+    return service_s * max(1.0, limit / slots)
+
+
+def test_the_adaptive_limit_settles_near_what_the_server_serves() -> None:
+    aimd, now = Aimd(max_limit=256), 0.0
+    seen: list[int] = []
+    for _ in range(3000):
+        now += 0.01
+        aimd.observe(_served(aimd.current, slots=8, service_s=0.1), overloaded=False, now_s=now)
+        seen.append(aimd.current)
+    assert min(seen[-500:]) >= 8 and max(seen[-500:]) <= 13  # keeps the slots busy, no flood
+
+
+def test_the_adaptive_limit_backs_off_on_timeouts_once_per_round_trip() -> None:
+    aimd = Aimd(max_limit=64, limit=40.0)
+    aimd.observe(0.1, overloaded=False, now_s=0.0)  # slow start: 41
+    for n in range(10):  # a burst of timeouts within one round trip counts once
+        aimd.observe(1.0, overloaded=True, now_s=0.01 + n * 0.001)
+    assert aimd.current == 36  # 41 x 0.9
+    aimd.observe(1.0, overloaded=True, now_s=1.0)
+    assert aimd.current == 33
+
+
+def test_an_adaptive_fleet_finds_the_server_s_slots_without_timeouts(sim: RunningSim) -> None:
+    sim.configure(latency_ms=50, serve_at_once=4)
+    judge = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=10,
+                                      max_connections=64),
+                       concurrency=64, cap=InFlightCap(slots=LocalSlots(), max_wait_s=30,
+                                                       adaptive_max=64))
+    try:
+        answers = judge.complete_many([request(n) for n in range(96)])
+        layer = next(layer for layer in judge.layers if isinstance(layer, InFlight))
+        (limit,) = [aimd.current for aimd in layer.adaptive.values()]
+    finally:
+        judge.close()
+    assert all(isinstance(answer, JudgeReply) for answer in answers)
+    assert 3 <= limit <= 12 and sim.stats()["max_in_flight"] <= 16  # not 64
