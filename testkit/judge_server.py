@@ -72,6 +72,9 @@ class JudgeServer:
             [str(env_dir / "bin" / "python"), "-m", "llama_cpp.server",
              "--model", str(env_dir / "model.gguf"), "--model_alias", MODEL,
              "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
+             # Keep evaluated prompts in RAM: a metric's fixed text ahead of the sample is
+             # evaluated once, not once per job (the prompt dominates a CPU judge's time).
+             "--cache", "true",
              "--host", "127.0.0.1", "--port", str(self.port)],
             stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
         )
