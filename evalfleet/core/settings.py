@@ -206,7 +206,8 @@ class JudgeSettings(BaseModel):
 
     judge_client: Literal["http", "openai"] = "http"
     """``http``: the lean aiohttp client, many calls in flight per process (default);
-    ``openai``: the ``openai`` package, one call at a time per worker thread."""
+    ``openai``: the ``openai`` package's async client (its own behaviour: provider plugins,
+    auth refresh), on the same loop, at about 3 ms of CPU per call against 0.2 ms."""
 
     judge_rpm: float | None = Field(default=None, gt=0)
     """Requests per minute the whole fleet may send to the judge, per model (unset: no
