@@ -133,11 +133,9 @@ class Breaker(Layer):
                                  retry_after_s=admission.wait_s)
         try:
             answer = await send(request)
-            if isinstance(answer, JudgeDeferred):
-                pass
-            elif isinstance(answer, JudgeUnavailable) and answer.status_code != 429:
+            if isinstance(answer, JudgeUnavailable) and answer.status_code != 429:
                 self.breaker.failed(time.monotonic())
-            else:
+            elif not isinstance(answer, JudgeDeferred):  # sent, and answered somehow
                 self.breaker.succeeded()
             return answer
         finally:
