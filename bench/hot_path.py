@@ -5,7 +5,7 @@ preparation, telemetry) run on a rag_qa job and the simulator's reply to it; the
 claim and the save run against Postgres on this machine (16 keys or verdicts per
 round trip, as a message of 16 does; CPU of this process only); the HTTP call runs
 against the judge simulator in its own process. Last, the evaluator alone, without
-Celery or a broker: batches of 16 from task threads through the real judge runner
+Celery or a broker: batches of 16 from task threads through the real judge fleet
 and store at concurrency C, with Python's garbage collector as it comes and as a
 worker tunes it (:func:`workers.runtime.tune_collector`), its share measured by
 collector callbacks.

@@ -72,10 +72,10 @@ async def run_http(base_url: str, request: JudgeRequest, count: int, concurrency
 
     async def one() -> None:
         async with slots:
-            await client.complete(request)
+            await client.generate(request)
 
     await asyncio.gather(*(one() for _ in range(count)))
-    await client.close()
+    await client.aclose()
 
 
 async def run_openai(base_url: str, request: JudgeRequest, count: int, concurrency: int) -> None:

@@ -27,6 +27,7 @@ from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim, SimConfig, start_in_thread
 from evalfleet.store import SqliteStore, SqlStore, VerdictStore, migrate, open_store
 from evalfleet.store.schema import metadata
+from testkit.judge_server import ensure_built
 from tests.brokers import DELAY_QUEUES, purge
 from tests.helpers import WorkerProcess
 
@@ -43,6 +44,18 @@ _REDIS_LOCK = "evalfleet-test-session"
 
 #: Environment variables that would leak the developer's configuration into tests.
 _CONFIG_PREFIXES = ("EVALFLEET_", "OPENAI_")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "real_judge: runs against the real judge server "
+                            "(testkit/judge_server.py)")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the real judge server before any test when a collected test needs it and this
+    machine has not built it yet (many minutes, once per machine; outside test timeouts)."""
+    if any(item.get_closest_marker("real_judge") for item in session.items):
+        ensure_built()
 
 
 @pytest.fixture(autouse=True)

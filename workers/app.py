@@ -32,7 +32,7 @@ from evalfleet.broker.queues import (
     is_amqp,
     is_redis,
 )
-from evalfleet.core.errors import InvalidMessage, RetryLater, StoreUnavailable, WorkerShuttingDown
+from evalfleet.core.errors import InvalidMessage, StoreUnavailable
 from evalfleet.core.log import install_secret_filter
 from evalfleet.core.message import (
     EVALUATE_TASK,
@@ -43,15 +43,13 @@ from evalfleet.core.message import (
 )
 from evalfleet.core.settings import Settings
 from evalfleet.store import DeadLetter
+from workers.evaluation import STORE_PAUSE_S, Outcome
 from workers.health.activity import WorkerActivity
 from workers.runtime import LazyRuntime, Runtime, tune_collector
 from workers.save_message import SAVE_TASK, UnsavedBatch, decode_save, encode_save
-from workers.shutdown import DeadlineJudge, ShutdownDeadline, install_shutdown_deadline
+from workers.shutdown import ShutdownDeadline, install_shutdown_deadline
 
 logger = logging.getLogger(__name__)
-
-#: Seconds a worker stops taking a queue whose jobs could not reach the database.
-STORE_PAUSE_S = 10.0
 
 #: Redis: look for jobs past the visibility timeout on every sweep (kombu sweeps every
 #: 10 s). kombu 5.7 looks on every tenth sweep only, so a job a killed worker held came
@@ -81,8 +79,8 @@ def create_app(
     """
     app = Celery("evalfleet", broker=settings.resolved_broker_url(), set_as_current=False)
     app.conf.update(celery_config(settings, concurrency=concurrency, queues=queues))
-    runtime = _DeadlineRuntime(LazyRuntime(settings, concurrency=concurrency),
-                               deadline=deadline or ShutdownDeadline())
+    runtime = LazyRuntime(settings, concurrency=concurrency,
+                          deadline=deadline or ShutdownDeadline())
     _register_evaluate(app, runtime, activity=activity or WorkerActivity())
     app.steps["consumer"].add(_LoopWakeup)
     _scrub_celery_logs(settings.secret_values())
@@ -177,28 +175,7 @@ def celery_config(settings: Settings, *, concurrency: int,
     }
 
 
-class _DeadlineRuntime:
-    """The process's runtime, its judge wrapped once in a :class:`DeadlineJudge`."""
-
-    def __init__(self, lazy: LazyRuntime, *, deadline: ShutdownDeadline) -> None:
-        self._lazy = lazy
-        self._deadline = deadline
-        self._wrapped = False
-        self._lock = threading.Lock()
-
-    def get(self) -> Runtime:
-        """The runtime, built on the first call."""
-        runtime = self._lazy.get()
-        if not self._wrapped:
-            with self._lock:
-                if not self._wrapped:
-                    runtime.evaluator.judge = DeadlineJudge(runtime.evaluator.judge,
-                                                            deadline=self._deadline)
-                    self._wrapped = True
-        return runtime
-
-
-def _register_evaluate(app: Celery, runtime: _DeadlineRuntime, *,
+def _register_evaluate(app: Celery, runtime: LazyRuntime, *,
                        activity: WorkerActivity) -> None:
     """Register the evaluate task (judge a message's samples, store the verdicts) and
     the save task (store the verdicts of a save message, judged while the database was
@@ -210,7 +187,7 @@ def _register_evaluate(app: Celery, runtime: _DeadlineRuntime, *,
             _reporting(run, runtime=runtime, activity=activity))
 
 
-def _reporting(run: Callable[..., str], *, runtime: _DeadlineRuntime,
+def _reporting(run: Callable[..., str], *, runtime: LazyRuntime,
                activity: WorkerActivity) -> Callable[[Task, Any], str]:
     def task(task: Task, message: Any) -> str:
         activity.started()
@@ -245,70 +222,59 @@ def run_message(task: Task, message: Any, runtime: Runtime, *,
         logger.warning("dead letter: %s", exc)
         _keep_as_dead_letters(runtime, [_undecodable(message, exc)])
         return "dead_letter"
-    message_id = str(task.request.id)
+    outcomes = runtime.evaluator.deliver(
+        jobs, owner=str(task.request.id), keep=lambda unsaved: _publish_save(task, unsaved))
+    return carry_out(task, runtime, outcomes, queue=queue_for(jobs[0].metric),
+                     activity=activity)
+
+
+def carry_out(task: Task, runtime: Runtime, outcomes: Sequence[Outcome], *, queue: str,
+              activity: WorkerActivity | None = None) -> str:
+    """Carry out the fate the evaluator decided for each job of one delivery.
+
+    Dead letters still to store are stored; jobs going back under this delivery's id are
+    re-published as one message; retries are re-published each; paused jobs go back at
+    once; the queue is paused for the longest pause asked. All of it happens before the
+    delivery is acknowledged: at worst a crash in between runs a job twice, and the claim
+    makes that harmless.
+
+    Args:
+        task: The bound evaluate task (its request is the delivery).
+        runtime: The process's runtime.
+        outcomes: One per job of the delivery.
+        queue: The jobs' queue.
+        activity: Told about queues this worker pauses.
+
+    Returns:
+        The outcome kinds with their counts, for Celery's log line.
+    """
+    letters = [outcome.letter for outcome in outcomes if outcome.letter is not None]
+    if letters:
+        _keep_as_dead_letters(runtime, letters)
     # A countdown longer than the visibility timeout gets the waiting message handed
     # out a second time, same id and so same claims: both copies judge the same jobs.
     # The settings fit retry_max_s in the timeout, so no countdown may exceed it.
     longest_s = runtime.evaluator.options.retry_max_s
-    queue = queue_for(jobs[0].metric)
-    try:
-        outcomes = runtime.evaluator.run_batch(
-            jobs, owner=message_id, keep=lambda unsaved: _publish_save(task, unsaved))
-    except WorkerShuttingDown as exc:
-        # The verdicts judged so far are stored (each as its answer arrived): the copy
-        # finds them at its claim and judges only the rest. It keeps the message id,
-        # so it takes over this delivery's other claims at once.
-        logger.warning("%s: %d %s job(s) go back to the queue", exc, len(jobs),
-                       jobs[0].metric)
-        _publish(task, jobs, countdown_s=0.0, task_id=message_id)
-        return "requeued"
-    except StoreUnavailable as exc:
-        # Back to the queue at once, under the same id (the claims this delivery holds
-        # stay its own), and this worker stops taking the queue for a while. A countdown
-        # instead would let every message of the queue cycle into the workers' memory to
-        # wait there; with a large backlog they would wait past the visibility timeout and
-        # be handed out twice once the database is back.
-        logger.warning("%s; %d %s job(s) go back to the queue", exc, len(jobs), jobs[0].metric)
-        _publish(task, jobs, countdown_s=0.0, task_id=message_id)
-        _pause_queue(task, runtime, queue=queue, pause_s=min(STORE_PAUSE_S, longest_s),
-                     reason=f"{exc}", activity=activity)
-        return "retry"
-    except RetryLater as exc:
-        # Any other failure that may pass (the shared Redis away mid-batch...): back to
-        # the queue under the same id after the first retry delay, never a dead letter.
-        delay_s = min(runtime.evaluator.options.retry_base_s, longest_s)
-        logger.warning("%s; %d %s job(s) go back to the queue for %.1fs", exc, len(jobs),
-                       jobs[0].metric, delay_s)
-        _publish(task, jobs, countdown_s=delay_s, task_id=message_id)
-        return "retry"
-    except Exception as exc:  # a bug must not lose the jobs: keep them for replay
-        logger.exception("dead letter: %d %s job(s) failed unexpectedly", len(jobs),
-                         jobs[0].metric)
-        _keep_as_dead_letters(runtime, [_internal_error(job, exc) for job in jobs])
-        return "dead_letter"
-    # Publish retries before this delivery is acknowledged: at worst a crash in between
-    # runs a job twice, and the claim makes that harmless.
+    requeued = [outcome for outcome in outcomes if outcome.kind == "requeued"]
+    if requeued:
+        _publish(task, [outcome.retry_job for outcome in requeued if outcome.retry_job],
+                 countdown_s=min(max(outcome.countdown_s for outcome in requeued), longest_s),
+                 task_id=str(task.request.id))
     for outcome in outcomes:
         if outcome.kind == "retry" and outcome.retry_job is not None:
             countdown_s = min(outcome.countdown_s, longest_s)
             _publish(task, [outcome.retry_job], countdown_s=countdown_s)
             logger.info("retry %s/%s in %.1fs: %s", outcome.retry_job.metric,
                         outcome.retry_job.sample.id, countdown_s, outcome.detail)
-    paused = [outcome for outcome in outcomes if outcome.kind == "paused"]
+    paused = [outcome.retry_job for outcome in outcomes
+              if outcome.kind == "paused" and outcome.retry_job is not None]
     if paused:
-        _publish(task, [outcome.retry_job for outcome in paused if outcome.retry_job],
-                 countdown_s=0.0)
-        longest = max(paused, key=lambda outcome: outcome.pause_s)
+        _publish(task, paused, countdown_s=0.0)
+    pausing = [outcome for outcome in outcomes if outcome.pause_s > 0]
+    if pausing:
+        longest = max(pausing, key=lambda outcome: outcome.pause_s)
         _pause_queue(task, runtime, queue=queue, pause_s=longest.pause_s,
                      reason=longest.detail, activity=activity)
-    kept = sum(outcome.kind == "kept" for outcome in outcomes)
-    if kept:
-        # The database went away after the judge answered: the verdicts wait in a save
-        # message (published before this delivery is acknowledged), not in the judge's
-        # queue again. New jobs could only fail to claim, so stop taking the queue.
-        _pause_queue(task, runtime, queue=queue, pause_s=min(STORE_PAUSE_S, longest_s),
-                     reason=f"the database is unavailable; {kept} judged verdict(s) "
-                            "wait in a save message", activity=activity)
     kinds = Counter(outcome.kind for outcome in outcomes)
     return ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
 

@@ -34,9 +34,11 @@ from evalfleet.core.errors import (
     JudgeDeferred,
     JudgeError,
     JudgeRejected,
+    RetryLater,
     StoreRejected,
     StoreUnavailable,
     UnknownMetric,
+    WorkerShuttingDown,
 )
 from evalfleet.core.message import AttemptFailure, Job, next_attempt
 from evalfleet.core.metric import Metric, MetricRegistry
@@ -45,8 +47,7 @@ from evalfleet.core.spend import SpendLedger
 from evalfleet.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, VerdictStore
 from evalfleet.store.evidence import sample_content
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
-from workers.judge.formats import FormatSupport
-from workers.judge.status import refuses_response_format
+from workers.judge.status import prompt_too_long
 from workers.renderer import ChatMessage, render_messages
 from workers.save_message import UnsavedBatch
 from workers.telemetry import Telemetry
@@ -58,6 +59,7 @@ from workers.verdicts import (
     response_format_for,
 )
 from workers.verdicts.result import RawValue
+from workers.verdicts.schema import ResponseFormat
 
 logger = logging.getLogger(__name__)
 
@@ -67,11 +69,21 @@ JUDGE_DECLARED = "judge_declared"
 #: Error class of a judged job whose verdict the database refuses.
 UNSTORABLE = "unstorable"
 
+#: Error class of a verdict the judge could not give: the prompt is longer than its
+#: context. Re-judging it after raising the context: docs/judges.md.
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+
 #: Seconds a batch waits after an answer for more to store with it in one transaction.
 #: A real judge's answers to one batch spread over much of its latency; each save
 #: costs about a millisecond of worker CPU, and the wait adds this much to the time a
 #: call is in flight (lost to a SIGKILL), against a judge latency of hundreds of ms.
 ANSWER_GATHER_S = 0.02
+
+#: Error class of a job whose run failed unexpectedly (a bug): kept for replay.
+INTERNAL_ERROR = "internal_error"
+
+#: Seconds a worker stops taking a queue whose jobs could not reach the database.
+STORE_PAUSE_S = 10.0
 
 #: Longest wait before re-checking a job whose key another worker holds, in seconds.
 #: The holder usually finishes within one judge call; the re-check is one query.
@@ -85,7 +97,7 @@ class EvaluatorOptions:
 
     judge_model: str
     judge_models: dict[str, str]
-    response_format_support: Literal["json_schema", "json_object", "text"]
+    response_format_support: ResponseFormat
     reask_on_invalid: bool
     max_attempts: int
     retry_base_s: float
@@ -117,17 +129,21 @@ class EvaluatorOptions:
 class Outcome:
     """What became of one delivery of a job. Build with the named constructors."""
 
-    kind: Literal["stored", "kept", "duplicate", "retry", "paused", "dead_letter"]
+    kind: Literal["stored", "kept", "duplicate", "retry", "requeued", "paused",
+                  "dead_letter"]
     detail: str = ""
     """Verdict status, dead-letter error class, or why a retry is due."""
     retry_job: Job | None = None
-    """For ``retry``: the job to enqueue again."""
+    """For ``retry``, ``requeued`` and ``paused``: the job to enqueue again."""
     countdown_s: float = 0.0
-    """For ``retry``: how long to wait before it runs."""
+    """For ``retry`` and ``requeued``: how long to wait before it runs."""
     pause_s: float = 0.0
-    """For ``paused``: how long the worker should stop taking the job's queue."""
+    """For ``paused`` (and ``requeued``, ``kept``): how long the worker should stop taking
+    the job's queue."""
     record: VerdictRecord | None = None
     """For ``stored`` (and ``kept``: judged, waiting in a save message): the verdict."""
+    letter: DeadLetter | None = None
+    """For ``dead_letter``: the letter still to store (the batch's own are stored)."""
 
     @classmethod
     def stored(cls, record: VerdictRecord) -> Outcome:
@@ -152,9 +168,19 @@ class Outcome:
         return cls("paused", reason, retry_job=job, pause_s=pause_s)
 
     @classmethod
-    def dead_letter(cls, error_class: str) -> Outcome:
-        """The job was stored as a dead letter."""
-        return cls("dead_letter", error_class)
+    def requeued(cls, job: Job, *, countdown_s: float, reason: str,
+                 pause_s: float = 0.0) -> Outcome:
+        """The delivery could not finish (the worker shuts down, the database or another
+        service is away): put ``job`` back under the delivery's message id (so its copy
+        takes over the delivery's claims) after ``countdown_s``, and stop taking its queue
+        for ``pause_s``."""
+        return cls("requeued", reason, retry_job=job, countdown_s=countdown_s,
+                   pause_s=pause_s)
+
+    @classmethod
+    def dead_letter(cls, error_class: str, *, letter: DeadLetter | None = None) -> Outcome:
+        """The job was stored as a dead letter, or (with ``letter``) must be."""
+        return cls("dead_letter", error_class, letter=letter)
 
 
 @dataclass
@@ -220,7 +246,7 @@ class Evaluator:
         self, *, registry: MetricRegistry, store: VerdictStore, judge: JudgeClient,
         options: EvaluatorOptions, clock: Callable[[], datetime] | None = None,
         jitter: Callable[[], float] = random.random, spend: SpendLedger | None = None,
-        telemetry: Telemetry | None = None, formats: FormatSupport | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -228,10 +254,55 @@ class Evaluator:
         self.options = options
         self.spend = spend
         self.telemetry = telemetry
-        self.formats = formats or FormatSupport(options.response_format_support)
         self._identities: dict[str, tuple[str | None, str | None]] = {}
         self._clock = clock or (lambda: datetime.now(UTC))
         self._jitter = jitter
+
+    def deliver(self, jobs: Sequence[Job], *, owner: str,
+                keep: Callable[[UnsavedBatch], None] | None = None) -> list[Outcome]:
+        """Process one delivery of a batch and decide each job's fate: the one place a
+        failure becomes an outcome (the worker carries the outcomes out).
+
+        What :meth:`run_batch` raises is decided here: the worker shutting down sends the
+        jobs back at once; the database away sends them back and pauses the queue; any
+        other failure that may pass sends them back after the first retry delay, never a
+        dead letter; anything else (a bug) keeps them as dead letters, for replay. Back
+        means under the same message id, so the copy takes over this delivery's claims
+        and finds the verdicts it stored already.
+
+        Args:
+            jobs: The jobs of one broker message.
+            owner: Unique per broker message (its id).
+            keep: See :meth:`run_batch`.
+
+        Returns:
+            One outcome per job, in order.
+        """
+        metric = jobs[0].metric if jobs else ""
+        longest_s = self.options.retry_max_s
+        try:
+            return self.run_batch(jobs, owner=owner, keep=keep)
+        except WorkerShuttingDown as exc:
+            logger.warning("%s: %d %s job(s) go back to the queue", exc, len(jobs), metric)
+            return [Outcome.requeued(job, countdown_s=0.0, reason=str(exc)) for job in jobs]
+        except StoreUnavailable as exc:
+            # Back at once and the queue paused: a countdown instead would let every message
+            # of the queue cycle into the workers' memory to wait there, past the visibility
+            # timeout with a large backlog, and be handed out twice once the database is back.
+            logger.warning("%s; %d %s job(s) go back to the queue", exc, len(jobs), metric)
+            return [Outcome.requeued(job, countdown_s=0.0, reason=str(exc),
+                                     pause_s=min(STORE_PAUSE_S, longest_s)) for job in jobs]
+        except RetryLater as exc:  # the shared Redis away mid-batch...
+            delay_s = min(self.options.retry_base_s, longest_s)
+            logger.warning("%s; %d %s job(s) go back to the queue for %.1fs", exc, len(jobs),
+                           metric, delay_s)
+            return [Outcome.requeued(job, countdown_s=delay_s, reason=str(exc))
+                    for job in jobs]
+        except Exception as exc:  # a bug must not lose the jobs: keep them for replay
+            logger.exception("dead letter: %d %s job(s) failed unexpectedly", len(jobs), metric)
+            error = f"{type(exc).__name__}: {exc}"
+            return [Outcome.dead_letter(INTERNAL_ERROR, letter=self._letter(
+                job, INTERNAL_ERROR, error, key=None)) for job in jobs]
 
     def run(self, job: Job, *, owner: str) -> Outcome:
         """Process one delivery of one job (see :meth:`run_batch`)."""
@@ -332,7 +403,11 @@ class Evaluator:
         for item in pending:
             outcome = batch.outcomes[item.index]
             if item.key in kept and outcome is not None and outcome.kind == "stored":
-                batch.outcomes[item.index] = replace(outcome, kind="kept")
+                # New jobs could only fail to claim: the worker stops taking the queue.
+                batch.outcomes[item.index] = replace(
+                    outcome, kind="kept", pause_s=min(STORE_PAUSE_S, self.options.retry_max_s),
+                    detail=f"the database is unavailable; judged verdicts wait in a save "
+                           f"message ({error})")
 
     def _observe(self, records: Sequence[VerdictRecord]) -> None:
         """Count verdicts, scores, lag, tokens and cost (Prometheus)."""
@@ -436,7 +511,10 @@ class Evaluator:
         return JudgeRequest(
             messages=render_messages(metric, job.sample), model=model,
             temperature=options.temperature, max_tokens=options.max_tokens,
-            response_format=response_format_for(metric, supported=self.formats.mode_for(model)),
+            # As the metric asks, up to the configured mode; the judge fleet lowers it to
+            # what the endpoint and model accept (workers.judge.gate.StepDown).
+            response_format=response_format_for(
+                metric, supported=self.options.response_format_support),
             metric=metric.name,
         )
 
@@ -447,33 +525,21 @@ class Evaluator:
             batch.outcomes[item.index] = Outcome.paused(
                 item.job, pause_s=self.options.access_pause_s,
                 reason=f"its judge refuses access: {item.error}")
-        elif refuses_response_format(item.error) and item.request.response_format is not None:
-            self._step_down(item, batch)
+        elif prompt_too_long(item.error):  # retrying the same prompt cannot help
+            record = self._record(item, _Judgement(
+                "failed", CONTEXT_LENGTH_EXCEEDED, str(item.error), None,
+                dict.fromkeys(item.metric.spec.scores), {}))
+            batch.verdicts.append(record)
+            batch.outcomes[item.index] = Outcome.stored(record)
         elif isinstance(item.error, JudgeRejected):
             self._dead_letter(batch, item.index, item.job, "judge_rejected", str(item.error),
                               key=item.key)
         elif item.error is not None:
             self._after_transient_failure(item, batch)
         else:
-            record = self._record(item)
+            record = self._record(item, _judgement(item, score_names=list(item.metric.spec.scores)))
             batch.verdicts.append(record)
             batch.outcomes[item.index] = Outcome.stored(record)
-
-    def _step_down(self, item: _Pending, batch: _Batch) -> None:
-        """The judge refused the response format, not the job: lower the format for its
-        model, fleet-wide, and run the job again at once without counting an attempt."""
-        assert item.request.response_format is not None
-        refused = item.request.response_format["type"]
-        model = item.key.judge_model
-        lowered = self.formats.step_down(model, refused=refused)
-        if lowered is not None:
-            logger.warning("judge model %s refuses response_format %s (%s): using %s from now on",
-                           model, refused, item.error, lowered)
-            if self.telemetry is not None:
-                self.telemetry.record_format_step_down(judge_model=model, mode=lowered)
-        batch.release.append(item.key)
-        batch.outcomes[item.index] = Outcome.retry(
-            item.job, countdown_s=0.0, reason=f"its judge refuses response_format {refused}")
 
     def _after_transient_failure(self, item: _Pending, batch: _Batch) -> None:
         job, error = item.job, item.error
@@ -526,25 +592,25 @@ class Evaluator:
 
         return letter
 
-    def _record(self, item: _Pending) -> VerdictRecord:
-        judgement = _judgement(item, score_names=list(item.metric.spec.scores))
+    def _record(self, item: _Pending, judgement: _Judgement) -> VerdictRecord:
+        """The verdict of a judge exchange (no reply at all for a refused prompt)."""
         replies, job = item.replies, item.job
         prompt_tokens = _total(reply.prompt_tokens for reply in replies)
         completion_tokens = _total(reply.completion_tokens for reply in replies)
-        last = replies[-1]
+        last = replies[-1] if replies else None
         return VerdictRecord(
             key=item.key, status=judgement.status, error_class=judgement.error_class,
             error=judgement.error, reason=judgement.reason, scores=judgement.scores,
-            raw_scores=judgement.raw_scores, raw_output=last.text,
-            attempts=job.attempt - 1 + len(replies),
+            raw_scores=judgement.raw_scores, raw_output=last.text if last else None,
+            attempts=job.attempt - 1 + max(1, len(replies)),
             latency_ms=sum(reply.latency_ms for reply in replies),
             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
             attributes=dict(job.sample.attributes),
             sample_ts=job.sample.timestamp or job.enqueued_at, created_at=self._clock(),
             cost_usd=cost_usd(self.options.prices.get(item.key.judge_model),
                               prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
-            notes=list(judgement.notes), judge_reported_model=last.model,
-            judge_fingerprint=last.system_fingerprint, purpose=job.purpose,
+            notes=list(judgement.notes), judge_reported_model=last.model if last else None,
+            judge_fingerprint=last.system_fingerprint if last else None, purpose=job.purpose,
             canary_scores=_canary_scores(job, item.metric, judgement),
             sample=sample_content(job.sample.to_json()) if self.options.keep_samples else None,
         )

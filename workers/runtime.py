@@ -17,13 +17,15 @@ from evalfleet.core.settings import Settings
 from evalfleet.core.spend import SpendLedger
 from evalfleet.store import VerdictStore, open_store
 from workers.evaluation import Evaluator, EvaluatorOptions
-from workers.judge import AsyncHttpJudge, JudgeClient, JudgeRunner, OpenAIJudge
+from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeProvider, OpenAIJudge, Pacing
 from workers.judge.formats import FormatSupport, RedisFormatSupport
-from workers.judge.gate import PacedJudge, Pacing
+from workers.judge.gate import LEASE_MARGIN_S, InFlightCap
 from workers.limiter import LocalRateLimiter, RateLimiter, RedisRateLimiter
 from workers.limiter.redis import MAX_CONNECTIONS as LIMITER_MAX_CONNECTIONS
+from workers.limiter.slots import LocalSlots, RedisSlots, Slots
 from workers.renderer import check_templates
-from workers.telemetry import configure_telemetry
+from workers.shutdown import ShutdownDeadline
+from workers.telemetry import Telemetry, configure_telemetry
 
 #: Container allocations between young garbage collections in a worker process
 #: (Python's default is 700); see :func:`tune_collector`.
@@ -41,8 +43,14 @@ class Runtime:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def build_runtime(settings: Settings, *, concurrency: int) -> Runtime:
-    """Load metrics, open the store and the judge client for one process.
+def build_runtime(settings: Settings, *, concurrency: int,
+                  deadline: ShutdownDeadline | None = None) -> Runtime:
+    """Load metrics, open the store and the judge for one process.
+
+    Args:
+        settings: The settings.
+        concurrency: Judge calls in flight in this process.
+        deadline: The worker's shutdown deadline its judge calls give up at.
 
     Raises:
         InvalidMetricSpec: When a metric file is broken (the worker must not start).
@@ -57,48 +65,90 @@ def build_runtime(settings: Settings, *, concurrency: int) -> Runtime:
                        review=settings.review.review_slice())
     telemetry = configure_telemetry(segment_keys=settings.metrics_segment_keys,
                                     max_segment_values=settings.metrics_max_segment_values)
-    judge = build_judge(settings, concurrency=concurrency,
-                        on_wait=lambda metric, wait_s: telemetry.record_limiter_wait(
-                            metric=metric, wait_s=wait_s))
+    judge = build_judge(settings, concurrency=concurrency, telemetry=telemetry,
+                        deadline=deadline)
     options = EvaluatorOptions.from_settings(settings)
     shared = settings.resolved_shared_redis_url()
     spend = SpendLedger(shared) if shared else None
-    formats = (RedisFormatSupport(settings.judge_response_format, url=shared,
-                                  endpoint=settings.openai_base_url)
-               if shared else FormatSupport(settings.judge_response_format))
     evaluator = Evaluator(registry=registry, store=store, judge=judge, options=options,
-                          spend=spend, telemetry=telemetry, formats=formats)
+                          spend=spend, telemetry=telemetry)
     return Runtime(evaluator=evaluator, store=store)
 
 
 def task_slots(settings: Settings, *, concurrency: int) -> int:
     """Celery threads for ``concurrency`` judge calls in flight.
 
-    With the HTTP runner a task thread only waits for its batch, so two batches'
-    worth of threads per judge slot keeps the slots busy while batches finish;
-    with the openai client each thread makes one call at a time.
+    Whichever provider the judge uses, its calls run on the fleet's loop and a task
+    thread only waits for its batch, so two batches' worth of threads per judge slot
+    keeps the slots busy while batches finish.
     """
-    if settings.judge_client == "openai":
-        return concurrency
     return max(2, 2 * math.ceil(concurrency / settings.batch_size))
 
 
-def build_judge(settings: Settings, *, concurrency: int,
-                on_wait: Callable[[str, float], None] | None = None) -> JudgeClient:
-    """The judge client the settings ask for: the lean HTTP runner, or the openai client."""
+def build_provider(settings: Settings, *, concurrency: int) -> JudgeProvider:
+    """The judge provider the settings ask for: the lean HTTP one, or the openai client."""
     api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    if settings.judge_client == "openai":
+        return OpenAIJudge(base_url=settings.openai_base_url, api_key=api_key,
+                           timeout_s=settings.judge_timeout_s, max_connections=concurrency,
+                           max_reply_bytes=settings.judge_max_reply_bytes)
+    return AsyncHttpJudge(base_url=settings.openai_base_url, api_key=api_key,
+                          timeout_s=settings.judge_timeout_s, max_connections=concurrency,
+                          max_reply_bytes=settings.judge_max_reply_bytes)
+
+
+def build_judge(settings: Settings, *, concurrency: int, telemetry: Telemetry | None = None,
+                deadline: ShutdownDeadline | None = None) -> JudgeFleet:
+    """The worker's judge: the settings' provider inside the fleet's concerns.
+
+    Args:
+        settings: The settings.
+        concurrency: Judge calls in flight in this process.
+        telemetry: Told rate-budget waits and format step-downs.
+        deadline: The worker's shutdown deadline.
+    """
+    on_wait: Callable[[str, float], None] | None = None
+    on_step_down: Callable[[str, str], None] | None = None
+    if telemetry is not None:
+        def on_wait(metric: str, wait_s: float) -> None:
+            telemetry.record_limiter_wait(metric=metric, wait_s=wait_s)
+
+        def on_step_down(model: str, mode: str) -> None:
+            telemetry.record_format_step_down(judge_model=model, mode=mode)
+
     pacing = Pacing(limiter=build_limiter(settings, concurrency=concurrency),
                     max_wait_s=settings.rate_limit_max_wait_s,
                     budget_for=settings.rate_limit_for, on_wait=on_wait)
-    if settings.judge_client == "openai":
-        blocking = OpenAIJudge(base_url=settings.openai_base_url, api_key=api_key,
-                               timeout_s=settings.judge_timeout_s,
-                               max_reply_bytes=settings.judge_max_reply_bytes)
-        return PacedJudge(blocking, endpoint=blocking.endpoint, pacing=pacing)
-    client = AsyncHttpJudge(base_url=settings.openai_base_url, api_key=api_key,
-                            timeout_s=settings.judge_timeout_s, max_connections=concurrency,
-                            max_reply_bytes=settings.judge_max_reply_bytes)
-    return JudgeRunner(client, concurrency=concurrency, pacing=pacing)
+    cap = InFlightCap(slots=build_slots(settings, concurrency=concurrency),
+                      limit_for=lambda model: settings.judge_max_in_flight,
+                      lease_s=settings.judge_timeout_s + LEASE_MARGIN_S,
+                      max_wait_s=settings.slot_max_wait_s,
+                      adaptive_max=((settings.judge_max_in_flight or concurrency)
+                                    if settings.judge_adaptive_in_flight else None))
+    return JudgeFleet(build_provider(settings, concurrency=concurrency),
+                      concurrency=concurrency, pacing=pacing, formats=build_formats(settings),
+                      deadline=deadline, on_step_down=on_step_down, cap=cap)
+
+
+def build_slots(settings: Settings, *, concurrency: int) -> Slots | None:
+    """The fleet's slots for calls in flight in Redis, else this process's; None without
+    a cap."""
+    if settings.judge_max_in_flight is None and not settings.judge_adaptive_in_flight:
+        return None
+    url = settings.resolved_shared_redis_url()
+    if not url:
+        return LocalSlots()
+    return RedisSlots(url, max_connections=min(concurrency, LIMITER_MAX_CONNECTIONS))
+
+
+def build_formats(settings: Settings) -> FormatSupport:
+    """The response formats the judge endpoint's models accept: shared by the fleet in
+    Redis when there is one, else learnt by this process alone."""
+    shared = settings.resolved_shared_redis_url()
+    if shared:
+        return RedisFormatSupport(settings.judge_response_format, url=shared,
+                                  endpoint=settings.openai_base_url)
+    return FormatSupport(settings.judge_response_format)
 
 
 def build_limiter(settings: Settings, *, concurrency: int) -> RateLimiter | None:
@@ -120,9 +170,11 @@ def build_limiter(settings: Settings, *, concurrency: int) -> RateLimiter | None
 class LazyRuntime:
     """Builds the :class:`Runtime` on first use, once per process, thread-safely."""
 
-    def __init__(self, settings: Settings, *, concurrency: int) -> None:
+    def __init__(self, settings: Settings, *, concurrency: int,
+                 deadline: ShutdownDeadline | None = None) -> None:
         self._settings = settings
         self._concurrency = concurrency
+        self._deadline = deadline
         self._runtime: Runtime | None = None
         self._lock = threading.Lock()
 
@@ -131,7 +183,8 @@ class LazyRuntime:
         if self._runtime is None:
             with self._lock:
                 if self._runtime is None:
-                    self._runtime = build_runtime(self._settings, concurrency=self._concurrency)
+                    self._runtime = build_runtime(self._settings, concurrency=self._concurrency,
+                                                  deadline=self._deadline)
         return self._runtime
 
 

@@ -14,6 +14,7 @@ from evalfleet.cli.dead_letters import dead_letters
 from evalfleet.cli.demo import demo
 from evalfleet.cli.health import worker_health
 from evalfleet.cli.ingest import ingest
+from evalfleet.cli.judge import judge
 from evalfleet.cli.judge_sim import judge_sim
 from evalfleet.cli.metrics import metrics
 from evalfleet.cli.produce import produce
@@ -51,6 +52,6 @@ def _secrets_of(state: CliState) -> list[str]:
 
 
 for _command in (migrate, produce, worker, export, cost, metrics, demo, judge_sim, alerts, beat,
-                 calibrate,
+                 calibrate, judge,
                  ingest, status, dead_letters, purge, worker_health, ui, review, dataset):
     main.add_command(_command)

@@ -26,6 +26,11 @@ MALFORMED_KINDS: tuple[MalformedKind, ...] = get_args(MalformedKind)
 #: Shape of the per-request latency distribution.
 LatencyKind = Literal["fixed", "uniform", "lognormal"]
 
+#: Which server's wording refusals play: OpenAI's, llama-cpp-python's (a refused
+#: ``response_format`` is a 500 from its request validation), llama.cpp's own server,
+#: vLLM's (a prompt too long is a 400 with text only).
+ServerStyle = Literal["openai", "llama_cpp_python", "llama_cpp", "vllm"]
+
 
 class InvalidSimConfig(InvalidInput):
     """A simulator setting that is out of range, of the wrong type or unknown."""
@@ -101,8 +106,20 @@ class SimConfig(BaseModel):
     that silently swapped its backend)."""
 
     refused_response_formats: tuple[Literal["json_schema", "json_object"], ...] = ()
-    """``response_format`` types answered 400 (``param: response_format``), as a server
-    without structured outputs or JSON mode answers them."""
+    """``response_format`` types refused, as a server without structured outputs or JSON
+    mode refuses them (in ``server_style``'s words)."""
+
+    context_tokens: int | None = Field(default=None, gt=0)
+    """The model's context, in tokens (one per four characters): a longer prompt plus its
+    ``max_tokens`` is refused, in ``server_style``'s words; None for no limit."""
+
+    serve_at_once: int | None = Field(default=None, gt=0)
+    """Requests served at once, as a self-hosted judge's slots (None: any number): the
+    rest queue inside the simulator, their latency starting once served, until the
+    client gives up."""
+
+    server_style: ServerStyle = "openai"
+    """How refusals (``refused_response_formats``, ``context_tokens``) are worded."""
 
     @model_validator(mode="after")
     def _check_consistency(self) -> SimConfig:

@@ -39,7 +39,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from evalfleet.core.errors import EvalfleetError, InvalidInput
-from evalfleet.judgesim.config import InvalidSimConfig, SimConfig
+from evalfleet.judgesim.config import InvalidSimConfig, ServerStyle, SimConfig
 from evalfleet.judgesim.faults import (
     OUTCOMES,
     Fault,
@@ -56,6 +56,7 @@ from evalfleet.judgesim.replies import (
     Prompt,
     Reply,
     build_reply,
+    estimate_tokens,
     reply_with,
 )
 
@@ -134,6 +135,7 @@ class SimState:
         self.rng = random.Random(self.config.seed)
         self.window = SlidingWindow(self.config.rpm_limit) if self.config.rpm_limit else None
         self.completion_ids = itertools.count(1)
+        self.slots = _slots(self.config.serve_at_once)
 
     def configure(self, changes: Mapping[str, Any]) -> SimConfig:
         """Apply a partial update; a new seed re-seeds, a new ``rpm_limit`` empties the window.
@@ -147,7 +149,13 @@ class SimState:
             self.rng = random.Random(new.seed)
         if new.rpm_limit != old.rpm_limit:
             self.window = SlidingWindow(new.rpm_limit) if new.rpm_limit else None
+        if new.serve_at_once != old.serve_at_once:
+            self.slots = _slots(new.serve_at_once)
         return new
+
+
+def _slots(serve_at_once: int | None) -> asyncio.Semaphore | None:
+    return asyncio.Semaphore(serve_at_once) if serve_at_once else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,8 +215,13 @@ async def _answer(sim: SimState, counters: _Counters, request: Request) -> Respo
     refused = _refused_format(chat.response_format, config=sim.config)
     if refused is not None:
         counters.outcome("format_refused")
-        return _error(400, f"response_format '{refused}' is not supported by this model",
-                      code="unsupported_value", param="response_format")
+        return _format_refusal(refused, style=sim.config.server_style)
+    context = sim.config.context_tokens
+    if context is not None:
+        wanted = estimate_tokens(chat.prompt.text) + (chat.max_tokens or 0)
+        if wanted > context:
+            counters.outcome("context_exceeded")
+            return _context_refusal(wanted, context=context, style=sim.config.server_style)
     if sim.window is not None:
         wait_s = sim.window.admit(time.monotonic())
         if wait_s is not None:
@@ -221,6 +234,14 @@ async def _answer(sim: SimState, counters: _Counters, request: Request) -> Respo
         if response.status_code == 200:
             counters.answered(chat.prompt.key)
         return response
+    if sim.slots is None:
+        return await _generate(sim, counters, request, chat)
+    async with sim.slots:  # queued behind the requests being served, as in a real server
+        return await _generate(sim, counters, request, chat)
+
+
+async def _generate(sim: SimState, counters: _Counters, request: Request,
+                    chat: _ChatRequest) -> Response:
     config = sim.config
     fault = decide_fault(sim.rng, config=config)
     counters.outcome(fault.outcome)
@@ -240,6 +261,31 @@ async def _answer(sim: SimState, counters: _Counters, request: Request) -> Respo
     if not client_left:
         counters.answered(chat.prompt.key)
     return _completion(sim, chat, reply)
+
+
+def _format_refusal(refused: str, *, style: ServerStyle) -> Response:
+    """A refused ``response_format`` as ``style``'s server words it."""
+    if style == "llama_cpp_python":  # its request validation fails: 500, naming the field
+        return _error(500, "1 validation error for CreateChatCompletionRequest\n"
+                           f"response_format.type\n  Input should be 'text' or 'json_object' "
+                           f"[type=literal_error, input_value='{refused}']")
+    return _error(400, f"response_format '{refused}' is not supported by this model",
+                  code="unsupported_value", param="response_format")
+
+
+def _context_refusal(wanted: int, *, context: int, style: ServerStyle) -> Response:
+    """A prompt longer than the context as ``style``'s server words it."""
+    if style == "llama_cpp":
+        body = {"error": {"code": 400, "message": "the request exceeds the available context "
+                          "size, try increasing it", "type": "exceed_context_size_error",
+                          "n_prompt_tokens": wanted, "n_ctx": context}}
+        return JSONResponse(body, status_code=400)
+    message = (f"This model's maximum context length is {context} tokens. However, you "
+               f"requested {wanted} tokens. Please reduce the length of the messages.")
+    if style == "vllm":
+        return JSONResponse({"object": "error", "message": message, "type": "BadRequestError",
+                             "param": None, "code": 400}, status_code=400)
+    return _error(400, message, code="context_length_exceeded", param="messages")
 
 
 def _refused_format(response_format: Any, *, config: SimConfig) -> str | None:

@@ -17,7 +17,8 @@ from evalfleet.core.message import EVALUATE_TASK, encode_batch, encode_job, new_
 from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
 from tests.helpers import DeferringJudge, queued
-from workers.app import STORE_PAUSE_S, celery_config, create_app, run_message
+from workers.app import celery_config, create_app, run_message
+from workers.evaluation import STORE_PAUSE_S
 from workers.runtime import Runtime, build_runtime
 
 SAMPLE = {"id": "chaos-1", "input": "q", "output": "a"}
@@ -58,7 +59,7 @@ def test_a_database_outage_sends_the_jobs_back_at_once_and_pauses_the_queue(
         update={"database_url": "postgresql+psycopg://postgres@127.0.0.1:1/evalfleet"})
     runtime = build_runtime(unreachable, concurrency=1)
     message = encode_job(new_job("rag_qa", parse_sample(SAMPLE)))
-    assert run_message(task, message, runtime) == "retry"
+    assert run_message(task, message, runtime) == "1 requeued"
     ((_job, headers),) = queued(redis.Redis.from_url(redis_url), "rag_qa")
     # Due now, under the same id: the claims this delivery took stay its own.
     assert headers["eta"] is None and headers["id"] == "message-1"

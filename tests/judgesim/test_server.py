@@ -220,7 +220,7 @@ def test_stats_count_requests_statuses_and_outcomes(judge: RunningSim) -> None:
     assert stats["by_status"] == {"200": 1, "500": 2}
     assert stats["by_outcome"] == {"ok": 1, "malformed": 0, "truncated": 0, "rate_limited": 0,
                                    "server_error": 2, "hang": 0, "scripted": 0,
-                                   "format_refused": 0}
+                                   "format_refused": 0, "context_exceeded": 0}
     judge.reset()
     assert judge.stats()["requests"] == 0
     assert judge.current_config().server_error_rate == 1.0  # reset keeps the config

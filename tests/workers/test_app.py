@@ -20,7 +20,7 @@ from evalfleet.store import SqlStore
 from workers.app import REDIS_TRANSPORT, celery_config, create_app, run_message
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.runtime import Runtime, build_runtime
-from workers.shutdown import DeadlineJudge, ShutdownDeadline
+from workers.shutdown import ShutdownDeadline
 
 SAMPLE = {"id": "req-1", "input": "q", "output": "a"}
 
@@ -77,12 +77,11 @@ def queued(redis_url: str, queue: str = "eval.rag_qa") -> list[dict[str, object]
 def test_a_job_still_waiting_for_the_judge_at_the_shutdown_deadline_goes_back(
     settings: Settings, task: tuple[Celery, Task], redis_url: str, store: SqlStore,
 ) -> None:
-    runtime = build_runtime(settings, concurrency=1)
     deadline = ShutdownDeadline()
     deadline.expire()
-    runtime.evaluator.judge = DeadlineJudge(runtime.evaluator.judge, deadline=deadline)
+    runtime = build_runtime(settings, concurrency=1, deadline=deadline)
     message = encode_job(new_job("rag_qa", parse_sample(SAMPLE)))
-    assert run_message(task[1], message, runtime) == "requeued"
+    assert run_message(task[1], message, runtime) == "1 requeued"
     (republished,) = queued(redis_url)
     headers = republished["headers"]
     assert isinstance(headers, dict)
@@ -104,7 +103,7 @@ def test_a_failure_that_may_pass_sends_the_jobs_back_not_to_the_dead_letters(
     runtime = build_runtime(settings, concurrency=1)
     runtime.evaluator.judge = _SharedRedisAway()
     message = encode_job(new_job("rag_qa", parse_sample(SAMPLE)))
-    assert run_message(task[1], message, runtime) == "retry"
+    assert run_message(task[1], message, runtime) == "1 requeued"
     (republished,) = queued(redis_url)
     headers = republished["headers"]
     assert isinstance(headers, dict) and headers["id"] == "message-1"
@@ -146,7 +145,7 @@ def test_an_unexpected_error_keeps_the_job_as_a_dead_letter(
     runtime: Runtime = build_runtime(settings.model_copy(update={"metrics_dir": tmp_path}),
                                      concurrency=1)
     message = encode_job(new_job("broken", parse_sample(SAMPLE)))
-    assert run_message(task[1], message, runtime) == "dead_letter"
+    assert run_message(task[1], message, runtime) == "1 dead_letter"
     (letter,) = store.iter_dead_letters()
     assert letter.error_class == "internal_error"
     assert letter.payload == message

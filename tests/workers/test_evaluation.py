@@ -26,12 +26,14 @@ from workers.evaluation import Evaluator
 from workers.judge import (
     AsyncHttpJudge,
     JudgeClient,
+    JudgeFleet,
+    JudgeProvider,
     JudgeReply,
     JudgeRequest,
-    JudgeRunner,
     OpenAIJudge,
 )
 from workers.judge.base import Answered
+from workers.judge.formats import FormatSupport
 from workers.renderer import render_messages
 from workers.telemetry import Telemetry
 
@@ -44,15 +46,23 @@ GOOD_RAG = ('{"faithfulness": 0.9, "context_relevance": 0.8, "answer_relevance":
             '"error": null}')
 
 
+@pytest.fixture
+def formats() -> FormatSupport:
+    """The response formats the judge fleet learns."""
+    return FormatSupport("json_schema")
+
+
 @pytest.fixture(params=["http", "openai"])
-def judge(request: pytest.FixtureRequest, sim: RunningSim) -> Iterator[JudgeClient]:
-    """Every evaluator test runs with both judge clients."""
-    client: JudgeClient
+def judge(request: pytest.FixtureRequest, sim: RunningSim,
+          formats: FormatSupport) -> Iterator[JudgeClient]:
+    """Every evaluator test runs with both judge providers, inside the judge fleet."""
+    provider: JudgeProvider
     if request.param == "http":
-        client = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
-                                            max_connections=8), concurrency=8)
+        provider = AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+                                  max_connections=8)
     else:
-        client = OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=5)
+        provider = OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=5)
+    client = JudgeFleet(provider, concurrency=8, formats=formats)
     yield client
     client.close()
 
@@ -204,35 +214,53 @@ def test_server_errors_back_off_exponentially_then_dead_letter(evaluator: Evalua
     assert stored(store) == []
 
 
-@pytest.mark.parametrize(("refused", "final_mode"), [
-    (["json_schema"], "json_object"),
-    (["json_schema", "json_object"], "text"),
+@pytest.mark.parametrize(("refused", "style", "final_mode", "sent"), [
+    # OpenAI-style 400s: json_schema, then JSON mode with the schema (also json_object).
+    (["json_schema"], "openai", "json_object_schema", 2),
+    (["json_schema", "json_object"], "openai", "text", 4),
+    # llama-cpp-python refuses json_schema with a 500 naming response_format.type.
+    (["json_schema"], "llama_cpp_python", "json_object_schema", 2),
 ])
 def test_a_refused_response_format_steps_down_and_loses_no_job(
-    refused: list[str], final_mode: str, evaluator: Evaluator, store: SqlStore, sim: RunningSim,
+    refused: list[str], style: str, final_mode: str, sent: int, evaluator: Evaluator,
+    store: SqlStore, sim: RunningSim, formats: FormatSupport,
 ) -> None:
-    sim.configure(refused_response_formats=refused)
-    the_job = job()
-    outcomes = [evaluator.run(the_job, owner=f"m{n}") for n in range(len(refused) + 1)]
-    assert [o.kind for o in outcomes] == ["retry"] * len(refused) + ["stored"]
-    assert all(o.retry_job == the_job and o.countdown_s == 0 for o in outcomes[:-1])
-    assert evaluator.formats.mode_for("judge-sim") == final_mode
+    sim.configure(refused_response_formats=refused, server_style=style)
+    outcome = evaluator.run(job(), owner="m1")
+    assert outcome.kind == "stored"  # stepped down within the call: no retry, no attempt
+    assert formats.mode_for("judge-sim") == final_mode
     (verdict,) = stored(store)
     assert verdict.status == "ok" and verdict.attempts == 1
     assert list(store.iter_dead_letters()) == []
-    assert sim.stats()["by_outcome"]["format_refused"] == len(refused)
+    assert sim.stats()["requests"] == sent
     # Later jobs go straight to the mode that works.
     evaluator.run(job(id="req-2"), owner="m9")
-    assert sim.stats()["by_outcome"]["format_refused"] == len(refused)
+    assert sim.stats()["requests"] == sent + 1
     assert len(stored(store)) == 2
 
 
+@pytest.mark.parametrize("style", ["openai", "llama_cpp_python", "llama_cpp", "vllm"])
+def test_a_prompt_longer_than_the_context_is_a_named_failed_verdict(
+    style: str, evaluator: Evaluator, store: SqlStore, sim: RunningSim,
+    formats: FormatSupport,
+) -> None:
+    sim.configure(context_tokens=50, server_style=style)
+    outcome = evaluator.run(job(), owner="m1")
+    assert (outcome.kind, outcome.detail) == ("stored", "failed")  # never a retry
+    (verdict,) = stored(store)
+    assert verdict.error_class == "context_length_exceeded"
+    assert "longer than the judge's context" in (verdict.error or "")
+    assert verdict.scores == dict.fromkeys(verdict.scores) and verdict.attempts == 1
+    assert sim.stats()["requests"] == 1 and formats.mode_for("judge-sim") == "json_schema"
+
+
 def test_a_plain_bad_request_is_not_a_format_refusal(evaluator: Evaluator, store: SqlStore,
-                                                     sim: RunningSim) -> None:
-    script(sim, {"status": 400, "content": "maximum context length exceeded"})
+                                                     sim: RunningSim,
+                                                     formats: FormatSupport) -> None:
+    script(sim, {"status": 400, "message": "unknown parameter 'seed'"})
     outcome = evaluator.run(job(), owner="m1")
     assert (outcome.kind, outcome.detail) == ("dead_letter", "judge_rejected")
-    assert evaluator.formats.mode_for("judge-sim") == "json_schema"
+    assert formats.mode_for("judge-sim") == "json_schema"
 
 
 @pytest.mark.parametrize("status", [400, 404, 422])
@@ -443,7 +471,5 @@ def test_a_batch_stopped_midway_keeps_its_stored_verdicts_and_judges_only_the_re
                       options=options).run_batch(jobs, owner="m1")
     assert sorted(outcome.kind for outcome in again) == ["duplicate"] * 2 + ["stored"] * 3
     assert store.counts().verdicts == 5
-    # The http client sends all five at once; the openai client one at a time (the
-    # third was answered when the worker stopped).
-    calls = 5 if isinstance(judge, JudgeRunner) else 3
-    assert sim.stats()["requests"] == calls + 3
+    # Both providers send all five at once from the fleet's loop.
+    assert sim.stats()["requests"] == 5 + 3

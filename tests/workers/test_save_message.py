@@ -24,7 +24,7 @@ from tests.brokers import EVERY_BROKER, broker_idle
 from tests.helpers import WorkerProcess, allow_connections, evaluator_options, wait_until
 from workers.app import create_app
 from workers.evaluation import Evaluator
-from workers.judge import AsyncHttpJudge, JudgeClient, JudgeReply, JudgeRequest, JudgeRunner
+from workers.judge import AsyncHttpJudge, JudgeClient, JudgeFleet, JudgeReply, JudgeRequest
 from workers.judge.base import Answered
 from workers.save_message import SAVE_TASK, UnsavedBatch, decode_save, encode_save
 
@@ -121,7 +121,7 @@ def outage(request: pytest.FixtureRequest, store: SqlStore, database_url: str,
     before the first answer, or once the first answer is stored."""
     database = database_url.rsplit("/", 1)[1]
     admin_url = database_url.rsplit("/", 1)[0].replace("+psycopg", "") + "/postgres"
-    runner = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+    runner = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
                                         max_connections=8), concurrency=8)
     going = _DatabaseGoesAway if request.param == "before" else _DatabaseGoesAwayMidway
     judge = going(runner, admin_url=admin_url, database=database)

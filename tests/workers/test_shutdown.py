@@ -21,7 +21,7 @@ from tests.helpers import WorkerProcess, wait_until
 from tests.test_fleet import cli, export, make_samples, write_jsonl
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.runtime import build_judge, task_slots
-from workers.shutdown import DeadlineJudge, ShutdownDeadline
+from workers.shutdown import ShutdownDeadline
 
 
 def test_the_deadline_starts_once_and_expires_after_the_grace_period() -> None:
@@ -49,34 +49,42 @@ def request(n: int) -> JudgeRequest:
 
 
 @pytest.fixture
-def judge(settings: Settings) -> Iterator[JudgeClient]:
-    client = build_judge(settings.model_copy(update={"judge_timeout_s": 20}), concurrency=8)
+def deadline() -> ShutdownDeadline:
+    return ShutdownDeadline()
+
+
+@pytest.fixture(params=["http", "openai"])
+def judge(request: pytest.FixtureRequest, settings: Settings,
+          deadline: ShutdownDeadline) -> Iterator[JudgeClient]:
+    """The worker's judge, with either provider: the deadline is the fleet's, whichever."""
+    client = build_judge(settings.model_copy(update={"judge_timeout_s": 20,
+                                                     "judge_client": request.param}),
+                         concurrency=8, deadline=deadline)
     yield client
     client.close()
 
 
 def test_before_the_deadline_replies_pass_through(judge: JudgeClient, sim: RunningSim) -> None:
-    replies = DeadlineJudge(judge, deadline=ShutdownDeadline()).complete_many(
-        [request(1), request(2)])
+    replies = judge.complete_many([request(1), request(2)])
     assert all(isinstance(reply, JudgeReply) for reply in replies)
     assert sim.stats()["requests"] == 2
 
 
-def test_at_the_deadline_the_judge_stops_waiting(judge: JudgeClient, sim: RunningSim) -> None:
+def test_at_the_deadline_the_judge_stops_waiting(judge: JudgeClient, sim: RunningSim,
+                                                 deadline: ShutdownDeadline) -> None:
     sim.configure(latency_ms=10_000)
-    deadline = ShutdownDeadline()
     deadline.begin(0.5)
     started = time.monotonic()
     with pytest.raises(WorkerShuttingDown, match="2 judge request"):
-        DeadlineJudge(judge, deadline=deadline).complete_many([request(1), request(2)])
+        judge.complete_many([request(1), request(2)])
     assert 0.4 < time.monotonic() - started < 2.0
 
 
-def test_after_the_deadline_the_judge_is_not_called(judge: JudgeClient, sim: RunningSim) -> None:
-    deadline = ShutdownDeadline()
+def test_after_the_deadline_the_judge_is_not_called(judge: JudgeClient, sim: RunningSim,
+                                                    deadline: ShutdownDeadline) -> None:
     deadline.expire()
     with pytest.raises(WorkerShuttingDown):
-        DeadlineJudge(judge, deadline=deadline).complete_many([request(1)])
+        judge.complete_many([request(1)])
     assert sim.stats()["requests"] == 0
 
 

@@ -1,9 +1,7 @@
-"""The judge client contract: chat completions in, replies (or judge errors) out.
-
-Implementations translate their library's exceptions into
-:class:`~evalfleet.core.errors.JudgeUnavailable` (retry later) and
-:class:`~evalfleet.core.errors.JudgeRejected` (retrying will not help) at exactly
-one place, and never retry on their own: retries belong to the worker.
+"""What the worker sends and gets back: judge requests, replies, and the blocking face
+task threads use (:class:`JudgeClient`, implemented by
+:class:`~workers.judge.fleet.JudgeFleet` around any
+:class:`~workers.judge.provider.JudgeProvider`).
 """
 
 from __future__ import annotations
@@ -59,6 +57,9 @@ class JudgeReply:
     """The model the judge says answered (the response's ``model``), when it says."""
     system_fingerprint: str | None = None
     """The backend configuration the judge reports (``system_fingerprint``), when it does."""
+    cached_tokens: int | None = None
+    """Prompt tokens served from the provider's prompt cache
+    (``usage.prompt_tokens_details.cached_tokens``), when it reports them."""
 
 
 #: Longest judge-reported model name or fingerprint kept, in characters.
@@ -82,7 +83,7 @@ Answered = tuple[int, JudgeReply | JudgeError]
 
 
 class JudgeClient(ABC):
-    """Sends chat completions to a judge."""
+    """Sends chat completions to a judge, from any thread."""
 
     @abstractmethod
     def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
@@ -117,23 +118,3 @@ class JudgeClient(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Release connections."""
-
-
-class OneAtATimeJudge(JudgeClient):
-    """A judge client that makes one call at a time, on the calling thread (the
-    ``openai`` client and its pacing gate): each answer is handed over as soon as it is
-    in, with nothing to gather."""
-
-    @abstractmethod
-    def complete_one(self, request: JudgeRequest) -> JudgeReply | JudgeError:
-        """Send one request and wait for its answer: the reply, or the judge error."""
-
-    def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
-        """See :meth:`JudgeClient.complete_many`: one request after the other."""
-        return [self.complete_one(request) for request in requests]
-
-    def answers(self, requests: Sequence[JudgeRequest], *,
-                gather_s: float = 0.0) -> Iterator[list[Answered]]:
-        """See :meth:`JudgeClient.answers`: each answer as soon as it is in."""
-        for index, request in enumerate(requests):
-            yield [(index, self.complete_one(request))]

@@ -1,10 +1,12 @@
 """Which constrained-output mode each judge model accepts, learnt from its refusals.
 
 Metrics ask for ``response_format: json_schema``; many OpenAI-compatible servers
-have no structured outputs (or refuse one schema feature) and answer 400. Such a
-job is not broken, so it is never dead-lettered: the mode steps down for that
-model (``json_schema`` -> ``json_object`` -> text), the job is retried without
-counting an attempt, and every later request to the model uses the lower mode.
+have no structured outputs (or refuse one schema feature) and answer 400, or 500 for
+llama-cpp-python, whose request validation names ``response_format.type``. Such a job
+is not broken: the fleet's step-down (:mod:`workers.judge.fleet`) lowers the mode for
+that endpoint and model (``json_schema`` -> ``json_object`` with the schema ->
+``json_object`` -> text) and sends the call again at once, and every later request to
+the model uses the lower mode (:func:`shaped`).
 
 :class:`RedisFormatSupport` shares what one worker learnt with the fleet (one
 Redis hash per judge endpoint), so a refusal costs the fleet one failed call per
@@ -35,7 +37,7 @@ REFRESH_S = 10.0
 
 # Lower a model's mode, never raise it: two workers stepping down at once agree.
 _LOWER = """
-local rank = {text = 0, json_object = 1, json_schema = 2}
+local rank = {text = 0, json_object = 1, json_object_schema = 2, json_schema = 3}
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 if current and rank[current] and rank[current] <= rank[ARGV[2]] then return current end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
@@ -53,6 +55,45 @@ def weaker(mode: ResponseFormat) -> ResponseFormat:
         The mode one step weaker.
     """
     return MODES[max(0, MODES.index(mode) - 1)]
+
+
+def mode_of(response_format: dict[str, Any] | None) -> ResponseFormat:
+    """The mode a ``response_format`` argument asks for.
+
+    Args:
+        response_format: The argument as a request carries it, None for none.
+
+    Returns:
+        ``text`` for none, else the argument's mode.
+    """
+    if response_format is None:
+        return "text"
+    if response_format.get("type") == "json_schema":
+        return "json_schema"
+    return "json_object_schema" if response_format.get("schema") else "json_object"
+
+
+def shaped(response_format: dict[str, Any] | None,
+           mode: ResponseFormat) -> dict[str, Any] | None:
+    """``response_format`` lowered to ``mode`` (never raised), keeping its schema where the
+    lower mode can carry one.
+
+    Args:
+        response_format: The argument the metric asks for, None for none.
+        mode: The strongest mode the judge accepts.
+
+    Returns:
+        The argument to send, or None to send none.
+    """
+    asked = mode_of(response_format)
+    if response_format is None or MODES.index(asked) <= MODES.index(mode):
+        return response_format
+    if mode == "text":
+        return None
+    if mode == "json_object":
+        return {"type": "json_object"}
+    schema = (response_format.get("json_schema") or {}).get("schema")
+    return {"type": "json_object", "schema": schema} if schema else {"type": "json_object"}
 
 
 def endpoint_digest(base_url: str | None) -> str:

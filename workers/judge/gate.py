@@ -1,48 +1,55 @@
-"""What every judge call passes before it is sent: its endpoint's circuit breaker and
-the fleet's rate budget for its model.
+"""The fleet's concerns around one judge call, each a layer: concurrency, the endpoint's
+circuit breaker, the response-format step-down, the fleet's rate budget and its cap on
+calls in flight.
 
-:class:`CallGate` is the one place both are asked and told, whichever client sends
-the call: :class:`~workers.judge.runner.JudgeRunner` (the lean HTTP client, on its
-own loop) and :class:`PacedJudge` (a blocking client, the ``openai`` one). A call
-that would wait longer than ``max_wait_s`` for budget, or whose circuit is open, is
-not sent and comes back as :class:`~evalfleet.core.errors.JudgeDeferred`.
+A layer is called with the request and the next step (``send``) and returns what the
+call ended with: the reply or a :class:`~evalfleet.core.errors.JudgeError` (never
+raised). :class:`~workers.judge.fleet.JudgeFleet` chains them in one order,
+:data:`~workers.judge.fleet.FLEET_ORDER`, around any provider; no layer knows which
+provider is inside. All run on the fleet's one event loop.
 
-A limiter that cannot be reached (its Redis down) does not stop judging: the call
-goes unpaced and the judge's own 429s pace the fleet. Running out of connections to
-that Redis is not an outage: the limiter's pool makes the call wait for one (see
-:mod:`workers.limiter.redis`). Unpaced calls at start-up, when 128 calls at once
-found the pool empty, were what took the fleet to 123% of its limit.
+A call a layer will not send now (its circuit is open, it would wait longer than
+``max_wait_s`` for rate budget) comes back as
+:class:`~evalfleet.core.errors.JudgeDeferred`, so its job goes back to the queue instead
+of holding a slot.
 
-A call that wakes up more than :data:`LATE_S` after its slot (a busy machine: the
-loop or the calling thread did not get the CPU in time) takes a fresh slot instead of
-going out in the next one's: late calls landing on top of punctual ones put 211
-requests in a 10 s window of 200 on a loaded 2-core machine.
+Rate budget: a limiter that cannot be reached (its Redis down) does not stop judging:
+the call goes unpaced and the judge's own 429s pace the fleet. Running out of
+connections to that Redis is not an outage: the limiter's pool makes the call wait for
+one (see :mod:`workers.limiter.redis`). Unpaced calls at start-up, when 128 calls at
+once found the pool empty, were what took the fleet to 123% of its limit. A call that
+wakes up more than :data:`LATE_S` after its slot (a busy machine: the loop did not get
+the CPU in time) takes a fresh slot instead of going out in the next one's: late calls
+landing on top of punctual ones put 211 requests in a 10 s window of 200 on a loaded
+2-core machine.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
-import threading
 import time
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from evalfleet.core.errors import JudgeDeferred, JudgeError, JudgeUnavailable
 from evalfleet.core.ratelimit import RateLimit
-from workers.breaker import Admission, CircuitBreaker
-from workers.judge.base import JudgeReply, JudgeRequest, OneAtATimeJudge
+from workers.breaker import CircuitBreaker
+from workers.judge.base import JudgeReply, JudgeRequest
+from workers.judge.formats import FormatSupport, mode_of, shaped
+from workers.judge.status import refuses_response_format
 from workers.limiter import RateLimiter
+from workers.limiter.adaptive import Aimd
+from workers.limiter.slots import Slots
 
 logger = logging.getLogger(__name__)
 
 #: Characters per token when estimating a prompt before the call.
 CHARS_PER_TOKEN = 4
-
-#: Seconds to wait for the gate's loop when a client closes.
-CLOSE_TIMEOUT_S = 10.0
 
 #: Seconds after its slot a call may still go out on it; later, it takes a fresh slot.
 LATE_S = 0.05
@@ -50,7 +57,123 @@ LATE_S = 0.05
 #: Slots one call may take because it woke up late, before it goes anyway.
 MAX_RESERVATIONS = 4
 
-_T = TypeVar("_T")
+#: Seconds a fleet-wide slot's lease outlasts the judge timeout (a killed worker's slots
+#: come back after the timeout plus this).
+LEASE_MARGIN_S = 5.0
+
+#: Seconds between two looks for a fleet-wide slot, at first and at most (a slot given
+#: back in this process wakes the looker at once).
+SLOT_POLL_S = (0.005, 0.1)
+
+#: What a judge call ends with.
+Answer = JudgeReply | JudgeError
+
+#: The next step of a call: the inner layers and, last, the provider.
+Send = Callable[[JudgeRequest], Awaitable[Answer]]
+
+
+class Layer(ABC):
+    """One fleet concern around a judge call."""
+
+    name: ClassVar[str]
+    """The concern's name in :data:`~workers.judge.fleet.FLEET_ORDER`."""
+
+    @abstractmethod
+    async def __call__(self, request: JudgeRequest, send: Send) -> Answer:
+        """Make the call through ``send``, or answer without it.
+
+        Args:
+            request: The call.
+            send: The next step.
+
+        Returns:
+            What the call ended with.
+        """
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, no-op by default
+        """Release what the layer holds (connections)."""
+
+
+class Concurrency(Layer):
+    """At most ``limit`` calls of this process in flight; the rest wait their turn."""
+
+    name = "concurrency"
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._slots: asyncio.Semaphore | None = None
+
+    async def __call__(self, request: JudgeRequest, send: Send) -> Answer:
+        """See :meth:`Layer.__call__`."""
+        if self._slots is None:  # made on the loop that uses it
+            self._slots = asyncio.Semaphore(self.limit)
+        async with self._slots:
+            return await send(request)
+
+
+class Breaker(Layer):
+    """The endpoint's circuit breaker: told how each call that was sent went.
+
+    A transport failure (timeout, refused connection, 5xx) counts against the judge; an
+    answer, a 429 (the judge is up, just busy) or a refusal (a prompt too long, a
+    refused ``response_format``) counts for it. A call deferred unsent tells it nothing.
+    """
+
+    name = "breaker"
+
+    def __init__(self, breaker: CircuitBreaker, *, endpoint: str) -> None:
+        self.breaker = breaker
+        self.endpoint = endpoint
+
+    async def __call__(self, request: JudgeRequest, send: Send) -> Answer:
+        """See :meth:`Layer.__call__`."""
+        admission = self.breaker.admit(time.monotonic())
+        if not admission.allowed:
+            return JudgeDeferred(f"circuit open for {self.endpoint}",
+                                 retry_after_s=admission.wait_s)
+        try:
+            answer = await send(request)
+            if isinstance(answer, JudgeUnavailable) and answer.status_code != 429:
+                self.breaker.failed(time.monotonic())
+            elif not isinstance(answer, JudgeDeferred):  # sent, and answered somehow
+                self.breaker.succeeded()
+            return answer
+        finally:
+            self.breaker.release(admission)
+
+
+class StepDown(Layer):
+    """Sends each call in the strongest ``response_format`` its endpoint and model
+    accept, learnt from refusals (:class:`~workers.judge.formats.FormatSupport`, shared by
+    the fleet): a refusal lowers the mode and the call goes again at once, lower."""
+
+    name = "response_format"
+
+    def __init__(self, formats: FormatSupport, *,
+                 on_step_down: Callable[[str, str], None] | None = None) -> None:
+        self.formats = formats
+        self.on_step_down = on_step_down
+        """Told the judge model and its new mode when a refusal lowered it."""
+
+    async def __call__(self, request: JudgeRequest, send: Send) -> Answer:
+        """See :meth:`Layer.__call__`."""
+        while True:
+            request = self._fit(request)
+            answer = await send(request)
+            if not refuses_response_format(answer) or request.response_format is None:
+                return answer
+            refused = mode_of(request.response_format)
+            lowered = self.formats.step_down(request.model, refused=refused)
+            if lowered is not None:
+                logger.warning("judge model %s refuses response_format %s (%s): using %s "
+                               "from now on", request.model, refused, answer, lowered)
+                if self.on_step_down is not None:
+                    self.on_step_down(request.model, lowered)
+
+    def _fit(self, request: JudgeRequest) -> JudgeRequest:
+        fitted = shaped(request.response_format, self.formats.mode_for(request.model))
+        return request if fitted is request.response_format else replace(
+            request, response_format=fitted)
 
 
 @dataclass(frozen=True)
@@ -66,9 +189,8 @@ class Pacing:
 
 @dataclass
 class Ticket:
-    """A call let through the gate: hand it back with :meth:`CallGate.settle`."""
+    """A call's claim on the rate budget."""
 
-    admission: Admission
     budget: RateLimit
     estimate: int
     """The tokens reserved for the call before it was sent."""
@@ -76,32 +198,27 @@ class Ticket:
     """When its rate-budget slot is (monotonic seconds); None: no slot needed."""
 
 
-class CallGate:
-    """The breaker and the rate budget of one endpoint. Use from one event loop."""
+class RateBudget(Layer):
+    """The fleet's rate budget (requests and tokens per minute) of each model of one
+    endpoint: each call waits for its slot, and its token count is corrected once the
+    judge says how many it used."""
 
-    def __init__(self, *, endpoint: str, pacing: Pacing | None = None,
-                 breaker: CircuitBreaker | None = None) -> None:
+    name = "rate_limit"
+
+    def __init__(self, pacing: Pacing, *, endpoint: str) -> None:
+        self.pacing = pacing
         self.endpoint = endpoint
-        self.pacing = pacing or Pacing()
-        self.breaker = breaker or CircuitBreaker()
 
-    async def enter(self, request: JudgeRequest) -> Ticket | JudgeDeferred:
-        """Wait until ``request`` may be sent, or say why it may not be sent now."""
-        admission = self.breaker.admit(time.monotonic())
-        if not admission.allowed:
-            return JudgeDeferred(f"circuit open for {self.endpoint}",
-                                 retry_after_s=admission.wait_s)
-        ticket = Ticket(admission, self.pacing.budget_for(request.model),
-                        estimate_tokens(request))
-        try:
-            deferred = await self.pace(request, ticket)
-        except BaseException:
-            self.breaker.release(admission)
-            raise
+    async def __call__(self, request: JudgeRequest, send: Send) -> Answer:
+        """See :meth:`Layer.__call__`."""
+        ticket = Ticket(self.pacing.budget_for(request.model), estimate_tokens(request))
+        deferred = await self.pace(request, ticket)
         if deferred is not None:
-            self.breaker.release(admission)
             return deferred
-        return ticket
+        answer = await send(request)
+        if isinstance(answer, JudgeReply):
+            await self._correct(request.model, ticket, answer)
+        return answer
 
     async def pace(self, request: JudgeRequest, ticket: Ticket) -> JudgeDeferred | None:
         """Wait for the call's rate-budget slot (taking a fresh one while it wakes up
@@ -116,20 +233,6 @@ class CallGate:
     def late(ticket: Ticket) -> bool:
         """True when the call's slot passed more than :data:`LATE_S` ago."""
         return ticket.due_s is not None and time.monotonic() - ticket.due_s > LATE_S
-
-    async def settle(self, request: JudgeRequest, ticket: Ticket,
-                     answer: JudgeReply | JudgeError) -> None:
-        """Tell the breaker how the call went and correct the tokens it reserved."""
-        if isinstance(answer, JudgeUnavailable) and answer.status_code != 429:
-            self.breaker.failed(time.monotonic())
-        else:  # an answer, a 429 (the judge is up, just busy) or a refusal
-            self.breaker.succeeded()
-        if isinstance(answer, JudgeReply):
-            await self._correct(request.model, ticket, answer)
-
-    def release(self, ticket: Ticket) -> None:
-        """The call is over (also when it was cancelled before :meth:`settle`)."""
-        self.breaker.release(ticket.admission)
 
     async def _reserve(self, request: JudgeRequest, ticket: Ticket) -> JudgeDeferred | None:
         limiter, model, budget = self.pacing.limiter, request.model, ticket.budget
@@ -172,49 +275,123 @@ class CallGate:
             await self.pacing.limiter.close()
 
 
-class PacedJudge(OneAtATimeJudge):
-    """A blocking judge client (the ``openai`` one) behind a :class:`CallGate`.
+@dataclass(frozen=True)
+class InFlightCap:
+    """The fleet-wide cap on calls in flight per endpoint and model."""
 
-    The calling thread sends; the gate runs on a private loop thread, so one breaker
-    and one limiter connection pool serve every task thread of the process.
+    slots: Slots | None = None
+    """Where the slots are held (Redis for the fleet); None: no cap."""
+    limit_for: Callable[[str], int | None] = lambda model: None
+    """The cap of a judge model (None: no cap)."""
+    lease_s: float = 60.0 + LEASE_MARGIN_S
+    """When a slot returns by itself: the judge timeout plus :data:`LEASE_MARGIN_S`."""
+    max_wait_s: float = 10.0
+    """Longest a call waits for a slot; then its job goes back to the queue."""
+    adaptive_max: int | None = None
+    """When set, the cap adapts (:mod:`workers.limiter.adaptive`) between 1 and this (or
+    the model's ``limit_for``, when lower) to what the server sustains."""
+
+
+class InFlight(Layer):
+    """Holds a fleet-wide slot while the call is at the judge; waits for one, or defers
+    the call unsent when none frees up within ``max_wait_s`` (its job goes back to the
+    queue and the worker stops taking that queue for a while, as for rate budget).
+
+    In a process, one call per key at a time looks for a slot; the others wait their
+    turn, so hundreds of waiting calls cost one Redis round trip per look, not hundreds.
+    A slot store that cannot be reached does not stop judging: the call goes uncapped.
     """
 
-    def __init__(self, client: OneAtATimeJudge, *, endpoint: str, pacing: Pacing | None = None,
-                 breaker: CircuitBreaker | None = None) -> None:
-        self._client = client
-        self._gate = CallGate(endpoint=endpoint, pacing=pacing, breaker=breaker)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="judge-gate",
-                                        daemon=True)
-        self._thread.start()
+    name = "in_flight"
 
-    def complete_one(self, request: JudgeRequest) -> JudgeReply | JudgeError:
-        """See :meth:`OneAtATimeJudge.complete_one`: through the gate."""
-        ticket = self._run(self._gate.enter(request))
-        if isinstance(ticket, JudgeDeferred):
-            return ticket
+    def __init__(self, cap: InFlightCap, *, endpoint: str) -> None:
+        self.cap = cap
+        self.endpoint = endpoint
+        self.adaptive: dict[str, Aimd] = {}
+        """The adaptive limit of each key, when the cap adapts."""
+        self._turns: dict[str, asyncio.Lock] = {}
+        self._freed: dict[str, asyncio.Event] = {}
+
+    async def __call__(self, request: JudgeRequest, send: Send) -> Answer:
+        """See :meth:`Layer.__call__`."""
+        key = f"{self.endpoint}|{request.model}"
+        if self.cap.slots is None or self._limit(key, request.model) is None:
+            return await send(request)
+        token = await self._take(key, model=request.model)
+        if isinstance(token, JudgeDeferred):
+            return token
+        started = time.monotonic()
         try:
-            if self._gate.late(ticket):  # this thread woke up after the call's slot
-                deferred = self._run(self._gate.pace(request, ticket))
-                if deferred is not None:
-                    return deferred
-            answer = self._client.complete_one(request)
-            self._run(self._gate.settle(request, ticket, answer))
-            return answer
+            answer = await send(request)
         finally:
-            self._loop.call_soon_threadsafe(self._gate.release, ticket)
+            if token is not None:
+                await self._give_back(key, token)
+        overloaded = isinstance(answer, JudgeUnavailable) and (
+            answer.status_code is None or answer.status_code in (429, 503))
+        # An answer, or a sign of overload; a refusal (a format, a prompt too long) says
+        # nothing about the server's load.
+        if key in self.adaptive and (overloaded or isinstance(answer, JudgeReply)):
+            now = time.monotonic()
+            self.adaptive[key].observe(now - started, overloaded=overloaded, now_s=now)
+        return answer
 
-    def _run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+    def _limit(self, key: str, model: str) -> int | None:
+        fixed = self.cap.limit_for(model)
+        if self.cap.adaptive_max is None:
+            return fixed
+        aimd = self.adaptive.get(key)
+        if aimd is None:
+            ceiling = min(self.cap.adaptive_max, fixed or self.cap.adaptive_max)
+            aimd = self.adaptive[key] = Aimd(max_limit=ceiling)
+        return aimd.current
 
-    def close(self) -> None:
-        """See :meth:`JudgeClient.close`."""
-        self._client.close()
-        if not self._loop.is_running():
-            return
-        asyncio.run_coroutine_threadsafe(self._gate.aclose(), self._loop).result(CLOSE_TIMEOUT_S)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(CLOSE_TIMEOUT_S)
+    async def _take(self, key: str, *, model: str) -> str | JudgeDeferred | None:
+        """A slot's token, a deferral, or None when the slot store is unavailable. Each
+        look asks the limit afresh (an adaptive one moves while calls wait)."""
+        assert self.cap.slots is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.cap.max_wait_s
+        deferred = JudgeDeferred(f"no free judge slot for {model} (the fleet's cap on calls "
+                                 "in flight)", retry_after_s=self.cap.max_wait_s)
+        turn = self._turns.setdefault(key, asyncio.Lock())
+        freed = self._freed.setdefault(key, asyncio.Event())
+        try:
+            await asyncio.wait_for(turn.acquire(), timeout=max(0.0, deadline - loop.time()))
+        except TimeoutError:
+            return deferred
+        try:
+            poll_s = SLOT_POLL_S[0]
+            while True:
+                freed.clear()
+                limit = self._limit(key, model) or 1
+                try:
+                    token = await self.cap.slots.take(key, limit=limit, lease_s=self.cap.lease_s)
+                except Exception as exc:
+                    logger.warning("judge slots unavailable, sending uncapped: %s", exc)
+                    return None
+                if token is not None:
+                    return token
+                remaining_s = deadline - loop.time()
+                if remaining_s <= 0:
+                    return deferred
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(freed.wait(), timeout=min(poll_s, remaining_s))
+                poll_s = min(poll_s * 2, SLOT_POLL_S[1])
+        finally:
+            turn.release()
+
+    async def _give_back(self, key: str, token: str) -> None:
+        assert self.cap.slots is not None
+        try:
+            await self.cap.slots.give_back(key, token)
+        except Exception as exc:  # the lease returns it
+            logger.warning("judge slots unavailable, a slot returns with its lease: %s", exc)
+        self._freed[key].set()
+
+    async def aclose(self) -> None:
+        """Release the slot store's connections."""
+        if self.cap.slots is not None:
+            await self.cap.slots.close()
 
 
 def estimate_tokens(request: JudgeRequest) -> int:

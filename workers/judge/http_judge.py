@@ -1,4 +1,4 @@
-"""A lean OpenAI-compatible judge client on aiohttp: one session, keep-alive, no models.
+"""A lean OpenAI-compatible judge provider on aiohttp: one session, keep-alive, no models.
 
 The hot path of a worker: it builds the JSON body, posts it, and reads four
 fields of the answer. About 0.2 ms of CPU per call against 3 ms for the
@@ -19,6 +19,7 @@ from evalfleet.core.backoff import parse_retry_after
 from evalfleet.core.errors import JudgeError, JudgeUnavailable
 from evalfleet.core.settings import strip_credentials
 from workers.judge.base import JudgeReply, JudgeRequest
+from workers.judge.provider import JudgeProvider, ProviderCapabilities
 from workers.judge.reply import DEFAULT_MAX_REPLY_BYTES, reply_from_body, too_large_reply
 from workers.judge.status import classify_status
 
@@ -29,8 +30,8 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PLACEHOLDER_API_KEY = "not-needed"
 
 
-class AsyncHttpJudge:
-    """Sends one chat completion at a time on a shared aiohttp session (use in one loop)."""
+class AsyncHttpJudge(JudgeProvider):
+    """The lean provider: chat completions on one shared aiohttp session (use in one loop)."""
 
     def __init__(
         self, *, base_url: str | None, api_key: str | None, timeout_s: float,
@@ -40,6 +41,7 @@ class AsyncHttpJudge:
         # Credentials in the URL become Basic auth when there is no API key (a proxy in
         # front of a local judge); the URL itself is sent, logged and keyed without them.
         self._url = strip_credentials(url)
+        self._models_url = self._url.removesuffix("/chat/completions") + "/models"
         user = urlsplit(url).username
         password = urlsplit(url).password
         authorization = (aiohttp.BasicAuth(unquote(user or ""), unquote(password)).encode()
@@ -48,21 +50,22 @@ class AsyncHttpJudge:
         self._headers = {"Authorization": authorization, "Content-Type": "application/json"}
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._max_connections = max_connections
+        self.capabilities = ProviderCapabilities(name="http", max_connections=max_connections)
         self._max_reply_bytes = max_reply_bytes
         self._session: aiohttp.ClientSession | None = None
 
     @property
     def endpoint(self) -> str:
-        """The URL requests go to, without credentials: it names this judge in Redis
-        keys (rate limits), log lines and errors (the circuit breaker)."""
+        """See :attr:`JudgeProvider.endpoint`."""
         return self._url
 
-    async def complete(self, request: JudgeRequest) -> JudgeReply:
-        """Send one request.
+    async def generate(self, request: JudgeRequest) -> JudgeReply:
+        """See :meth:`JudgeProvider.generate`.
 
         Raises:
             JudgeUnavailable: Transport error, timeout, 429, 5xx, unreadable answer.
-            JudgeRejected: 400, 401, 403, 404, 422 or an exhausted quota.
+            JudgeRejected: 400, 401, 403, 404, 422, an exhausted quota, a prompt too long
+                or a refused ``response_format``.
         """
         started = time.perf_counter()
         status, headers, raw = await self._post(json.dumps(request.payload()))
@@ -73,12 +76,28 @@ class AsyncHttpJudge:
             return too_large_reply(latency_ms=latency_ms)
         return reply_from_body(raw, latency_ms=latency_ms)
 
+    async def list_models(self) -> list[str] | None:
+        """See :meth:`JudgeProvider.list_models`."""
+        status, headers, raw = await self._request("GET", self._models_url)
+        if status != 200:
+            raise _status_error(status, headers, raw or b"")
+        try:
+            data = jsontext.loads(raw or b"")
+            return [str(model["id"]) for model in data["data"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise JudgeUnavailable(f"unreadable model list ({type(exc).__name__})") from None
+
     async def _post(self, body: str) -> tuple[int, Any, bytes | None]:
+        return await self._request("POST", self._url, body)
+
+    async def _request(self, method: str, url: str,
+                       body: str | None = None) -> tuple[int, Any, bytes | None]:
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300)
             self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
         try:
-            async with self._session.post(self._url, data=body, headers=self._headers) as answer:
+            async with self._session.request(method, url, data=body,
+                                             headers=self._headers) as answer:
                 return answer.status, answer.headers, await self._read(answer)
         except TimeoutError:
             raise JudgeUnavailable("judge call timed out") from None
@@ -97,8 +116,8 @@ class AsyncHttpJudge:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def close(self) -> None:
-        """Close the session and its connections."""
+    async def aclose(self) -> None:
+        """See :meth:`JudgeProvider.aclose`: close the session and its connections."""
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -109,13 +128,14 @@ def _status_error(status: int, headers: Any, raw: bytes) -> JudgeError:
         body = jsontext.loads(raw)
     except ValueError:
         body = None
-    message = _error_message(body) or raw[:200].decode("utf-8", "replace")
+    message = _error_message(body) or raw[:500].decode("utf-8", "replace")
     return classify_status(status, message=message, body=body,
                            retry_after_s=parse_retry_after(headers))
 
 
 def _error_message(body: Any) -> str | None:
-    error = body.get("error") if isinstance(body, dict) else None
+    # OpenAI's {"error": {"message": ...}}, or vLLM's {"object": "error", "message": ...}.
+    error = body.get("error", body) if isinstance(body, dict) else None
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         return str(error["message"])
     return None

@@ -45,9 +45,15 @@ def reply_from_body(raw: bytes, *, latency_ms: int) -> JudgeReply:
             completion_tokens=_count(usage.get("completion_tokens")), latency_ms=latency_ms,
             model=reported(data.get("model")),
             system_fingerprint=reported(data.get("system_fingerprint")),
+            cached_tokens=_cached(usage.get("prompt_tokens_details")),
         )
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise JudgeUnavailable(f"unreadable judge reply ({type(exc).__name__})") from None
+
+
+def _cached(details: object) -> int | None:
+    # Absent, or not an object (a hostile reply), is unknown: the verdict is still read.
+    return _count(details.get("cached_tokens")) if isinstance(details, dict) else None
 
 
 def _count(value: object) -> int | None:

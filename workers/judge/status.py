@@ -1,8 +1,18 @@
 """What an HTTP error status from a judge means for the job. Pure.
 
-One mapping for every judge client: 429, 5xx and a few transient statuses are
+One mapping for every judge provider: 429, 5xx and a few transient statuses are
 worth retrying; an exhausted quota, bad requests, auth failures and unknown
-models are not.
+models are not. Two refusals are named, since the worker acts on them
+differently from other rejections, and servers say them differently:
+
+- a prompt longer than the model's context (:data:`CONTEXT_LENGTH_EXCEEDED`): OpenAI
+  and llama-cpp-python send ``code: context_length_exceeded`` (400), llama.cpp's
+  server ``type: exceed_context_size_error``, vLLM a 400 with text only. It becomes a
+  ``failed`` verdict naming it, never a retry.
+- a refused ``response_format`` (:data:`RESPONSE_FORMAT_REFUSED`): a 400 or 422 that
+  names the argument, or llama-cpp-python's 500, whose request validation names
+  ``response_format.type``. The fleet steps the format down; it is no server fault and
+  never counts against the endpoint's circuit breaker.
 """
 
 from __future__ import annotations
@@ -13,6 +23,29 @@ from evalfleet.core.errors import QUOTA_CODES, JudgeError, JudgeRejected, JudgeU
 
 #: Statuses worth retrying besides 429 and 5xx.
 TRANSIENT_STATUSES = frozenset({408, 409, 425})
+
+#: The code of a rejection for a prompt longer than the model's context.
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+
+#: The code of a rejection of the request's ``response_format`` (not of the request).
+RESPONSE_FORMAT_REFUSED = "response_format_refused"
+
+#: Error codes and types servers give a prompt longer than the context.
+_CONTEXT_CODES = frozenset({CONTEXT_LENGTH_EXCEEDED, "exceed_context_size_error"})
+
+#: Words of an error message that say the prompt is longer than the context (vLLM sends
+#: text only: "This model's maximum context length is 2048 tokens...").
+_CONTEXT_WORDS = ("maximum context length", "context length", "context size",
+                  "context window", "prompt is too long")
+
+#: Words of a 500 that make it a refusal of the request rather than a server fault:
+#: llama-cpp-python's request validation ("1 validation error for
+#: CreateChatCompletionRequest / response_format.type / Input should be ...").
+_VALIDATION_WORDS = ("validation error", "input should be", "not supported", "unsupported")
+
+#: Words of an error message that tie it to the ``response_format`` argument.
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "structured output",
+                 "guided_json", "guided decoding")
 
 
 def classify_status(
@@ -29,40 +62,76 @@ def classify_status(
     code = error_code(body)
     if code in QUOTA_CODES:
         return JudgeRejected(f"judge quota exhausted ({code})", status_code=status, code=code)
+    text = message.lower()
+    if status != 429 and status < 500 and (
+            code in _CONTEXT_CODES or error_type(body) in _CONTEXT_CODES
+            or any(word in text for word in _CONTEXT_WORDS)):
+        return JudgeRejected(f"the prompt is longer than the judge's context: {message}",
+                             status_code=status, code=CONTEXT_LENGTH_EXCEEDED)
+    if _names_response_format(status, f"{text} {code or ''}".lower()):
+        return JudgeRejected(f"judge refuses the response_format ({status}): {message}",
+                             status_code=status, code=RESPONSE_FORMAT_REFUSED)
     if status == 429 or status >= 500 or status in TRANSIENT_STATUSES:
         return JudgeUnavailable(f"judge answered {status}: {message}", status_code=status,
                                 retry_after_s=retry_after_s)
     return JudgeRejected(f"judge answered {status}: {message}", status_code=status, code=code)
 
 
-#: Words in a 400's message that tie it to the ``response_format`` argument.
-_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "structured output",
-                 "guided_json", "guided decoding")
+def _names_response_format(status: int, text: str) -> bool:
+    """A 400 or 422 naming the argument, or a 500 whose request validation names it."""
+    if status in (400, 422):
+        return any(word in text for word in _FORMAT_WORDS)
+    return (status == 500 and "response_format" in text
+            and any(word in text for word in _VALIDATION_WORDS))
 
 
-def refuses_response_format(error: JudgeError | None) -> bool:
-    """Whether the judge refused the request's ``response_format`` (not the request itself).
-
-    A server without structured outputs answers 400 (or 422) and names the argument;
-    any other 400 (a prompt too long, an unknown parameter) is a real rejection.
+def refuses_response_format(answer: object) -> bool:
+    """Whether a call ended with the judge refusing its ``response_format`` (not the
+    request itself).
 
     Args:
-        error: What a judge call ended with.
+        answer: What a judge call ended with.
 
     Returns:
-        True for a 400 or 422 rejection whose message or code names the response format.
+        True for a rejection classified :data:`RESPONSE_FORMAT_REFUSED`.
     """
-    if not isinstance(error, JudgeRejected) or error.status_code not in (400, 422):
-        return False
-    text = f"{error} {error.code or ''}".lower()
-    return any(word in text for word in _FORMAT_WORDS)
+    return isinstance(answer, JudgeRejected) and answer.code == RESPONSE_FORMAT_REFUSED
+
+
+def prompt_too_long(answer: object) -> bool:
+    """Whether a call ended with the judge refusing a prompt longer than its context.
+
+    Args:
+        answer: What a judge call ended with.
+
+    Returns:
+        True for a rejection classified :data:`CONTEXT_LENGTH_EXCEEDED`.
+    """
+    return isinstance(answer, JudgeRejected) and answer.code == CONTEXT_LENGTH_EXCEEDED
 
 
 def error_code(body: Any) -> str | None:
-    """The ``code`` (or ``type``) of an OpenAI-style error body, if any."""
+    """The ``code`` (or, when it has no text code, ``type``) of an OpenAI-style error body."""
+    error = _error_object(body)
+    if error is None:
+        return None
+    code = error.get("code")
+    if isinstance(code, str) and code:
+        return code
+    kind = error.get("type")
+    return str(kind) if kind else None
+
+
+def error_type(body: Any) -> str | None:
+    """The ``type`` of an OpenAI-style error body (llama.cpp names its errors there)."""
+    error = _error_object(body)
+    kind = error.get("type") if error is not None else None
+    return kind if isinstance(kind, str) else None
+
+
+def _error_object(body: Any) -> dict[str, Any] | None:
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict):
-            code = error.get("code") or error.get("type")
-            return str(code) if code else None
+            return error
     return None

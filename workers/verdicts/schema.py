@@ -12,10 +12,12 @@ from typing import Any, Literal
 
 from evalfleet.core.metric import FieldSpec, Metric
 
-ResponseFormat = Literal["json_schema", "json_object", "text"]
+ResponseFormat = Literal["json_schema", "json_object_schema", "json_object", "text"]
 
-#: Constrained-output modes from weakest to strongest.
-MODES: tuple[ResponseFormat, ...] = ("text", "json_object", "json_schema")
+#: Constrained-output modes from weakest to strongest. ``json_object_schema`` is JSON mode
+#: with the schema beside the type (``{"type": "json_object", "schema": ...}``), which
+#: llama-cpp-python enforces by grammar while it refuses ``json_schema``.
+MODES: tuple[ResponseFormat, ...] = ("text", "json_object", "json_object_schema", "json_schema")
 
 _JSON_TYPES = {
     "number": "number", "integer": "integer", "boolean": "boolean", "string": "string",
@@ -45,6 +47,8 @@ def response_format_for(metric: Metric, *, supported: ResponseFormat) -> dict[st
         return None
     if mode == "json_object":
         return {"type": "json_object"}
+    if mode == "json_object_schema":
+        return {"type": "json_object", "schema": verdict_schema(metric)}
     return {
         "type": "json_schema",
         "json_schema": {"name": metric.name, "strict": True, "schema": verdict_schema(metric)},

@@ -29,7 +29,7 @@ from evalfleet.store import SqlStore
 from tests.evalfleet.ops.builders import job
 from tests.helpers import evaluator_options
 from workers.evaluation import Evaluator
-from workers.judge import AsyncHttpJudge, JudgeRunner
+from workers.judge import AsyncHttpJudge, JudgeFleet
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 
@@ -66,7 +66,7 @@ def test_a_bad_history_is_an_invalid_message(history: Any) -> None:
 
 @pytest.fixture
 def evaluator(store: SqlStore, sim: RunningSim) -> Iterator[Evaluator]:
-    judge = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+    judge = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
                                        max_connections=4), concurrency=4)
     options = evaluator_options(judge_model="judge-sim", max_attempts=3, retry_base_s=0.1,
                                retry_max_s=1)

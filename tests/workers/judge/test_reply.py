@@ -1,4 +1,4 @@
-"""Both judge clients read the answer body with a size cap, against the simulator."""
+"""Both judge providers read the answer body with a size cap, against the simulator."""
 
 from __future__ import annotations
 
@@ -7,9 +7,15 @@ from collections.abc import Iterator
 import pytest
 
 from evalfleet.judgesim import RunningSim
-from tests.workers.judge.test_runner import request
-from workers.judge import AsyncHttpJudge, JudgeClient, JudgeReply, JudgeRunner
-from workers.judge.openai_judge import OpenAIJudge
+from tests.workers.judge.test_fleet import request
+from workers.judge import (
+    AsyncHttpJudge,
+    JudgeClient,
+    JudgeFleet,
+    JudgeProvider,
+    JudgeReply,
+    OpenAIJudge,
+)
 from workers.judge.reply import TOO_LARGE
 
 CAP_BYTES = 64 * 1024
@@ -17,14 +23,14 @@ CAP_BYTES = 64 * 1024
 
 @pytest.fixture(params=["http", "openai"])
 def judge(request: pytest.FixtureRequest, sim: RunningSim) -> Iterator[JudgeClient]:
-    client: JudgeClient
+    provider: JudgeProvider
     if request.param == "http":
-        client = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key="sk-test",
-                                            timeout_s=5, max_connections=4,
-                                            max_reply_bytes=CAP_BYTES), concurrency=4)
+        provider = AsyncHttpJudge(base_url=sim.base_url, api_key="sk-test", timeout_s=5,
+                                  max_connections=4, max_reply_bytes=CAP_BYTES)
     else:
-        client = OpenAIJudge(base_url=sim.base_url, api_key="sk-test", timeout_s=5,
-                             max_reply_bytes=CAP_BYTES)
+        provider = OpenAIJudge(base_url=sim.base_url, api_key="sk-test", timeout_s=5,
+                               max_reply_bytes=CAP_BYTES)
+    client = JudgeFleet(provider, concurrency=4)
     yield client
     client.close()
 

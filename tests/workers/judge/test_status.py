@@ -7,7 +7,12 @@ from typing import Any
 import pytest
 
 from evalfleet.core.errors import JudgeRejected, JudgeUnavailable
-from workers.judge.status import classify_status, error_code, refuses_response_format
+from workers.judge.status import (
+    classify_status,
+    error_code,
+    prompt_too_long,
+    refuses_response_format,
+)
 
 
 @pytest.mark.parametrize(("status", "body", "kind", "access"), [
@@ -52,10 +57,36 @@ def test_error_code(body: Any, code: str | None) -> None:
     (400, "This model's maximum context length is 8192 tokens", False),
     (404, "response_format: model not found", False),
     (500, "response_format failed", False),
+    # llama-cpp-python: its request validation refuses json_schema with a 500.
+    (500, "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n  Input "
+          "should be 'text' or 'json_object' [type=literal_error, input_value='json_schema']",
+     True),
 ])
 def test_refuses_response_format(status: int, message: str, refuses: bool) -> None:
     error = classify_status(status, message=message, body=None, retry_after_s=None)
     assert refuses_response_format(error) is refuses
+    if refuses:  # a refusal is no server fault: never retried, never against the breaker
+        assert isinstance(error, JudgeRejected)
+
+
+@pytest.mark.parametrize(("status", "message", "body"), [
+    (400, "This model's maximum context length is 2048 tokens. However, you requested 3000",
+     {"error": {"code": "context_length_exceeded"}}),  # OpenAI, llama-cpp-python
+    (400, "the request exceeds the available context size, try increasing it",
+     {"error": {"code": 400, "type": "exceed_context_size_error"}}),  # llama.cpp
+    (400, "This model's maximum context length is 4096 tokens.",
+     {"object": "error", "type": "BadRequestError", "code": 400}),  # vLLM: text only
+])
+def test_a_prompt_too_long_is_named_whatever_the_server(status: int, message: str,
+                                                        body: Any) -> None:
+    error = classify_status(status, message=message, body=body, retry_after_s=None)
+    assert isinstance(error, JudgeRejected) and prompt_too_long(error)
+    assert not refuses_response_format(error)
+
+
+def test_a_busy_server_mentioning_context_is_still_transient() -> None:
+    error = classify_status(503, message="context length warmup", body=None, retry_after_s=1)
+    assert isinstance(error, JudgeUnavailable) and not prompt_too_long(error)
 
 
 def test_no_error_refuses_nothing() -> None:

@@ -1,35 +1,43 @@
-"""The HTTP runner keeps many judge calls in flight from one thread."""
+"""The judge fleet: any provider inside the fleet's concerns, many calls in flight from one
+thread."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
 from evalfleet.core.errors import JudgeDeferred, JudgeRejected, JudgeUnavailable
 from evalfleet.core.ratelimit import RateLimit
 from evalfleet.judgesim import RunningSim
-from workers.breaker import CircuitBreaker
+from workers.breaker import Admission, CircuitBreaker
 from workers.judge import (
+    FLEET_ORDER,
     AsyncHttpJudge,
-    CallGate,
+    JudgeFleet,
+    JudgeProvider,
     JudgeReply,
     JudgeRequest,
-    JudgeRunner,
     OpenAIJudge,
-    PacedJudge,
+    Pacing,
+    ProviderCapabilities,
+    layers_for,
 )
-from workers.judge.runner import Pacing
+from workers.judge.formats import FormatSupport
+from workers.judge.gate import RateBudget, Ticket, estimate_tokens
 from workers.limiter import LocalRateLimiter
+from workers.limiter.base import Reservation
+from workers.verdicts.schema import ResponseFormat
 
 
 @pytest.fixture
-def runner(sim: RunningSim) -> Iterator[JudgeRunner]:
+def runner(sim: RunningSim) -> Iterator[JudgeFleet]:
     client = AsyncHttpJudge(base_url=sim.base_url, api_key="sk-test", timeout_s=5,
                             max_connections=64)
-    judge_runner = JudgeRunner(client, concurrency=64)
+    judge_runner = JudgeFleet(client, concurrency=64)
     yield judge_runner
     judge_runner.close()
 
@@ -39,7 +47,7 @@ def request(n: int) -> JudgeRequest:
                         model="judge-sim", temperature=0.0, max_tokens=100)
 
 
-def test_a_batch_is_in_flight_at_once(runner: JudgeRunner, sim: RunningSim) -> None:
+def test_a_batch_is_in_flight_at_once(runner: JudgeFleet, sim: RunningSim) -> None:
     sim.configure(latency_ms=300)
     replies = runner.complete_many([request(n) for n in range(64)])
     assert all(isinstance(reply, JudgeReply) and reply.text for reply in replies)
@@ -49,14 +57,14 @@ def test_a_batch_is_in_flight_at_once(runner: JudgeRunner, sim: RunningSim) -> N
 
 def test_concurrency_is_capped(sim: RunningSim) -> None:
     client = AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5, max_connections=8)
-    capped = JudgeRunner(client, concurrency=4)
+    capped = JudgeFleet(client, concurrency=4)
     sim.configure(latency_ms=100)
     capped.complete_many([request(n) for n in range(20)])
     capped.close()
     assert sim.stats()["max_in_flight"] == 4
 
 
-def test_errors_come_back_per_request(runner: JudgeRunner, sim: RunningSim) -> None:
+def test_errors_come_back_per_request(runner: JudgeFleet, sim: RunningSim) -> None:
     sim.script([
         {"match": "answer 1.", "replies": [{"status": 429, "retry_after": 3}]},
         {"match": "answer 2.", "replies": [{"status": 401}]},
@@ -68,12 +76,12 @@ def test_errors_come_back_per_request(runner: JudgeRunner, sim: RunningSim) -> N
 
 
 def test_timeouts_and_unreachable_judges_are_transient(sim: RunningSim) -> None:
-    slow = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=0.2,
+    slow = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=0.2,
                                       max_connections=2), concurrency=2)
     sim.configure(latency_ms=1000)
     (timed_out,) = slow.complete_many([request(0)])
     slow.close()
-    nowhere = JudgeRunner(AsyncHttpJudge(base_url="http://127.0.0.1:1/v1", api_key=None,
+    nowhere = JudgeFleet(AsyncHttpJudge(base_url="http://127.0.0.1:1/v1", api_key=None,
                                          timeout_s=1, max_connections=2), concurrency=2)
     (refused,) = nowhere.complete_many([request(0)])
     nowhere.close()
@@ -84,7 +92,7 @@ def test_timeouts_and_unreachable_judges_are_transient(sim: RunningSim) -> None:
 def test_a_call_that_would_wait_too_long_is_deferred_unsent(sim: RunningSim) -> None:
     pacing = Pacing(limiter=LocalRateLimiter(), max_wait_s=0.5,
                     budget_for=lambda model: RateLimit(requests_per_minute=60))
-    paced = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+    paced = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
                                        max_connections=8), concurrency=8, pacing=pacing)
     answers = paced.complete_many([request(n) for n in range(5)])
     paced.close()
@@ -99,7 +107,7 @@ def test_the_circuit_opens_on_a_down_judge_and_closes_after_a_good_probe(
     sim: RunningSim,
 ) -> None:
     breaker = CircuitBreaker(failure_threshold=3, open_s=0.3)
-    guarded = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+    guarded = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
                                          max_connections=2), concurrency=1, breaker=breaker)
     sim.script([{"match": "", "replies": [{"status": 503}], "then": "repeat_last"}])
     answers = [guarded.complete_many([request(n)])[0] for n in range(5)]
@@ -115,7 +123,7 @@ def test_the_circuit_opens_on_a_down_judge_and_closes_after_a_good_probe(
 def test_a_probe_answered_with_429_closes_the_circuit(sim: RunningSim) -> None:
     # A busy judge is up: the probe's 429 must not leave the circuit half-open for good.
     breaker = CircuitBreaker(failure_threshold=2, open_s=0.2)
-    guarded = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+    guarded = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
                                          max_connections=2), concurrency=1, breaker=breaker)
     sim.script([{"match": "", "replies": [{"status": 500}, {"status": 500},
                                           {"status": 429, "retry_after": 1}],
@@ -134,7 +142,7 @@ def test_a_probe_answered_with_429_closes_the_circuit(sim: RunningSim) -> None:
 
 def test_rate_limits_do_not_open_the_circuit(sim: RunningSim) -> None:
     breaker = CircuitBreaker(failure_threshold=2)
-    guarded = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+    guarded = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
                                          max_connections=2), concurrency=1, breaker=breaker)
     sim.script([{"match": "", "replies": [{"status": 429, "retry_after": 1}],
                  "then": "repeat_last"}])
@@ -148,7 +156,7 @@ def test_waits_for_rate_budget_are_reported_per_metric(sim: RunningSim) -> None:
     pacing = Pacing(limiter=LocalRateLimiter(), max_wait_s=5,
                     budget_for=lambda model: RateLimit(requests_per_minute=600),
                     on_wait=lambda metric, wait_s: waits.append((metric, wait_s)))
-    paced = JudgeRunner(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+    paced = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
                                        max_connections=8), concurrency=8, pacing=pacing)
     requests = [JudgeRequest(messages=[{"role": "user", "content": f"n {n}"}], model="m",
                              temperature=0.0, max_tokens=10, metric="rag_qa")
@@ -159,11 +167,11 @@ def test_waits_for_rate_budget_are_reported_per_metric(sim: RunningSim) -> None:
     assert sorted(wait for _, wait in waits)[-1] == pytest.approx(0.4, abs=0.05)
 
 
-def test_the_openai_client_is_paced_through_the_same_gate(sim: RunningSim) -> None:
+def test_the_openai_client_is_paced_by_the_same_fleet(sim: RunningSim) -> None:
     pacing = Pacing(limiter=LocalRateLimiter(), max_wait_s=0.5,
                     budget_for=lambda model: RateLimit(requests_per_minute=60))
     blocking = OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=5)
-    paced = PacedJudge(blocking, endpoint=blocking.endpoint, pacing=pacing)
+    paced = JudgeFleet(blocking, concurrency=8, pacing=pacing)
     answers = paced.complete_many([request(n) for n in range(4)])
     paced.close()
     assert [type(a).__name__ for a in answers] == ["JudgeReply"] + ["JudgeDeferred"] * 3
@@ -173,7 +181,7 @@ def test_the_openai_client_is_paced_through_the_same_gate(sim: RunningSim) -> No
 def test_the_openai_client_has_a_circuit_breaker(sim: RunningSim) -> None:
     breaker = CircuitBreaker(failure_threshold=2, open_s=60)
     blocking = OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=5)
-    guarded = PacedJudge(blocking, endpoint=blocking.endpoint, breaker=breaker)
+    guarded = JudgeFleet(blocking, concurrency=1, breaker=breaker)
     sim.script([{"match": "", "replies": [{"status": 503}], "then": "repeat_last"}])
     answers = guarded.complete_many([request(n) for n in range(4)])
     guarded.close()
@@ -187,23 +195,23 @@ def test_both_clients_name_the_endpoint_alike(sim: RunningSim) -> None:
                           max_connections=1)
     blocking = OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=1)
     assert http.endpoint == blocking.endpoint
-    blocking.close()
+    asyncio.run(blocking.aclose())
 
 
 def test_a_call_that_wakes_up_after_its_slot_takes_a_fresh_one() -> None:
     waits: list[float] = []
-    gate = CallGate(endpoint="judge", pacing=Pacing(
+    budget = RateBudget(Pacing(
         limiter=LocalRateLimiter(), max_wait_s=5,
         budget_for=lambda model: RateLimit(requests_per_minute=600),
-        on_wait=lambda metric, wait_s: waits.append(wait_s)))
+        on_wait=lambda metric, wait_s: waits.append(wait_s)), endpoint="judge")
 
     async def go() -> bool:
-        ticket = await gate.enter(request(0))
-        assert not isinstance(ticket, JudgeDeferred)
+        ticket = Ticket(budget.pacing.budget_for("judge-sim"), estimate_tokens(request(0)))
+        assert await budget.pace(request(0), ticket) is None
         time.sleep(0.2)  # the machine was busy: the slot passed while nothing ran
-        assert gate.late(ticket)
-        assert await gate.pace(request(0), ticket) is None
-        return gate.late(ticket)
+        assert budget.late(ticket)
+        assert await budget.pace(request(0), ticket) is None
+        return budget.late(ticket)
 
     assert asyncio.run(go()) is False
     assert len(waits) == 2  # a second slot, rather than going out in someone else's
@@ -212,7 +220,7 @@ def test_a_call_that_wakes_up_after_its_slot_takes_a_fresh_one() -> None:
 def test_answers_are_handed_over_as_they_arrive(sim: RunningSim) -> None:
     client = AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=60,
                             max_connections=8)
-    runner = JudgeRunner(client, concurrency=8)
+    runner = JudgeFleet(client, concurrency=8)
     sim.script([{"match": "answer 3.", "replies": [{"delay_ms": 30_000}]}])
     try:
         answers = runner.answers([request(n) for n in range(5)])
@@ -227,10 +235,10 @@ def test_answers_are_handed_over_as_they_arrive(sim: RunningSim) -> None:
         runner.close()
 
 
-def test_every_client_hands_over_each_answer_once(runner: JudgeRunner,
+def test_every_client_hands_over_each_answer_once(runner: JudgeFleet,
                                                   sim: RunningSim) -> None:
-    paced = PacedJudge(OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=5),
-                       endpoint=sim.base_url)
+    paced = JudgeFleet(OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=5),
+                       concurrency=8)
     try:
         for client in (runner, paced):
             chunks = list(client.answers([request(n) for n in range(6)]))
@@ -239,3 +247,104 @@ def test_every_client_hands_over_each_answer_once(runner: JudgeRunner,
     finally:
         paced.close()
     assert sim.stats()["requests"] == 12
+
+
+class _Seen:
+    """Which fleet concern saw a call, in order."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+
+
+class _CountingBreaker(CircuitBreaker):
+    def __init__(self, seen: _Seen) -> None:
+        super().__init__()
+        self.seen = seen
+
+    def admit(self, now_s: float) -> Admission:
+        self.seen.order.append("breaker")
+        return super().admit(now_s)
+
+
+class _CountingFormats(FormatSupport):
+    def __init__(self, seen: _Seen) -> None:
+        super().__init__("json_schema")
+        self.seen = seen
+
+    def mode_for(self, model: str) -> ResponseFormat:
+        self.seen.order.append("response_format")
+        return super().mode_for(model)
+
+
+class _CountingLimiter(LocalRateLimiter):
+    def __init__(self, seen: _Seen) -> None:
+        super().__init__()
+        self.seen = seen
+
+    async def reserve(self, key: str, *, budget: RateLimit, tokens: int,
+                      max_wait_s: float) -> Reservation:
+        self.seen.order.append("rate_limit")
+        return await super().reserve(key, budget=budget, tokens=tokens, max_wait_s=max_wait_s)
+
+
+def _provider(kind: str, base_url: str) -> JudgeProvider:
+    if kind == "http":
+        return AsyncHttpJudge(base_url=base_url, api_key=None, timeout_s=5, max_connections=4)
+    return OpenAIJudge(base_url=base_url, api_key=None, timeout_s=5)
+
+
+@pytest.mark.parametrize("kind", ["http", "openai"])
+def test_every_provider_passes_each_fleet_concern_once_in_one_order(
+    kind: str, sim: RunningSim,
+) -> None:
+    seen = _Seen()
+    fleet = JudgeFleet(_provider(kind, sim.base_url), concurrency=4,
+                       breaker=_CountingBreaker(seen), formats=_CountingFormats(seen),
+                       pacing=Pacing(limiter=_CountingLimiter(seen), max_wait_s=5,
+                                     budget_for=lambda model: RateLimit(requests_per_minute=600)))
+    try:
+        (answer,) = fleet.complete_many([request(0)])
+    finally:
+        fleet.close()
+    assert isinstance(answer, JudgeReply)
+    assert fleet.order == FLEET_ORDER == layers_for(fleet.provider.capabilities)
+    # One call: each concern that keeps state saw it once, outermost first.
+    assert seen.order == ["breaker", "response_format", "rate_limit"]
+    assert sim.stats()["requests"] == 1
+
+
+@pytest.mark.parametrize(("capabilities", "order"), [
+    (ProviderCapabilities(name="http"), FLEET_ORDER),
+    (ProviderCapabilities(name="openai"), FLEET_ORDER),
+    # Submitted now, collected later: no call per request to hold a slot or a rate budget.
+    (ProviderCapabilities(name="batch", kind="batch"),
+     ("deadline", "breaker", "response_format")),
+])
+def test_which_fleet_concerns_apply_to_which_kind_of_provider(
+    capabilities: ProviderCapabilities, order: tuple[str, ...],
+) -> None:
+    assert layers_for(capabilities) == order
+    assert len(set(order)) == len(order)
+
+
+def test_a_refused_response_format_steps_down_without_tripping_the_breaker(
+    sim: RunningSim,
+) -> None:
+    # llama-cpp-python answers json_schema with a 500: many of them must not open the circuit.
+    sim.configure(refused_response_formats=["json_schema"], server_style="llama_cpp_python")
+    breaker = CircuitBreaker(failure_threshold=2)
+    formats = FormatSupport("json_schema")
+    steps: list[tuple[str, str]] = []
+    fleet = JudgeFleet(_provider("http", sim.base_url), concurrency=4, breaker=breaker,
+                       formats=formats, on_step_down=lambda model, mode: steps.append(
+                           (model, mode)))
+    strict = replace(request(0), response_format={
+        "type": "json_schema", "json_schema": {"name": "m", "schema": {"type": "object"}}})
+    try:
+        answers = fleet.complete_many([replace(strict, max_tokens=n + 10) for n in range(4)])
+    finally:
+        fleet.close()
+    assert all(isinstance(answer, JudgeReply) for answer in answers)
+    assert breaker.state == "closed" and formats.mode_for("judge-sim") == "json_object_schema"
+    assert steps == [("judge-sim", "json_object_schema")]  # learnt once
+    assert sim.stats()["by_status"]["500"] <= 4

@@ -1,0 +1,67 @@
+"""``evalfleet judge check``: will the configured judge work, and how."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+import click
+
+from evalfleet.cli.alerts import render_table
+from evalfleet.cli.boundary import SETUP_EXIT_CODE
+from evalfleet.cli.context import CliState, pass_state
+
+
+@click.group()
+def judge() -> None:
+    """The judge the fleet calls (OPENAI_BASE_URL, EVALFLEET_JUDGE_MODEL)."""
+
+
+@judge.command("check")
+@click.option("--metric", "metric_names", multiple=True,
+              help="Only this metric's real prompt (repeatable); default: every metric.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_state
+def check(state: CliState, metric_names: tuple[str, ...], as_json: bool) -> None:
+    """Probe the judge: reachable and authenticated, the models listed, each response
+    format tried with a tiny request, and one real prompt of each metric rendered, sent and
+    parsed, with latency, tokens and cached tokens. Exit status 2, one line per problem,
+    when the judge will not work as configured. Each probe is a real call (a paid API
+    bills it)."""
+    from evalfleet.core.metric import load_registry
+    from workers.judge.check import CheckReport, check_judge
+    from workers.runtime import build_provider
+
+    settings = state.settings
+    registry = load_registry(settings.metrics_dir)
+    metrics = [registry.get(name) for name in metric_names] if metric_names else list(registry)
+    model_for = {metric.name: settings.judge_model_for(
+        metric.name, metric_default=metric.spec.judge.model) for metric in metrics}
+    provider = build_provider(settings, concurrency=4)
+
+    async def run() -> CheckReport:
+        try:
+            return await check_judge(provider, model=settings.judge_model, metrics=metrics,
+                                     model_for=model_for)
+        finally:
+            await provider.aclose()
+
+    report = asyncio.run(run())
+    if as_json:
+        click.echo(json.dumps(report.as_json(), indent=2))
+    else:
+        click.echo(f"judge {report.endpoint}, model {report.model}")
+        click.echo(render_table(
+            ["probe", "ok", "latency ms", "prompt", "completion", "cached", "detail"],
+            [[probe.what, "yes" if probe.ok else "no", _cell(probe.latency_ms),
+              _cell(probe.prompt_tokens), _cell(probe.completion_tokens),
+              _cell(probe.cached_tokens), probe.detail] for probe in report.probes]))
+    for problem in report.problems:
+        click.echo(f"problem: {problem}", err=True)
+    if report.problems:
+        sys.exit(SETUP_EXIT_CODE)
+
+
+def _cell(value: int | None) -> str:
+    return "-" if value is None else str(value)

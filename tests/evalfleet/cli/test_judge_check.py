@@ -1,0 +1,101 @@
+"""``evalfleet judge check`` against the judge simulator in each of its fault modes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from evalfleet.cli import main
+from evalfleet.core.settings import Settings
+from evalfleet.judgesim import RunningSim
+
+
+def judge_check(settings: Settings, *args: str) -> tuple[int, dict[str, Any], str]:
+    """Run ``evalfleet judge check --json``: exit status, report, problem lines."""
+    result = CliRunner().invoke(main, ["judge", "check", "--json", *args],
+                                env=settings.as_environment(), catch_exceptions=False)
+    assert result.stdout.startswith("{"), (result.stdout, result.stderr)
+    return result.exit_code, json.loads(result.stdout), result.stderr
+
+
+@pytest.fixture
+def sim_settings(settings: Settings) -> Settings:
+    return settings.model_copy(update={"judge_model": "judge-sim"})
+
+
+def probes(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {probe["what"]: probe for probe in report["probes"]}
+
+
+def test_a_judge_that_works_passes_with_every_probe(sim_settings: Settings,
+                                                    sim: RunningSim) -> None:
+    status, report, problems = judge_check(sim_settings)
+    assert (status, report["problems"], problems) == (0, [], "")
+    seen = probes(report)
+    assert [name for name in seen if name.startswith("metric ")] == [
+        "metric bbh_match", "metric context_precision", "metric rag_qa",
+        "metric rec_faithfulness"]
+    assert all(probe["ok"] for probe in seen.values())
+    assert seen["metric rag_qa"]["detail"] == "verdict parsed (json_schema)"
+    assert seen["metric rag_qa"]["prompt_tokens"] > 0
+
+
+def test_a_refused_format_is_reported_and_stepped_down_not_a_problem(
+    sim_settings: Settings, sim: RunningSim,
+) -> None:
+    sim.configure(refused_response_formats=["json_schema"], server_style="llama_cpp_python")
+    status, report, _ = judge_check(sim_settings, "--metric", "rag_qa")
+    seen = probes(report)
+    assert status == 0
+    assert not seen["format json_schema"]["ok"]
+    assert seen["format json_schema"]["detail"].startswith("refused (stepped down)")
+    assert seen["metric rag_qa"]["detail"] == "verdict parsed (json_object_schema)"
+
+
+@pytest.mark.parametrize(("config", "script", "says"), [
+    ({"server_error_rate": 1.0}, None, "judge answered 500"),
+    ({}, [{"match": "", "replies": [{"status": 401}], "then": "repeat_last"}], None),
+    ({"context_tokens": 200}, None, "longer than the judge's context"),
+    ({"malformed_rate": 1.0, "malformed_kinds": ["missing_brace"]}, None, "no usable verdict"),
+])
+def test_each_fault_is_one_problem_line_and_exit_status_2(
+    config: dict[str, Any], script: list[dict[str, Any]] | None, says: str | None,
+    sim_settings: Settings, sim: RunningSim,
+) -> None:
+    sim.configure(**config)
+    if script:
+        sim.script(script)
+    status, report, problems = judge_check(sim_settings, "--metric", "rag_qa")
+    assert status == 2 and report["problems"]
+    lines = problems.strip().splitlines()
+    assert len(lines) == len(report["problems"])
+    assert all(line.startswith("problem: ") for line in lines)
+    if says is not None:
+        assert says in problems
+
+
+def test_an_unreachable_judge_is_one_problem(settings: Settings) -> None:
+    status, report, problems = judge_check(
+        settings.model_copy(update={"openai_base_url": "http://127.0.0.1:1/v1"}))
+    assert status == 2 and [probe["what"] for probe in report["probes"]] == ["models"]
+    assert problems.count("problem: ") == 1 and "cannot reach the judge" in problems
+
+
+def test_a_model_the_judge_does_not_list_is_a_problem(settings: Settings,
+                                                      sim: RunningSim) -> None:
+    status, _, problems = judge_check(
+        settings.model_copy(update={"judge_model": "no-such-model"}), "--metric", "rag_qa")
+    assert status == 2 and "no-such-model not listed by the judge" in problems
+
+
+def test_the_table_is_for_people(sim_settings: Settings, sim: RunningSim) -> None:
+    result = CliRunner().invoke(main, ["judge", "check", "--metric", "bbh_match"],
+                                env=sim_settings.as_environment(), catch_exceptions=False)
+    assert result.exit_code == 0
+    header = result.stdout.splitlines()[1]
+    assert header.split() == ["probe", "ok", "latency", "ms", "prompt", "completion", "cached",
+                              "detail"]
+    assert "verdict parsed" in result.stdout

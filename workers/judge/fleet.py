@@ -1,0 +1,235 @@
+"""The one place the fleet's concerns wrap a judge provider, in one order, each once.
+
+:class:`JudgeFleet` is the worker's judge: a thread-safe, blocking face over any
+:class:`~workers.judge.provider.JudgeProvider`, which it runs on one private asyncio
+loop. Celery's task threads hand it their batches and take the answers as they arrive;
+hundreds of calls in flight cost one thread and some sockets.
+
+Each call passes the concerns of :data:`FLEET_ORDER`, outermost first:
+
+1. ``deadline``: once the worker's shutdown grace period ends, the task thread stops
+   waiting (:class:`~evalfleet.core.errors.WorkerShuttingDown`) and no call starts;
+   calls still in flight are abandoned (the loop thread is a daemon).
+2. ``concurrency``: at most ``concurrency`` calls of the process in flight.
+3. ``breaker``: the endpoint's circuit breaker; an open circuit defers the call unsent.
+4. ``response_format``: the step-down to the strongest format the endpoint and model
+   accept; a refusal lowers it, fleet-wide, and the call goes again at once.
+5. ``rate_limit``: the fleet's rate budget per endpoint and model; each send (a
+   stepped-down one too) takes its own slot, as the server counts it.
+6. ``in_flight``: the fleet-wide cap on calls in flight per endpoint and model (a lease
+   in Redis), held only while the call is at the judge.
+
+The order matters: a refused format is an answer, so it never trips the breaker; a
+call that waits for rate budget holds its concurrency slot and its breaker admission.
+Which of them apply depends on the provider's kind (:func:`layers_for`): a batch
+provider answers later through its own submit and collect steps, so neither a
+concurrency slot nor a rate-budget slot per call means anything for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+from evalfleet.core.errors import JudgeError, WorkerShuttingDown
+from workers.breaker import CircuitBreaker
+from workers.judge.base import Answered, JudgeClient, JudgeReply, JudgeRequest
+from workers.judge.formats import FormatSupport
+from workers.judge.gate import (
+    Answer,
+    Breaker,
+    Concurrency,
+    InFlight,
+    InFlightCap,
+    Layer,
+    Pacing,
+    RateBudget,
+    Send,
+    StepDown,
+)
+from workers.judge.provider import JudgeProvider, ProviderCapabilities
+from workers.shutdown import ShutdownDeadline
+
+#: The fleet's concerns around a call, outermost first.
+FLEET_ORDER = ("deadline", "concurrency", "breaker", "response_format", "rate_limit",
+               "in_flight")
+
+#: Concerns that do not apply to a batch provider: it makes no call per request.
+PER_CALL_ONLY = frozenset({"concurrency", "rate_limit", "in_flight"})
+
+#: Seconds to wait for in-flight calls when the fleet closes.
+CLOSE_TIMEOUT_S = 10.0
+
+#: Seconds between two looks at the shutdown deadline while a task thread waits.
+DEADLINE_POLL_S = 0.2
+
+
+def layers_for(capabilities: ProviderCapabilities) -> tuple[str, ...]:
+    """The fleet's concerns that apply to a provider, in the order they wrap it.
+
+    Args:
+        capabilities: What the provider declares.
+
+    Returns:
+        Names from :data:`FLEET_ORDER`, outermost first.
+    """
+    if capabilities.kind == "batch":
+        return tuple(name for name in FLEET_ORDER if name not in PER_CALL_ONLY)
+    return FLEET_ORDER
+
+
+class JudgeFleet(JudgeClient):
+    """A provider wrapped in the fleet's concerns, with a blocking, thread-safe face.
+
+    Args:
+        provider: The judge provider.
+        concurrency: Calls of this process in flight at most.
+        pacing: The fleet's rate budgets (none: unpaced).
+        breaker: The endpoint's circuit breaker (a fresh one by default).
+        formats: The response formats the endpoint's models accept, learnt from refusals
+            (by default in this fleet alone, up to ``json_schema``).
+        deadline: The worker's shutdown deadline (none: never).
+        on_step_down: Told the judge model and its new mode on each step-down.
+        cap: The fleet-wide cap on calls in flight (none: no cap).
+    """
+
+    def __init__(self, provider: JudgeProvider, *, concurrency: int,
+                 pacing: Pacing | None = None, breaker: CircuitBreaker | None = None,
+                 formats: FormatSupport | None = None,
+                 deadline: ShutdownDeadline | None = None,
+                 on_step_down: Callable[[str, str], None] | None = None,
+                 cap: InFlightCap | None = None) -> None:
+        self.provider = provider
+        self.deadline = deadline or ShutdownDeadline()
+        endpoint = provider.endpoint
+        available: dict[str, Layer] = {
+            "concurrency": Concurrency(concurrency),
+            "breaker": Breaker(breaker or CircuitBreaker(), endpoint=endpoint),
+            "response_format": StepDown(formats or FormatSupport("json_schema"),
+                                        on_step_down=on_step_down),
+            "rate_limit": RateBudget(pacing or Pacing(), endpoint=endpoint),
+            "in_flight": InFlight(cap or InFlightCap(), endpoint=endpoint),
+        }
+        self.layers: tuple[Layer, ...] = tuple(
+            available[name] for name in layers_for(provider.capabilities) if name != "deadline")
+        self._send = _chain(self.layers, provider)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="judge-loop",
+                                        daemon=True)
+        self._thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        """The provider's endpoint."""
+        return self.provider.endpoint
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        """The concerns around each call, outermost first (``deadline`` included)."""
+        return ("deadline", *(layer.name for layer in self.layers))
+
+    def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
+        """See :meth:`JudgeClient.complete_many`. Blocks the calling thread, not the loop.
+
+        Raises:
+            WorkerShuttingDown: The shutdown grace period ended first.
+        """
+        answers: list[JudgeReply | JudgeError | None] = [None] * len(requests)
+        for chunk in self.answers(requests):
+            for index, answer in chunk:
+                answers[index] = answer
+        return [answer for answer in answers if answer is not None]
+
+    def answers(self, requests: Sequence[JudgeRequest], *,
+                gather_s: float = 0.0) -> Iterator[list[Answered]]:
+        """See :meth:`JudgeClient.answers`: each answer is handed over as it arrives.
+
+        Raises:
+            WorkerShuttingDown: The shutdown grace period ended before every answer
+                arrived (those handed over stay handed over), or before the first call.
+            Exception: What a call raised that is no judge error (a bug), as soon as
+                it is taken.
+        """
+        if self.deadline.expired:
+            raise WorkerShuttingDown("the worker is shutting down: not calling the judge")
+        if not requests:
+            return
+        arrived: queue.SimpleQueue[tuple[int, Answer | BaseException]] = queue.SimpleQueue()
+        asyncio.run_coroutine_threadsafe(self._hand_over(requests, arrived.put), self._loop)
+        remaining = len(requests)
+        while remaining:
+            chunk = [self._first(arrived, remaining=remaining)]
+            until = time.monotonic() + gather_s
+            while len(chunk) < remaining:  # what arrives meanwhile goes in the same chunk
+                wait_s = until - time.monotonic()
+                try:
+                    chunk.append(arrived.get(timeout=wait_s) if wait_s > 0
+                                 else arrived.get_nowait())
+                except queue.Empty:
+                    break
+            remaining -= len(chunk)
+            yield [_answered(index, answer) for index, answer in chunk]
+
+    def _first(self, arrived: queue.SimpleQueue[tuple[int, Answer | BaseException]], *,
+               remaining: int) -> tuple[int, Answer | BaseException]:
+        """The next answer, or raise when the grace period ends first."""
+        while True:
+            try:
+                return arrived.get(timeout=DEADLINE_POLL_S)
+            except queue.Empty:
+                if self.deadline.expired:
+                    raise WorkerShuttingDown(
+                        f"the shutdown grace period ended with {remaining} judge "
+                        "request(s) unanswered") from None
+
+    async def _hand_over(
+        self, requests: Sequence[JudgeRequest],
+        put: Callable[[tuple[int, Answer | BaseException]], None],
+    ) -> None:
+        async def one(index: int, request: JudgeRequest) -> None:
+            try:
+                put((index, await self._send(request)))
+            except BaseException as exc:  # the waiting thread must not wait for ever
+                put((index, exc))
+                raise
+
+        await asyncio.gather(*(one(index, request) for index, request in enumerate(requests)),
+                             return_exceptions=True)
+
+    def close(self) -> None:
+        """See :meth:`JudgeClient.close`: the provider's and the layers' connections."""
+        if not self._loop.is_running():
+            return
+
+        async def shutdown() -> None:
+            await self.provider.aclose()
+            for layer in self.layers:
+                await layer.aclose()
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(CLOSE_TIMEOUT_S)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(CLOSE_TIMEOUT_S)
+
+
+def _chain(layers: Sequence[Layer], provider: JudgeProvider) -> Send:
+    """One call through ``layers``, outermost first, then the provider."""
+    async def generate(request: JudgeRequest) -> Answer:
+        try:
+            return await provider.generate(request)
+        except JudgeError as exc:
+            return exc
+
+    send: Send = generate
+    for layer in reversed(layers):
+        send = functools.partial(layer, send=send)
+    return send
+
+
+def _answered(index: int, answer: Answer | BaseException) -> Answered:
+    if not isinstance(answer, JudgeReply | JudgeError):
+        raise answer
+    return index, answer
