@@ -240,3 +240,41 @@ alert_rule_runs = Table(
     Column("slot", BigInteger, nullable=False),
     Column("evaluated_at", DateTime(timezone=True), nullable=False),
 )
+
+# Batch judging (workers/batchjudge): jobs waiting for a batch, and the batches sent. Both
+# name a verdict by its key's digest (the batch line's custom_id), never verdicts.id.
+judge_batch_spool = Table(
+    "judge_batch_spool", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("judge_model", String(128), nullable=False),
+    Column("metric", String(64), nullable=False),
+    Column("job", JsonDocument, nullable=False),
+    Column("body", JsonDocument, nullable=False),
+    Column("body_bytes", Integer, nullable=False),
+    Column("spooled_at", DateTime(timezone=True), nullable=False),
+    # A job whose batch failed without running waits until then before the next batch.
+    Column("not_before", DateTime(timezone=True), nullable=False),
+    # The local id of the batch carrying the job; null while it waits for one.
+    Column("batch", String(64)),
+    Index(None, "judge_model", "batch", "spooled_at"),
+    Index(None, "batch"),
+)
+
+judge_batches = Table(
+    "judge_batches", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("judge_model", String(128), nullable=False),
+    # preparing: lines chosen, creation not known to have happened; open: created at the
+    # provider; done: collected (or given back).
+    Column("state", String(16), nullable=False),
+    Column("provider_id", String(128)),
+    Column("input_file_id", String(128)),
+    Column("status", String(16)),
+    Column("requests", Integer, nullable=False),
+    Column("completed", Integer, nullable=False, server_default=text("0")),
+    Column("failed", Integer, nullable=False, server_default=text("0")),
+    Column("estimated_cost_usd", Float),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True)),
+    Index(None, "state"),
+)

@@ -1,0 +1,235 @@
+"""Batch judging from spool to verdict: Postgres, the simulator over HTTP, the worker's
+own evaluator. Kill points are driven at the function level: the submitter's ``step``
+hook raises where a SIGKILL would have stopped it, and a fresh submitter takes over."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from evalfleet.core.message import Job, new_job
+from evalfleet.core.metric import load_registry
+from evalfleet.core.sample import parse_sample
+from evalfleet.judgesim import RunningSim
+from evalfleet.store import SqlStore
+from evalfleet.store.schema import claims
+from tests.helpers import evaluator_options
+from workers.batchjudge.api import BatchApi
+from workers.batchjudge.collector import Collector, CollectReport, collecting_evaluator
+from workers.batchjudge.spool import BATCH_OWNER, HELD_UNTIL, BatchSpool
+from workers.batchjudge.submitter import STEPS, BatchLimits, Submitter
+from workers.evaluation import Evaluator
+from workers.judge import JudgeClient
+from workers.judge.base import JudgeReply
+
+PRICES = {"judge-sim": (1.0, 2.0)}
+
+
+class Killed(BaseException):
+    """Stands for a SIGKILL at a submitter step."""
+
+
+class NoSyncCalls(JudgeClient):
+    """The worker's synchronous judge: batch-mode jobs must never reach it."""
+
+    def complete_many(self, requests: Any) -> list[Any]:
+        raise AssertionError(f"{len(requests)} synchronous judge call(s)")
+
+
+def clock() -> datetime:
+    return datetime.now(UTC)
+
+
+def jobs(n: int, *, metric: str = "rag_qa", purpose: str = "production") -> list[Job]:
+    return [new_job(metric, parse_sample({
+        "id": f"s-{i}", "input": f"Question {i}?", "output": f"Answer {i}.",
+        "context": [f"Fact {i}."], "reference": f"Answer {i}."}), purpose=purpose)
+        for i in range(n)]
+
+
+@pytest.fixture
+def api(sim: RunningSim) -> Iterator[BatchApi]:
+    client = BatchApi(sim.base_url, timeout_s=10)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def worker(store: SqlStore) -> Evaluator:
+    """A worker's evaluator with rag_qa in batch mode."""
+    options = evaluator_options(judge_model="judge-sim", batch_metrics=["rag_qa"],
+                                model_prices=PRICES, max_attempts=3)
+    return Evaluator(registry=load_registry(), store=store, judge=NoSyncCalls(),
+                     options=options, spool=BatchSpool(store))
+
+
+def submitter(store: SqlStore, api: BatchApi, *, step: Any = None,
+              max_requests: int = 1000) -> Submitter:
+    return Submitter(BatchSpool(store), api, BatchLimits(max_requests, 10_000_000, 0.0),
+                     clock=clock, step=step)
+
+
+def collector(store: SqlStore, api: BatchApi, worker: Evaluator,
+              published: list[Job]) -> Collector:
+    evaluator, answers = collecting_evaluator(worker, endpoint=api.base_url,
+                                              price_multiplier=0.5)
+    return Collector(BatchSpool(store), api, evaluator=evaluator, answers=answers,
+                     publish=lambda job, _countdown: published.append(job), clock=clock,
+                     failed_retry_s=0.0)
+
+
+def collect_all(coll: Collector, store: SqlStore, *, rounds: int = 400) -> CollectReport:
+    """Collect until no batch is open (bounded)."""
+    total = CollectReport()
+    for _ in range(rounds):
+        report = coll.run()
+        total.batches_finished += report.batches_finished
+        total.batches_given_back += report.batches_given_back
+        for kind, n in report.outcomes.items():
+            total.outcomes[kind] = total.outcomes.get(kind, 0) + n
+        if not BatchSpool(store).batches("open"):
+            return total
+    raise AssertionError("batches still open")
+
+
+def spool_jobs(worker: Evaluator, batch: list[Job], owner: str = "msg-1") -> None:
+    outcomes = worker.run_batch(batch, owner=owner)
+    assert {o.kind for o in outcomes} == {"spooled"}
+
+
+def test_spooled_jobs_hold_their_claims_and_end_as_one_verdict_each(
+        store: SqlStore, api: BatchApi, worker: Evaluator, sim: RunningSim) -> None:
+    sim.configure(batch_turnaround_s=0.1)
+    spool_jobs(worker, jobs(120))
+    with store.connect() as conn:
+        held = conn.execute(select(claims.c.owner, claims.c.expires_at)).all()
+    assert len(held) == 120 and {(o, e.year) for o, e in held} == {(BATCH_OWNER,
+                                                                    HELD_UNTIL.year)}
+    # A redelivered copy finds the keys busy, not free: nothing is spooled twice.
+    assert {o.kind for o in worker.run_batch(jobs(3), owner="msg-2")} == {"retry"}
+    assert submitter(store, api, max_requests=50).run() == 120
+    published: list[Job] = []
+    report = collect_all(collector(store, api, worker, published), store)
+    assert report.outcomes == {"stored": 120} and not published
+    verdicts = list(store.iter_verdicts())
+    assert len(verdicts) == 120 and len({v.key for v in verdicts}) == 120
+    assert all(v.status == "ok" for v in verdicts)
+    assert all(v.cost_usd == pytest.approx(
+        ((v.prompt_tokens or 0) * 1.0 + (v.completion_tokens or 0) * 2.0) / 2e6)
+        and v.cost_usd for v in verdicts)  # half the synchronous price
+    stats = sim.stats()["batches"]
+    assert stats["created"] == 3 and stats["lines_judged"] == 120
+    assert stats["repeated_custom_ids"] == 0
+    with store.connect() as conn:
+        assert conn.execute(select(claims)).all() == []
+    assert BatchSpool(store).summary().waiting == 0
+
+
+@pytest.mark.parametrize("kill_after", STEPS)
+def test_a_submitter_killed_at_any_step_loses_nothing_and_sends_nothing_twice(
+        kill_after: str, store: SqlStore, api: BatchApi, worker: Evaluator,
+        sim: RunningSim) -> None:
+    sim.configure(batch_turnaround_s=0.05)
+    spool_jobs(worker, jobs(40))
+
+    def die(step: str) -> None:
+        if step == kill_after:
+            raise Killed(step)
+
+    with pytest.raises(Killed):
+        submitter(store, api, step=die).run()
+    assert submitter(store, api).run() == 0  # the next round finishes the batch in doubt
+    published: list[Job] = []
+    collect_all(collector(store, api, worker, published), store)
+    assert len(list(store.iter_verdicts())) == 40 and not published
+    stats = sim.stats()["batches"]
+    assert stats["created"] == 1 and stats["lines_accepted"] == 40
+    assert stats["repeated_custom_ids"] == 0
+
+
+def test_an_expired_batch_sends_back_only_what_it_left_undone(
+        store: SqlStore, api: BatchApi, worker: Evaluator, sim: RunningSim) -> None:
+    sim.configure(batch_turnaround_s=0.05, batch_expire_done_share=0.6)
+    spool_jobs(worker, jobs(100))
+    submitter(store, api).run()
+    published: list[Job] = []
+    report = collect_all(collector(store, api, worker, published), store)
+    assert report.outcomes == {"stored": 60, "retry": 40}
+    stored_ids = {v.key.sample_id for v in store.iter_verdicts()}
+    assert len(stored_ids) == 60 and len(published) == 40
+    assert all(job.attempt == 2 and job.history[-1].error_class == "judge_unavailable"
+               and "expired" in job.history[-1].error for job in published)
+    assert not stored_ids & {job.sample.id for job in published}
+    # Back in the queue, the jobs are spooled again (their claims were released).
+    sim.configure(batch_expire_done_share=None)
+    spool_jobs(worker, published, owner="msg-2")
+    submitter(store, api).run()
+    collect_all(collector(store, api, worker, []), store)
+    assert len(list(store.iter_verdicts())) == 100
+    assert sim.stats()["batches"]["lines_accepted"] == 140
+
+
+def test_failed_lines_come_back_with_their_attempt_counted(
+        store: SqlStore, api: BatchApi, worker: Evaluator, sim: RunningSim) -> None:
+    sim.configure(batch_turnaround_s=0.05, batch_line_error_rate=0.3, seed=7)
+    spool_jobs(worker, jobs(60))
+    submitter(store, api).run()
+    published: list[Job] = []
+    report = collect_all(collector(store, api, worker, published), store)
+    verdicts = list(store.iter_verdicts())
+    assert report.outcomes["retry"] == len(published) > 0
+    assert len(verdicts) + len(published) == 60
+    assert all(job.attempt == 2 for job in published)
+
+
+def test_a_batch_failed_without_running_is_resubmitted_without_an_attempt(
+        store: SqlStore, api: BatchApi, worker: Evaluator, sim: RunningSim) -> None:
+    sim.configure(batch_turnaround_s=0.05, batch_enqueued_token_limit=10)
+    spool_jobs(worker, jobs(20))
+    submitter(store, api).run()
+    published: list[Job] = []
+    coll = collector(store, api, worker, published)
+    assert collect_all(coll, store).batches_given_back == 1
+    assert BatchSpool(store).summary().waiting == 20 and not published
+    sim.configure(batch_enqueued_token_limit=None)
+    assert submitter(store, api).run() == 20
+    collect_all(coll, store)
+    verdicts = list(store.iter_verdicts())
+    assert len(verdicts) == 20 and {v.attempts for v in verdicts} == {1}
+
+
+def test_a_metric_or_a_purpose_selects_batch_mode(store: SqlStore) -> None:
+    options = evaluator_options(judge_model="judge-sim", batch_metrics=["rag_qa"],
+                                batch_purposes=["shadow"])
+    registry = load_registry()
+    rag, faithfulness = registry.get("rag_qa"), registry.get("rec_faithfulness")
+    assert options.in_batch_mode(jobs(1)[0], rag)
+    assert not options.in_batch_mode(jobs(1, metric="rec_faithfulness")[0], faithfulness)
+    assert options.in_batch_mode(jobs(1, metric="rec_faithfulness", purpose="shadow")[0],
+                                 faithfulness)
+    by_file = faithfulness.spec.model_copy(update={"judge": faithfulness.spec.judge
+                                                   .model_copy(update={"mode": "batch"})})
+    no_settings = evaluator_options(judge_model="judge-sim")
+    assert no_settings.in_batch_mode(jobs(1, metric="rec_faithfulness")[0],
+                                     dataclasses.replace(faithfulness, spec=by_file))
+
+
+def test_hostile_output_lines_are_named_and_the_rest_goes_on(
+        store: SqlStore, api: BatchApi, worker: Evaluator) -> None:
+    from workers.batchjudge.collector import _read_lines
+    answers: dict[str, Any] = {}
+    data = (b'{"custom_id": "a", "response": {"status_code": 200, "body": {"choices": [{'
+            b'"message": {"content": "x"}, "finish_reason": "stop"}]}}, "error": null}\n'
+            b'not json\n[1]\n{"custom_id": 5}\n'
+            b'{"custom_id": "b", "response": {"status_code": 200, "body": "no"}}\n'
+            b'{"custom_id": "c", "response": null, "error": {"code": "batch_expired"}}\n')
+    assert _read_lines(data, answers, batch="b1", latency_ms=1) == 3
+    assert isinstance(answers["a"], JudgeReply) and answers["a"].text == "x"
+    assert not isinstance(answers["b"], JudgeReply)
+    assert "batch_expired" in str(answers["c"])
+
