@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from evalfleet.core.message import Job, new_job
+from evalfleet.core.message import Job, Purpose, new_job
 from evalfleet.core.metric import load_registry
 from evalfleet.core.sample import parse_sample
 from evalfleet.judgesim import RunningSim
@@ -45,7 +45,7 @@ def clock() -> datetime:
     return datetime.now(UTC)
 
 
-def jobs(n: int, *, metric: str = "rag_qa", purpose: str = "production") -> list[Job]:
+def jobs(n: int, *, metric: str = "rag_qa", purpose: Purpose = "production") -> list[Job]:
     return [new_job(metric, parse_sample({
         "id": f"s-{i}", "input": f"Question {i}?", "output": f"Answer {i}.",
         "context": [f"Fact {i}."], "reference": f"Answer {i}."}), purpose=purpose)
