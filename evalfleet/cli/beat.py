@@ -17,7 +17,9 @@ def beat(state: CliState, loglevel: str) -> None:
 
     Runs Celery beat embedded in a one-slot worker on the evalfleet.alerts queue. Every
     EVALFLEET_CANARY_INTERVAL_S seconds it also feeds each metric's queue
-    EVALFLEET_CANARY_SAMPLES gold samples as drift canaries (0 turns them off). Safe to
+    EVALFLEET_CANARY_SAMPLES gold samples as drift canaries (0 turns them off), and every
+    EVALFLEET_BATCH_POLL_S it sends spooled batch-mode jobs as batches and collects
+    finished ones (one beat of the fleet at a time, by a lock in Redis). Safe to
     run twice: each rule is evaluated once per cycle, each transition notified once, and
     each canary judged once.
     """
@@ -30,6 +32,8 @@ def beat(state: CliState, loglevel: str) -> None:
     from evalfleet.core.metric import load_registry
     from producers.enqueuer import Enqueuer
     from workers.app import create_app
+    from workers.batchjudge.rounds import BatchRounds, register_batch_beat
+    from workers.runtime import LazyRuntime
     from workers.telemetry import start_metrics_server
 
     settings = state.settings
@@ -44,6 +48,10 @@ def beat(state: CliState, loglevel: str) -> None:
         enqueuer = Enqueuer(settings)  # the process's own, for its lifetime
         register_canary_beat(app, settings,
                              feed=CanaryFeeder(settings, send=enqueuer.send_many).feed)
+    batch_enqueuer = Enqueuer(settings)  # sends collected jobs back to their queues
+    register_batch_beat(app, settings, queue=ALERT_QUEUE, rounds=BatchRounds(
+        settings, runtime=LazyRuntime(settings, concurrency=1).get,
+        publish=lambda job, countdown_s: batch_enqueuer.send(job, delay_s=countdown_s)))
     default_alert_telemetry()
     queues = [queue_for(name) for name in load_registry(settings.metrics_dir).names()]
     start_metrics_server(settings.metrics_port, queues=queues,

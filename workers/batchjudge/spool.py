@@ -16,7 +16,7 @@ twice.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -45,6 +45,18 @@ class SpoolEntry:
     """The job, as a message carries it (``encode_job``)."""
     body: dict[str, Any]
     """The chat completion request, as the worker rendered it."""
+
+
+#: A batch's estimated cost per metric from its lines (metric, request body).
+Estimate = Callable[[Sequence[tuple[str, dict[str, Any]]]], dict[str, float]]
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """The lines bound to a new batch, and their estimated cost per metric."""
+
+    lines: list[tuple[str, dict[str, Any]]]
+    costs: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -111,7 +123,7 @@ class BatchSpool:
 
     def gather(self, batch_id: str, *, judge_model: str, max_requests: int, max_bytes: int,
                max_wait_s: float, now: datetime,
-               estimate: Any = None) -> list[tuple[str, dict[str, Any]]]:
+               estimate: Estimate | None = None) -> Gathered:
         """Bind the oldest due jobs of one model to a new ``preparing`` batch, when there
         are ``max_requests`` of them or the oldest has waited ``max_wait_s``.
 
@@ -122,39 +134,44 @@ class BatchSpool:
             max_bytes: Bytes per batch file at most.
             max_wait_s: How long the oldest job may wait for a full batch.
             now: The time.
-            estimate: Given the lines' bodies, the batch's estimated cost (None: unknown).
+            estimate: The estimated cost of each line (metric, request body), per metric.
 
         Returns:
-            The lines (custom id, request body), oldest first; none when it is not time.
+            The lines, oldest first (none when it is not time), and their estimated cost
+            per metric.
         """
         with self.store.begin() as conn:
             rows = conn.execute(
                 select(judge_batch_spool.c.key, judge_batch_spool.c.body,
-                       judge_batch_spool.c.body_bytes, judge_batch_spool.c.spooled_at)
+                       judge_batch_spool.c.body_bytes, judge_batch_spool.c.spooled_at,
+                       judge_batch_spool.c.metric)
                 .where(judge_batch_spool.c.judge_model == judge_model,
                        judge_batch_spool.c.batch.is_(None),
                        judge_batch_spool.c.not_before <= now)
                 .order_by(judge_batch_spool.c.spooled_at, judge_batch_spool.c.key)
                 .limit(max_requests).with_for_update(skip_locked=True)).all()
             lines: list[tuple[str, dict[str, Any]]] = []
+            metrics: list[str] = []
             size = 0
-            for key, body, body_bytes, _ in rows:
+            for key, body, body_bytes, _, metric in rows:
                 if lines and size + body_bytes > max_bytes:
                     break
                 lines.append((key, body))
+                metrics.append(metric)
                 size += body_bytes
             full = len(lines) < len(rows) or len(lines) >= max_requests
             if not lines or (not full and _utc(rows[0].spooled_at)
                              > now - timedelta(seconds=max_wait_s)):
-                return []
+                return Gathered([], {})
+            costs = estimate(list(zip(metrics, (body for _, body in lines), strict=True))
+                             ) if estimate else {}
             conn.execute(insert(judge_batches).values(
                 id=batch_id, judge_model=judge_model, state="preparing", requests=len(lines),
-                created_at=now,
-                estimated_cost_usd=estimate([body for _, body in lines]) if estimate else None))
+                created_at=now, estimated_cost_usd=sum(costs.values()) if costs else None))
             conn.execute(update(judge_batch_spool)
                          .where(judge_batch_spool.c.key.in_([key for key, _ in lines]))
                          .values(batch=batch_id))
-        return lines
+        return Gathered(lines, costs)
 
     def lines(self, batch_id: str) -> list[tuple[str, dict[str, Any]]]:
         """The lines bound to a batch (custom id, request body), in a stable order."""

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from workers.batchjudge.api import BatchApi
-from workers.batchjudge.spool import BatchRow, BatchSpool, batch_line
+from workers.batchjudge.spool import BatchRow, BatchSpool, Estimate, batch_line
 
 logger = logging.getLogger(__name__)
 
@@ -48,20 +48,24 @@ class Submitter:
         api: The provider's Batch API.
         limits: Lines, bytes and wait per batch.
         clock: The time.
-        estimate: A batch's estimated cost from its request bodies (None: none).
+        estimate: A batch's estimated cost per metric from its lines (None: none).
+        spend: Told each new batch's estimated cost per metric once it is created, so
+            daily budgets count it at submission.
         step: Called with each name of :data:`STEPS` as that step is done (tests stop a
             submitter there).
     """
 
     def __init__(self, spool: BatchSpool, api: BatchApi, limits: BatchLimits, *,
                  clock: Callable[[], datetime],
-                 estimate: Callable[[Sequence[dict[str, Any]]], float | None] | None = None,
+                 estimate: Estimate | None = None,
+                 spend: Callable[[dict[str, float]], None] | None = None,
                  step: Callable[[str], None] | None = None) -> None:
         self.spool = spool
         self.api = api
         self.limits = limits
         self._clock = clock
         self._estimate = estimate
+        self._spend = spend
         self._step = step or (lambda name: None)
 
     def run(self) -> int:
@@ -80,16 +84,19 @@ class Submitter:
         for model in self.spool.waiting_models(now=self._clock()):
             while True:
                 batch_id = f"eb-{uuid.uuid4().hex}"
-                lines = self.spool.gather(
+                gathered = self.spool.gather(
                     batch_id, judge_model=model, max_requests=self.limits.max_requests,
                     max_bytes=self.limits.max_bytes, max_wait_s=self.limits.max_wait_s,
                     now=self._clock(), estimate=self._estimate)
-                if not lines:
+                if not gathered.lines:
                     break
                 self._step("bound")
-                self._send(batch_id, lines, file_id=None)
-                sent += len(lines)
-                logger.info("batch %s: %d %s request(s) sent", batch_id, len(lines), model)
+                self._send(batch_id, gathered.lines, file_id=None)
+                if self._spend is not None and gathered.costs:
+                    self._spend(gathered.costs)
+                sent += len(gathered.lines)
+                logger.info("batch %s: %d %s request(s) sent", batch_id, len(gathered.lines),
+                            model)
         return sent
 
     def _recover(self, row: BatchRow) -> None:
