@@ -45,8 +45,8 @@ from evalfleet.core.metric import Metric, MetricRegistry
 from evalfleet.core.settings import Settings, choose_judge_model
 from evalfleet.core.spend import SpendLedger
 from evalfleet.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, VerdictStore
+from evalfleet.store.batchspool import BatchSpool, SpoolEntry
 from evalfleet.store.evidence import sample_content
-from workers.batchjudge.spool import BatchSpool, SpoolEntry
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.status import prompt_too_long
 from workers.renderer import ChatMessage, render_messages
@@ -113,6 +113,8 @@ class EvaluatorOptions:
     """Metrics judged in batch mode whatever their metric file says."""
     batch_purposes: frozenset[str] = frozenset()
     """Job purposes judged in batch mode whatever their metric."""
+    judge_mode: str = "call"
+    """What this evaluator's verdicts record as their ``judge_mode``."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EvaluatorOptions:
@@ -651,6 +653,7 @@ class Evaluator:
                               prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
             notes=list(judgement.notes), judge_reported_model=last.model if last else None,
             judge_fingerprint=last.system_fingerprint if last else None, purpose=job.purpose,
+            judge_mode=self.options.judge_mode,
             canary_scores=_canary_scores(job, item.metric, judgement),
             sample=sample_content(job.sample.to_json()) if self.options.keep_samples else None,
         )

@@ -16,7 +16,7 @@ from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings
 from evalfleet.core.spend import SpendLedger
 from evalfleet.store import SqlStore, VerdictStore, open_store
-from workers.batchjudge.spool import BatchSpool
+from evalfleet.store.batchspool import BatchSpool
 from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeProvider, OpenAIJudge, Pacing
 from workers.judge.formats import FormatSupport, RedisFormatSupport

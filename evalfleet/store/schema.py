@@ -66,6 +66,8 @@ verdicts = Table(
     Column("judge_reported_model", String(128)),
     Column("judge_fingerprint", String(128)),
     Column("purpose", String(16), nullable=False, server_default="production"),
+    # call, or batch: judged through the provider's Batch API at its batch price.
+    Column("judge_mode", String(8), nullable=False, server_default="call"),
     # The exactly-once effect: one verdict per sample, metric, prompt and judge.
     UniqueConstraint("sample_id", "metric", "prompt_version", "judge_model"),
     Index(None, "metric", "created_at"),
@@ -274,6 +276,10 @@ judge_batches = Table(
     Column("completed", Integer, nullable=False, server_default=text("0")),
     Column("failed", Integer, nullable=False, server_default=text("0")),
     Column("estimated_cost_usd", Float),
+    # What its verdicts cost at the batch price, and what they would have cost more
+    # at the synchronous price.
+    Column("cost_usd", Float, nullable=False, server_default=text("0")),
+    Column("saved_usd", Float, nullable=False, server_default=text("0")),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
     Index(None, "state"),

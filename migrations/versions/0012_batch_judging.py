@@ -8,7 +8,8 @@ Create Date: 2026-11-26
 (the batch line's ``custom_id``), with the job and the rendered request; ``batch`` names
 the batch carrying it (null while it waits). ``judge_batches``: one row per batch, from
 the moment its lines are chosen (``preparing``) through creation at the provider
-(``open``) to collection (``done``).
+(``open``) to collection (``done``), with what its verdicts cost and saved.
+``verdicts.judge_mode``: ``call`` (every row before this revision) or ``batch``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ JSON_DOCUMENT = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("verdicts") as batch:
+        batch.add_column(sa.Column("judge_mode", sa.String(8), nullable=False,
+                                   server_default="call"))
     op.create_table(
         "judge_batch_spool",
         sa.Column("key", sa.String(64), primary_key=True),
@@ -53,6 +57,8 @@ def upgrade() -> None:
         sa.Column("completed", sa.Integer(), nullable=False, server_default=sa.text("0")),
         sa.Column("failed", sa.Integer(), nullable=False, server_default=sa.text("0")),
         sa.Column("estimated_cost_usd", sa.Float()),
+        sa.Column("cost_usd", sa.Float(), nullable=False, server_default=sa.text("0")),
+        sa.Column("saved_usd", sa.Float(), nullable=False, server_default=sa.text("0")),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("finished_at", sa.DateTime(timezone=True)),
     )
@@ -62,3 +68,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("judge_batches")
     op.drop_table("judge_batch_spool")
+    with op.batch_alter_table("verdicts") as batch:
+        batch.drop_column("judge_mode")

@@ -26,9 +26,9 @@ from typing import Any
 from evalfleet.core.budget import Price
 from evalfleet.core.errors import InvalidMessage, JudgeError, JudgeUnavailable
 from evalfleet.core.message import Job, decode_job
+from evalfleet.store.batchspool import BATCH_OWNER, BatchRow, BatchSpool
 from workers.batchjudge.api import OPEN_STATUSES, BatchApi
 from workers.batchjudge.provider import CollectedAnswers, CollectedJudge
-from workers.batchjudge.spool import BATCH_OWNER, BatchRow, BatchSpool
 from workers.evaluation import Evaluator, Outcome
 from workers.judge.base import JudgeReply
 from workers.judge.reply import reply_from_body
@@ -63,7 +63,7 @@ def collecting_evaluator(evaluator: Evaluator, *, endpoint: str,
         The evaluator, and the provider to load each batch's answers into.
     """
     provider = CollectedAnswers(endpoint)
-    options = replace(evaluator.options, reask_on_invalid=False, prices={
+    options = replace(evaluator.options, reask_on_invalid=False, judge_mode="batch", prices={
         model: Price(price.prompt_per_mtok * price_multiplier,
                      price.completion_per_mtok * price_multiplier)
         for model, price in evaluator.options.prices.items()})
@@ -83,11 +83,14 @@ class Collector:
         publish: Sends a job back to its queue after a countdown in seconds.
         clock: The time.
         failed_retry_s: How long the jobs of a batch that failed without running wait.
+        price_multiplier: The batch price's share of the synchronous one (for what
+            batching saved).
     """
 
     def __init__(self, spool: BatchSpool, api: BatchApi, *, evaluator: Evaluator,
                  answers: CollectedAnswers, publish: Callable[[Job, float], None],
-                 clock: Callable[[], datetime], failed_retry_s: float) -> None:
+                 clock: Callable[[], datetime], failed_retry_s: float,
+                 price_multiplier: float) -> None:
         self.spool = spool
         self.api = api
         self.evaluator = evaluator
@@ -95,6 +98,7 @@ class Collector:
         self._publish = publish
         self._clock = clock
         self.failed_retry_s = failed_retry_s
+        self.price_multiplier = price_multiplier
 
     def run(self) -> CollectReport:
         """One round over the open batches.
@@ -151,6 +155,10 @@ class Collector:
             finally:
                 self.answers.clear()
             self._carry_out(outcomes, report)
+            cost = sum(o.record.cost_usd or 0.0 for o in outcomes if o.record is not None)
+            if cost:
+                self.spool.add_cost(row.id, cost_usd=cost,
+                                    saved_usd=cost * (1 / self.price_multiplier - 1))
             self.spool.settle(row.id, keys, now=self._clock())
 
     def _carry_out(self, outcomes: Sequence[Outcome], report: CollectReport) -> None:

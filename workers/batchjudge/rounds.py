@@ -23,9 +23,9 @@ from evalfleet.core.budget import budget_day
 from evalfleet.core.message import Job
 from evalfleet.core.settings import Settings
 from evalfleet.core.spend import SpendLedger
+from evalfleet.store.batchspool import BatchSpool
 from workers.batchjudge.api import BatchApi
 from workers.batchjudge.collector import Collector, collecting_evaluator
-from workers.batchjudge.spool import BatchSpool
 from workers.batchjudge.submitter import BatchLimits, Submitter
 from workers.runtime import Runtime
 
@@ -130,7 +130,8 @@ class BatchRounds:
                 clock=_now, estimate=estimator(self.settings), spend=self._count_spend)
             collector = Collector(spool, api, evaluator=evaluator, answers=answers,
                                   publish=self._publish, clock=_now,
-                                  failed_retry_s=self.settings.batch_failed_retry_s)
+                                  failed_retry_s=self.settings.batch_failed_retry_s,
+                                  price_multiplier=self.settings.batch_price_multiplier)
             self._built = (submitter, collector)
         return self._built
 

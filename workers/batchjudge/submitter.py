@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from evalfleet.store.batchspool import BatchRow, BatchSpool, Estimate, batch_line
 from workers.batchjudge.api import BatchApi
-from workers.batchjudge.spool import BatchRow, BatchSpool, Estimate, batch_line
 
 logger = logging.getLogger(__name__)
 

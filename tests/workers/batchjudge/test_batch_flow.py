@@ -17,11 +17,11 @@ from evalfleet.core.metric import load_registry
 from evalfleet.core.sample import parse_sample
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore
+from evalfleet.store.batchspool import BATCH_OWNER, HELD_UNTIL, BatchSpool
 from evalfleet.store.schema import claims
 from tests.helpers import evaluator_options
 from workers.batchjudge.api import BatchApi
 from workers.batchjudge.collector import Collector, CollectReport, collecting_evaluator
-from workers.batchjudge.spool import BATCH_OWNER, HELD_UNTIL, BatchSpool
 from workers.batchjudge.submitter import STEPS, BatchLimits, Submitter
 from workers.evaluation import Evaluator
 from workers.judge import JudgeClient
@@ -80,7 +80,7 @@ def collector(store: SqlStore, api: BatchApi, worker: Evaluator,
                                               price_multiplier=0.5)
     return Collector(BatchSpool(store), api, evaluator=evaluator, answers=answers,
                      publish=lambda job, _countdown: published.append(job), clock=clock,
-                     failed_retry_s=0.0)
+                     failed_retry_s=0.0, price_multiplier=0.5)
 
 
 def collect_all(coll: Collector, store: SqlStore, *, rounds: int = 400) -> CollectReport:
@@ -122,6 +122,10 @@ def test_spooled_jobs_hold_their_claims_and_end_as_one_verdict_each(
     assert all(v.cost_usd == pytest.approx(
         ((v.prompt_tokens or 0) * 1.0 + (v.completion_tokens or 0) * 2.0) / 2e6)
         and v.cost_usd for v in verdicts)  # half the synchronous price
+    assert {v.judge_mode for v in verdicts} == {"batch"}
+    cost, saved = BatchSpool(store).saved()
+    assert cost == pytest.approx(sum(v.cost_usd or 0 for v in verdicts)) and saved == (
+        pytest.approx(cost))  # half price: saved as much as it cost
     stats = sim.stats()["batches"]
     assert stats["created"] == 3 and stats["lines_judged"] == 120
     assert stats["repeated_custom_ids"] == 0

@@ -1,4 +1,5 @@
-"""The spool of batch-mode jobs and the record of batches, in the verdict store.
+"""The spool of batch-mode jobs and the record of batches, in the verdict store
+(used by workers/batchjudge; read by `evalfleet status`).
 
 Rows name a verdict by its key's digest (also the batch line's ``custom_id``). A spooled
 job's claim passes to :data:`BATCH_OWNER` with no expiry, so no worker takes the key
@@ -73,6 +74,8 @@ class BatchRow:
     completed: int
     failed: int
     estimated_cost_usd: float | None
+    cost_usd: float
+    saved_usd: float
     created_at: datetime
 
 
@@ -212,6 +215,21 @@ class BatchSpool:
         self._update(batch_id, status=provider_batch.get("status"),
                      completed=_count(counts.get("completed")),
                      failed=_count(counts.get("failed")))
+
+    def add_cost(self, batch_id: str, *, cost_usd: float, saved_usd: float) -> None:
+        """Add collected verdicts' cost at the batch price, and what it saved."""
+        with self.store.begin() as conn:
+            conn.execute(update(judge_batches).where(judge_batches.c.id == batch_id).values(
+                cost_usd=judge_batches.c.cost_usd + cost_usd,
+                saved_usd=judge_batches.c.saved_usd + saved_usd))
+
+    def saved(self) -> tuple[float, float]:
+        """Every batch's verdict cost and what batching saved, in US dollars."""
+        with self.store.connect() as conn:
+            cost, saved = conn.execute(select(func.coalesce(func.sum(judge_batches.c.cost_usd), 0),
+                                              func.coalesce(func.sum(judge_batches.c.saved_usd), 0))
+                                       ).one()
+        return float(cost), float(saved)
 
     def settle(self, batch_id: str, keys: Sequence[str], *, now: datetime) -> None:
         """Drop the spool rows of jobs that now have an outcome; once none is left the
