@@ -23,6 +23,8 @@ def beat(state: CliState, loglevel: str) -> None:
     run twice: each rule is evaluated once per cycle, each transition notified once, and
     each canary judged once.
     """
+    from prometheus_client import REGISTRY
+
     from evalfleet.alerts import load_rule_set
     from evalfleet.alerts.schedule import ALERT_QUEUE, register_alert_beat, register_canary_beat
     from evalfleet.alerts.telemetry import default_alert_telemetry
@@ -30,8 +32,11 @@ def beat(state: CliState, loglevel: str) -> None:
     from evalfleet.calibration.canary import CanaryFeeder
     from evalfleet.core.message import queue_for
     from evalfleet.core.metric import load_registry
+    from evalfleet.store import SqlStore, open_store
+    from evalfleet.store.batchspool import BatchSpool
     from producers.enqueuer import Enqueuer
     from workers.app import create_app
+    from workers.batchjudge.gauges import BatchGauges
     from workers.batchjudge.rounds import BatchRounds, register_batch_beat
     from workers.runtime import LazyRuntime
     from workers.telemetry import start_metrics_server
@@ -53,6 +58,9 @@ def beat(state: CliState, loglevel: str) -> None:
         settings, runtime=LazyRuntime(settings, concurrency=1).get,
         publish=lambda job, countdown_s: batch_enqueuer.send(job, delay_s=countdown_s)))
     default_alert_telemetry()
+    gauge_store = open_store(settings.resolved_database_url(), pool_size=1)
+    if isinstance(gauge_store, SqlStore):
+        REGISTRY.register(BatchGauges(BatchSpool(gauge_store)))
     queues = [queue_for(name) for name in load_registry(settings.metrics_dir).names()]
     start_metrics_server(settings.metrics_port, queues=queues,
                          redis_url=settings.resolved_broker_url() if is_redis(settings) else None)

@@ -194,7 +194,8 @@ class BatchSpool:
     def batches(self, *states: str) -> list[BatchRow]:
         """The batches in any of ``states``, oldest first."""
         with self.store.connect() as conn:
-            return [BatchRow(**row._mapping) for row in conn.execute(
+            return [BatchRow(**{**row._mapping, "created_at": _utc(row.created_at)})
+                    for row in conn.execute(
                 select(*(judge_batches.c[name] for name in BatchRow.__dataclass_fields__))
                 .where(judge_batches.c.state.in_(states))
                 .order_by(judge_batches.c.created_at, judge_batches.c.id))]

@@ -133,7 +133,7 @@ class Collector:
         for name in ("output_file_id", "error_file_id"):
             file_id = batch.get(name)
             if isinstance(file_id, str) and file_id:
-                report.bad_lines += _read_lines(self.api.content(file_id), answers,
+                report.bad_lines += read_lines(self.api.content(file_id), answers,
                                                 batch=row.provider_id or row.id,
                                                 latency_ms=_turnaround_ms(batch))
         undone = JudgeUnavailable(f"left undone by the {status} batch {row.provider_id}")
@@ -168,7 +168,7 @@ class Collector:
                 self._publish(outcome.retry_job, outcome.countdown_s)
 
 
-def _read_lines(data: bytes, answers: dict[str, JudgeReply | JudgeError], *,
+def read_lines(data: bytes, answers: dict[str, JudgeReply | JudgeError], *,
                 batch: str, latency_ms: int) -> int:
     """Each line's answer by custom id; returns how many lines could not be read (each is
     logged with its number, the rest go on). A verdict's latency is its batch's time

@@ -5,6 +5,7 @@ hook raises where a SIGKILL would have stopped it, and a fresh submitter takes o
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -15,13 +16,21 @@ from sqlalchemy import select
 from evalfleet.core.message import Job, Purpose, new_job
 from evalfleet.core.metric import load_registry
 from evalfleet.core.sample import parse_sample
+from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore
 from evalfleet.store.batchspool import BATCH_OWNER, HELD_UNTIL, BatchSpool
 from evalfleet.store.schema import claims
 from tests.helpers import evaluator_options
+from tests.test_fleet import cli
 from workers.batchjudge.api import BatchApi
-from workers.batchjudge.collector import Collector, CollectReport, collecting_evaluator
+from workers.batchjudge.collector import (
+    Collector,
+    CollectReport,
+    collecting_evaluator,
+    read_lines,
+)
+from workers.batchjudge.gauges import BatchGauges
 from workers.batchjudge.submitter import STEPS, BatchLimits, Submitter
 from workers.evaluation import Evaluator
 from workers.judge import JudgeClient
@@ -223,17 +232,55 @@ def test_a_metric_or_a_purpose_selects_batch_mode(store: SqlStore) -> None:
                                      dataclasses.replace(faithfulness, spec=by_file))
 
 
-def test_hostile_output_lines_are_named_and_the_rest_goes_on(
-        store: SqlStore, api: BatchApi, worker: Evaluator) -> None:
-    from workers.batchjudge.collector import _read_lines
+def test_hostile_output_lines_are_named_and_the_rest_goes_on() -> None:
     answers: dict[str, Any] = {}
     data = (b'{"custom_id": "a", "response": {"status_code": 200, "body": {"choices": [{'
             b'"message": {"content": "x"}, "finish_reason": "stop"}]}}, "error": null}\n'
             b'not json\n[1]\n{"custom_id": 5}\n'
             b'{"custom_id": "b", "response": {"status_code": 200, "body": "no"}}\n'
             b'{"custom_id": "c", "response": null, "error": {"code": "batch_expired"}}\n')
-    assert _read_lines(data, answers, batch="b1", latency_ms=1) == 3
+    assert read_lines(data, answers, batch="b1", latency_ms=1) == 3
     assert isinstance(answers["a"], JudgeReply) and answers["a"].text == "x"
     assert not isinstance(answers["b"], JudgeReply)
     assert "batch_expired" in str(answers["c"])
 
+
+
+def test_cancelled_batches_send_back_what_they_left_undone_and_gauges_show_it(
+        store: SqlStore, api: BatchApi, worker: Evaluator, sim: RunningSim,
+        settings: Settings) -> None:
+    sim.configure(batch_turnaround_s=60)
+    spool_jobs(worker, jobs(30))
+    submitter(store, api).run()
+    families = {f.name: f for f in BatchGauges(BatchSpool(store)).collect()}
+    assert families["evalfleet_batch_open"].samples[0].value == 1
+    requests = {s.labels["state"]: s.value for s in families["evalfleet_batch_requests"].samples}
+    assert requests["total"] == 30
+    assert {s.labels["where"]: s.value for s in families["evalfleet_batch_jobs"].samples} == {
+        "waiting": 0, "in_batch": 30}
+    assert families["evalfleet_batch_oldest_job_age_seconds"].samples[0].value >= 0
+    result = cli(settings, "batches", "cancel")
+    assert result.exit_code == 0, result.output
+    assert "1 open batch(es) asked to cancel" in result.stderr
+    published: list[Job] = []
+    report = collect_all(collector(store, api, worker, published), store)
+    assert report.outcomes == {"retry": 30} and len(published) == 30
+    assert all(job.attempt == 2 and "cancelled" in job.history[-1].error for job in published)
+
+
+def test_drain_sends_what_waits_and_collects_it(
+        store: SqlStore, worker: Evaluator, sim: RunningSim, settings: Settings) -> None:
+    sim.configure(batch_turnaround_s=0.1)
+    spool_jobs(worker, jobs(25))
+    fleet = settings.model_copy(update={"batch_metrics": ["rag_qa"],
+                                        "batch_max_wait_s": 3600.0, "judge_model": "judge-sim",
+                                        "model_prices": {"judge-sim": (1.0, 2.0)}})
+    result = cli(fleet, "batches", "drain", "--interval", "0.1", "--timeout", "30")
+    assert result.exit_code == 0, result.output
+    assert "drained" in result.stderr
+    assert len(list(store.iter_verdicts())) == 25
+    status = cli(fleet, "status", "--json", "--sample", "0")
+    assert status.exit_code == 0, status.output
+    view = json.loads(status.stdout)["batches"]
+    assert view["waiting"] == view["in_batches"] == 0 and view["open"] == []
+    assert view["saved_usd"] == pytest.approx(view["cost_usd"]) and view["cost_usd"] > 0
