@@ -141,6 +141,7 @@ class SimBatch:
 class BatchStats:
     """What ``GET /_sim/stats`` reports of batches under ``batches``."""
 
+    api_requests: int = 0
     files_uploaded: int = 0
     created: int = 0
     failed: int = 0
@@ -151,9 +152,9 @@ class BatchStats:
 
     def as_json(self) -> dict[str, Any]:
         """The counters as JSON."""
-        return {"files_uploaded": self.files_uploaded, "created": self.created,
-                "failed": self.failed, "lines_accepted": self.lines_accepted,
-                "lines_judged": self.lines_judged,
+        return {"api_requests": self.api_requests, "files_uploaded": self.files_uploaded,
+                "created": self.created, "failed": self.failed,
+                "lines_accepted": self.lines_accepted,                "lines_judged": self.lines_judged,
                 "repeated_custom_ids": self.repeated_custom_ids,
                 "by_status": dict(self.by_status)}
 

@@ -522,6 +522,7 @@ def _read_upload(content_type: str, body: bytes) -> tuple[bytes, str, str]:
 
 async def _upload_file(request: Request) -> Response:
     sim: SimState = request.app.state.sim
+    sim.batches.stats.api_requests += 1
     try:
         data, filename, purpose = _read_upload(request.headers.get("content-type", ""),
                                                await request.body())
@@ -534,6 +535,7 @@ async def _upload_file(request: Request) -> Response:
 
 async def _get_file(request: Request) -> Response:
     sim: SimState = request.app.state.sim
+    sim.batches.stats.api_requests += 1
     try:
         return JSONResponse(sim.batches.file(request.path_params["file_id"]).as_json())
     except BatchRequestError as exc:
@@ -542,6 +544,7 @@ async def _get_file(request: Request) -> Response:
 
 async def _file_content(request: Request) -> Response:
     sim: SimState = request.app.state.sim
+    sim.batches.stats.api_requests += 1
     try:
         stored = sim.batches.file(request.path_params["file_id"])
     except BatchRequestError as exc:
@@ -558,6 +561,7 @@ def _advanced(sim: SimState, batch_id: str) -> dict[str, Any]:
 
 async def _create_batch(request: Request) -> Response:
     sim: SimState = request.app.state.sim
+    sim.batches.stats.api_requests += 1
     try:
         payload = _decode(await request.body())
         if not isinstance(payload, dict):
@@ -570,6 +574,7 @@ async def _create_batch(request: Request) -> Response:
 
 async def _get_batch(request: Request) -> Response:
     sim: SimState = request.app.state.sim
+    sim.batches.stats.api_requests += 1
     try:
         return JSONResponse(_advanced(sim, request.path_params["batch_id"]))
     except BatchRequestError as exc:
@@ -578,6 +583,7 @@ async def _get_batch(request: Request) -> Response:
 
 async def _cancel_batch(request: Request) -> Response:
     sim: SimState = request.app.state.sim
+    sim.batches.stats.api_requests += 1
     try:
         batch = sim.batches.batch(request.path_params["batch_id"])
     except BatchRequestError as exc:
@@ -588,6 +594,7 @@ async def _cancel_batch(request: Request) -> Response:
 
 async def _list_batches(request: Request) -> Response:
     sim: SimState = request.app.state.sim
+    sim.batches.stats.api_requests += 1
     raw_limit = request.query_params.get("limit", "20")
     if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 100:
         return _error(400, "limit must be an integer from 1 to 100", param="limit")

@@ -82,6 +82,8 @@ def test_a_batch_completes_with_every_line_answered_in_shuffled_order(
         assert verdict == simulated_verdict(messages(n))
     stats = judge.stats()["batches"]
     assert stats["lines_accepted"] == stats["lines_judged"] == 40
+    # upload, create, at least one retrieve, one download
+    assert stats["files_uploaded"] == 1 and stats["api_requests"] >= 4
     assert stats["repeated_custom_ids"] == 0
 
 
