@@ -154,7 +154,7 @@ class BatchStats:
         """The counters as JSON."""
         return {"api_requests": self.api_requests, "files_uploaded": self.files_uploaded,
                 "created": self.created, "failed": self.failed,
-                "lines_accepted": self.lines_accepted,                "lines_judged": self.lines_judged,
+                "lines_accepted": self.lines_accepted, "lines_judged": self.lines_judged,
                 "repeated_custom_ids": self.repeated_custom_ids,
                 "by_status": dict(self.by_status)}
 
