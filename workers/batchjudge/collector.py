@@ -85,12 +85,13 @@ class Collector:
         failed_retry_s: How long the jobs of a batch that failed without running wait.
         price_multiplier: The batch price's share of the synchronous one (for what
             batching saved).
+        chunk: Jobs run through the evaluator at once.
     """
 
     def __init__(self, spool: BatchSpool, api: BatchApi, *, evaluator: Evaluator,
                  answers: CollectedAnswers, publish: Callable[[Job, float], None],
                  clock: Callable[[], datetime], failed_retry_s: float,
-                 price_multiplier: float) -> None:
+                 price_multiplier: float, chunk: int = CHUNK) -> None:
         self.spool = spool
         self.api = api
         self.evaluator = evaluator
@@ -99,6 +100,7 @@ class Collector:
         self._clock = clock
         self.failed_retry_s = failed_retry_s
         self.price_multiplier = price_multiplier
+        self.chunk = chunk
 
     def run(self) -> CollectReport:
         """One round over the open batches.
@@ -139,8 +141,8 @@ class Collector:
         undone = JudgeUnavailable(f"left undone by the {status} batch {row.provider_id}")
         lines = self.spool.lines(row.id)
         jobs = self.spool.jobs(row.id)
-        for start in range(0, len(lines), CHUNK):
-            chunk = lines[start:start + CHUNK]
+        for start in range(0, len(lines), self.chunk):
+            chunk = lines[start:start + self.chunk]
             self.answers.load([(body, answers.get(key, undone)) for key, body in chunk])
             runnable: list[Job] = []
             keys: list[str] = []

@@ -284,3 +284,50 @@ def test_drain_sends_what_waits_and_collects_it(
     view = json.loads(status.stdout)["batches"]
     assert view["waiting"] == view["in_batches"] == 0 and view["open"] == []
     assert view["saved_usd"] == pytest.approx(view["cost_usd"]) and view["cost_usd"] > 0
+
+
+class DownloadKilled(BatchApi):
+    """Killed mid-download the first time a file is read."""
+
+    killed = False
+
+    def content(self, file_id: str) -> bytes:
+        if not self.killed:
+            self.killed = True
+            raise Killed("download")
+        return super().content(file_id)
+
+
+class SettleKilled(BatchSpool):
+    """Killed once, after the first chunk's verdicts are stored, before its spool rows go."""
+
+    killed = False
+
+    def settle(self, batch_id: str, keys: Any, *, now: datetime) -> None:
+        if not self.killed:
+            self.killed = True
+            raise Killed("settle")
+        super().settle(batch_id, keys, now=now)
+
+
+def test_a_collector_killed_mid_download_or_mid_batch_resumes(
+        store: SqlStore, api: BatchApi, worker: Evaluator, sim: RunningSim) -> None:
+    sim.configure(batch_turnaround_s=0.05)
+    spool_jobs(worker, jobs(50))
+    submitter(store, api).run()
+    published: list[Job] = []
+    dying = DownloadKilled(sim.base_url)
+    evaluator, answers = collecting_evaluator(worker, endpoint=api.base_url,
+                                              price_multiplier=0.5)
+    for spool, batch_api in ((BatchSpool(store), dying), (SettleKilled(store), api)):
+        killed = Collector(spool, batch_api, evaluator=evaluator, answers=answers,
+                           publish=lambda job, _c: published.append(job), clock=clock,
+                           failed_retry_s=0.0, price_multiplier=0.5, chunk=20)
+        with pytest.raises(Killed):
+            collect_all(killed, store)
+    dying.close()
+    assert 0 < len(list(store.iter_verdicts())) < 50  # the first chunk was stored
+    report = collect_all(collector(store, api, worker, published), store)
+    assert report.outcomes == {"duplicate": 20, "stored": 30} and not published
+    assert len(list(store.iter_verdicts())) == 50
+    assert sim.stats()["batches"]["lines_judged"] == 50
