@@ -86,6 +86,10 @@ INTERNAL_ERROR = "internal_error"
 #: Seconds a worker stops taking a queue whose jobs could not reach the database.
 STORE_PAUSE_S = 10.0
 
+#: A claim held longer than this (in seconds) is a batch's (it holds its keys with no
+#: expiry: evalfleet.store.batchspool): a copy of its job is a duplicate.
+BATCH_HELD_S = 365 * 86_400.0
+
 #: Longest wait before re-checking a job whose key another worker holds, in seconds.
 #: The holder usually finishes within one judge call; the re-check is one query.
 BUSY_RETRY_MAX_S = 5.0
@@ -534,6 +538,10 @@ class Evaluator:
         pending: list[_Pending] = []
         for (index, job, metric, key), claim in zip(resolved, claims, strict=True):
             if claim.state is ClaimState.DONE:
+                batch.outcomes[index] = Outcome.duplicate()
+            elif claim.state is ClaimState.BUSY and claim.retry_in_s >= BATCH_HELD_S:
+                # A batch holds the key (its claim has no expiry): it will give a verdict,
+                # or send the job back itself. Waiting for it would loop for hours.
                 batch.outcomes[index] = Outcome.duplicate()
             elif claim.state is ClaimState.BUSY:
                 countdown_s = min(BUSY_RETRY_MAX_S, claim.retry_in_s + 1.0)

@@ -119,8 +119,8 @@ def test_spooled_jobs_hold_their_claims_and_end_as_one_verdict_each(
         held = conn.execute(select(claims.c.owner, claims.c.expires_at)).all()
     assert len(held) == 120 and {(o, e.year) for o, e in held} == {(BATCH_OWNER,
                                                                     HELD_UNTIL.year)}
-    # A redelivered copy finds the keys busy, not free: nothing is spooled twice.
-    assert {o.kind for o in worker.run_batch(jobs(3), owner="msg-2")} == {"retry"}
+    # A redelivered copy finds the keys held by the batch: a duplicate, never spooled twice.
+    assert {o.kind for o in worker.run_batch(jobs(3), owner="msg-2")} == {"duplicate"}
     assert submitter(store, api, max_requests=50).run() == 120
     published: list[Job] = []
     report = collect_all(collector(store, api, worker, published), store)
