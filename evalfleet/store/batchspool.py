@@ -110,8 +110,15 @@ class BatchSpool:
         rows = [{"key": e.key, "judge_model": e.judge_model, "metric": e.metric,
                  "job": e.job, "body": e.body, "body_bytes": _line_bytes(e.key, e.body),
                  "spooled_at": now, "not_before": now, "batch": None} for e in entries]
+        # A row still there is a job its batch sent back (a failed line) whose collector
+        # has not dropped the row yet: the job's new copy takes it over, out of that batch.
+        spool = self.store.insert(judge_batch_spool)
+        upsert = spool.on_conflict_do_update(
+            index_elements=[judge_batch_spool.c.key],
+            set_={name: spool.excluded[name] for name in
+                  ("job", "body", "body_bytes", "spooled_at", "not_before", "batch")})
         with self.store.begin() as conn:
-            conn.execute(self.store.insert(judge_batch_spool).on_conflict_do_nothing(), rows)
+            conn.execute(upsert, rows)
             conn.execute(update(claims).where(claims.c.key.in_([e.key for e in entries]),
                                               claims.c.owner == owner)
                          .values(owner=BATCH_OWNER, expires_at=HELD_UNTIL))
@@ -233,13 +240,17 @@ class BatchSpool:
         return float(cost), float(saved)
 
     def settle(self, batch_id: str, keys: Sequence[str], *, now: datetime) -> None:
-        """Drop the spool rows of jobs that now have an outcome; once none is left the
-        batch is ``done``."""
+        """Drop the spool rows of jobs that now have an outcome, and any claim the batch
+        still holds on them; once no row is left the batch is ``done``."""
         with self.store.begin() as conn:
             if keys:
-                conn.execute(delete(judge_batch_spool).where(
+                dropped = list(conn.execute(delete(judge_batch_spool).where(
                     judge_batch_spool.c.key.in_(list(keys)),
-                    judge_batch_spool.c.batch == batch_id))
+                    judge_batch_spool.c.batch == batch_id).returning(
+                        judge_batch_spool.c.key)).scalars())
+                if dropped:
+                    conn.execute(delete(claims).where(claims.c.key.in_(dropped),
+                                                      claims.c.owner == BATCH_OWNER))
             left = conn.execute(select(func.count()).select_from(judge_batch_spool)
                                 .where(judge_batch_spool.c.batch == batch_id)).scalar_one()
             if not left:

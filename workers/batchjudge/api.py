@@ -134,13 +134,19 @@ class BatchApi:
         return response
 
 
+def error_message(body: Any) -> str | None:
+    """The ``error.message`` of a provider's error body, if it has one."""
+    error = body.get("error") if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) else None
+
+
 def _error(response: httpx.Response, what: str) -> JudgeError:
     try:
         body = response.json()
     except ValueError:
         body = None
-    error = body.get("error") if isinstance(body, dict) else None
-    message = error.get("message") if isinstance(error, dict) else None
+    message = error_message(body)
     return classify_status(response.status_code,
                            message=f"{what}: {response.status_code} {message or ''}".strip(),
                            body=body, retry_after_s=None)

@@ -26,8 +26,9 @@ from typing import Any
 from evalfleet.core.budget import Price
 from evalfleet.core.errors import InvalidMessage, JudgeError, JudgeUnavailable
 from evalfleet.core.message import Job, decode_job
+from evalfleet.store import DeadLetter
 from evalfleet.store.batchspool import BATCH_OWNER, BatchRow, BatchSpool
-from workers.batchjudge.api import OPEN_STATUSES, BatchApi
+from workers.batchjudge.api import OPEN_STATUSES, BatchApi, error_message
 from workers.batchjudge.provider import CollectedAnswers, CollectedJudge
 from workers.evaluation import Evaluator, Outcome
 from workers.judge.base import JudgeReply
@@ -145,13 +146,18 @@ class Collector:
             chunk = lines[start:start + self.chunk]
             self.answers.load([(body, answers.get(key, undone)) for key, body in chunk])
             runnable: list[Job] = []
-            keys: list[str] = []
+            letters: list[DeadLetter] = []
             for key, _ in chunk:
                 try:
                     runnable.append(decode_job(jobs[key]))
-                    keys.append(key)
-                except InvalidMessage as exc:  # written by a worker: a bug, not input
+                except InvalidMessage as exc:  # written by a worker: kept for a look
                     logger.error("batch %s: spooled job %s unreadable: %s", row.id, key, exc)
+                    letters.append(DeadLetter(
+                        sample_id=None, metric=None, error_class="invalid_message",
+                        error=str(exc), attempts=0, payload=jobs[key],
+                        created_at=self._clock(), verdict_key=key))
+            if letters:
+                self.evaluator.store.save(dead_letters=letters, owner=BATCH_OWNER)
             try:
                 outcomes = self.evaluator.run_batch(runnable, owner=BATCH_OWNER)
             finally:
@@ -161,7 +167,7 @@ class Collector:
             if cost:
                 self.spool.add_cost(row.id, cost_usd=cost,
                                     saved_usd=cost * (1 / self.price_multiplier - 1))
-            self.spool.settle(row.id, keys, now=self._clock())
+            self.spool.settle(row.id, [key for key, _ in chunk], now=self._clock())
 
     def _carry_out(self, outcomes: Sequence[Outcome], report: CollectReport) -> None:
         for outcome in outcomes:
@@ -208,7 +214,7 @@ def _line_answer(record: Any, *, latency_ms: int) -> tuple[str, JudgeReply | Jud
             return custom_id, exc
     if isinstance(response, dict) and isinstance(response.get("status_code"), int):
         body = response.get("body")
-        message = (body.get("error") or {}).get("message") if isinstance(body, dict) else None
+        message = error_message(body)
         return custom_id, classify_status(
             response["status_code"], message=f"batch line: {response['status_code']} "
                                              f"{message or ''}".strip(),

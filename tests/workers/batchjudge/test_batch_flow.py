@@ -331,3 +331,28 @@ def test_a_collector_killed_mid_download_or_mid_batch_resumes(
     assert report.outcomes == {"duplicate": 20, "stored": 30} and not published
     assert len(list(store.iter_verdicts())) == 50
     assert sim.stats()["batches"]["lines_judged"] == 50
+
+
+def test_a_job_sent_back_and_spooled_again_before_its_row_goes_is_kept(
+        store: SqlStore, api: BatchApi, worker: Evaluator, sim: RunningSim) -> None:
+    sim.configure(batch_turnaround_s=0.05, batch_expire_done_share=0.5)
+    spool_jobs(worker, jobs(10))
+    submitter(store, api).run()
+    spool = BatchSpool(store)
+    published: list[Job] = []
+
+    def spool_at_once(job: Job, _countdown: float) -> None:
+        # A fast worker takes the job sent back before the collector drops its row.
+        published.append(job)
+        spool_jobs(worker, [job], owner=f"again-{job.sample.id}")
+
+    evaluator, answers = collecting_evaluator(worker, endpoint=api.base_url,
+                                              price_multiplier=0.5)
+    collect_all(Collector(spool, api, evaluator=evaluator, answers=answers,
+                          publish=spool_at_once, clock=clock, failed_retry_s=0.0,
+                          price_multiplier=0.5), store)
+    assert len(published) == 5 and spool.summary().waiting == 5
+    sim.configure(batch_expire_done_share=None)
+    submitter(store, api).run()
+    collect_all(collector(store, api, worker, []), store)
+    assert len(list(store.iter_verdicts())) == 10
