@@ -108,7 +108,8 @@ class BatchSpool:
         if not entries:
             return
         rows = [{"key": e.key, "judge_model": e.judge_model, "metric": e.metric,
-                 "job": e.job, "body": e.body, "body_bytes": _line_bytes(e.key, e.body),
+                 "job": json.dumps(e.job), "body": json.dumps(e.body),
+                 "body_bytes": _line_bytes(e.key, e.body),
                  "spooled_at": now, "not_before": now, "batch": None} for e in entries]
         # A row still there is a job its batch sent back (a failed line) whose collector
         # has not dropped the row yet: the job's new copy takes it over, out of that batch.
@@ -166,7 +167,7 @@ class BatchSpool:
             for key, body, body_bytes, _, metric in rows:
                 if lines and size + body_bytes > max_bytes:
                     break
-                lines.append((key, body))
+                lines.append((key, json.loads(body)))
                 metrics.append(metric)
                 size += body_bytes
             full = len(lines) < len(rows) or len(lines) >= max_requests
@@ -186,7 +187,7 @@ class BatchSpool:
     def lines(self, batch_id: str) -> list[tuple[str, dict[str, Any]]]:
         """The lines bound to a batch (custom id, request body), in a stable order."""
         with self.store.connect() as conn:
-            return [(key, body) for key, body in conn.execute(
+            return [(key, json.loads(body)) for key, body in conn.execute(
                 select(judge_batch_spool.c.key, judge_batch_spool.c.body)
                 .where(judge_batch_spool.c.batch == batch_id)
                 .order_by(judge_batch_spool.c.spooled_at, judge_batch_spool.c.key))]
@@ -194,7 +195,7 @@ class BatchSpool:
     def jobs(self, batch_id: str) -> dict[str, dict[str, Any]]:
         """The jobs a batch carries, by custom id."""
         with self.store.connect() as conn:
-            return {key: job for key, job in conn.execute(
+            return {key: json.loads(job) for key, job in conn.execute(
                 select(judge_batch_spool.c.key, judge_batch_spool.c.job)
                 .where(judge_batch_spool.c.batch == batch_id))}
 
@@ -291,10 +292,11 @@ class BatchSpool:
 
 
 def batch_line(custom_id: str, body: dict[str, Any]) -> bytes:
-    """One line of a batch input file."""
+    """One line of a batch input file (ASCII: any text, lone surrogates included, is
+    written as escapes)."""
     return json.dumps({"custom_id": custom_id, "method": "POST",
                        "url": "/v1/chat/completions", "body": body},
-                      separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+                      separators=(",", ":")).encode() + b"\n"
 
 
 def _line_bytes(custom_id: str, body: dict[str, Any]) -> int:

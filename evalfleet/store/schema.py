@@ -250,8 +250,10 @@ judge_batch_spool = Table(
     Column("key", String(64), primary_key=True),
     Column("judge_model", String(128), nullable=False),
     Column("metric", String(64), nullable=False),
-    Column("job", JsonDocument, nullable=False),
-    Column("body", JsonDocument, nullable=False),
+    # JSON text, not JSONB: sample text may hold NUL or lone surrogates, which JSON text
+    # keeps as escapes and JSONB refuses.
+    Column("job", Text, nullable=False),
+    Column("body", Text, nullable=False),
     Column("body_bytes", Integer, nullable=False),
     Column("spooled_at", DateTime(timezone=True), nullable=False),
     # A job whose batch failed without running waits until then before the next batch.

@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
 
 revision = "0012"
 down_revision = "0007"
 branch_labels = None
 depends_on = None
-
-JSON_DOCUMENT = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 
 
 def upgrade() -> None:
@@ -35,8 +32,8 @@ def upgrade() -> None:
         sa.Column("key", sa.String(64), primary_key=True),
         sa.Column("judge_model", sa.String(128), nullable=False),
         sa.Column("metric", sa.String(64), nullable=False),
-        sa.Column("job", JSON_DOCUMENT, nullable=False),
-        sa.Column("body", JSON_DOCUMENT, nullable=False),
+        sa.Column("job", sa.Text(), nullable=False),
+        sa.Column("body", sa.Text(), nullable=False),
         sa.Column("body_bytes", sa.Integer(), nullable=False),
         sa.Column("spooled_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("not_before", sa.DateTime(timezone=True), nullable=False),

@@ -27,7 +27,7 @@ NO_LINE = "no batch line answers this request"
 def request_fingerprint(body: Mapping[str, Any]) -> str:
     """What matches a request to its batch line: its model and messages."""
     text = json.dumps([body.get("model"), body.get("messages")], sort_keys=True,
-                      ensure_ascii=False, separators=(",", ":"))
+                      separators=(",", ":"))  # ASCII: lone surrogates are escaped
     return hashlib.sha256(text.encode()).hexdigest()
 
 
