@@ -57,18 +57,27 @@ def test_three_hundred_batch_jobs_end_as_one_verdict_each_at_half_price(
     result = cli(batch_fleet, "produce", str(write_jsonl(tmp_path / "s.jsonl", samples)),
                  "--metric", "rag_qa")
     assert result.exit_code == 0, result.output
-    start_worker(batch_fleet, queues=["rag_qa"], concurrency=8)
+    # A synchronous metric on the same worker is judged at once, beside the spooling.
+    result = cli(batch_fleet, "produce", str(write_jsonl(tmp_path / "c.jsonl", samples[:40])),
+                 "--metric", "context_precision")
+    assert result.exit_code == 0, result.output
+    start_worker(batch_fleet, queues=["rag_qa", "context_precision"], concurrency=8)
+    wait_until(lambda: len(export(batch_fleet, "--metric", "context_precision")) == 40,
+               timeout_s=60, what="40 synchronous verdicts")
     logs = [start_beat(batch_fleet), start_beat(batch_fleet)]
-    wait_until(lambda: len(export(batch_fleet)) == 300, timeout_s=120, what="300 verdicts")
+    wait_until(lambda: len(export(batch_fleet)) == 340, timeout_s=120, what="340 verdicts")
+    synchronous = export(batch_fleet, "--metric", "context_precision")
+    assert {v["judge_mode"] for v in synchronous} == {"call"}
     verdicts = export(batch_fleet, "--metric", "rag_qa")
     assert len({v["sample_id"] for v in verdicts}) == 300
     assert {v["status"] for v in verdicts} == {"ok"}
+    assert {v["judge_mode"] for v in verdicts} == {"batch"}
     for verdict in verdicts:
         full = (verdict["prompt_tokens"] * PRICE[0]
                 + verdict["completion_tokens"] * PRICE[1]) / 1e6
         assert verdict["cost_usd"] == pytest.approx(full / 2)
     stats = sim.stats()
-    assert stats["requests"] == 0  # no synchronous call: every verdict came from a batch
+    assert stats["requests"] == 40  # only the synchronous metric's calls
     batches = stats["batches"]
     retried = batches["lines_accepted"] - 300
     assert batches["lines_judged"] == batches["lines_accepted"]
