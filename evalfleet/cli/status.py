@@ -61,7 +61,8 @@ def status(state: CliState, metrics: tuple[str, ...], window: str, concurrency: 
            drain: str, sample_text: str, watch: bool, interval: float, count: int | None,
            as_json: bool) -> None:
     """Per metric queue: depth, jobs in flight, arrival and completion rates, oldest job,
-    verdict lag, failures by error class, and the worker processes needed.
+    verdict lag, failures by error class, and the worker processes needed; below it,
+    batch judging when there is any (docs/batch.md).
 
     Workers come from Little's law: arrivals x judge calls per job x call latency /
     calls in flight per worker, capped by the judge's rate limits.
