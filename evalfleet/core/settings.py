@@ -270,6 +270,11 @@ class JudgeSettings(BaseModel):
     batch_poll_s: float = Field(default=60.0, gt=0)
     """Seconds between two rounds of ``evalfleet beat``'s batch submitter and collector."""
 
+    batch_reask_sync: bool = False
+    """Re-ask an unusable batch reply at once through the synchronous judge (at its
+    price) when ``reask_on_invalid`` is on; off, the batch verdict is stored as failed
+    with the parse error."""
+
     batch_failed_retry_s: float = Field(default=600.0, ge=0)
     """After a batch failed without running (the enqueued-token limit), how long its
     jobs wait before the next batch takes them; no attempt is counted."""

@@ -54,22 +54,27 @@ class CollectReport:
     bad_lines: int = 0
 
 
-def collecting_evaluator(evaluator: Evaluator, *, endpoint: str,
-                         price_multiplier: float) -> tuple[Evaluator, CollectedAnswers]:
+def collecting_evaluator(evaluator: Evaluator, *, endpoint: str, price_multiplier: float,
+                         reask_sync: bool = False) -> tuple[Evaluator, CollectedAnswers]:
     """The worker's evaluator as the collector uses it: judged by the batch lines, priced
     at the batch price, spend not counted again (a batch's estimate was counted when it
-    was sent), no re-ask (a re-ask would need another batch), nothing spooled.
+    was sent), nothing spooled. An unusable reply is re-asked through the worker's
+    synchronous judge with ``reask_sync`` (and ``reask_on_invalid``), else stored as a
+    failed verdict.
 
     Returns:
         The evaluator, and the provider to load each batch's answers into.
     """
     provider = CollectedAnswers(endpoint)
-    options = replace(evaluator.options, reask_on_invalid=False, judge_mode="batch", prices={
+    reask = reask_sync and evaluator.options.reask_on_invalid
+    options = replace(evaluator.options, reask_on_invalid=reask, judge_mode="batch", prices={
         model: Price(price.prompt_per_mtok * price_multiplier,
                      price.completion_per_mtok * price_multiplier)
         for model, price in evaluator.options.prices.items()})
     return Evaluator(registry=evaluator.registry, store=evaluator.store,
-                     judge=CollectedJudge(provider), options=options,
+                     judge=CollectedJudge(provider,
+                                          fallback=evaluator.judge if reask else None),
+                     options=options,
                      telemetry=evaluator.telemetry), provider
 
 

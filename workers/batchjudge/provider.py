@@ -77,10 +77,18 @@ class CollectedAnswers(JudgeProvider):
 class CollectedJudge(JudgeClient):
     """The blocking face the evaluator takes, over :class:`CollectedAnswers`: every answer
     is already here, so none of the fleet's per-call concerns applies (a line's failure
-    is the provider's answer, not the endpoint's health)."""
+    is the provider's answer, not the endpoint's health).
 
-    def __init__(self, provider: CollectedAnswers) -> None:
+    Args:
+        provider: The batch lines' answers.
+        fallback: Sends the requests no line answers (the re-asks) to a synchronous judge;
+            None answers them :data:`NO_LINE`.
+    """
+
+    def __init__(self, provider: CollectedAnswers, *,
+                 fallback: JudgeClient | None = None) -> None:
         self.provider = provider
+        self.fallback = fallback
 
     def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
         """See :meth:`JudgeClient.complete_many`."""
@@ -93,4 +101,11 @@ class CollectedJudge(JudgeClient):
         async def every() -> list[JudgeReply | JudgeError]:
             return [await answer(request) for request in requests]
 
-        return asyncio.run(every())
+        answers = asyncio.run(every())
+        unanswered = [index for index, answer in enumerate(answers)
+                      if isinstance(answer, JudgeUnavailable) and str(answer) == NO_LINE]
+        if self.fallback is not None and unanswered:
+            sent = self.fallback.complete_many([requests[index] for index in unanswered])
+            for index, reply in zip(unanswered, sent, strict=True):
+                answers[index] = reply
+        return answers

@@ -122,7 +122,8 @@ class BatchRounds:
             api = batch_api(self.settings)
             evaluator, answers = collecting_evaluator(
                 runtime.evaluator, endpoint=api.base_url,
-                price_multiplier=self.settings.batch_price_multiplier)
+                price_multiplier=self.settings.batch_price_multiplier,
+                reask_sync=self.settings.batch_reask_sync)
             submitter = Submitter(
                 spool, api, BatchLimits(self.settings.batch_max_requests,
                                         self.settings.batch_max_file_bytes,

@@ -33,10 +33,13 @@ from workers.batchjudge.collector import (
 from workers.batchjudge.gauges import BatchGauges
 from workers.batchjudge.submitter import STEPS, BatchLimits, Submitter
 from workers.evaluation import Evaluator
-from workers.judge import JudgeClient
+from workers.judge import AsyncHttpJudge, JudgeClient, JudgeFleet
 from workers.judge.base import JudgeReply
 
 PRICES = {"judge-sim": (1.0, 2.0)}
+GOOD_RAG = ('{"faithfulness": 0.9, "context_relevance": 0.8, "answer_relevance": 1.0, '
+            '"semantic_similarity": 0.7, "evaluation_status": "success", "reason": null, '
+            '"error": null}')
 
 
 class Killed(BaseException):
@@ -374,3 +377,32 @@ def test_hostile_sample_text_goes_through_spool_file_and_verdict(
     # database refuses a NUL inside the kept sample's JSON, in either mode).
     assert ("h-1" in verdicts) != ("h-1" in letters)
     assert BatchSpool(store).summary().waiting == 0
+
+
+@pytest.mark.parametrize("reask_sync", [False, True])
+def test_an_unusable_batch_reply_is_stored_failed_or_reasked_synchronously(
+        reask_sync: bool, store: SqlStore, api: BatchApi, sim: RunningSim) -> None:
+    sim.configure(batch_turnaround_s=0.05, truncated_rate=1.0)
+    # Chat requests (the synchronous re-ask) get a good reply; batch lines are cut off.
+    sim.script([{"match": "", "replies": [{"content": GOOD_RAG}], "then": "repeat_last"}])
+    sync_judge = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+                                           max_connections=4), concurrency=4)
+    options = evaluator_options(judge_model="judge-sim", batch_metrics=["rag_qa"])
+    worker = Evaluator(registry=load_registry(), store=store, judge=sync_judge,
+                       options=options, spool=BatchSpool(store))
+    try:
+        spool_jobs(worker, jobs(6))
+        submitter(store, api).run()
+        evaluator, answers = collecting_evaluator(worker, endpoint=api.base_url,
+                                                  price_multiplier=0.5, reask_sync=reask_sync)
+        collect_all(Collector(BatchSpool(store), api, evaluator=evaluator, answers=answers,
+                              publish=lambda job, _c: None, clock=clock, failed_retry_s=0.0,
+                              price_multiplier=0.5), store)
+    finally:
+        sync_judge.close()
+    verdicts = list(store.iter_verdicts())
+    assert len(verdicts) == 6
+    if reask_sync:
+        assert {v.status for v in verdicts} == {"ok"} and sim.stats()["requests"] == 6
+    else:
+        assert {v.status for v in verdicts} == {"failed"} and sim.stats()["requests"] == 0
