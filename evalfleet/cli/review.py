@@ -201,33 +201,47 @@ def status_command(state: CliState, since: str, as_json: bool) -> None:
     skipped, open and expired, and random items with no label: non-response), and the
     judge's agreement with reviewers from the random items, weighted by their inclusion
     probabilities, with bootstrap 95% intervals; reviewer against reviewer where items
-    have two labels."""
+    have two labels; and per score the judge's mean since --since beside the mean
+    corrected by those labels (as `review estimate` computes it)."""
     from dataclasses import asdict
 
     from evalfleet.core.metric import load_registry
     from evalfleet.review.agreement import live_agreement
+    from evalfleet.review.estimate import estimate_record, metric_estimates
+    from evalfleet.store.estimate import EstimateReads
 
     try:
         since_at = parse_time(since)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     queue = _queue(state)
+    registry = load_registry(state.settings.metrics_dir)
+    now = datetime.now(UTC)
     try:
-        counts = queue.counts(now=datetime.now(UTC))
+        counts = queue.counts(now=now)
         agreement = live_agreement(queue.iter_items(), queue.iter_labels(),
-                                   registry=load_registry(state.settings.metrics_dir),
-                                   since=since_at)
+                                   registry=registry, since=since_at)
+        reads = EstimateReads(queue.store)
+        estimates = [found for c in counts if c.metric in registry.names()
+                     for found in metric_estimates(
+                         reads, metric=registry.get(c.metric), start=since_at or now,
+                         end=now, label_start=since_at or now) if found.verdicts]
     finally:
         queue.store.close()
     if as_json:
         click.echo(json.dumps({"queue": [asdict(c) for c in counts],
-                               "agreement": [asdict(a) for a in agreement]}, indent=2))
+                               "agreement": [asdict(a) for a in agreement],
+                               "estimates": [estimate_record(e) for e in estimates]},
+                              indent=2))
         return
     rows = [[c.metric, str(c.random), str(c.chosen), str(c.labelled), str(c.partly_labelled),
              str(c.skipped), str(c.open), str(c.expired), str(c.random_unlabelled)]
             for c in counts]
     click.echo(render_table(["metric", "random", "chosen", "labelled", "partly", "skipped",
                              "open", "expired", "random unlabelled"], rows))
+    if estimates:
+        click.echo(f"\nwhat the judge says and what people would say (since {since})")
+        click.echo(_estimates_table(estimates))
     if not agreement:
         click.echo("\nno labelled random items yet: no agreement figures")
         return

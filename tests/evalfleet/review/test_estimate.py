@@ -142,6 +142,11 @@ def test_the_command_prints_json_and_a_table(any_store: SqlStore) -> None:
     assert "steady" in found["assumption"]
     table = CliRunner().invoke(main, args, env={"EVALFLEET_DATABASE_URL": url}).stdout
     assert "faithfulness" in table and "steady" in table
+    status = CliRunner().invoke(main, ["review", "status", "--json", "--since",
+                                       (NOW - timedelta(days=DAYS)).isoformat()],
+                                env={"EVALFLEET_DATABASE_URL": url}, catch_exceptions=False)
+    (in_status,) = [e for e in json.loads(status.stdout)["estimates"] if e["score"] == SCORE]
+    assert in_status["status"] == OK and in_status["labels"] > 100
     bad = CliRunner().invoke(main, [*args[:3], "--score", "nope"],
                              env={"EVALFLEET_DATABASE_URL": url})
     assert bad.exit_code == 2 and "nope" in bad.output
