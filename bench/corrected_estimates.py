@@ -46,7 +46,7 @@ from evalfleet.store.review import LabelValue, ReviewQueue
 
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 DATABASE = "evalfleet_bench_estimates"
-BUDGETS = (50, 200, 1000)
+BUDGETS = (50, 100, 200, 1000)
 CONFIDENCE = 0.9
 
 

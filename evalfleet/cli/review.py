@@ -12,6 +12,8 @@ import click
 
 from evalfleet.cli.alerts import render_table
 from evalfleet.cli.context import CliState, parse_time, pass_state
+from evalfleet.core.durations import format_duration
+from evalfleet.review.estimate import LABEL_WINDOW
 from evalfleet.review.estimator import MIN_LABELS
 
 if TYPE_CHECKING:
@@ -270,7 +272,7 @@ def _estimate(estimate: Any) -> str:
 @click.option("--since", default="6h", show_default=True,
               help="Window start on sample time (ISO 8601 time or 6h ago).")
 @click.option("--until", default=None, help="Window end (ISO 8601 time or 1h ago; default now).")
-@click.option("--label-window", default="30d", show_default=True,
+@click.option("--label-window", default=format_duration(LABEL_WINDOW), show_default=True,
               help="How far back before the window's end labels correct it (a duration).")
 @click.option("--min-labels", default=MIN_LABELS, show_default=True, type=click.IntRange(1),
               help="Fewest labelled random items for a corrected mean.")

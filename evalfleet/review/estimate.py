@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from evalfleet.calibration.gold import score_scales
@@ -39,6 +39,9 @@ from evalfleet.review.estimator import (
 )
 from evalfleet.review.label import combine_labels, normalise
 from evalfleet.store.estimate import EstimateReads, PoolItem, ScoreSums
+
+#: How far back labels correct a window by default (the CLI's --label-window, the pages).
+LABEL_WINDOW = timedelta(days=30)
 
 #: What a corrected mean assumes, shown beside it.
 ASSUMPTION = ("assumes the judge's bias (its scores minus people's) is steady over the label "
@@ -99,7 +102,8 @@ class PoolLabels:
 
 
 def pool_labels(pool: Sequence[PoolItem], *, metric: Metric, score: str,
-                segment: Mapping[str, str]) -> PoolLabels:
+                segment: Mapping[str, str],
+                filters: Mapping[str, Sequence[str]] = {}) -> PoolLabels:
     """The labelled random items of the segment for ``score``, their probabilities adjusted
     for non-response within each stratum. Pure.
 
@@ -108,6 +112,7 @@ def pool_labels(pool: Sequence[PoolItem], *, metric: Metric, score: str,
         metric: Their metric.
         score: The score estimated.
         segment: Attributes an item must have.
+        filters: Attributes an item must have one of the values of.
 
     Returns:
         The usable items (probability times the stratum's share labelled), the random items
@@ -118,7 +123,8 @@ def pool_labels(pool: Sequence[PoolItem], *, metric: Metric, score: str,
     random_by_stratum: Counter[tuple[str | None, float]] = Counter()
     refused = unlabelled = 0
     for item in pool:
-        if any(item.attributes.get(k) != v for k, v in segment.items()):
+        if any(item.attributes.get(k) != v for k, v in segment.items()) or \
+                any(item.attributes.get(k) not in v for k, v in filters.items()):
             continue
         people = combine_labels(item.labels.get(score, []), scale=scale)
         judge = item.judge_scores.get(score)
@@ -144,7 +150,8 @@ def pool_labels(pool: Sequence[PoolItem], *, metric: Metric, score: str,
 
 def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
                    segment: Mapping[str, str], start: datetime, end: datetime,
-                   label_start: datetime, min_labels: int = MIN_LABELS,
+                   label_start: datetime, filters: Mapping[str, Sequence[str]] = {},
+                   min_labels: int = MIN_LABELS,
                    confidence: float = CONFIDENCE) -> ScoreEstimate:
     """The judge's mean of ``score`` over the window and its corrected mean.
 
@@ -153,6 +160,7 @@ def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
         metric: The metric.
         score: One of its scores.
         segment: Attributes the verdicts (and items) must have; empty for all.
+        filters: Attributes they must have one of the values of (a rule's filters).
         start: Window start (sample time).
         end: Window end; the pool ends here too.
         label_start: Pool start (the earlier of it and ``start`` is used).
@@ -164,7 +172,7 @@ def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
     """
     label_start = min(label_start, start)
     window = _moments(reads.score_sums(metric=metric.name, score=score, start=start, end=end,
-                                       segment=segment))
+                                       segment=segment, filters=filters))
     empty = ScoreEstimate(
         metric=metric.name, score=score, segment=dict(segment), start=start, end=end,
         label_start=label_start, verdicts=window.n, raw=None, corrected=None, labels=0,
@@ -172,9 +180,9 @@ def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
     if window.n == 0:
         return empty
     pool = _moments(reads.score_sums(metric=metric.name, score=score, start=label_start,
-                                     end=end, segment=segment))
+                                     end=end, segment=segment, filters=filters))
     found = pool_labels(reads.pool_items(metric=metric.name, start=label_start, end=end),
-                        metric=metric, score=score, segment=segment)
+                        metric=metric, score=score, segment=segment, filters=filters)
     usable = len(found.items) >= min_labels and pool.n >= max(window.n, len(found.items))
     corrected = corrected_mean(window, pool, found.items, confidence=confidence) \
         if usable else None

@@ -12,7 +12,7 @@ Postgres and SQLite alike.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -59,7 +59,8 @@ class EstimateReads:
         self.store = store
 
     def score_sums(self, *, metric: str, score: str, start: datetime, end: datetime,
-                   segment: Mapping[str, str]) -> ScoreSums:
+                   segment: Mapping[str, str],
+                   filters: Mapping[str, Sequence[str]] = {}) -> ScoreSums:
         """A score's sums over the production verdicts sampled in ``[start, end)``.
 
         Args:
@@ -68,6 +69,8 @@ class EstimateReads:
             start: First sample time (inclusive).
             end: Last sample time (exclusive).
             segment: Attributes a verdict must have (empty: every verdict).
+            filters: Attributes a verdict must have one of the values of (an alert
+                rule's filters).
 
         Returns:
             Count, sum and sum of squares of the normalised score.
@@ -79,11 +82,11 @@ class EstimateReads:
             vs.metric == metric, vs.name == score, vs.sample_ts >= start, vs.sample_ts < end,
             vs.created_at >= created_since(start))
         with self.store.connect() as conn:
-            if segment:
+            if segment or filters:
                 query = query.select_from(verdict_scores.join(
                     verdicts, verdicts.c.id == vs.verdict_id)).where(
                     verdicts.c.created_at >= created_since(start),
-                    *attributes_match(segment, containment=not is_sqlite(conn)))
+                    *attributes_match(segment, filters, containment=not is_sqlite(conn)))
             n, total, squares = conn.execute(query).one()
         return ScoreSums(n=int(n or 0), total=float(total or 0.0), squares=float(squares or 0.0))
 
