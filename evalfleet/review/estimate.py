@@ -116,7 +116,8 @@ def pool_labels(pool: Sequence[PoolItem], *, metric: Metric, score: str,
 
     Returns:
         The usable items (probability times the stratum's share labelled), the random items
-        with no label, and the labelled chosen items refused.
+        with no label, and the labelled items refused: chosen ones, and any whose recorded
+        probability is not in (0, 1].
     """
     scale = score_scales(metric)[score]
     found: list[tuple[PoolItem, tuple[str | None, float], float, float]] = []
@@ -128,12 +129,12 @@ def pool_labels(pool: Sequence[PoolItem], *, metric: Metric, score: str,
             continue
         people = combine_labels(item.labels.get(score, []), scale=scale)
         judge = item.judge_scores.get(score)
-        if item.reason != RANDOM_REASON or not item.probability:
+        if item.reason != RANDOM_REASON or not 0.0 < (item.probability or 0.0) <= 1.0:
             refused += people is not None
             continue
         if judge is None:
             continue
-        stratum = (item.stratum, item.probability)
+        stratum = (item.stratum, float(item.probability or 0.0))
         random_by_stratum[stratum] += 1
         if people is None:
             unlabelled += 1
@@ -216,8 +217,9 @@ def estimate_text(estimate: ScoreEstimate) -> tuple[str, str]:
 
 
 def metric_estimates(reads: EstimateReads, *, metric: Metric, scores: Sequence[str] = (),
-                     segment: Mapping[str, str] = {}, start: datetime, end: datetime,
-                     label_start: datetime, min_labels: int = MIN_LABELS,
+                     segment: Mapping[str, str] = {},
+                     filters: Mapping[str, Sequence[str]] = {}, start: datetime,
+                     end: datetime, label_start: datetime, min_labels: int = MIN_LABELS,
                      confidence: float = CONFIDENCE) -> list[ScoreEstimate]:
     """:func:`estimate_score` for each of ``scores`` (default: every score of the metric).
 
@@ -229,7 +231,7 @@ def metric_estimates(reads: EstimateReads, *, metric: Metric, scores: Sequence[s
         if score not in known:
             raise InvalidInput(f"{metric.name} has no score {score!r} (it has "
                                f"{', '.join(known)})")
-    return [estimate_score(reads, metric=metric, score=score, segment=segment, start=start,
-                           end=end, label_start=label_start, min_labels=min_labels,
-                           confidence=confidence)
+    return [estimate_score(reads, metric=metric, score=score, segment=segment, filters=filters,
+                           start=start, end=end, label_start=label_start,
+                           min_labels=min_labels, confidence=confidence)
             for score in scores or known]

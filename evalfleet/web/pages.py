@@ -22,9 +22,10 @@ from evalfleet.alerts.rule import (
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.view import load_alert_view, load_history, load_scored, load_trend
 from evalfleet.core.durations import format_duration, parse_duration
+from evalfleet.core.errors import InvalidInput
 from evalfleet.core.log import scrub
 from evalfleet.core.metric import MetricRegistry
-from evalfleet.review.estimate import LABEL_WINDOW, ScoreEstimate, estimate_score
+from evalfleet.review.estimate import LABEL_WINDOW, ScoreEstimate, metric_estimates
 from evalfleet.store.estimate import EstimateReads
 from evalfleet.store.pages import (
     count_by_metric,
@@ -190,9 +191,14 @@ class PageData:
             return None
         filters = {key: (value,) if isinstance(value, str) else tuple(value)
                    for key, value in spec.filters.items()}
-        return estimate_score(EstimateReads(self.store), metric=self.registry.get(spec.metric),
-                              score=spec.score, segment=segment.as_dict(), filters=filters,
-                              start=start, end=end, label_start=end - LABEL_WINDOW)
+        try:
+            (found,) = metric_estimates(
+                EstimateReads(self.store), metric=self.registry.get(spec.metric),
+                scores=[spec.score], segment=segment.as_dict(), filters=filters, start=start,
+                end=end, label_start=end - LABEL_WINDOW)
+        except InvalidInput:  # a stored score the metric file does not declare
+            return None
+        return found
 
     def verdict(self, verdict_id: int) -> dict[str, Any] | None:
         """One verdict and the sample it judged."""

@@ -7,14 +7,15 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from evalfleet.cli import main
 from evalfleet.core.metric import Metric, load_registry
 from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum
-from evalfleet.review.estimate import NOT_ENOUGH_LABELS, OK, estimate_score
+from evalfleet.review.estimate import NOT_ENOUGH_LABELS, OK, estimate_score, pool_labels
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, open_store
-from evalfleet.store.estimate import EstimateReads
+from evalfleet.store.estimate import EstimateReads, PoolItem
 from evalfleet.store.review import LabelValue, ReviewQueue
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -150,3 +151,38 @@ def test_the_command_prints_json_and_a_table(any_store: SqlStore) -> None:
     bad = CliRunner().invoke(main, [*args[:3], "--score", "nope"],
                              env={"EVALFLEET_DATABASE_URL": url})
     assert bad.exit_code == 2 and "nope" in bad.output
+
+
+def pool_item(n: int, *, reason: str = "random", probability: float | None = 0.1,
+              judge: float | None = 0.8, labels: list[object] | None = None,
+              app: str = "bot", stratum: str | None = None) -> PoolItem:
+    return PoolItem(id=n, sample_id=f"s-{n}", reason=reason, probability=probability,
+                    stratum=stratum, judge_scores={SCORE: judge}, attributes={"app": app},
+                    labels={SCORE: [0.5] if labels is None else labels})
+
+
+@pytest.mark.parametrize(("item", "used", "unlabelled", "refused"), [
+    (pool_item(1), 1, 0, 0),
+    (pool_item(2, reason="alert", probability=None), 0, 0, 1),
+    (pool_item(3, probability=0.0), 0, 0, 1),
+    (pool_item(4, probability=1.5), 0, 0, 1),
+    (pool_item(5, reason="filter", labels=[]), 0, 0, 0),
+    (pool_item(6, judge=None), 0, 0, 0),
+    (pool_item(7, labels=[None, None]), 0, 1, 0),
+    (pool_item(8, labels=[]), 0, 1, 0),
+    (pool_item(9, app="other"), 0, 0, 0),
+])
+def test_which_items_of_a_pool_count(item: PoolItem, used: int, unlabelled: int,
+                                     refused: int) -> None:
+    found = pool_labels([item], metric=rag_qa(), score=SCORE, segment={"app": "bot"})
+    assert (len(found.items), found.unlabelled, found.refused) == (used, unlabelled, refused)
+
+
+def test_non_response_raises_the_weight_of_the_labelled_items_of_its_stratum() -> None:
+    pool = [pool_item(1), pool_item(2, labels=[]), pool_item(3, labels=[0.4, 0.6]),
+            pool_item(4, labels=[]), pool_item(5, probability=0.5, stratum="below 0.6")]
+    found = pool_labels(pool, metric=rag_qa(), score=SCORE, segment={})
+    assert [(i.item, i.label, i.probability) for i in found.items] == [
+        ("s-1", 0.5, pytest.approx(0.05)), ("s-3", 0.5, pytest.approx(0.05)),
+        ("s-5", 0.5, 0.5)]
+    assert found.unlabelled == 2
