@@ -1,15 +1,16 @@
 """Coverage and width of corrected and raw intervals, and the server time of a corrected estimate.
 
 Part 1, simulated at the estimator level (no store): ``--verdicts`` verdicts (100,000 by
-default) whose true score is Beta(5, 2) (mean 0.714); the judge adds 0.15 on 40% of the
+default) whose true score is Beta(5, 2) (mean 0.714), Beta(4, 2) (0.667) in the last tenth
+(people's scores drop there, the judge's bias does not); the judge adds 0.15 on 40% of the
 traffic, 0.05 elsewhere, plus noise (sd 0.08), clipped to 0..1: a judge biased by about
 +0.08 on average. People's labels are the truth on a random slice. For each label budget
 (50, 200, 1,000) and each design (one probability budget/N for every verdict; strata:
 judge scores below 0.6 labelled at four times the rate of the rest, the same budget on
 average), ``--repeat`` fresh populations and slices: the share of runs whose 90%
 interval holds the true mean of the verdicts, and the median interval width, for the
-judge's raw mean and for the corrected mean (pool = window; and the last tenth of the
-verdicts as the window, corrected by the whole pool's labels).
+judge's raw mean and for the corrected mean (pool = window, lam tuned; and the last tenth
+of the verdicts as the window, corrected by the whole pool's labels with lam 1).
 
 Part 2, through the real store: a PostgreSQL database of its own
 (``evalfleet_bench_estimates``, dropped at the end) with ``--store-verdicts`` rag_qa
@@ -51,8 +52,9 @@ CONFIDENCE = 0.9
 
 
 def population(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """True scores and the judge's."""
-    truth = rng.beta(5, 2, n)
+    """True scores (people's drop in the last tenth) and the judge's (steady bias)."""
+    tenth = n // 10
+    truth = np.concatenate([rng.beta(5, 2, n - tenth), rng.beta(4, 2, tenth)])
     shift = np.where(rng.random(n) < 0.4, 0.15, 0.05)
     return truth, np.clip(truth + shift + rng.normal(0, 0.08, n), 0, 1)
 
@@ -78,11 +80,12 @@ def one_run(rng: np.random.Generator, *, n: int, budget: int, design: str
                 for f, y, p in zip(judge[mask], truth[mask], pi[mask], strict=True)]
     tail = slice(n - n // 10, n)
     found: dict[str, tuple[bool, float]] = {}
-    for name, window, target in (("all", judge, truth.mean()),
-                                 ("last tenth", judge[tail], truth[tail].mean())):
+    # The whole pool tunes lam; the last tenth, corrected by the whole pool, takes lam 1.
+    for name, window, target, lam in (("all", judge, truth.mean(), None),
+                                      ("last tenth", judge[tail], truth[tail].mean(), 1.0)):
         raw = raw_mean(moments(window), confidence=CONFIDENCE)
         corrected = corrected_mean(moments(window), moments(judge), labelled,
-                                   confidence=CONFIDENCE).interval
+                                   confidence=CONFIDENCE, lam=lam).interval
         found[f"raw {name}"] = (raw.low <= target <= raw.high, raw.high - raw.low)
         found[f"corrected {name}"] = (corrected.low <= target <= corrected.high,
                                       corrected.high - corrected.low)

@@ -80,7 +80,7 @@ class ScoreEstimate:
     status: str
     """:data:`OK`, :data:`NOT_ENOUGH_LABELS` or :data:`NO_VERDICTS`."""
     lam: float | None = None
-    """The judge's power-tuning weight (0..1)."""
+    """The judge's weight: tuned (0..1) when the pool is the window, else 1."""
     pool_verdicts: int = 0
     """Verdicts in the pool."""
     unlabelled: int = 0
@@ -185,7 +185,9 @@ def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
     found = pool_labels(reads.pool_items(metric=metric.name, start=label_start, end=end),
                         metric=metric, score=score, segment=segment, filters=filters)
     usable = len(found.items) >= min_labels and pool.n >= max(window.n, len(found.items))
-    corrected = corrected_mean(window, pool, found.items, confidence=confidence) \
+    # Power tuning only when the labels are the window's own (see the estimator's module).
+    lam = None if label_start >= start else 1.0
+    corrected = corrected_mean(window, pool, found.items, confidence=confidence, lam=lam) \
         if usable else None
     return replace(
         empty, raw=raw_mean(window, confidence=confidence),

@@ -26,10 +26,17 @@ own), linearised: with ``d_i = xi_i (r_i - wmean(r)) / pi_i`` for ``r = y - lam 
     Var(theta) = lam^2 Var(f)/N_W + Var(d)/N_L + 2 lam Cov(f, d)/N_L
 
 (the last term because the window's verdicts are also in the pool). Every moment is a
-plug-in over the pool; ``Var(f)`` is over the window. ``lam`` minimises this variance (a
-quadratic in ``lam``), clipped to [0, 1]: 0 ignores the judge (the weighted mean of the
-labels alone), 1 is the plain correction. The interval is the normal one, valid for
-large samples.
+plug-in over the pool; ``Var(f)`` is over the window. The interval is the normal one,
+valid for large samples.
+
+Power tuning: when the pool is the window, ``lam`` minimises this variance (a quadratic in
+``lam``), clipped to [0, 1]: 0 ignores the judge (the weighted mean of the labels alone),
+1 is the plain correction. When the pool is longer, ``lam`` must be 1: the correction then
+estimates the pool's mean of ``y - lam f``, which is the window's only if ``y - lam f`` is
+steady; for ``lam`` = 1 that is the judge's bias, the stated assumption, but for
+``lam`` < 1 it would also need people's own mean to be steady, the very thing the window
+is measuring (a tuned ``lam`` of 0.6 turned a true drop of 0.048 into 0.029 in a check).
+Callers pass ``lam=1.0`` for a pooled window (:mod:`evalfleet.review.estimate` does).
 
 Why not ``ppi_py``: its ``ppi_mean_ci(..., w=, w_unlabeled=)`` weights a labelled and a
 separate unlabelled sample for a weighted-mean target (covariate shift); it has no

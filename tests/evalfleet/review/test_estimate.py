@@ -35,10 +35,11 @@ def rag_qa() -> Metric:
 def traffic(seed: int) -> tuple[list[VerdictRecord], dict[str, float]]:
     """Verdicts over the pool, and each sample's true score."""
     rng = np.random.default_rng(seed)
-    truth = rng.beta(5, 2, N)
+    moments = NOW - timedelta(days=DAYS) + timedelta(days=DAYS) * rng.random(N)
+    # People's scores drop in the window (mean 5/7 to 4/6); the judge's bias stays.
+    truth = np.where(moments >= WINDOW_START, rng.beta(4, 2, N), rng.beta(5, 2, N))
     bot = rng.random(N) < 0.5
     judge = np.clip(truth + np.where(bot, BIAS, 0.0) + rng.normal(0, 0.05, N), 0, 1)
-    moments = NOW - timedelta(days=DAYS) + timedelta(days=DAYS) * rng.random(N)
     records = [VerdictRecord(
         key=VerdictKey(f"s-{i}", "rag_qa", "v1", "judge-1"), status="ok", error_class=None,
         error=None, reason="r", scores={SCORE: float(judge[i])},
@@ -95,6 +96,7 @@ def test_the_corrected_interval_covers_what_people_say_and_the_raw_one_misses(
         assert not found.raw.low <= truth <= found.raw.high
         assert found.corrected.low <= truth <= found.corrected.high
         assert found.raw.value - truth > 0.05
+        assert found.lam == 1.0  # pooled labels: no power tuning
     assert estimate(any_store, min_labels=10_000).status == NOT_ENOUGH_LABELS
 
 
@@ -148,6 +150,7 @@ def test_the_command_prints_json_and_a_table(any_store: SqlStore) -> None:
                                 env={"EVALFLEET_DATABASE_URL": url}, catch_exceptions=False)
     (in_status,) = [e for e in json.loads(status.stdout)["estimates"] if e["score"] == SCORE]
     assert in_status["status"] == OK and in_status["labels"] > 100
+    assert 0.0 <= in_status["lam"] < 1.0  # the labels are the period's own: tuned
     bad = CliRunner().invoke(main, [*args[:3], "--score", "nope"],
                              env={"EVALFLEET_DATABASE_URL": url})
     assert bad.exit_code == 2 and "nope" in bad.output

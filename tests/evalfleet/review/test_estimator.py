@@ -140,3 +140,20 @@ def test_constant_judge_and_raw_mean() -> None:
     assert (raw.low, raw.value, raw.high) == pytest.approx((0.7, 0.7, 0.7))
     with pytest.raises(ValueError):
         raw_mean(Moments(0, 0.0, 0.0))
+
+
+def test_a_pooled_correction_of_a_window_that_moved_needs_lam_one() -> None:
+    """People's scores drop in the window, the judge's bias does not: the plain correction
+    follows; a tuned lam, fitted on a pool that mostly did not drop, lags behind."""
+    rng = np.random.default_rng(11)
+    truth = np.concatenate([rng.beta(5, 2, 45_000), rng.beta(4, 2, 5000)])
+    judge = truth + 0.1 + rng.normal(0, 0.1, 50_000)
+    pi = np.full(50_000, 0.02)
+    mask = rng.random(50_000) < pi
+    window, pool, labelled = moments(judge[45_000:]), moments(judge), \
+        items(judge, truth, pi, mask)
+    target = truth[45_000:].mean()
+    plain = corrected_mean(window, pool, labelled, lam=1.0).interval
+    assert plain.low < target < plain.high
+    tuned = corrected_mean(window, pool, labelled)
+    assert tuned.lam < 0.9 and not tuned.interval.low < target < tuned.interval.high
