@@ -7,10 +7,11 @@ traffic, 0.05 elsewhere, plus noise (sd 0.08), not clipped: a judge biased by +0
 average, the same before and after the drop. People's labels are the truth on a random
 slice. For each label budget (50, 100, 200, 1,000) and each design (one probability
 budget/N for every verdict; strata: judge scores below 0.6 labelled at four times the
-rate of the rest, the same budget on average), ``--repeat`` fresh populations and slices: the share of runs whose 90%
-interval holds the true mean of the verdicts, and the median interval width, for the
-judge's raw mean and for the corrected mean (pool = window, lam tuned; and the last tenth
-of the verdicts as the window, corrected by the whole pool's labels with lam 1).
+rate of the rest, the same budget on average), ``--repeat`` fresh populations and
+slices: the share of runs whose 90% interval holds the true mean of the verdicts, and the
+median interval width, for the judge's raw mean and for the corrected mean (pool =
+window, lam tuned; and the last tenth of the verdicts as the window, corrected by the
+whole pool's labels with lam 1).
 
 Part 2, through the real store: a PostgreSQL database of its own
 (``evalfleet_bench_estimates``, dropped at the end) with ``--store-verdicts`` rag_qa
