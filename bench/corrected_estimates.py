@@ -127,7 +127,8 @@ def _load_and_time(url: str, *, verdicts: int, rounds: int, seed: int) -> None:
     worker = open_store(url, pool_size=1, review=ReviewSlice({"rag_qa": MetricSlice(0.01)}))
     rng = np.random.default_rng(seed)
     now = datetime.now(UTC)
-    truth, judge = population(rng, verdicts)
+    truth, unclipped = population(rng, verdicts)
+    judge = np.clip(unclipped, 0, 1)  # stored scores are normalised
     ages = np.sort(rng.random(verdicts))[::-1] * 30 * 86_400
     started = time.perf_counter()
     batch: list[VerdictRecord] = []
