@@ -296,6 +296,9 @@ def estimate_command(state: CliState, metric: str, scores: tuple[str, ...],
 
     try:
         segment = dict(part.split("=", 1) for part in segments)
+    except ValueError:
+        raise click.UsageError(f"--segment takes KEY=VALUE, not {segments}") from None
+    try:
         now = datetime.now(UTC)
         end = parse_time(until, now=now) or now
         start = parse_time(since, now=end) or end

@@ -151,9 +151,14 @@ def test_the_command_prints_json_and_a_table(any_store: SqlStore) -> None:
     (in_status,) = [e for e in json.loads(status.stdout)["estimates"] if e["score"] == SCORE]
     assert in_status["status"] == OK and in_status["labels"] > 100
     assert 0.0 <= in_status["lam"] < 1.0  # the labels are the period's own: tuned
-    bad = CliRunner().invoke(main, [*args[:3], "--score", "nope"],
+    bad = CliRunner().invoke(main, [*args[:4], "--score", "nope"],
                              env={"EVALFLEET_DATABASE_URL": url})
-    assert bad.exit_code == 2 and "nope" in bad.output
+    assert bad.exit_code == 2 and "has no score 'nope'" in bad.output
+    for wrong, named in ((["--segment", "app"], "KEY=VALUE"), (["--label-window", "soon"], "soon"),
+                         (["--since", "yesterday"], "yesterday"), (["--metric", "nope"], "nope")):
+        result = CliRunner().invoke(main, [*args[:4], *wrong],
+                                    env={"EVALFLEET_DATABASE_URL": url})
+        assert result.exit_code == 2 and named in result.output, result.output
 
 
 def pool_item(n: int, *, reason: str = "random", probability: float | None = 0.1,
