@@ -304,7 +304,10 @@ def test_reset_during_a_request_keeps_counters_balanced(judge: RunningSim) -> No
     judge.configure(latency_ms=300)
     with ThreadPoolExecutor(1) as pool:
         pending = pool.submit(complete, judge, rag())
-        time.sleep(0.1)
+        # Reset while the request is inside the simulator, not before it arrives.
+        deadline = time.monotonic() + 10
+        while judge.stats()["in_flight"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
         judge.reset()
         assert pending.result().choices[0].finish_reason == "stop"
     stats = judge.stats()

@@ -72,35 +72,32 @@ def cpu_judge(settings: Settings, server: JudgeServer, *, metrics: Path | None) 
 
 
 def samples() -> dict[str, list[dict[str, Any]]]:
-    """Three samples per built-in metric; the last rag_qa sample is longer than N_CTX."""
-    def rag(n: int, context: list[str]) -> dict[str, Any]:
-        return {"id": f"rag-{n}", "input": "How long is the refund window?",
-                "output": f"{n + 28} days.", "context": context, "reference": "30 days"}
+    """One sample per built-in metric, and a rag_qa sample longer than N_CTX.
 
+    One each: a CPU judge takes 10 to 60 s an answer here, and the behaviour under test
+    (the step-down, the context refusal, a verdict of every metric) needs no more.
+    """
     long_context = ["Refund policy, clause after clause. " * 600]
     return {
-        "rag_qa": [rag(0, ["Refunds: 30 days."]), rag(1, ["Refunds within 30 days."]),
-                   rag(2, long_context)],
+        "rag_qa": [
+            {"id": f"rag-{n}", "input": "How long is the refund window?", "output": "28 days.",
+             "context": context, "reference": "30 days"}
+            for n, context in enumerate([["Refunds within 30 days."], long_context])],
         "context_precision": [
-            {"id": f"cp-{n}", "input": "What is the capital of France?",
-             "output": ["Paris.", "Lyon.", "Paris, on the Seine."][n],
-             "context": ["Paris is the capital of France."], "reference": "Paris"}
-            for n in range(3)],
+            {"id": "cp-0", "input": "What is the capital of France?", "output": "Lyon.",
+             "context": ["Paris is the capital of France."], "reference": "Paris"}],
         "bbh_match": [
-            {"id": f"bbh-{n}", "input": "Is 17 a prime number? Answer yes or no.",
-             "output": ["Yes, 17 is prime.", "No.", "Yes"][n], "reference": "yes"}
-            for n in range(3)],
+            {"id": "bbh-0", "input": "Is 17 a prime number? Answer yes or no.",
+             "output": "Yes, 17 is prime.", "reference": "yes"}],
         "rec_faithfulness": [
-            {"id": f"rec-{n}", "input": "a light trail shoe", "output": summary,
+            {"id": "rec-0", "input": "a light trail shoe", "output": "Heavy but cheap at 50.",
              "fields": {"product_title": "Trail runner", "base_price": "120",
                         "final_price": "99",
-                        "product_opinion_summary": "Light, grippy on wet rock."}}
-            for n, summary in enumerate(["Light and grippy.", "Heavy but cheap at 50.",
-                                         "Grippy on wet rock, now 99."])],
+                        "product_opinion_summary": "Light, grippy on wet rock."}}],
     }
 
 
-@pytest.mark.timeout(900)  # 2 minutes on a quiet machine; a CPU judge slows with the load
+@pytest.mark.timeout(900)  # a minute on a quiet machine; a CPU judge slows with the load
 def test_a_real_server_judges_every_built_in_metric(
     real_judge: JudgeServer, settings: Settings, store: VerdictStore, tmp_path: Path,
     start_worker: Callable[..., WorkerProcess],
@@ -112,13 +109,14 @@ def test_a_real_server_judges_every_built_in_metric(
                    "--metric", metric).exit_code == 0
     # The server has one slot, and the fleet-wide cap keeps one call at it at a time.
     worker = start_worker(real, queues=list(by_metric), concurrency=1)
-    wait_until(lambda: store.counts().verdicts + store.counts().dead_letters >= 12,
-               timeout_s=600, what="12 verdicts from the real judge", interval_s=1.0)
+    jobs = sum(len(records) for records in by_metric.values())
+    wait_until(lambda: store.counts().verdicts + store.counts().dead_letters >= jobs,
+               timeout_s=780, what="a verdict of each job from the real judge", interval_s=1.0)
     verdicts = {record.key.sample_id: record for record in store.iter_verdicts()}
-    assert len(verdicts) == 12 and list(store.iter_dead_letters()) == []
+    assert len(verdicts) == jobs and list(store.iter_dead_letters()) == []
     for record in verdicts.values():  # ok, or failed with a named error and the reason
         assert record.status == "ok" or (record.error_class and record.error), record
-    too_long = verdicts["rag-2"]
+    too_long = verdicts["rag-1"]
     assert (too_long.status, too_long.error_class) == ("failed", "context_length_exceeded")
     assert "longer than the judge's context" in (too_long.error or "")
     log = worker.log_path.read_text()
