@@ -62,6 +62,8 @@ class Pair:
     second: float
     weight: float = 1.0
     """The item's weight: the inverse of its inclusion probability."""
+    at: datetime | None = None
+    """When the item was queued (its verdict stored)."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,10 @@ def _statistics(kind: ScoreKind, *, categories: Sequence[float]) -> dict[str, St
     return {"mae": Statistic(mae, True), "bias": Statistic(bias, True)}
 
 
+#: Pairs by metric, judge model (or :data:`REVIEWERS`) and score.
+PairsByKey = dict[tuple[str, str, str], list[Pair]]
+
+
 def live_agreement(items: Iterable[ReviewItem], labels: Iterable[ReviewLabel], *,
                    registry: MetricRegistry, since: datetime | None = None,
                    seed: int = 0, n_resamples: int = N_RESAMPLES) -> list[LiveAgreement]:
@@ -147,12 +153,38 @@ def live_agreement(items: Iterable[ReviewItem], labels: Iterable[ReviewLabel], *
     Returns:
         One entry per metric, judge model (or :data:`REVIEWERS`) and score with labels.
     """
+    metrics: dict[str, Metric] = {}
+    judged, between = labelled_pairs(items, labels, registry=registry, since=since,
+                                     metrics=metrics)
+    found = [_entry(key, pairs, metrics=metrics, seed=seed, n_resamples=n_resamples)
+             for key, pairs in sorted(judged.items())]
+    found += [_entry(key, pairs, metrics=metrics, seed=seed, n_resamples=n_resamples)
+              for key, pairs in sorted(between.items())]
+    return found
+
+
+def labelled_pairs(items: Iterable[ReviewItem], labels: Iterable[ReviewLabel], *,
+                   registry: MetricRegistry, since: datetime | None = None,
+                   metrics: dict[str, Metric] | None = None) -> tuple[PairsByKey, PairsByKey]:
+    """The judge's and people's values of every labelled item, paired.
+
+    Args:
+        items: The queue's items.
+        labels: Their labels.
+        registry: The metrics, for each score's scale.
+        since: Only items queued at or after this time (None: all).
+        metrics: Filled with the metrics met, by name (None: not kept).
+
+    Returns:
+        Judge against people (random items only, weighted by the inverse of their
+        inclusion probability, several labels made one), and reviewer against reviewer.
+    """
     given: dict[int, dict[str, dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
     for label in labels:
         given[label.item_id][label.score][label.reviewer] = label.raw_value
-    judged: dict[tuple[str, str, str], list[Pair]] = defaultdict(list)
-    between: dict[tuple[str, str, str], list[Pair]] = defaultdict(list)
-    metrics: dict[str, Metric] = {}
+    judged: PairsByKey = defaultdict(list)
+    between: PairsByKey = defaultdict(list)
+    metrics = {} if metrics is None else metrics
     for item in items:
         if item.id not in given or (since is not None and item.created_at < since):
             continue
@@ -163,16 +195,11 @@ def live_agreement(items: Iterable[ReviewItem], labels: Iterable[ReviewLabel], *
             by_reviewer = given[item.id].get(score, {})
             _add_pairs(item, score=score, scale=scale, metric=metric, by_reviewer=by_reviewer,
                        judged=judged, between=between)
-    found = [_entry(key, pairs, metrics=metrics, seed=seed, n_resamples=n_resamples)
-             for key, pairs in sorted(judged.items())]
-    found += [_entry(key, pairs, metrics=metrics, seed=seed, n_resamples=n_resamples)
-              for key, pairs in sorted(between.items())]
-    return found
+    return dict(judged), dict(between)
 
 
 def _add_pairs(item: ReviewItem, *, score: str, scale: ScoreScale, metric: Metric,
-               by_reviewer: dict[str, Any], judged: dict[tuple[str, str, str], list[Pair]],
-               between: dict[tuple[str, str, str], list[Pair]]) -> None:
+               by_reviewer: dict[str, Any], judged: PairsByKey, between: PairsByKey) -> None:
     low, high = metric.spec.scores[score].scale
     spread = (high - low) or 1.0
 
@@ -183,7 +210,7 @@ def _add_pairs(item: ReviewItem, *, score: str, scale: ScoreScale, metric: Metri
     if len(values) >= 2:
         (a, b) = list(values.values())[:2]
         between[(item.metric, REVIEWERS, score)].append(
-            Pair(a, b, normalised(a), normalised(b)))
+            Pair(a, b, normalised(a), normalised(b), at=item.created_at))
     people = combine_labels(list(values.values()), scale=scale)
     judge = item.judge_raw_scores.get(score)
     if item.reason != RANDOM_REASON or not item.probability or people is None or \
@@ -192,7 +219,7 @@ def _add_pairs(item: ReviewItem, *, score: str, scale: ScoreScale, metric: Metri
     judge_raw, people_raw = float(judge), float(people)
     judged[(item.metric, item.judge_model, score)].append(Pair(
         judge_raw, people_raw, normalised(judge_raw), normalised(people_raw),
-        weight=1.0 / item.probability))
+        weight=1.0 / item.probability, at=item.created_at))
 
 
 def _entry(key: tuple[str, str, str], pairs: list[Pair], *, metrics: dict[str, Metric],
