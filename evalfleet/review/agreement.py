@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -47,6 +47,12 @@ from evalfleet.store.review import ReviewItem, ReviewLabel
 
 #: The "judge model" of reviewer-against-reviewer rows.
 REVIEWERS = "(reviewer vs reviewer)"
+
+#: The segment of figures over all items.
+ALL = "(all)"
+
+#: Fewest labelled items a segment needs for figures of its own.
+MIN_SEGMENT_ITEMS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +84,8 @@ class LiveAgreement:
     items: int
     statistics: dict[str, Estimate]
     """By name: ``kappa``, ``accuracy``; ``weighted_kappa``, ``mae``, ``bias``."""
+    segment: str = ALL
+    """The items' attribute value (``app=support-bot``), or :data:`ALL`."""
 
 
 def pair_statistics(pairs: Sequence[Pair], *, kind: ScoreKind,
@@ -160,6 +168,42 @@ def live_agreement(items: Iterable[ReviewItem], labels: Iterable[ReviewLabel], *
              for key, pairs in sorted(judged.items())]
     found += [_entry(key, pairs, metrics=metrics, seed=seed, n_resamples=n_resamples)
               for key, pairs in sorted(between.items())]
+    return found
+
+
+def segment_agreement(items: Iterable[ReviewItem], labels: Iterable[ReviewLabel], *,
+                      registry: MetricRegistry, key: str, since: datetime | None = None,
+                      min_items: int = MIN_SEGMENT_ITEMS, seed: int = 0,
+                      n_resamples: int = N_RESAMPLES) -> list[LiveAgreement]:
+    """Judge-versus-people agreement per value of one sample attribute, where the labels
+    allow: segments with fewer than ``min_items`` labelled random items are left out.
+
+    Args:
+        items: The queue's items.
+        labels: Their labels.
+        registry: The metrics, for each score's scale.
+        key: The attribute (``app``); items without it are in no segment.
+        since: Only items queued at or after this time (None: all).
+        min_items: Fewest labelled items of a segment's figures.
+        seed: Seed of the bootstraps.
+        n_resamples: Bootstrap resamples per interval.
+
+    Returns:
+        One entry per segment, metric, judge model and score, segment ``key=value``.
+    """
+    by_value: dict[str, list[ReviewItem]] = defaultdict(list)
+    for item in items:
+        if key in item.attributes:
+            by_value[str(item.attributes[key])].append(item)
+    kept = list(labels)
+    found = []
+    for value, members in sorted(by_value.items()):
+        metrics: dict[str, Metric] = {}
+        judged, _ = labelled_pairs(members, kept, registry=registry, since=since,
+                                   metrics=metrics)
+        found += [replace(_entry(pair_key, pairs, metrics=metrics, seed=seed,
+                                 n_resamples=n_resamples), segment=f"{key}={value}")
+                  for pair_key, pairs in sorted(judged.items()) if len(pairs) >= min_items]
     return found
 
 
