@@ -335,7 +335,8 @@ class AlertEngine:
             details["judge_drift"] = suspicion
         current = previous or AlertState.initial(at)
         step = advance(current, observation, policy=policy, at=at)
-        if any(event in ("firing", "renotify") for event in step.events):
+        if any(event in ("firing", "renotify") for event in step.events) and \
+                rule.spec.kind != "review_agreement":  # its evidence is in the review queue
             # What the bad answers look like travels with the alert, not just numbers.
             details = {**details, "evidence": evidence_details(
                 window_evidence(conn, rule, segment, at=at), secrets=self._secrets)}
