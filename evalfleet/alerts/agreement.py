@@ -24,7 +24,13 @@ from evalfleet.alerts.rule import Rule
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.statistic import Summary
 from evalfleet.core.metric import MetricRegistry
-from evalfleet.review.agreement import LiveAgreement, Pair, labelled_pairs, live_agreement
+from evalfleet.review.agreement import (
+    LIVE_RESAMPLES,
+    LiveAgreement,
+    Pair,
+    labelled_pairs,
+    live_agreement,
+)
 from evalfleet.store.review import ReviewQueue
 
 #: The segment key of a review_agreement rule's judge models.
@@ -111,16 +117,16 @@ class AgreementSource:
         found.setdefault(Segment(), Summary(n=0))
         return found
 
-    def figures(self, *, since: datetime, n_resamples: int) -> list[LiveAgreement]:
-        """Every metric's agreement figures since ``since``, as ``review status`` shows them.
+    def figures(self, *, since: datetime) -> list[LiveAgreement]:
+        """Every metric's agreement figures since ``since``, as ``review status`` shows
+        them (with :data:`~evalfleet.review.agreement.LIVE_RESAMPLES` per interval).
 
         Args:
             since: Items queued at or after this time.
-            n_resamples: Bootstrap resamples per interval.
 
         Returns:
             The figures per metric, judge model (or reviewers) and score.
         """
         return live_agreement(self.queue.iter_items(since=since),
                               self.queue.iter_labels(since=since), registry=self.registry,
-                              n_resamples=n_resamples)
+                              n_resamples=LIVE_RESAMPLES)

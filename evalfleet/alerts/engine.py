@@ -78,10 +78,9 @@ IDENTITIES_SHOWN = 5
 IDENTITY_CHARS = 80
 
 #: The agreement gauges: the rolling window of items they cover (``review status``'s
-#: default), how often they are computed again, and bootstrap resamples per interval.
+#: default), and how often they are computed again.
 AGREEMENT_WINDOW = timedelta(days=30)
 AGREEMENT_REFRESH = timedelta(minutes=5)
-AGREEMENT_RESAMPLES = 500
 
 
 @dataclass(frozen=True)
@@ -400,8 +399,7 @@ class AlertEngine:
                 and at >= self._agreement_at):
             return
         self._agreement_at = at
-        figures = self._agreement.figures(since=at - AGREEMENT_WINDOW,
-                                          n_resamples=AGREEMENT_RESAMPLES)
+        figures = self._agreement.figures(since=at - AGREEMENT_WINDOW)
         telemetry.record_agreement([
             AgreementSample(metric=f.metric, judge_model=f.judge_model, score=f.score,
                             items=f.items, statistics={

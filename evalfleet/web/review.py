@@ -34,11 +34,9 @@ from evalfleet.review.label import read_label
 from evalfleet.store.review import LabelValue, ReviewItem, ReviewQueue
 from evalfleet.web.csrf import check_token, issue_token
 
-#: The agreement view: its default and longest look-back in days, and bootstrap
-#: resamples per interval.
+#: The agreement view: its default and longest look-back in days.
 AGREEMENT_DAYS = 30
 MAX_AGREEMENT_DAYS = 366
-AGREEMENT_RESAMPLES = 1000
 
 #: The cookie that carries a reviewer's token.
 REVIEWER_COOKIE = "evalfleet_reviewer"
@@ -182,12 +180,13 @@ class ReviewPages:
                           figures=figures, csrf=self._csrf(request))
 
     def _figures(self, days: int) -> list[Any]:
-        from evalfleet.review.agreement import live_agreement  # numpy: on this page only
+        # numpy: loaded on this page only
+        from evalfleet.review.agreement import LIVE_RESAMPLES, live_agreement
 
         since = datetime.now(UTC) - timedelta(days=days)
         return live_agreement(self._queue.iter_items(since=since),
                               self._queue.iter_labels(since=since), registry=self._registry,
-                              n_resamples=AGREEMENT_RESAMPLES)
+                              n_resamples=LIVE_RESAMPLES)
 
     async def item(self, request: Request) -> Response:
         reviewer = await self._reviewer(request)
