@@ -14,7 +14,10 @@ from sklearn.metrics import accuracy_score, cohen_kappa_score
 
 from evalfleet.alerts import AlertEngine, open_alert_engine
 from evalfleet.alerts.agreement import weighted_summary
+from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.telemetry import AlertTelemetry
+from evalfleet.alerts.terminal import render_alert_view
+from evalfleet.alerts.view import load_alert_view
 from evalfleet.core.review import MetricSlice, ReviewSlice
 from evalfleet.core.settings import Settings
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, open_store
@@ -111,6 +114,11 @@ def test_a_floor_alone_fires_without_a_trailing_level(
     report = engine.check(at=T0 + 6 * SLOT)
     whole = next(row for row in report.rows if row.segment == "(all)")
     assert whole.state == "firing" and whole.mean == pytest.approx(0.5, abs=0.05)
+    view = load_alert_view(engine.engine, engine.rules.rules[0], Segment())
+    assert view.finding["tests"][0]["against"] == "threshold"
+    assert "evidence" not in view.finding  # a review_agreement alert's is in the queue
+    text = render_alert_view(view)
+    assert "judge against reviewers: live agreement on score correct of bbh_match" in text
 
 
 def test_the_gauges_carry_the_review_status_figures(
