@@ -73,8 +73,6 @@ class Pair:
     second: float
     weight: float = 1.0
     """The item's weight: the inverse of its inclusion probability."""
-    at: datetime | None = None
-    """When the item was queued (its verdict stored)."""
 
 
 @dataclass(frozen=True)
@@ -259,7 +257,7 @@ def _add_pairs(item: ReviewItem, *, score: str, scale: ScoreScale, metric: Metri
     if len(values) >= 2:
         (a, b) = list(values.values())[:2]
         between[(item.metric, REVIEWERS, score)].append(
-            Pair(a, b, normalised(a), normalised(b), at=item.created_at))
+            Pair(a, b, normalised(a), normalised(b)))
     people = combine_labels(list(values.values()), scale=scale)
     judge = item.judge_raw_scores.get(score)
     if item.reason != RANDOM_REASON or not item.probability or people is None or \
@@ -268,7 +266,7 @@ def _add_pairs(item: ReviewItem, *, score: str, scale: ScoreScale, metric: Metri
     judge_raw, people_raw = float(judge), float(people)
     judged[(item.metric, item.judge_model, score)].append(Pair(
         judge_raw, people_raw, normalised(judge_raw), normalised(people_raw),
-        weight=1.0 / item.probability, at=item.created_at))
+        weight=1.0 / item.probability))
 
 
 def _entry(key: tuple[str, str, str], pairs: list[Pair], *, metrics: dict[str, Metric],
