@@ -40,11 +40,12 @@ from evalfleet.core.errors import (
     UnknownMetric,
     WorkerShuttingDown,
 )
-from evalfleet.core.message import AttemptFailure, Job, next_attempt
+from evalfleet.core.message import AttemptFailure, Job, encode_job, next_attempt
 from evalfleet.core.metric import Metric, MetricRegistry
 from evalfleet.core.settings import Settings, choose_judge_model
 from evalfleet.core.spend import SpendLedger
 from evalfleet.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, VerdictStore
+from evalfleet.store.batchspool import BatchSpool, SpoolEntry
 from evalfleet.store.evidence import sample_content
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.status import prompt_too_long
@@ -85,6 +86,10 @@ INTERNAL_ERROR = "internal_error"
 #: Seconds a worker stops taking a queue whose jobs could not reach the database.
 STORE_PAUSE_S = 10.0
 
+#: A claim held longer than this (in seconds) is a batch's (it holds its keys with no
+#: expiry: evalfleet.store.batchspool): a copy of its job is a duplicate.
+BATCH_HELD_S = 365 * 86_400.0
+
 #: Longest wait before re-checking a job whose key another worker holds, in seconds.
 #: The holder usually finishes within one judge call; the re-check is one query.
 BUSY_RETRY_MAX_S = 5.0
@@ -108,6 +113,12 @@ class EvaluatorOptions:
     """Judge model prices, to cost each verdict."""
     keep_samples: bool
     """Store the sample content with each verdict (the evidence alerts show)."""
+    batch_metrics: frozenset[str] = frozenset()
+    """Metrics judged in batch mode whatever their metric file says."""
+    batch_purposes: frozenset[str] = frozenset()
+    """Job purposes judged in batch mode whatever their metric."""
+    judge_mode: str = "call"
+    """What this evaluator's verdicts record as their ``judge_mode``."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EvaluatorOptions:
@@ -122,7 +133,14 @@ class EvaluatorOptions:
             access_pause_s=judge.judge_access_pause_s,
             prices={model: Price(*price) for model, price in judge.model_prices.items()},
             keep_samples=settings.store.keep_samples,
+            batch_metrics=frozenset(judge.batch_metrics),
+            batch_purposes=frozenset(judge.batch_purposes),
         )
+
+    def in_batch_mode(self, job: Job, metric: Metric) -> bool:
+        """Whether ``job`` is judged through the Batch API (docs/batch.md)."""
+        return (metric.spec.judge.mode == "batch" or metric.name in self.batch_metrics
+                or job.purpose in self.batch_purposes)
 
 
 @dataclass(frozen=True)
@@ -130,7 +148,7 @@ class Outcome:
     """What became of one delivery of a job. Build with the named constructors."""
 
     kind: Literal["stored", "kept", "duplicate", "retry", "requeued", "paused",
-                  "dead_letter"]
+                  "dead_letter", "spooled"]
     detail: str = ""
     """Verdict status, dead-letter error class, or why a retry is due."""
     retry_job: Job | None = None
@@ -149,6 +167,11 @@ class Outcome:
     def stored(cls, record: VerdictRecord) -> Outcome:
         """A verdict (``ok`` or ``failed``) was stored."""
         return cls("stored", record.status, record=record)
+
+    @classmethod
+    def spooled(cls) -> Outcome:
+        """The job waits in the batch spool; its claim is the batch's (docs/batch.md)."""
+        return cls("spooled")
 
     @classmethod
     def duplicate(cls) -> Outcome:
@@ -246,9 +269,11 @@ class Evaluator:
         self, *, registry: MetricRegistry, store: VerdictStore, judge: JudgeClient,
         options: EvaluatorOptions, clock: Callable[[], datetime] | None = None,
         jitter: Callable[[], float] = random.random, spend: SpendLedger | None = None,
-        telemetry: Telemetry | None = None,
+        telemetry: Telemetry | None = None, spool: BatchSpool | None = None,
     ) -> None:
         self.registry = registry
+        self.spool = spool
+        """Where batch-mode jobs go; None judges every job while the worker waits."""
         self.store = store
         self.judge = judge
         self.options = options
@@ -328,6 +353,8 @@ class Evaluator:
         """
         batch = _Batch(outcomes=[None] * len(jobs))
         pending = self._claim_and_render(jobs, batch, owner=owner)
+        if self.spool is not None:
+            pending = self._spool_batch_mode(pending, batch, owner=owner)
         save = _Saving(owner=owner, keep=keep)
         reask: list[_Pending] = []
         for answered in self.judge.answers([item.request for item in pending],
@@ -351,6 +378,25 @@ class Evaluator:
         self._observe_errors(pending)
         assert all(outcome is not None for outcome in batch.outcomes)
         return [outcome for outcome in batch.outcomes if outcome is not None]
+
+    def _spool_batch_mode(self, pending: list[_Pending], batch: _Batch, *,
+                          owner: str) -> list[_Pending]:
+        """Spool the batch-mode jobs (their claims pass to the batch) and return the rest.
+
+        Raises:
+            StoreUnavailable: The database cannot be reached (nothing was spooled).
+        """
+        assert self.spool is not None
+        spooled = [item for item in pending
+                   if self.options.in_batch_mode(item.job, item.metric)]
+        if not spooled:
+            return pending
+        self.spool.put([SpoolEntry(item.key.digest(), item.key.judge_model, item.metric.name,
+                                   encode_job(item.job), item.request.payload())
+                        for item in spooled], owner=owner, now=self._clock())
+        for item in spooled:
+            batch.outcomes[item.index] = Outcome.spooled()
+        return [item for item in pending if batch.outcomes[item.index] is None]
 
     def _needs_reask(self, item: _Pending) -> bool:
         """An unusable first reply gets one re-ask carrying the error."""
@@ -493,6 +539,10 @@ class Evaluator:
         for (index, job, metric, key), claim in zip(resolved, claims, strict=True):
             if claim.state is ClaimState.DONE:
                 batch.outcomes[index] = Outcome.duplicate()
+            elif claim.state is ClaimState.BUSY and claim.retry_in_s >= BATCH_HELD_S:
+                # A batch holds the key (its claim has no expiry): it will give a verdict,
+                # or send the job back itself. Waiting for it would loop for hours.
+                batch.outcomes[index] = Outcome.duplicate()
             elif claim.state is ClaimState.BUSY:
                 countdown_s = min(BUSY_RETRY_MAX_S, claim.retry_in_s + 1.0)
                 batch.outcomes[index] = Outcome.retry(
@@ -611,6 +661,7 @@ class Evaluator:
                               prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
             notes=list(judgement.notes), judge_reported_model=last.model if last else None,
             judge_fingerprint=last.system_fingerprint if last else None, purpose=job.purpose,
+            judge_mode=self.options.judge_mode,
             canary_scores=_canary_scores(job, item.metric, judgement),
             sample=sample_content(job.sample.to_json()) if self.options.keep_samples else None,
         )

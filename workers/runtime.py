@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings
 from evalfleet.core.spend import SpendLedger
-from evalfleet.store import VerdictStore, open_store
+from evalfleet.store import SqlStore, VerdictStore, open_store
+from evalfleet.store.batchspool import BatchSpool
 from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeProvider, OpenAIJudge, Pacing
 from workers.judge.formats import FormatSupport, RedisFormatSupport
@@ -70,8 +71,9 @@ def build_runtime(settings: Settings, *, concurrency: int,
     options = EvaluatorOptions.from_settings(settings)
     shared = settings.resolved_shared_redis_url()
     spend = SpendLedger(shared) if shared else None
+    spool = BatchSpool(store) if isinstance(store, SqlStore) else None
     evaluator = Evaluator(registry=registry, store=store, judge=judge, options=options,
-                          spend=spend, telemetry=telemetry)
+                          spend=spend, telemetry=telemetry, spool=spool)
     return Runtime(evaluator=evaluator, store=store)
 
 

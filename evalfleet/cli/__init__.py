@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from evalfleet.cli.alerts import alerts
+from evalfleet.cli.batches import batches
 from evalfleet.cli.beat import beat
 from evalfleet.cli.boundary import FleetGroup
 from evalfleet.cli.calibrate import calibrate
@@ -52,6 +53,6 @@ def _secrets_of(state: CliState) -> list[str]:
 
 
 for _command in (migrate, produce, worker, export, cost, metrics, demo, judge_sim, alerts, beat,
-                 calibrate, judge,
+                 calibrate, judge, batches,
                  ingest, status, dead_letters, purge, worker_health, ui, review, dataset):
     main.add_command(_command)

@@ -17,11 +17,15 @@ def beat(state: CliState, loglevel: str) -> None:
 
     Runs Celery beat embedded in a one-slot worker on the evalfleet.alerts queue. Every
     EVALFLEET_CANARY_INTERVAL_S seconds it also feeds each metric's queue
-    EVALFLEET_CANARY_SAMPLES gold samples as drift canaries (0 turns them off). Every hour
-    it creates the verdict tables' daily partitions a week ahead (Postgres). Safe to
+    EVALFLEET_CANARY_SAMPLES gold samples as drift canaries (0 turns them off); every
+    EVALFLEET_BATCH_POLL_S it sends spooled batch-mode jobs as batches and collects
+    finished ones (one beat of the fleet at a time, by a lock in Redis); every hour it
+    creates the verdict tables' daily partitions a week ahead (Postgres). Safe to
     run twice: each rule is evaluated once per cycle, each transition notified once, and
     each canary judged once.
     """
+    from prometheus_client import REGISTRY
+
     from evalfleet.alerts import load_rule_set
     from evalfleet.alerts.schedule import (
         ALERT_QUEUE,
@@ -34,8 +38,13 @@ def beat(state: CliState, loglevel: str) -> None:
     from evalfleet.calibration.canary import CanaryFeeder
     from evalfleet.core.message import queue_for
     from evalfleet.core.metric import load_registry
+    from evalfleet.store import SqlStore, open_store
+    from evalfleet.store.batchspool import BatchSpool
     from producers.enqueuer import Enqueuer
     from workers.app import create_app
+    from workers.batchjudge.gauges import BatchGauges
+    from workers.batchjudge.rounds import BatchRounds, register_batch_beat
+    from workers.runtime import LazyRuntime
     from workers.telemetry import start_metrics_server
 
     settings = state.settings
@@ -51,7 +60,14 @@ def beat(state: CliState, loglevel: str) -> None:
         enqueuer = Enqueuer(settings)  # the process's own, for its lifetime
         register_canary_beat(app, settings,
                              feed=CanaryFeeder(settings, send=enqueuer.send_many).feed)
+    batch_enqueuer = Enqueuer(settings)  # sends collected jobs back to their queues
+    register_batch_beat(app, settings, queue=ALERT_QUEUE, rounds=BatchRounds(
+        settings, runtime=LazyRuntime(settings, concurrency=1).get,
+        publish=lambda job, countdown_s: batch_enqueuer.send(job, delay_s=countdown_s)))
     default_alert_telemetry()
+    gauge_store = open_store(settings.resolved_database_url(), pool_size=1)
+    if isinstance(gauge_store, SqlStore):
+        REGISTRY.register(BatchGauges(BatchSpool(gauge_store)))
     queues = [queue_for(name) for name in load_registry(settings.metrics_dir).names()]
     start_metrics_server(settings.metrics_port, queues=queues,
                          redis_url=settings.resolved_broker_url() if is_redis(settings) else None)

@@ -23,11 +23,20 @@ import click
 @click.option("--malformed-rate", type=float, default=None, help="Share with broken JSON.")
 @click.option("--truncated-rate", type=float, default=None, help="Share cut off (length).")
 @click.option("--rpm-limit", type=int, default=None, help="Requests per minute before 429s.")
+@click.option("--batch-turnaround-s", type=float, default=None,
+              help="Seconds from a batch's creation to its end (default 1).")
+@click.option("--batch-line-error-rate", type=float, default=None,
+              help="Share of batch lines answered 500 in the error file.")
+@click.option("--batch-expire-done-share", type=float, default=None,
+              help="Batches expire with only this share of lines done.")
+@click.option("--batch-enqueued-token-limit", type=int, default=None,
+              help="Prompt tokens a model may have in open batches.")
 @click.option("--seed", type=int, default=None, help="Seed of the fault and latency draws.")
 def judge_sim(host: str, port: int, **options: object) -> None:
     """Run the judge simulator: an OpenAI-compatible judge with faults on demand.
 
-    Runtime changes: PUT /_sim/config; counters: GET /_sim/stats.
+    Also serves the Batch API (/v1/files, /v1/batches). Runtime changes:
+    PUT /_sim/config; counters: GET /_sim/stats.
     """
     from evalfleet.judgesim import InvalidSimConfig, run_judge_sim
 

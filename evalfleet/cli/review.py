@@ -12,6 +12,9 @@ import click
 
 from evalfleet.cli.alerts import render_table
 from evalfleet.cli.context import CliState, parse_time, pass_state
+from evalfleet.core.durations import format_duration
+from evalfleet.review.estimate import LABEL_WINDOW
+from evalfleet.review.estimator import MIN_LABELS
 
 if TYPE_CHECKING:
     from evalfleet.store.review import ReviewQueue
@@ -204,36 +207,50 @@ def status_command(state: CliState, since: str, segment_by: str | None,
     skipped, open and expired, and random items with no label: non-response), and the
     judge's agreement with reviewers from the random items, weighted by their inclusion
     probabilities, with bootstrap 95% intervals; reviewer against reviewer where items
-    have two labels."""
+    have two labels; and per score the judge's mean since --since beside the mean
+    corrected by those labels (as `review estimate` computes it)."""
     from dataclasses import asdict
 
     from evalfleet.core.metric import load_registry
     from evalfleet.review.agreement import live_agreement, segment_agreement
+    from evalfleet.review.estimate import estimate_record, metric_estimates
+    from evalfleet.store.estimate import EstimateReads
 
     try:
         since_at = parse_time(since)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     queue = _queue(state)
+    registry = load_registry(state.settings.metrics_dir)
+    now = datetime.now(UTC)
     try:
-        counts = queue.counts(now=datetime.now(UTC))
-        registry = load_registry(state.settings.metrics_dir)
+        counts = queue.counts(now=now)
         agreement = live_agreement(queue.iter_items(), queue.iter_labels(),
                                    registry=registry, since=since_at)
         if segment_by:
             agreement += segment_agreement(queue.iter_items(), queue.iter_labels(),
                                            registry=registry, key=segment_by, since=since_at)
+        reads = EstimateReads(queue.store)
+        estimates = [found for c in counts if c.metric in registry.names()
+                     for found in metric_estimates(
+                         reads, metric=registry.get(c.metric), start=since_at or now,
+                         end=now, label_start=since_at or now) if found.verdicts]
     finally:
         queue.store.close()
     if as_json:
         click.echo(json.dumps({"queue": [asdict(c) for c in counts],
-                               "agreement": [asdict(a) for a in agreement]}, indent=2))
+                               "agreement": [asdict(a) for a in agreement],
+                               "estimates": [estimate_record(e) for e in estimates]},
+                              indent=2))
         return
     rows = [[c.metric, str(c.random), str(c.chosen), str(c.labelled), str(c.partly_labelled),
              str(c.skipped), str(c.open), str(c.expired), str(c.random_unlabelled)]
             for c in counts]
     click.echo(render_table(["metric", "random", "chosen", "labelled", "partly", "skipped",
                              "open", "expired", "random unlabelled"], rows))
+    if estimates:
+        click.echo(f"\nwhat the judge says and what people would say (since {since})")
+        click.echo(_estimates_table(estimates))
     if not agreement:
         click.echo("\nno labelled random items yet: no agreement figures")
         return
@@ -251,3 +268,82 @@ def _estimate(estimate: Any) -> str:
     if estimate.low is None:
         return f"{estimate.value:.3f}"
     return f"{estimate.value:.3f} [{estimate.low:.3f}, {estimate.high:.3f}]"
+
+
+@review.command("estimate")
+@click.option("--metric", required=True, help="The metric.")
+@click.option("--score", "scores", multiple=True,
+              help="A score of the metric (repeatable; default: every score).")
+@click.option("--segment", "segments", multiple=True, metavar="KEY=VALUE",
+              help="Only verdicts (and review items) with this attribute (repeatable).")
+@click.option("--since", default="6h", show_default=True,
+              help="Window start on sample time (ISO 8601 time or 6h ago).")
+@click.option("--until", default=None, help="Window end (ISO 8601 time or 1h ago; default now).")
+@click.option("--label-window", default=format_duration(LABEL_WINDOW), show_default=True,
+              help="How far back before the window's end labels correct it (a duration).")
+@click.option("--min-labels", default=MIN_LABELS, show_default=True, type=click.IntRange(1),
+              help="Fewest labelled random items for a corrected mean.")
+@click.option("--confidence", default=0.95, show_default=True,
+              type=click.FloatRange(0.5, 0.999), help="Coverage of the intervals.")
+@click.option("--json", "as_json", is_flag=True, help="Print the estimates as JSON.")
+@pass_state
+def estimate_command(state: CliState, metric: str, scores: tuple[str, ...],
+                     segments: tuple[str, ...], since: str, until: str | None,
+                     label_window: str, min_labels: int, confidence: float,
+                     as_json: bool) -> None:
+    """What the judge says and what people would say: per score, the judge's mean over the
+    window with its interval, and the mean corrected by the labels of the random review
+    items (inverse-probability weighted, prediction-powered, pooled over --label-window),
+    with the number of labels behind it."""
+    from evalfleet.core.durations import parse_duration
+    from evalfleet.core.errors import InvalidInput, UnknownMetric
+    from evalfleet.core.metric import load_registry
+    from evalfleet.review.estimate import estimate_record, metric_estimates
+    from evalfleet.store.estimate import EstimateReads
+
+    try:
+        segment = dict(part.split("=", 1) for part in segments)
+    except ValueError:
+        raise click.UsageError(f"--segment takes KEY=VALUE, not {segments}") from None
+    try:
+        now = datetime.now(UTC)
+        end = parse_time(until, now=now) or now
+        start = parse_time(since, now=end) or end
+        label_start = end - parse_duration(label_window)
+        found_metric = load_registry(state.settings.metrics_dir).get(metric)
+    except (ValueError, UnknownMetric) as exc:
+        raise click.UsageError(str(exc)) from None
+    queue = _queue(state)
+    try:
+        estimates = metric_estimates(
+            EstimateReads(queue.store), metric=found_metric, scores=scores, segment=segment,
+            start=start, end=end, label_start=label_start, min_labels=min_labels,
+            confidence=confidence)
+    except InvalidInput as exc:
+        raise click.UsageError(str(exc)) from None
+    finally:
+        queue.store.close()
+    if as_json:
+        click.echo(json.dumps([estimate_record(e) for e in estimates], indent=2))
+        return
+    click.echo(_estimates_table(estimates))
+
+
+def _estimates_table(estimates: list[Any]) -> str:
+    from evalfleet.review.estimate import ASSUMPTION, estimate_text
+
+    rows = []
+    for e in estimates:
+        raw, corrected = estimate_text(e)
+        rows.append([e.metric, e.score, ",".join(f"{k}={v}" for k, v in e.segment.items())
+                     or "(all)", str(e.verdicts), raw, corrected, str(e.labels),
+                     "-" if e.lam is None else f"{e.lam:.2f}"])
+    first = estimates[0]
+    return "\n".join([
+        render_table(["metric", "score", "segment", "verdicts", "judge mean", "corrected mean",
+                      "labels", "lam"], rows),
+        f"\nwindow {first.start.isoformat()} to {first.end.isoformat()}; labels of random "
+        f"items since {first.label_start.isoformat()}; {first.confidence:.0%} intervals; "
+        f"fewer than {first.min_labels} labels: no corrected mean",
+        f"the corrected mean {ASSUMPTION}",
+    ])

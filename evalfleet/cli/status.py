@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import TYPE_CHECKING
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from evalfleet.core.settings import Settings
     from evalfleet.ops.monitor import MonitorOptions
     from evalfleet.ops.status import FleetStatus, QueueStatus
+    from evalfleet.store.batchspool import BatchSpool
 
 #: ANSI: cursor home and clear screen, between --watch refreshes on a terminal.
 _CLEAR = "\x1b[H\x1b[2J"
@@ -59,14 +61,16 @@ def status(state: CliState, metrics: tuple[str, ...], window: str, concurrency: 
            drain: str, sample_text: str, watch: bool, interval: float, count: int | None,
            as_json: bool) -> None:
     """Per metric queue: depth, jobs in flight, arrival and completion rates, oldest job,
-    verdict lag, failures by error class, and the worker processes needed.
+    verdict lag, failures by error class, and the worker processes needed; below it,
+    batch judging when there is any (docs/batch.md).
 
     Workers come from Little's law: arrivals x judge calls per job x call latency /
     calls in flight per worker, capped by the judge's rate limits.
     """
     from evalfleet.broker.probe import open_queue_probe
     from evalfleet.ops.monitor import StatusMonitor
-    from evalfleet.store import open_store
+    from evalfleet.store import SqlStore, open_store
+    from evalfleet.store.batchspool import BatchSpool
 
     settings = state.settings
     options = monitor_options(settings, metrics=metrics, window_s=parse_duration_s(window),
@@ -76,6 +80,7 @@ def status(state: CliState, metrics: tuple[str, ...], window: str, concurrency: 
     store = open_store(settings.resolved_read_database_url(), pool_size=1)
     probe = open_queue_probe(settings)
     monitor = StatusMonitor(store=store, probe=probe, options=options)
+    batches = BatchSpool(store) if isinstance(store, SqlStore) else None
     frames = (count or sys.maxsize) if watch else 1
     try:
         if sample_s > 0:
@@ -84,7 +89,8 @@ def status(state: CliState, metrics: tuple[str, ...], window: str, concurrency: 
         for frame in range(frames):
             if frame:
                 time.sleep(interval)
-            _show(monitor.observe(), as_json=as_json, clear=watch and not as_json)
+            _show(monitor.observe(), as_json=as_json, clear=watch and not as_json,
+                  batches=batches)
     except KeyboardInterrupt:
         pass
     finally:
@@ -115,14 +121,57 @@ def monitor_options(settings: Settings, *, metrics: tuple[str, ...], window_s: f
                           window_s=window_s, concurrency=concurrency, drain_s=drain_s)
 
 
-def _show(fleet: FleetStatus, *, as_json: bool, clear: bool) -> None:
+def _show(fleet: FleetStatus, *, as_json: bool, clear: bool,
+          batches: BatchSpool | None = None) -> None:
     from evalfleet.ops.status import status_json
 
+    batch_view = batch_status(batches) if batches is not None else None
     if as_json:
-        click.echo(json.dumps(status_json(fleet)))
+        click.echo(json.dumps({**status_json(fleet), **({"batches": batch_view}
+                                                        if batch_view else {})}))
         return
     text = render_status(fleet)
+    if batch_view:
+        text += "\n\n" + render_batches(batch_view)
     click.echo((_CLEAR if clear and sys.stdout.isatty() else "") + text)
+
+
+def batch_status(spool: BatchSpool) -> dict[str, Any] | None:
+    """Batch judging as ``evalfleet status --json`` shows it; None when there has been
+    none (no batch and nothing spooled)."""
+    summary = spool.summary()
+    cost, saved = spool.saved()
+    if not (summary.waiting or summary.in_batches or summary.open_batches or cost):
+        return None
+    now = datetime.now(UTC)
+    oldest = summary.oldest_spooled_at
+    return {
+        "waiting": summary.waiting, "in_batches": summary.in_batches,
+        "oldest_job_age_s": (now - oldest).total_seconds() if oldest else None,
+        "cost_usd": cost, "saved_usd": saved,
+        "open": [{"id": b.provider_id or b.id, "judge_model": b.judge_model,
+                  "state": b.state, "status": b.status,
+                  "age_s": (now - b.created_at).total_seconds(), "requests": b.requests,
+                  "completed": b.completed, "failed": b.failed}
+                 for b in summary.open_batches],
+    }
+
+
+def render_batches(view: dict[str, Any]) -> str:
+    """Batch judging under the status table: open batches, what waits, what it saved."""
+    oldest = view["oldest_job_age_s"]
+    head = (f"batch judging: {view['waiting']:,} job(s) waiting for a batch, "
+            f"{view['in_batches']:,} in batches, oldest unfinished "
+            f"{format_age(oldest) if oldest is not None else '-'}; verdicts cost "
+            f"${view['cost_usd']:.4f}, saved ${view['saved_usd']:.4f} against "
+            f"synchronous prices")
+    if not view["open"]:
+        return head
+    rows = [[b["id"], b["judge_model"], b["status"] or b["state"], format_age(b["age_s"]),
+             f"{b['requests']:,}", f"{b['completed']:,}", f"{b['failed']:,}"]
+            for b in view["open"]]
+    return "\n".join([head, render_table(
+        ["batch", "judge model", "status", "age", "requests", "done", "failed"], rows)])
 
 
 def render_status(fleet: FleetStatus) -> str:

@@ -62,6 +62,7 @@ def build_ui_app(settings: Any, *, token: str | None) -> Any:
     from evalfleet.alerts import load_rule_set
     from evalfleet.broker.probe import open_queue_probe
     from evalfleet.cli.status import monitor_options
+    from evalfleet.core.metric import load_registry
     from evalfleet.ops.monitor import StatusMonitor
     from evalfleet.ops.status import status_json
     from evalfleet.store import open_store
@@ -87,7 +88,7 @@ def build_ui_app(settings: Any, *, token: str | None) -> Any:
             probe.close()
 
     data = PageData(store=store, rules=rules, secrets=tuple(settings.secret_values()),
-                    health_reader=read_health)
+                    health_reader=read_health, registry=load_registry(settings.metrics_dir))
     from evalfleet.cli.boundary import explain
 
     url = settings.resolved_database_url()

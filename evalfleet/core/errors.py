@@ -22,7 +22,8 @@
     │   │   ├── InvalidAlertRule     an alert rules file (evalfleet.alerts.rule)
     │   │   ├── InvalidSamplingConfig a producer sampling config file (producers.policy)
     │   │   ├── InvalidTraces        an OTLP trace export request (producers.traces.otlp)
-    │   │   └── InvalidDataset       a dataset's name, filter or file (evalfleet.store.dataset)
+    │   │   ├── InvalidDataset       a dataset's name, filter or file (evalfleet.store.dataset)
+    │   │   └── NotRandomSample      a labelled item chosen, not drawn at random (review.estimator)
     │   ├── JudgeRejected            400, 401, 403, 404, no quota          (also JudgeError)
     │   ├── StoreRejected            the database refuses a value
     │   └── ReceiverRejected         an alert receiver's other 4xx    (also DeliveryFailed)
@@ -311,3 +312,17 @@ class InvalidDataset(InvalidInput):
         self.field = field
         self.reason = reason
         super().__init__(f"{field}: {reason}" if field else reason)
+
+
+class NotRandomSample(InvalidInput):
+    """A labelled item offered to an estimate that was not drawn at random with a known
+    inclusion probability (an alert's evidence, a filter, ids, an import): weighing it
+    in would bias the estimate toward what someone chose to look at.
+
+    Attributes:
+        item: What names the item (its sample id), or "".
+    """
+
+    def __init__(self, reason: str, *, item: str = "") -> None:
+        self.item = item
+        super().__init__(reason)

@@ -248,6 +248,10 @@ class JudgeOptions(_Model):
     response_format: Literal["json_schema", "json_object", "text"] = "text"
     """Constrained output asked of the judge (lowered to what the judge supports)."""
 
+    mode: Literal["call", "batch"] = "call"
+    """``call``: judged while the worker waits; ``batch``: through the provider's Batch
+    API at its batch price, verdicts arriving within its turnaround (docs/batch.md)."""
+
 
 class MetricFile(_Model):
     """The content of one metric file, as written."""

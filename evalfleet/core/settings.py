@@ -257,6 +257,41 @@ class JudgeSettings(BaseModel):
     """US dollars per million tokens (prompt, completion) per judge model, JSON:
     ``{"gpt-4o-mini": [0.15, 0.60]}``; verdicts of other models carry no cost."""
 
+    batch_price_multiplier: float = Field(default=0.5, gt=0, le=1)
+    """Share of ``model_prices`` a verdict judged through the Batch API costs (the
+    provider's batch discount)."""
+
+    batch_metrics: list[str] = Field(default_factory=list)
+    """Metrics judged through the provider's Batch API (besides those whose metric file
+    says ``judge: {mode: batch}``), JSON: ``["nightly_quality"]``. Their verdicts arrive
+    within the provider's turnaround, at the batch price."""
+
+    batch_purposes: list[Literal["shadow", "calibration", "canary"]] = Field(
+        default_factory=list)
+    """Job purposes judged in batch mode whatever their metric, JSON: ``["shadow",
+    "calibration"]``. Production jobs of other metrics stay synchronous."""
+
+    batch_max_requests: int = Field(default=50_000, gt=0)
+    """Requests per batch file at most (the provider's limit)."""
+
+    batch_max_file_bytes: int = Field(default=200_000_000, gt=0)
+    """Bytes per batch input file at most (the provider's limit)."""
+
+    batch_max_wait_s: float = Field(default=300.0, ge=0)
+    """Longest a spooled job waits for a full batch before a smaller one is sent."""
+
+    batch_poll_s: float = Field(default=60.0, gt=0)
+    """Seconds between two rounds of ``evalfleet beat``'s batch submitter and collector."""
+
+    batch_reask_sync: bool = False
+    """Re-ask an unusable batch reply at once through the synchronous judge (at its
+    price) when ``reask_on_invalid`` is on; off, the batch verdict is stored as failed
+    with the parse error."""
+
+    batch_failed_retry_s: float = Field(default=600.0, ge=0)
+    """After a batch failed without running (the enqueued-token limit), how long its
+    jobs wait before the next batch takes them; no attempt is counted."""
+
     daily_budgets_usd: dict[str, float] = Field(default_factory=dict)
     """Per-metric daily budget in US dollars, JSON: ``{"rag_qa": 50}``. Near it producers
     lower the metric's sampling rate (accepted jobs are still judged)."""

@@ -121,6 +121,26 @@ class SimConfig(BaseModel):
     server_style: ServerStyle = "openai"
     """How refusals (``refused_response_formats``, ``context_tokens``) are worded."""
 
+    batch_turnaround_s: float = Field(default=1.0, ge=0)
+    """Seconds from a batch's creation to its end (the first tenth validating)."""
+
+    batch_line_error_rate: float = Field(default=0.0, ge=0, le=1)
+    """Share of a batch's lines answered 500 in its error file."""
+
+    batch_expire_done_share: float | None = Field(default=None, ge=0, lt=1)
+    """When set, batches expire at their turnaround with only this share of lines done
+    (the rest are ``batch_expired`` lines in the error file); None: batches complete."""
+
+    batch_enqueued_token_limit: int | None = Field(default=None, gt=0)
+    """Prompt tokens (one per four characters of the messages) a model may have in open
+    batches; a batch over it fails with ``token_limit_exceeded``. None for no limit."""
+
+    batch_max_requests: int = Field(default=50_000, gt=0)
+    """Most requests in one batch file; more fails the batch's validation."""
+
+    batch_max_file_bytes: int = Field(default=209_715_200, gt=0)
+    """Largest upload accepted by ``POST /v1/files``."""
+
     @model_validator(mode="after")
     def _check_consistency(self) -> SimConfig:
         fault_rates = (self.rate_limit_rate + self.server_error_rate + self.hang_rate

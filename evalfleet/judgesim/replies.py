@@ -130,7 +130,9 @@ class Prompt:
             roles.append(message["role"])
             contents.append(_content_text(message.get("content"), index))
         text = "".join(contents)
-        return cls(tuple(contents), tuple(roles), text, hashlib.sha256(text.encode()).digest())
+        # surrogatepass: a lone surrogate in the messages is hashed, not an error.
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+        return cls(tuple(contents), tuple(roles), text, digest)
 
     @property
     def key(self) -> str:

@@ -10,7 +10,15 @@ Routes::
     POST /_sim/script           replace the reply script: {"rules": [...]}
     GET  /_sim/stats            counters (``answered_by_prompt``: 200 replies per prompt,
                                 leaving out hangs the client gave up on)
-    POST /_sim/reset            clear counters, script and rate window; re-seed (config stays)
+    POST /_sim/reset            clear counters, script, rate window, files and batches; re-seed
+    POST /v1/files              upload a batch input (multipart: file, purpose=batch)
+    GET  /v1/files/{id}         a file object; /content its bytes
+    POST /v1/batches            create a batch of an uploaded file
+    GET  /v1/batches            list batches, newest first (limit, after)
+    GET  /v1/batches/{id}       retrieve one; POST /v1/batches/{id}/cancel cancels it
+
+Batches move on when looked at (:mod:`evalfleet.judgesim.batches`); their lines are
+judged by the same code as a chat request, without latency, rate limit or script.
 
 One request, in order: read and check the body (400 on error); count its
 prompt; the ``rpm_limit`` window (429); the script; a random fault (429 at
@@ -24,6 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import email.parser
+import email.policy
 import itertools
 import json
 import random
@@ -39,6 +49,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from evalfleet.core.errors import EvalfleetError, InvalidInput
+from evalfleet.judgesim.batches import BatchBook, BatchRequestError
 from evalfleet.judgesim.config import InvalidSimConfig, ServerStyle, SimConfig
 from evalfleet.judgesim.faults import (
     OUTCOMES,
@@ -136,6 +147,7 @@ class SimState:
         self.window = SlidingWindow(self.config.rpm_limit) if self.config.rpm_limit else None
         self.completion_ids = itertools.count(1)
         self.slots = _slots(self.config.serve_at_once)
+        self.batches = BatchBook()
 
     def configure(self, changes: Mapping[str, Any]) -> SimConfig:
         """Apply a partial update; a new seed re-seeds, a new ``rpm_limit`` empties the window.
@@ -185,6 +197,13 @@ def create_app(config: SimConfig | None = None) -> Starlette:
             Route("/_sim/script", _post_script, methods=["POST"]),
             Route("/_sim/stats", _stats, methods=["GET"]),
             Route("/_sim/reset", _reset, methods=["POST"]),
+            Route("/v1/files", _upload_file, methods=["POST"]),
+            Route("/v1/files/{file_id}", _get_file, methods=["GET"]),
+            Route("/v1/files/{file_id}/content", _file_content, methods=["GET"]),
+            Route("/v1/batches", _create_batch, methods=["POST"]),
+            Route("/v1/batches", _list_batches, methods=["GET"]),
+            Route("/v1/batches/{batch_id}", _get_batch, methods=["GET"]),
+            Route("/v1/batches/{batch_id}/cancel", _cancel_batch, methods=["POST"]),
         ],
         exception_handlers={HTTPException: _http_error},
     )
@@ -294,7 +313,10 @@ def _refused_format(response_format: Any, *, config: SimConfig) -> str | None:
 
 
 def _read_chat_request(body: bytes) -> _ChatRequest:
-    payload = _decode(body)
+    return _chat_request_of(_decode(body))
+
+
+def _chat_request_of(payload: Any) -> _ChatRequest:
     if not isinstance(payload, dict):
         raise InvalidChatRequest("the request body must be a JSON object", code="invalid_json")
     if payload.get("stream"):
@@ -359,8 +381,12 @@ async def _hang(request: Request, *, hang_s: float) -> bool:
 
 
 def _completion(sim: SimState, chat: _ChatRequest, reply: Reply) -> Response:
+    return JSONResponse(_completion_body(sim, chat, reply))
+
+
+def _completion_body(sim: SimState, chat: _ChatRequest, reply: Reply) -> dict[str, Any]:
     usage = reply.usage
-    return JSONResponse({
+    return {
         "id": f"chatcmpl-sim{next(sim.completion_ids):012d}",
         "object": "chat.completion",
         "created": int(time.time()),
@@ -375,7 +401,7 @@ def _completion(sim: SimState, chat: _ChatRequest, reply: Reply) -> Response:
         "usage": {"prompt_tokens": usage.prompt_tokens,
                   "completion_tokens": usage.completion_tokens,
                   "total_tokens": usage.total_tokens},
-    })
+    }
 
 
 def _error(
@@ -452,9 +478,145 @@ def _error_code(exc: InvalidInput) -> str:
 
 
 async def _stats(request: Request) -> Response:
-    return JSONResponse(request.app.state.sim.counters.as_json())
+    sim: SimState = request.app.state.sim
+    return JSONResponse({**sim.counters.as_json(), "batches": sim.batches.stats.as_json()})
 
 
 async def _reset(request: Request) -> Response:
     request.app.state.sim.reset()
     return JSONResponse({"reset": True})
+
+
+def _judge_line(sim: SimState, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+    """One batch line judged as a chat request is, less latency, rate limit and script;
+    only the malformed and truncated faults apply."""
+    try:
+        chat = _chat_request_of(dict(body))
+    except InvalidChatRequest as exc:
+        return 400, {"error": {"message": str(exc), "type": "invalid_request_error",
+                               "param": exc.param, "code": exc.code}}
+    sim.counters.prompt(chat.prompt.key)
+    fault = decide_fault(sim.rng, config=sim.config)
+    if fault.outcome not in ("malformed", "truncated"):
+        fault = Fault.none()
+    reply = build_reply(chat.prompt, model=chat.model, response_format=chat.response_format,
+                        fault=fault, max_tokens=chat.max_tokens,
+                        shift=sim.config.score_shifts.get(chat.model, 0.0),
+                        flip=chat.model in sim.config.flipped_answers)
+    sim.counters.answered(chat.prompt.key)
+    return 200, _completion_body(sim, chat, reply)
+
+
+def _batch_error(exc: BatchRequestError) -> Response:
+    return _error(exc.status, str(exc), code=exc.code, param=exc.param)
+
+
+def _read_upload(content_type: str, body: bytes) -> tuple[bytes, str, str]:
+    """The file, its name and the purpose of a ``multipart/form-data`` upload.
+
+    Raises:
+        BatchRequestError: Not multipart, or the file or purpose part missing.
+    """
+    if not content_type.startswith("multipart/form-data"):
+        raise BatchRequestError("expected a multipart/form-data upload")
+    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
+    parts: dict[str, tuple[bytes, str]] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        if isinstance(name, str) and isinstance(payload, bytes):
+            parts[name] = (payload, part.get_filename() or "upload.jsonl")
+    if "file" not in parts:
+        raise BatchRequestError("the upload has no 'file' part", param="file")
+    if "purpose" not in parts:
+        raise BatchRequestError("the upload has no 'purpose' part", param="purpose")
+    data, filename = parts["file"]
+    return data, filename, parts["purpose"][0].decode(errors="replace").strip()
+
+
+async def _upload_file(request: Request) -> Response:
+    sim: SimState = request.app.state.sim
+    sim.batches.stats.api_requests += 1
+    try:
+        data, filename, purpose = _read_upload(request.headers.get("content-type", ""),
+                                               await request.body())
+        stored = sim.batches.add_file(data, purpose=purpose, filename=filename,
+                                      now=time.time(), config=sim.config)
+    except BatchRequestError as exc:
+        return _batch_error(exc)
+    return JSONResponse(stored.as_json())
+
+
+async def _get_file(request: Request) -> Response:
+    sim: SimState = request.app.state.sim
+    sim.batches.stats.api_requests += 1
+    try:
+        return JSONResponse(sim.batches.file(request.path_params["file_id"]).as_json())
+    except BatchRequestError as exc:
+        return _batch_error(exc)
+
+
+async def _file_content(request: Request) -> Response:
+    sim: SimState = request.app.state.sim
+    sim.batches.stats.api_requests += 1
+    try:
+        stored = sim.batches.file(request.path_params["file_id"])
+    except BatchRequestError as exc:
+        return _batch_error(exc)
+    return Response(stored.data, media_type="application/jsonl")
+
+
+def _advanced(sim: SimState, batch_id: str) -> dict[str, Any]:
+    batch = sim.batches.advance(sim.batches.batch(batch_id), now=time.time(),
+                                judge=lambda body: _judge_line(sim, body), rng=sim.rng,
+                                config=sim.config)
+    return batch.as_json(time.time())
+
+
+async def _create_batch(request: Request) -> Response:
+    sim: SimState = request.app.state.sim
+    sim.batches.stats.api_requests += 1
+    try:
+        payload = _decode(await request.body())
+        if not isinstance(payload, dict):
+            raise BatchRequestError("the request body must be a JSON object")
+        batch = sim.batches.create(payload, now=time.time(), config=sim.config)
+    except (BatchRequestError, InvalidChatRequest) as exc:
+        return _error(getattr(exc, "status", 400), str(exc), param=getattr(exc, "param", None))
+    return JSONResponse(batch.as_json(time.time()))
+
+
+async def _get_batch(request: Request) -> Response:
+    sim: SimState = request.app.state.sim
+    sim.batches.stats.api_requests += 1
+    try:
+        return JSONResponse(_advanced(sim, request.path_params["batch_id"]))
+    except BatchRequestError as exc:
+        return _batch_error(exc)
+
+
+async def _cancel_batch(request: Request) -> Response:
+    sim: SimState = request.app.state.sim
+    sim.batches.stats.api_requests += 1
+    try:
+        batch = sim.batches.batch(request.path_params["batch_id"])
+    except BatchRequestError as exc:
+        return _batch_error(exc)
+    sim.batches.cancel(batch, now=time.time())
+    return JSONResponse(batch.as_json(time.time()))
+
+
+async def _list_batches(request: Request) -> Response:
+    sim: SimState = request.app.state.sim
+    sim.batches.stats.api_requests += 1
+    raw_limit = request.query_params.get("limit", "20")
+    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 100:
+        return _error(400, "limit must be an integer from 1 to 100", param="limit")
+    page = sim.batches.listing(after=request.query_params.get("after"),
+                               limit=int(raw_limit) + 1)
+    data = [_advanced(sim, b.id) for b in page[:int(raw_limit)]]
+    return JSONResponse({"object": "list", "data": data,
+                         "first_id": data[0]["id"] if data else None,
+                         "last_id": data[-1]["id"] if data else None,
+                         "has_more": len(page) > int(raw_limit)})

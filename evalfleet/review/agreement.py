@@ -42,7 +42,7 @@ from evalfleet.calibration.gold import ScoreScale, score_scales
 from evalfleet.core.errors import UnknownMetric
 from evalfleet.core.metric import Metric, MetricRegistry, ScoreKind
 from evalfleet.core.review import RANDOM_REASON
-from evalfleet.review.label import combine_labels
+from evalfleet.review.label import combine_labels, normalise
 from evalfleet.store.review import ReviewItem, ReviewLabel
 
 #: The "judge model" of reviewer-against-reviewer rows.
@@ -247,11 +247,8 @@ def labelled_pairs(items: Iterable[ReviewItem], labels: Iterable[ReviewLabel], *
 
 def _add_pairs(item: ReviewItem, *, score: str, scale: ScoreScale, metric: Metric,
                by_reviewer: dict[str, Any], judged: PairsByKey, between: PairsByKey) -> None:
-    low, high = metric.spec.scores[score].scale
-    spread = (high - low) or 1.0
-
     def normalised(raw: float) -> float:
-        return raw if scale.kind == "binary" else (raw - low) / spread
+        return normalise(raw, metric=metric, score=score)
 
     values = {name: float(v) for name, v in sorted(by_reviewer.items()) if v is not None}
     if len(values) >= 2:

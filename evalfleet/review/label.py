@@ -45,10 +45,26 @@ def read_label(value: Any, *, metric: Metric, score: str, record: str,
     if value is None:
         return LabelValue(raw=None, value=None)
     raw = label_value(value, scale=scale, record=record, sample_id=sample_id, field=field)
-    low, high = metric.spec.scores[score].scale
     if scale.kind == "binary":
         return LabelValue(raw=bool(value), value=raw)
-    return LabelValue(raw=value, value=(raw - low) / ((high - low) or 1.0))
+    return LabelValue(raw=value, value=normalise(raw, metric=metric, score=score))
+
+
+def normalise(raw: float, *, metric: Metric, score: str) -> float:
+    """A value on the judge's scale of ``score`` as 0..1, as the judge's own scores are.
+
+    Args:
+        raw: The value (a boolean as 0 or 1).
+        metric: The metric.
+        score: One of its scores.
+
+    Returns:
+        The value normalised by the score's declared scale (booleans stay 0 or 1).
+    """
+    if score_scales(metric)[score].kind == "binary":
+        return float(raw)
+    low, high = metric.spec.scores[score].scale
+    return (float(raw) - low) / ((high - low) or 1.0)
 
 
 def combine_labels(values: Sequence[Any], *, scale: ScoreScale) -> Any:

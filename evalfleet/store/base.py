@@ -89,6 +89,9 @@ class VerdictRecord:
     """The model the judge's last reply said answered (beside ``key.judge_model``, asked for)."""
     judge_fingerprint: str | None = None
     """The ``system_fingerprint`` of the judge's last reply, when it sent one."""
+    judge_mode: str = "call"
+    """How it was judged: ``call`` (while the worker waited) or ``batch`` (through the
+    provider's Batch API, at its batch price; its latency is the batch's turnaround)."""
     purpose: str = "production"
     """What the verdict is for (``evalfleet.core.message.Purpose``); only production verdicts
     enter the score series that alerts and dashboards read."""

@@ -40,6 +40,7 @@ def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str,
         "judge_reported_model": record.judge_reported_model,
         "judge_fingerprint": record.judge_fingerprint,
         "purpose": record.purpose,
+        "judge_mode": record.judge_mode,
     }
     if with_sample:
         row["sample"] = record.sample

@@ -85,6 +85,8 @@ verdicts = Table(
     Column("judge_reported_model", String(128)),
     Column("judge_fingerprint", String(128)),
     Column("purpose", String(16), nullable=False, server_default="production"),
+    # call, or batch: judged through the provider's Batch API at its batch price.
+    Column("judge_mode", String(8), nullable=False, server_default="call"),
     # The exactly-once effect: one verdict per sample, metric, prompt and judge (on
     # Postgres: ``verdict_keys``, as a partitioned table cannot hold this constraint).
     UniqueConstraint("sample_id", "metric", "prompt_version", "judge_model", info=SQLITE_ONLY),
@@ -413,6 +415,51 @@ dataset_members = Table(
     Column("item_id", SurrogateKey, ForeignKey("dataset_items.id", ondelete="CASCADE"),
            nullable=False),
     Index(None, "item_id"),
+)
+
+
+# Batch judging (workers/batchjudge): jobs waiting for a batch, and the batches sent. Both
+# name a verdict by its key's digest (the batch line's custom_id), never verdicts.id.
+judge_batch_spool = Table(
+    "judge_batch_spool", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("judge_model", String(128), nullable=False),
+    Column("metric", String(64), nullable=False),
+    # JSON text, not JSONB: sample text may hold NUL or lone surrogates, which JSON text
+    # keeps as escapes and JSONB refuses.
+    Column("job", Text, nullable=False),
+    Column("body", Text, nullable=False),
+    Column("body_bytes", Integer, nullable=False),
+    Column("spooled_at", DateTime(timezone=True), nullable=False),
+    # A job whose batch failed without running waits until then before the next batch.
+    Column("not_before", DateTime(timezone=True), nullable=False),
+    # The local id of the batch carrying the job; null while it waits for one.
+    Column("batch", String(64)),
+    Index(None, "judge_model", "batch", "spooled_at"),
+    Index(None, "batch"),
+)
+
+judge_batches = Table(
+    "judge_batches", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("judge_model", String(128), nullable=False),
+    # preparing: lines chosen, creation not known to have happened; open: created at the
+    # provider; done: collected (or given back).
+    Column("state", String(16), nullable=False),
+    Column("provider_id", String(128)),
+    Column("input_file_id", String(128)),
+    Column("status", String(16)),
+    Column("requests", Integer, nullable=False),
+    Column("completed", Integer, nullable=False, server_default=text("0")),
+    Column("failed", Integer, nullable=False, server_default=text("0")),
+    Column("estimated_cost_usd", Float),
+    # What its verdicts cost at the batch price, and what they would have cost more
+    # at the synchronous price.
+    Column("cost_usd", Float, nullable=False, server_default=text("0")),
+    Column("saved_usd", Float, nullable=False, server_default=text("0")),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True)),
+    Index(None, "state"),
 )
 
 

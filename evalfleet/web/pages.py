@@ -22,7 +22,11 @@ from evalfleet.alerts.rule import (
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.view import load_alert_view, load_history, load_scored, load_trend
 from evalfleet.core.durations import format_duration, parse_duration
+from evalfleet.core.errors import InvalidInput
 from evalfleet.core.log import scrub
+from evalfleet.core.metric import MetricRegistry
+from evalfleet.review.estimate import LABEL_WINDOW, ScoreEstimate, metric_estimates
+from evalfleet.store.estimate import EstimateReads
 from evalfleet.store.pages import (
     count_by_metric,
     load_dead_letters,
@@ -58,12 +62,15 @@ class PageData:
         rules: The alert rules.
         secrets: Masked in error text.
         health: Reads the fleet's queues and activity (None: not available).
+        registry: The metrics (None: no corrected means).
     """
 
     store: SqlStore
     rules: RuleSet
     secrets: Sequence[str] = ()
     health_reader: Callable[[], dict[str, Any]] | None = None
+    registry: MetricRegistry | None = None
+    """The metrics, for corrected means beside the judge's (None: not shown)."""
 
     def overview(self) -> dict[str, Any]:
         """Every rule and segment: state, sparkline of window against baseline, last change."""
@@ -118,6 +125,8 @@ class PageData:
             "window_count": len(window_values), "baseline_count": len(baseline_values),
             "baseline_label": baseline_label, "hist": {"w": HIST_W, "h": HIST_H},
             "worst": [{**_evidence_row(item)} for item in view.worst],
+            "estimate": self._estimate(rule, parsed, start=view.at - rule.spec.window,
+                                       end=view.at),
         }
 
     def _distributions(self, rule: Rule, view: Any) -> tuple[list[float], list[float], str]:
@@ -170,7 +179,26 @@ class PageData:
             "chart": _trend_chart(buckets, points, history, start=start, end=end,
                                   min_effect=rule.spec.min_effect),
             "buckets": buckets, "history": history, "start": start, "end": end,
+            "estimate": self._estimate(rule, chosen, start=start, end=end),
         }
+
+    def _estimate(self, rule: Rule, segment: Segment, *, start: datetime,
+                  end: datetime) -> ScoreEstimate | None:
+        """The rule's score over the window: the judge's mean and the corrected one."""
+        spec = rule.spec
+        if self.registry is None or spec.kind != "app" or spec.metric not in \
+                self.registry.names():
+            return None
+        filters = {key: (value,) if isinstance(value, str) else tuple(value)
+                   for key, value in spec.filters.items()}
+        try:
+            (found,) = metric_estimates(
+                EstimateReads(self.store), metric=self.registry.get(spec.metric),
+                scores=[spec.score], segment=segment.as_dict(), filters=filters, start=start,
+                end=end, label_start=end - LABEL_WINDOW)
+        except InvalidInput:  # a stored score the metric file does not declare
+            return None
+        return found
 
     def verdict(self, verdict_id: int) -> dict[str, Any] | None:
         """One verdict and the sample it judged."""

@@ -1,7 +1,7 @@
 """The review queue: items people label, their labels and skips, and reviewers.
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-11-26
 
 ``review_items``: one per sample and metric, naming its verdict by key digest (never

@@ -157,3 +157,17 @@ def test_a_store_without_schema_says_to_migrate(backend: str, request: pytest.Fi
         assert response.status_code == 503, response.text[:300]
         assert "run `evalfleet migrate`" in response.text
         assert "Traceback" not in response.text and "no evalfleet schema" in response.text
+
+
+@pytest.mark.parametrize("alert_database", ["sqlite"], indirect=True)
+def test_alert_and_trend_pages_show_the_judges_mean_and_the_corrected_one(site: Any) -> None:
+    alert = get(site, "/alerts/faithfulness_drop", params={"segment": "app=support-bot"})
+    window_mean = re.search(r'id="window-mean">([0-9.]+)<', alert.text)
+    judge_mean = re.search(r'id="judge-mean">([0-9.]+)<', alert.text)
+    assert window_mean and judge_mean and judge_mean.group(1) == window_mean.group(1)
+    # No review items in this store: no corrected mean, and the page says why.
+    assert 'id="corrected-mean">not enough labels<' in alert.text
+    assert "0 labels (at least 100 needed)" in alert.text and "steady" in alert.text
+    trend = get(site, "/rules/faithfulness_drop/trend",
+                params={"segment": "app=support-bot", "range": "1h"})
+    assert 'id="judge-mean">0.' in trend.text and "not enough labels" in trend.text

@@ -1,0 +1,239 @@
+"""A score's judge mean and its corrected mean, from the store: what the judge says, and what
+people would say, each with its interval.
+
+The raw mean is the judge's, over every production verdict of the window (sample time)
+and segment. The corrected mean (:mod:`evalfleet.review.estimator`) adds the judge's
+error as measured on the random review items of a longer pool that ends with the window
+(queue time, same metric and segment), which assumes the judge's bias is steady over the
+pool (:data:`ASSUMPTION`, shown wherever the number is).
+
+Which items count: random items with at least one label for the score (labels of
+several reviewers made one, :func:`evalfleet.review.label.combine_labels`). Items chosen
+on demand are refused and counted. Random items without a label (skipped, waiting,
+expired) are non-response: within each stratum the labelled ones stand for them, their
+inclusion probability multiplied by the stratum's share labelled, which assumes that
+within a stratum whether an item was labelled does not depend on its true score.
+Below ``min_labels`` labelled items there is no corrected mean: "not enough labels".
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from evalfleet.calibration.gold import score_scales
+from evalfleet.core.errors import InvalidInput
+from evalfleet.core.metric import Metric
+from evalfleet.core.review import RANDOM_REASON
+from evalfleet.review.estimator import (
+    CONFIDENCE,
+    MIN_LABELS,
+    Interval,
+    LabelledItem,
+    Moments,
+    corrected_mean,
+    raw_mean,
+)
+from evalfleet.review.label import combine_labels, normalise
+from evalfleet.store.estimate import EstimateReads, PoolItem, ScoreSums
+
+#: How far back labels correct a window by default (the CLI's --label-window, the pages).
+LABEL_WINDOW = timedelta(days=30)
+
+#: What a corrected mean assumes, shown beside it.
+ASSUMPTION = ("assumes the judge's bias (its scores minus people's) is steady over the label "
+              "window, and that labelled items stand for the unlabelled random items of "
+              "their stratum")
+
+#: Status of an estimate with a corrected mean.
+OK = "ok"
+#: Status when fewer labelled random items than the minimum are in the pool.
+NOT_ENOUGH_LABELS = "not enough labels"
+#: Status when the window has no verdicts.
+NO_VERDICTS = "no verdicts"
+
+
+@dataclass(frozen=True)
+class ScoreEstimate:
+    """One score of one metric in a segment and window: the judge's mean and the corrected one."""
+
+    metric: str
+    score: str
+    segment: dict[str, str]
+    start: datetime
+    """Window start (sample time, inclusive)."""
+    end: datetime
+    """Window end (exclusive); the label pool ends here too."""
+    label_start: datetime
+    """Start of the pool whose labels correct the window (queue time)."""
+    verdicts: int
+    """Verdicts in the window."""
+    raw: Interval | None
+    """The judge's mean and interval; None without verdicts."""
+    corrected: Interval | None
+    """The corrected mean and interval; None with too few labels."""
+    labels: int
+    """Labelled random items behind the correction."""
+    status: str
+    """:data:`OK`, :data:`NOT_ENOUGH_LABELS` or :data:`NO_VERDICTS`."""
+    lam: float | None = None
+    """The judge's weight: tuned (0..1) when the pool is the window, else 1."""
+    pool_verdicts: int = 0
+    """Verdicts in the pool."""
+    unlabelled: int = 0
+    """Random items of the pool with no label for the score (non-response)."""
+    refused: int = 0
+    """Labelled items of the pool chosen on demand, left out."""
+    min_labels: int = MIN_LABELS
+    confidence: float = CONFIDENCE
+    assumption: str = field(default=ASSUMPTION)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolLabels:
+    """A pool's usable labelled items for one score, and what was left out."""
+
+    items: list[LabelledItem]
+    unlabelled: int
+    refused: int
+
+
+def pool_labels(pool: Sequence[PoolItem], *, metric: Metric, score: str,
+                segment: Mapping[str, str],
+                filters: Mapping[str, Sequence[str]] = {}) -> PoolLabels:
+    """The labelled random items of the segment for ``score``, their probabilities adjusted
+    for non-response within each stratum. Pure.
+
+    Args:
+        pool: The pool's review items.
+        metric: Their metric.
+        score: The score estimated.
+        segment: Attributes an item must have.
+        filters: Attributes an item must have one of the values of.
+
+    Returns:
+        The usable items (probability times the stratum's share labelled), the random items
+        with no label, and the labelled items refused: chosen ones, and any whose recorded
+        probability is not in (0, 1].
+    """
+    scale = score_scales(metric)[score]
+    found: list[tuple[PoolItem, tuple[str | None, float], float, float]] = []
+    random_by_stratum: Counter[tuple[str | None, float]] = Counter()
+    refused = unlabelled = 0
+    for item in pool:
+        if any(item.attributes.get(k) != v for k, v in segment.items()) or \
+                any(item.attributes.get(k) not in v for k, v in filters.items()):
+            continue
+        people = combine_labels(item.labels.get(score, []), scale=scale)
+        judge = item.judge_scores.get(score)
+        if item.reason != RANDOM_REASON or not 0.0 < (item.probability or 0.0) <= 1.0:
+            refused += people is not None
+            continue
+        if judge is None:
+            continue
+        stratum = (item.stratum, float(item.probability or 0.0))
+        random_by_stratum[stratum] += 1
+        if people is None:
+            unlabelled += 1
+            continue
+        found.append((item, stratum, float(judge), normalise(people, metric=metric,
+                                                              score=score)))
+    labelled_by_stratum = Counter(stratum for _, stratum, _, _ in found)
+    items = [LabelledItem(
+        judge=judge, label=label, item=item.sample_id,
+        probability=stratum[1] * labelled_by_stratum[stratum] / random_by_stratum[stratum])
+        for item, stratum, judge, label in found]
+    return PoolLabels(items=items, unlabelled=unlabelled, refused=refused)
+
+
+def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
+                   segment: Mapping[str, str], start: datetime, end: datetime,
+                   label_start: datetime, filters: Mapping[str, Sequence[str]] = {},
+                   min_labels: int = MIN_LABELS,
+                   confidence: float = CONFIDENCE) -> ScoreEstimate:
+    """The judge's mean of ``score`` over the window and its corrected mean.
+
+    Args:
+        reads: The store's reads.
+        metric: The metric.
+        score: One of its scores.
+        segment: Attributes the verdicts (and items) must have; empty for all.
+        filters: Attributes they must have one of the values of (a rule's filters).
+        start: Window start (sample time).
+        end: Window end; the pool ends here too.
+        label_start: Pool start (the earlier of it and ``start`` is used).
+        min_labels: Fewest labelled random items for a corrected mean.
+        confidence: Coverage of both intervals.
+
+    Returns:
+        The estimate; its status says why a number is missing.
+    """
+    label_start = min(label_start, start)
+    window = _moments(reads.score_sums(metric=metric.name, score=score, start=start, end=end,
+                                       segment=segment, filters=filters))
+    empty = ScoreEstimate(
+        metric=metric.name, score=score, segment=dict(segment), start=start, end=end,
+        label_start=label_start, verdicts=window.n, raw=None, corrected=None, labels=0,
+        status=NO_VERDICTS, min_labels=min_labels, confidence=confidence)
+    if window.n == 0:
+        return empty
+    pool = _moments(reads.score_sums(metric=metric.name, score=score, start=label_start,
+                                     end=end, segment=segment, filters=filters))
+    found = pool_labels(reads.pool_items(metric=metric.name, start=label_start, end=end),
+                        metric=metric, score=score, segment=segment, filters=filters)
+    usable = len(found.items) >= min_labels and pool.n >= max(window.n, len(found.items))
+    # Power tuning only when the labels are the window's own (see the estimator's module).
+    lam = None if label_start >= start else 1.0
+    corrected = corrected_mean(window, pool, found.items, confidence=confidence, lam=lam) \
+        if usable else None
+    return replace(
+        empty, raw=raw_mean(window, confidence=confidence),
+        corrected=corrected.interval if corrected else None, labels=len(found.items),
+        status=OK if corrected else NOT_ENOUGH_LABELS, lam=corrected.lam if corrected else None,
+        pool_verdicts=pool.n, unlabelled=found.unlabelled, refused=found.refused)
+
+
+def _moments(sums: ScoreSums) -> Moments:
+    return Moments(n=sums.n, total=sums.total, squares=sums.squares)
+
+
+def estimate_record(estimate: ScoreEstimate) -> dict[str, Any]:
+    """One estimate as plain JSON values (times as ISO 8601)."""
+    record = asdict(estimate)
+    for name in ("start", "end", "label_start"):
+        record[name] = record[name].isoformat()
+    return record
+
+
+def estimate_text(estimate: ScoreEstimate) -> tuple[str, str]:
+    """The judge's mean and the corrected one as a table shows them."""
+    def interval(found: Interval | None) -> str:
+        return "-" if found is None else \
+            f"{found.value:.3f} [{found.low:.3f}, {found.high:.3f}]"
+
+    corrected = interval(estimate.corrected) if estimate.corrected else estimate.status
+    return interval(estimate.raw), corrected
+
+
+def metric_estimates(reads: EstimateReads, *, metric: Metric, scores: Sequence[str] = (),
+                     segment: Mapping[str, str] = {},
+                     filters: Mapping[str, Sequence[str]] = {}, start: datetime,
+                     end: datetime, label_start: datetime, min_labels: int = MIN_LABELS,
+                     confidence: float = CONFIDENCE) -> list[ScoreEstimate]:
+    """:func:`estimate_score` for each of ``scores`` (default: every score of the metric).
+
+    Raises:
+        InvalidInput: A score the metric does not have.
+    """
+    known = list(score_scales(metric))
+    for score in scores:
+        if score not in known:
+            raise InvalidInput(f"{metric.name} has no score {score!r} (it has "
+                               f"{', '.join(known)})")
+    return [estimate_score(reads, metric=metric, score=score, segment=segment, filters=filters,
+                           start=start, end=end, label_start=label_start,
+                           min_labels=min_labels, confidence=confidence)
+            for score in scores or known]

@@ -1,0 +1,120 @@
+"""Reads behind corrected estimates: a score's sums over a window, and the review items of a pool.
+
+The judge's side is three sums (count, sum, sum of squares of the stored normalised
+score) over the production verdicts of a metric's segment, read from ``verdict_scores``
+along its ``(metric, name, sample_ts)`` index, joined to ``verdicts`` for the segment's
+attributes only when there is a segment; ``created_at`` is bound too, so Postgres reads
+only the partitions of the range. People's side is the review items queued in the pool
+(random and chosen: the caller uses the first and counts the second) with their labels.
+Postgres and SQLite alike.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+
+from evalfleet.store.dialect import is_sqlite
+from evalfleet.store.evidence import attributes_match
+from evalfleet.store.partitions import created_since
+from evalfleet.store.schema import review_items, review_labels, verdict_scores, verdicts
+from evalfleet.store.sql import SqlStore, to_utc
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreSums:
+    """Count, sum and sum of squares of one score over some verdicts."""
+
+    n: int
+    total: float
+    squares: float
+
+
+@dataclass(frozen=True)
+class PoolItem:
+    """One review item of a pool, with its reviewers' labels."""
+
+    id: int
+    sample_id: str
+    reason: str
+    """``random`` or what chose it."""
+    probability: float | None
+    stratum: str | None
+    judge_scores: dict[str, float | None]
+    """The judge's normalised scores."""
+    attributes: dict[str, str]
+    labels: dict[str, list[Any]] = field(default_factory=dict)
+    """By score: each reviewer's value on the judge's scale (None: cannot say)."""
+
+
+class EstimateReads:
+    """The reads of corrected estimates from one verdict store."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+
+    def score_sums(self, *, metric: str, score: str, start: datetime, end: datetime,
+                   segment: Mapping[str, str],
+                   filters: Mapping[str, Sequence[str]] = {}) -> ScoreSums:
+        """A score's sums over the production verdicts sampled in ``[start, end)``.
+
+        Args:
+            metric: The metric.
+            score: The score's name.
+            start: First sample time (inclusive).
+            end: Last sample time (exclusive).
+            segment: Attributes a verdict must have (empty: every verdict).
+            filters: Attributes a verdict must have one of the values of (an alert
+                rule's filters).
+
+        Returns:
+            Count, sum and sum of squares of the normalised score.
+        """
+        vs = verdict_scores.c
+        start, end = to_utc(start), to_utc(end)
+        query = select(func.count(vs.value), func.sum(vs.value),
+                       func.sum(vs.value * vs.value)).where(
+            vs.metric == metric, vs.name == score, vs.sample_ts >= start, vs.sample_ts < end,
+            vs.created_at >= created_since(start))
+        with self.store.connect() as conn:
+            if segment or filters:
+                query = query.select_from(verdict_scores.join(
+                    verdicts, verdicts.c.id == vs.verdict_id)).where(
+                    verdicts.c.created_at >= created_since(start),
+                    *attributes_match(segment, filters, containment=not is_sqlite(conn)))
+            n, total, squares = conn.execute(query).one()
+        return ScoreSums(n=int(n or 0), total=float(total or 0.0), squares=float(squares or 0.0))
+
+    def pool_items(self, *, metric: str, start: datetime, end: datetime) -> list[PoolItem]:
+        """The metric's review items queued in ``[start, end)``, with their labels.
+
+        Args:
+            metric: The metric.
+            start: First queue time (inclusive).
+            end: Last queue time (exclusive).
+
+        Returns:
+            Every item, random or chosen, in queue order.
+        """
+        i, lab = review_items.c, review_labels.c
+        where = (i.metric == metric, i.created_at >= to_utc(start), i.created_at < to_utc(end))
+        items_query = select(i.id, i.sample_id, i.reason, i.probability, i.stratum,
+                             i.judge_scores, i.attributes).where(*where).order_by(i.id)
+        labels_query = (select(lab.item_id, lab.score, lab.raw_value)
+                        .join(review_items, i.id == lab.item_id).where(*where)
+                        .order_by(lab.item_id, lab.reviewer))
+        given: dict[int, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+        with self.store.connect() as conn:
+            rows = conn.execute(items_query).all()
+            for item_id, score, raw in conn.execute(labels_query):
+                given[item_id][score].append(raw)
+        return [PoolItem(id=row[0], sample_id=row[1], reason=row[2], probability=row[3],
+                         stratum=row[4], judge_scores=dict(row[5] or {}),
+                         attributes=dict(row[6] or {}),
+                         labels={k: list(v) for k, v in given.get(row[0], {}).items()})
+                for row in rows]

@@ -1,0 +1,88 @@
+"""Batch judging through the real fleet: ``evalfleet produce``, a worker process that
+spools, two ``evalfleet beat`` processes (one batch round at a time by the Redis lock),
+the simulator's Batch API over HTTP, Postgres."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from evalfleet.core.settings import Settings
+from evalfleet.judgesim import RunningSim
+from tests.helpers import WorkerProcess, wait_until
+from tests.ops.servers import stop_process
+from tests.test_fleet import cli, export, make_samples, write_jsonl
+
+PRICE = (1.0, 2.0)
+
+
+@pytest.fixture
+def batch_fleet(settings: Settings) -> Settings:
+    return settings.model_copy(update={
+        "batch_metrics": ["rag_qa"], "batch_poll_s": 0.5, "batch_max_wait_s": 0.5,
+        "batch_max_requests": 100, "model_prices": {"gpt-4o-mini": PRICE}})
+
+
+@pytest.fixture
+def start_beat(tmp_path: Path) -> Iterator[Callable[[Settings], Path]]:
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(settings: Settings) -> Path:
+        n = len(started)
+        log_path = tmp_path / f"beat-{n}.log"
+        with log_path.open("wb") as log:
+            started.append(subprocess.Popen(
+                [sys.executable, "-m", "evalfleet", "beat"],
+                env={**os.environ, **settings.model_copy(
+                    update={"data_dir": tmp_path / f"beat-{n}"}).as_environment()},
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        return log_path
+
+    yield start
+    for beat in started:
+        stop_process(beat)
+
+
+def test_three_hundred_batch_jobs_end_as_one_verdict_each_at_half_price(
+    batch_fleet: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
+    start_beat: Callable[[Settings], Path], tmp_path: Path,
+) -> None:
+    sim.configure(batch_turnaround_s=0.3, batch_line_error_rate=0.05, seed=11)
+    samples = make_samples(300)
+    result = cli(batch_fleet, "produce", str(write_jsonl(tmp_path / "s.jsonl", samples)),
+                 "--metric", "rag_qa")
+    assert result.exit_code == 0, result.output
+    # A synchronous metric on the same worker is judged at once, beside the spooling.
+    result = cli(batch_fleet, "produce", str(write_jsonl(tmp_path / "c.jsonl", samples[:40])),
+                 "--metric", "context_precision")
+    assert result.exit_code == 0, result.output
+    start_worker(batch_fleet, queues=["rag_qa", "context_precision"], concurrency=8)
+    wait_until(lambda: len(export(batch_fleet, "--metric", "context_precision")) == 40,
+               timeout_s=60, what="40 synchronous verdicts")
+    logs = [start_beat(batch_fleet), start_beat(batch_fleet)]
+    wait_until(lambda: len(export(batch_fleet)) == 340, timeout_s=120, what="340 verdicts")
+    synchronous = export(batch_fleet, "--metric", "context_precision")
+    assert {v["judge_mode"] for v in synchronous} == {"call"}
+    verdicts = export(batch_fleet, "--metric", "rag_qa")
+    assert len({v["sample_id"] for v in verdicts}) == 300
+    assert {v["status"] for v in verdicts} == {"ok"}
+    assert {v["judge_mode"] for v in verdicts} == {"batch"}
+    for verdict in verdicts:
+        full = (verdict["prompt_tokens"] * PRICE[0]
+                + verdict["completion_tokens"] * PRICE[1]) / 1e6
+        assert verdict["cost_usd"] == pytest.approx(full / 2)
+    stats = sim.stats()
+    assert stats["requests"] == 40  # only the synchronous metric's calls
+    batches = stats["batches"]
+    retried = batches["lines_accepted"] - 300
+    assert batches["lines_judged"] == batches["lines_accepted"]
+    # Only the lines that failed were sent again, each under its custom id.
+    assert batches["repeated_custom_ids"] == retried
+    assert {v["attempts"] for v in verdicts} <= {1, 2, 3}
+    assert sum(v["attempts"] - 1 for v in verdicts) == retried
+    assert any("batch(es) collected" in log.read_text() for log in logs)

@@ -1,0 +1,248 @@
+"""Collecting finished batches: each line becomes a verdict through the worker's evaluator.
+
+One round looks at every open batch. One still at work has its status and counts
+recorded. One that ``failed`` without running (the enqueued-token limit, a file the
+provider refused) gives its jobs back to the spool for a later batch, no attempt
+counted. One that finished (``completed``, ``expired``, ``cancelled``) has its output
+and error files read, lines matched to jobs by ``custom_id`` (the verdict key's digest;
+the order of lines means nothing), and its jobs run through the evaluator with a judge
+that answers from those lines: a line's reply is parsed and stored like any verdict, a
+failed line or a request the batch left undone is a judge failure, so the job goes back
+to the queue with its attempt counted (or to the dead letters after the last attempt).
+
+Killed at any point, a round is done again by the next one: verdicts already stored
+make their jobs duplicates, and a spool row goes only once its job has an outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from evalfleet.core.budget import Price
+from evalfleet.core.errors import InvalidMessage, JudgeError, JudgeUnavailable
+from evalfleet.core.message import Job, decode_job
+from evalfleet.store import DeadLetter
+from evalfleet.store.batchspool import BATCH_OWNER, BatchRow, BatchSpool
+from workers.batchjudge.api import OPEN_STATUSES, BatchApi, error_message
+from workers.batchjudge.provider import CollectedAnswers, CollectedJudge
+from workers.evaluation import Evaluator, Outcome
+from workers.judge.base import JudgeReply
+from workers.judge.reply import reply_from_body
+from workers.judge.status import classify_status
+
+logger = logging.getLogger(__name__)
+
+#: Jobs run through the evaluator at once (one claim, one save per chunk).
+CHUNK = 500
+
+#: Outcomes whose job goes back to the queue.
+BACK_TO_QUEUE = frozenset({"retry", "paused", "requeued"})
+
+
+@dataclass
+class CollectReport:
+    """What one round did."""
+
+    batches_finished: int = 0
+    batches_given_back: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    bad_lines: int = 0
+
+
+def collecting_evaluator(evaluator: Evaluator, *, endpoint: str, price_multiplier: float,
+                         reask_sync: bool = False) -> tuple[Evaluator, CollectedAnswers]:
+    """The worker's evaluator as the collector uses it: judged by the batch lines, priced
+    at the batch price, spend not counted again (a batch's estimate was counted when it
+    was sent), nothing spooled. An unusable reply is re-asked through the worker's
+    synchronous judge with ``reask_sync`` (and ``reask_on_invalid``), else stored as a
+    failed verdict.
+
+    Returns:
+        The evaluator, and the provider to load each batch's answers into.
+    """
+    provider = CollectedAnswers(endpoint)
+    reask = reask_sync and evaluator.options.reask_on_invalid
+    options = replace(evaluator.options, reask_on_invalid=reask, judge_mode="batch", prices={
+        model: Price(price.prompt_per_mtok * price_multiplier,
+                     price.completion_per_mtok * price_multiplier)
+        for model, price in evaluator.options.prices.items()})
+    return Evaluator(registry=evaluator.registry, store=evaluator.store,
+                     judge=CollectedJudge(provider,
+                                          fallback=evaluator.judge if reask else None),
+                     options=options,
+                     telemetry=evaluator.telemetry), provider
+
+
+class Collector:
+    """Turns finished batches into verdicts.
+
+    Args:
+        spool: The spool and batch record.
+        api: The provider's Batch API.
+        evaluator: From :func:`collecting_evaluator`.
+        answers: Its provider.
+        publish: Sends a job back to its queue after a countdown in seconds.
+        clock: The time.
+        failed_retry_s: How long the jobs of a batch that failed without running wait.
+        price_multiplier: The batch price's share of the synchronous one (for what
+            batching saved).
+        chunk: Jobs run through the evaluator at once.
+    """
+
+    def __init__(self, spool: BatchSpool, api: BatchApi, *, evaluator: Evaluator,
+                 answers: CollectedAnswers, publish: Callable[[Job, float], None],
+                 clock: Callable[[], datetime], failed_retry_s: float,
+                 price_multiplier: float, chunk: int = CHUNK) -> None:
+        self.spool = spool
+        self.api = api
+        self.evaluator = evaluator
+        self.answers = answers
+        self._publish = publish
+        self._clock = clock
+        self.failed_retry_s = failed_retry_s
+        self.price_multiplier = price_multiplier
+        self.chunk = chunk
+
+    def run(self) -> CollectReport:
+        """One round over the open batches.
+
+        Raises:
+            JudgeError: The provider failed; batches done so far stay done.
+            StoreUnavailable: The database is away.
+        """
+        report = CollectReport()
+        for row in self.spool.batches("open"):
+            assert row.provider_id is not None
+            batch = self.api.retrieve(row.provider_id)
+            status = str(batch.get("status"))
+            self.spool.record_progress(row.id, batch)
+            if status in OPEN_STATUSES:
+                continue
+            if status == "failed":
+                moved = self.spool.give_back(
+                    row.id, status=status, now=self._clock(),
+                    not_before=self._clock() + timedelta(seconds=self.failed_retry_s))
+                logger.warning("batch %s failed without running (%s): %d job(s) wait for "
+                               "a later batch", row.provider_id, _errors(batch), moved)
+                report.batches_given_back += 1
+                continue
+            self._collect(row, batch, status, report)
+            report.batches_finished += 1
+        return report
+
+    def _collect(self, row: BatchRow, batch: dict[str, Any], status: str,
+                 report: CollectReport) -> None:
+        answers: dict[str, JudgeReply | JudgeError] = {}
+        for name in ("output_file_id", "error_file_id"):
+            file_id = batch.get(name)
+            if isinstance(file_id, str) and file_id:
+                report.bad_lines += read_lines(self.api.content(file_id), answers,
+                                                batch=row.provider_id or row.id,
+                                                latency_ms=_turnaround_ms(batch))
+        undone = JudgeUnavailable(f"left undone by the {status} batch {row.provider_id}")
+        lines = self.spool.lines(row.id)
+        jobs = self.spool.jobs(row.id)
+        for start in range(0, len(lines), self.chunk):
+            chunk = lines[start:start + self.chunk]
+            self.answers.load([(body, answers.get(key, undone)) for key, body in chunk])
+            runnable: list[Job] = []
+            letters: list[DeadLetter] = []
+            for key, _ in chunk:
+                try:
+                    runnable.append(decode_job(jobs[key]))
+                except InvalidMessage as exc:  # written by a worker: kept for a look
+                    logger.error("batch %s: spooled job %s unreadable: %s", row.id, key, exc)
+                    letters.append(DeadLetter(
+                        sample_id=None, metric=None, error_class="invalid_message",
+                        error=str(exc), attempts=0, payload=jobs[key],
+                        created_at=self._clock(), verdict_key=key))
+            if letters:
+                self.evaluator.store.save(dead_letters=letters, owner=BATCH_OWNER)
+            try:
+                outcomes = self.evaluator.run_batch(runnable, owner=BATCH_OWNER)
+            finally:
+                self.answers.clear()
+            self._carry_out(outcomes, report)
+            cost = sum(o.record.cost_usd or 0.0 for o in outcomes if o.record is not None)
+            if cost:
+                self.spool.add_cost(row.id, cost_usd=cost,
+                                    saved_usd=cost * (1 / self.price_multiplier - 1))
+            self.spool.settle(row.id, [key for key, _ in chunk], now=self._clock())
+
+    def _carry_out(self, outcomes: Sequence[Outcome], report: CollectReport) -> None:
+        for outcome in outcomes:
+            report.outcomes[outcome.kind] = report.outcomes.get(outcome.kind, 0) + 1
+            if outcome.kind in BACK_TO_QUEUE and outcome.retry_job is not None:
+                self._publish(outcome.retry_job, outcome.countdown_s)
+
+
+def read_lines(data: bytes, answers: dict[str, JudgeReply | JudgeError], *,
+                batch: str, latency_ms: int) -> int:
+    """Each line's answer by custom id; returns how many lines could not be read (each is
+    logged with its number, the rest go on). A verdict's latency is its batch's time
+    from creation to its end."""
+    bad = 0
+    for number, raw in enumerate(data.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            custom_id, answer = _line_answer(json.loads(raw), latency_ms=latency_ms)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            logger.warning("batch %s, line %d: unreadable (%s: %s)", batch, number,
+                           type(exc).__name__, exc)
+            bad += 1
+            continue
+        answers[custom_id] = answer
+    return bad
+
+
+def _line_answer(record: Any, *, latency_ms: int) -> tuple[str, JudgeReply | JudgeError]:
+    """A batch output or error line's custom id and what it answered.
+
+    Raises:
+        ValueError: A line of another shape (KeyError, TypeError likewise).
+    """
+    custom_id = record["custom_id"]
+    if not isinstance(custom_id, str):
+        raise ValueError("custom_id is not a string")
+    response, error = record.get("response"), record.get("error")
+    if isinstance(response, dict) and response.get("status_code") == 200:
+        try:
+            return custom_id, reply_from_body(json.dumps(response.get("body")).encode(),
+                                              latency_ms=latency_ms)
+        except JudgeError as exc:  # not a chat completion: a failed line
+            return custom_id, exc
+    if isinstance(response, dict) and isinstance(response.get("status_code"), int):
+        body = response.get("body")
+        message = error_message(body)
+        return custom_id, classify_status(
+            response["status_code"], message=f"batch line: {response['status_code']} "
+                                             f"{message or ''}".strip(),
+            body=body, retry_after_s=None)
+    if isinstance(error, dict):
+        return custom_id, JudgeUnavailable(
+            f"batch line: {error.get('code')}: {error.get('message')}")
+    raise ValueError("neither a response nor an error")
+
+
+def _turnaround_ms(batch: dict[str, Any]) -> int:
+    created = batch.get("created_at")
+    ended = [batch.get(f"{name}_at") for name in ("completed", "expired", "cancelled")]
+    last = max((t for t in ended if isinstance(t, int | float)), default=None)
+    if not isinstance(created, int | float) or last is None:
+        return 0
+    return max(0, int((last - created) * 1000))
+
+
+def _errors(batch: dict[str, Any]) -> str:
+    errors = (batch.get("errors") or {}).get("data") if isinstance(batch.get("errors"),
+                                                                    dict) else None
+    if not errors:
+        return "no reason given"
+    return "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors[:3]
+                     if isinstance(e, dict))

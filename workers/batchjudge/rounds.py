@@ -1,0 +1,172 @@
+"""One fleet's batch round: submit what is due, collect what finished, one beat at a time.
+
+``evalfleet beat`` runs :meth:`BatchRounds.run` every ``batch_poll_s``. A lock in the
+fleet's shared Redis keeps two beats from running a round at once (the submitter's
+recovery of a batch in doubt must not run twice); a fleet without shared Redis runs one
+beat. A round stopped anywhere (a SIGKILL, the provider or the database away) is finished
+by the next: see :mod:`workers.batchjudge.submitter` and :mod:`workers.batchjudge.collector`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+from celery import Celery
+
+from evalfleet.core.budget import budget_day
+from evalfleet.core.message import Job
+from evalfleet.core.settings import Settings
+from evalfleet.core.spend import SpendLedger
+from evalfleet.store.batchspool import BatchSpool
+from workers.batchjudge.api import BatchApi
+from workers.batchjudge.collector import Collector, collecting_evaluator
+from workers.batchjudge.submitter import BatchLimits, Submitter
+from workers.runtime import Runtime
+
+logger = logging.getLogger(__name__)
+
+#: The Redis key of the fleet's batch lock.
+LOCK_KEY = "evalfleet:batch:round"
+
+#: The Batch API's base URL when the settings name no judge endpoint.
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+#: Characters per token in a cost estimate made before the judge counts them.
+CHARS_PER_TOKEN = 4
+
+
+def batch_api(settings: Settings) -> BatchApi:
+    """The Batch API of the judge endpoint the settings name."""
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    return BatchApi(settings.openai_base_url or DEFAULT_BASE_URL, api_key=key,
+                    timeout_s=max(60.0, settings.judge_timeout_s))
+
+
+def estimator(settings: Settings) -> Callable[[Sequence[tuple[str, dict[str, Any]]]],
+                                              dict[str, float]]:
+    """A batch's estimated cost per metric at the batch price: the prompt's characters
+    over four, and every line's ``max_tokens`` as its completion (an upper bound: the
+    budget errs towards stopping early)."""
+    prices = settings.model_prices
+    share = settings.batch_price_multiplier
+
+    def estimate(lines: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, float]:
+        costs: dict[str, float] = {}
+        for metric, body in lines:
+            price = prices.get(str(body.get("model")))
+            if price is None:
+                continue
+            prompt = len(json.dumps(body.get("messages"), ensure_ascii=False)) / CHARS_PER_TOKEN
+            max_tokens = body.get("max_tokens")
+            completion = max_tokens if isinstance(max_tokens, int) else 0
+            usd = (prompt * price[0] + completion * price[1]) * share / 1_000_000
+            costs[metric] = costs.get(metric, 0.0) + usd
+        return costs
+
+    return estimate
+
+
+class BatchRounds:
+    """The submitter and the collector of one process, built on first use.
+
+    Args:
+        settings: The settings.
+        runtime: Gives the worker's evaluator and store (built on first use).
+        publish: Sends a job back to its queue after a countdown in seconds.
+    """
+
+    def __init__(self, settings: Settings, *, runtime: Callable[[], Runtime],
+                 publish: Callable[[Job, float], None]) -> None:
+        self.settings = settings
+        self._runtime = runtime
+        self._publish = publish
+        self._built: tuple[Submitter, Collector] | None = None
+        self._guard = threading.Lock()
+        shared = settings.resolved_shared_redis_url()
+        self._redis = redis.Redis.from_url(shared) if shared else None
+        self._spend = SpendLedger(shared) if shared else None
+
+    def run(self) -> str:
+        """One round, unless another beat holds the fleet's batch lock.
+
+        Returns:
+            What it did, for the log.
+        """
+        lock = (self._redis.lock(LOCK_KEY, timeout=max(600.0, 10 * self.settings.batch_poll_s))
+                if self._redis is not None else None)
+        if lock is not None and not lock.acquire(blocking=False):
+            return "another beat runs the batch round"
+        try:
+            with self._guard:
+                submitter, collector = self._parts()
+                sent = submitter.run()
+                report = collector.run()
+        finally:
+            if lock is not None and lock.owned():
+                lock.release()
+        return (f"{sent} request(s) sent; {report.batches_finished} batch(es) collected "
+                f"({report.outcomes}), {report.batches_given_back} given back")
+
+    def _parts(self) -> tuple[Submitter, Collector]:
+        if self._built is None:
+            runtime = self._runtime()
+            spool = runtime.evaluator.spool
+            if spool is None:
+                spool = BatchSpool(runtime.store)  # type: ignore[arg-type]
+            api = batch_api(self.settings)
+            evaluator, answers = collecting_evaluator(
+                runtime.evaluator, endpoint=api.base_url,
+                price_multiplier=self.settings.batch_price_multiplier,
+                reask_sync=self.settings.batch_reask_sync)
+            submitter = Submitter(
+                spool, api, BatchLimits(self.settings.batch_max_requests,
+                                        self.settings.batch_max_file_bytes,
+                                        self.settings.batch_max_wait_s),
+                clock=_now, estimate=estimator(self.settings), spend=self._count_spend)
+            collector = Collector(spool, api, evaluator=evaluator, answers=answers,
+                                  publish=self._publish, clock=_now,
+                                  failed_retry_s=self.settings.batch_failed_retry_s,
+                                  price_multiplier=self.settings.batch_price_multiplier)
+            self._built = (submitter, collector)
+        return self._built
+
+    def _count_spend(self, costs: dict[str, float]) -> None:
+        if self._spend is None:
+            return
+        try:
+            self._spend.add(costs, day=budget_day())
+        except Exception as exc:  # the batch is sent; a budget counter may lag
+            logger.warning("cannot count a batch's estimated spend: %s", exc)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+#: The batch round's task name and beat schedule entry.
+BATCH_TASK = "evalfleet.batch_round"
+
+
+def register_batch_beat(app: Celery, settings: Settings, *, rounds: BatchRounds,
+                        queue: str) -> None:
+    """Register the batch round on ``app`` and schedule it every ``batch_poll_s`` on
+    ``queue`` (the beat's own)."""
+
+    @app.task(name=BATCH_TASK, shared=False, ignore_result=True, acks_late=False)
+    def batch_round() -> str:
+        """Submit due batch-mode jobs and collect finished batches."""
+        return rounds.run()
+
+    schedule: dict[str, Any] = dict(app.conf.beat_schedule or {})
+    schedule[BATCH_TASK] = {"task": BATCH_TASK, "schedule": settings.batch_poll_s,
+                            "options": {"queue": queue, "expires": settings.batch_poll_s}}
+    app.conf.beat_schedule = schedule
+    routes: dict[str, Any] = dict(app.conf.task_routes or {})
+    routes[BATCH_TASK] = {"queue": queue}
+    app.conf.task_routes = routes
