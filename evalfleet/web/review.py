@@ -38,6 +38,9 @@ from evalfleet.web.csrf import check_token, issue_token
 AGREEMENT_DAYS = 30
 MAX_AGREEMENT_DAYS = 366
 
+#: Longest attribute key the agreement view splits by.
+MAX_KEY_CHARS = 64
+
 #: The cookie that carries a reviewer's token.
 REVIEWER_COOKIE = "evalfleet_reviewer"
 
@@ -166,7 +169,8 @@ class ReviewPages:
 
     async def agreement(self, request: Request) -> Response:
         """The judge's live agreement with reviewers: ``review status``'s figures over the
-        items queued in the last ``?days=`` (30 by default), read-only."""
+        items queued in the last ``?days=`` (30 by default), and per value of the sample
+        attribute ``?segment_by=`` where the labels allow; read-only."""
         reviewer = await self._reviewer(request)
         if reviewer is None:
             return RedirectResponse("/review", status_code=303)
@@ -175,18 +179,24 @@ class ReviewPages:
         if days is None:
             return self._message(request, f"days must be a whole number from 1 to "
                                  f"{MAX_AGREEMENT_DAYS}", status_code=400)
-        figures = await run_in_threadpool(self._figures, days)
+        segment_by = request.query_params.get("segment_by", "")[:MAX_KEY_CHARS] or None
+        figures = await run_in_threadpool(self._figures, days, segment_by)
         return self._page(request, "review_agreement.html", reviewer=reviewer, days=days,
-                          figures=figures, csrf=self._csrf(request))
+                          segment_by=segment_by, figures=figures, csrf=self._csrf(request))
 
-    def _figures(self, days: int) -> list[Any]:
+    def _figures(self, days: int, segment_by: str | None) -> list[Any]:
         # numpy: loaded on this page only
-        from evalfleet.review.agreement import LIVE_RESAMPLES, live_agreement
+        from evalfleet.review.agreement import LIVE_RESAMPLES, live_agreement, segment_agreement
 
         since = datetime.now(UTC) - timedelta(days=days)
-        return live_agreement(self._queue.iter_items(since=since),
-                              self._queue.iter_labels(since=since), registry=self._registry,
-                              n_resamples=LIVE_RESAMPLES)
+        figures = live_agreement(self._queue.iter_items(since=since),
+                                 self._queue.iter_labels(since=since), registry=self._registry,
+                                 n_resamples=LIVE_RESAMPLES)
+        if segment_by:
+            figures += segment_agreement(
+                self._queue.iter_items(since=since), self._queue.iter_labels(since=since),
+                registry=self._registry, key=segment_by, n_resamples=LIVE_RESAMPLES)
+        return figures
 
     async def item(self, request: Request) -> Response:
         reviewer = await self._reviewer(request)

@@ -24,9 +24,9 @@ def test_the_agreement_view_shows_live_figures_escaped(
         database_url: str, tmp_path: Path, serve: Callable[..., Any]) -> None:
     store = open_store(database_url, review=ReviewSlice({"bbh_match": MetricSlice(rate=1.0)}))
     now = datetime.now(UTC)
-    # Ten items of a judge named in markup: it matches people on all but the first.
+    # Twenty items of a judge named in markup: it matches people on all but the first.
     store.save(verdicts=[record(n, judge=(n % 2 == 0) != (n == 0), at=now, model=HOSTILE)
-                         for n in range(10)], owner="w")
+                         for n in range(20)], owner="w")
     queue = ReviewQueue(store)
     for item in queue.iter_items():
         given = int(item.sample_id[1:]) % 2 == 0
@@ -46,7 +46,11 @@ def test_the_agreement_view_shows_live_figures_escaped(
     assert page.status_code == 200
     assert HOSTILE not in page.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
     row = page.text.split('id="agreement"', 1)[1]
-    assert "<td>10</td>" in row and "accuracy 0.900 [" in row
+    assert "<td>20</td>" in row and "accuracy 0.950 [" in row
+    assert "app=bot" not in row
+    split = httpx.get(f"{url}/review/agreement", params={"segment_by": "app", "days": "7"},
+                      cookies={"evalfleet_reviewer": reviewer}, timeout=30)
+    assert "<td>app=bot</td><td>20</td>" in split.text.split('id="agreement"', 1)[1]
     bad = httpx.get(f"{url}/review/agreement", params={"days": "<b>"}, timeout=10,
                     cookies={"evalfleet_reviewer": reviewer})
     assert bad.status_code == 400 and "<b>" not in bad.text
