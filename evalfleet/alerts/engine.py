@@ -23,13 +23,14 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 
 from evalfleet.alerts import ledger, outbox
+from evalfleet.alerts.agreement import AgreementSource
 from evalfleet.alerts.alert import build_alert, format_time
 from evalfleet.alerts.delivery import DeliveryReport, Dispatcher
 from evalfleet.alerts.detector import (
@@ -44,11 +45,17 @@ from evalfleet.alerts.detector import (
 )
 from evalfleet.alerts.evidence import evidence_details, plain_text, window_evidence
 from evalfleet.alerts.notifier import Notifier
-from evalfleet.alerts.rule import CalibrationBaseline, PinnedBaseline, Rule, RuleSet
+from evalfleet.alerts.rule import (
+    CalibrationBaseline,
+    PinnedBaseline,
+    Rule,
+    RuleSet,
+    TrailingBaseline,
+)
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.state import AlertState, Policy, Step, advance
 from evalfleet.alerts.statistic import Summary
-from evalfleet.alerts.telemetry import AlertTelemetry, SegmentSample
+from evalfleet.alerts.telemetry import AgreementSample, AlertTelemetry, SegmentSample
 from evalfleet.alerts.window import WindowQuery, fetch_summaries
 from evalfleet.store.sql import (
     read_calibration_runs,
@@ -69,6 +76,11 @@ CALIBRATION_RUNS_READ = 20
 #: Judge identities shown beside a judge drift suspicion, and characters of each field.
 IDENTITIES_SHOWN = 5
 IDENTITY_CHARS = 80
+
+#: The agreement gauges: the rolling window of items they cover (``review status``'s
+#: default), and how often they are computed again.
+AGREEMENT_WINDOW = timedelta(days=30)
+AGREEMENT_REFRESH = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -127,6 +139,8 @@ class AlertEngine:
         clock: The current time.
         notifiers: The dispatcher's notifiers, closed by :meth:`close`.
         secrets: Strings masked in the evidence notifications carry (the settings').
+        agreement: The review queue, for review_agreement rules and the agreement gauges;
+            None for neither.
     """
 
     def __init__(
@@ -134,6 +148,7 @@ class AlertEngine:
         external_url: str, telemetry: AlertTelemetry | None = None,
         clock: Callable[[], datetime] | None = None,
         notifiers: Mapping[str, Notifier] | None = None, secrets: Sequence[str] = (),
+        agreement: AgreementSource | None = None,
     ) -> None:
         self.engine = engine
         self.rules = rules
@@ -143,6 +158,8 @@ class AlertEngine:
         self._clock = clock or (lambda: datetime.now(UTC))
         self._notifiers = dict(notifiers or {})
         self._secrets = tuple(secrets)
+        self._agreement = agreement
+        self._agreement_at: datetime | None = None
 
     def close(self) -> None:
         """Release the database connections and HTTP clients."""
@@ -195,6 +212,8 @@ class AlertEngine:
         confidence = 1 - self.rules.false_discovery_rate
         if spec.kind == "judge_drift":
             return [self._examine_drift(rule, at, confidence=confidence)]
+        if spec.kind == "review_agreement":
+            return self._examine_agreement(rule, at, confidence=confidence)
         with self.engine.connect() as conn:
             current = fetch_summaries(conn, WindowQuery.for_rule(rule),
                                       start=at - spec.window, end=at)
@@ -223,6 +242,26 @@ class AlertEngine:
         return examine_drift(rule, current=current, bias=bias,
                              baseline=drift_baseline(runs, score=spec.score, judge_models=judges),
                              confidence=confidence)
+
+    def _examine_agreement(self, rule: Rule, at: datetime, *,
+                           confidence: float) -> list[Finding]:
+        spec = rule.spec
+        if self._agreement is None:
+            return [replace(examine(rule, segment=ROOT, current=Summary(n=0), baseline=None,
+                                    confidence=confidence),
+                            note="no review queue to read agreement from")]
+        current = self._agreement.summaries(rule, start=at - spec.window, end=at)
+        reference: dict[Segment, Summary] = {}
+        if spec.uses_baseline:
+            baseline = spec.baseline
+            assert isinstance(baseline, TrailingBaseline)  # a review_agreement rule's
+            end = at - spec.window - baseline.gap
+            reference = self._agreement.summaries(rule, start=end - baseline.window, end=end)
+        kept = _largest(current, limit=spec.max_segments)
+        paired = pair_baselines(rule, current=kept, reference=reference)
+        return [examine(rule, segment=segment, current=summary, baseline=paired.get(segment),
+                        confidence=confidence)
+                for segment, summary in sorted(kept.items())]
 
     def _drift_suspicion(self, conn: Connection, rule: Rule, at: datetime) -> dict[str, Any]:
         """The judge_drift rules firing on an app rule's metric, with what the judge
@@ -295,7 +334,8 @@ class AlertEngine:
             details["judge_drift"] = suspicion
         current = previous or AlertState.initial(at)
         step = advance(current, observation, policy=policy, at=at)
-        if any(event in ("firing", "renotify") for event in step.events):
+        if any(event in ("firing", "renotify") for event in step.events) and \
+                rule.spec.kind != "review_agreement":  # its evidence is in the review queue
             # What the bad answers look like travels with the alert, not just numbers.
             details = {**details, "evidence": evidence_details(
                 window_evidence(conn, rule, segment, at=at), secrets=self._secrets)}
@@ -349,6 +389,23 @@ class AlertEngine:
                           mean=row.mean, baseline_mean=row.baseline_mean)
             for row in report.rows
         ), rules=[rule.name for rule in due])
+        self._record_agreement(telemetry, at=report.at)
+
+    def _record_agreement(self, telemetry: AlertTelemetry, *, at: datetime) -> None:
+        """Compute the agreement gauges again when they are older than
+        :data:`AGREEMENT_REFRESH` (the figures ``review status`` shows)."""
+        if self._agreement is None or (
+                self._agreement_at is not None and at - self._agreement_at < AGREEMENT_REFRESH
+                and at >= self._agreement_at):
+            return
+        self._agreement_at = at
+        figures = self._agreement.figures(since=at - AGREEMENT_WINDOW)
+        telemetry.record_agreement([
+            AgreementSample(metric=f.metric, judge_model=f.judge_model, score=f.score,
+                            items=f.items, statistics={
+                                name: (e.value, e.low, e.high)
+                                for name, e in f.statistics.items()})
+            for f in figures])
 
 
 def _largest(summaries: dict[Segment, Summary], *, limit: int) -> dict[Segment, Summary]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from evalfleet.alerts.agreement import AgreementSource
 from evalfleet.alerts.delivery import DeliveryOptions, Dispatcher
 from evalfleet.alerts.engine import AlertEngine
 from evalfleet.alerts.notifier import Notifier, build_notifiers
@@ -10,6 +11,7 @@ from evalfleet.alerts.telemetry import AlertTelemetry
 from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings
 from evalfleet.store import open_store
+from evalfleet.store.review import ReviewQueue
 
 #: Name of the receiver ``EVALFLEET_ALERTMANAGER_URL`` configures.
 ALERTMANAGER_RECEIVER = "alertmanager"
@@ -44,6 +46,7 @@ def open_alert_engine(settings: Settings, *, telemetry: AlertTelemetry | None = 
         InvalidMetricSpec: When a metric file is invalid.
     """
     rules = load_rule_set(settings)
+    registry = load_registry(settings.metrics_dir)
     store = open_store(settings.resolved_database_url(), pool_size=2)
     notifiers: dict[str, Notifier] = {}
     dispatcher = None
@@ -66,4 +69,5 @@ def open_alert_engine(settings: Settings, *, telemetry: AlertTelemetry | None = 
                                 on_attempt=on_attempt)
     return AlertEngine(engine=store.engine, rules=rules, dispatcher=dispatcher,
                        external_url=settings.alert_external_url, telemetry=telemetry,
-                       notifiers=notifiers, secrets=settings.secret_values())
+                       notifiers=notifiers, secrets=settings.secret_values(),
+                       agreement=AgreementSource(ReviewQueue(store), registry))

@@ -15,6 +15,12 @@ through the same tests, false discovery rate, ``for`` and recovery. Agreement
 is tested as a proportion for a binary score and as a continuous value otherwise,
 and bias is tested in both directions. A judge_drift rule has no segments and
 does not inherit the file's ``baseline``, ``segment_by`` or ``filters`` defaults.
+
+A ``review_agreement`` rule watches the judge against people: its live agreement with
+the review queue's labels of random items (``evalfleet.alerts.agreement``), per judge
+model, against its own trailing level (a ``trailing`` baseline) and below a floor (the
+``threshold``), through the same tests. It has no ``segment_by`` or ``filters``, inherits
+none of those three defaults either, and watches only a fall (``direction: decrease``).
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ APP_ONLY_DEFAULTS = frozenset({"baseline", "segment_by", "filters"})
 #: Labels the engine sets itself; a rule may not set them.
 RESERVED_LABELS = frozenset({"alertname", "rule", "metric", "score", "severity", "segment"})
 
-RuleKind = Literal["app", "judge_drift"]
+RuleKind = Literal["app", "judge_drift", "review_agreement"]
 Direction = Literal["decrease", "increase"]
 Mode = Literal["threshold", "baseline", "both"]
 NoData = Literal["no_data", "ok", "keep_state"]
@@ -172,7 +178,8 @@ class AlertRule(_Model):
     """``app``: the app's production scores. ``judge_drift``: the judge's agreement with
     the gold labels on canary jobs, against the last calibration (see the module
     docstring); while it fires, every app alert on its metric says judge drift is
-    suspected."""
+    suspected. ``review_agreement``: the judge's agreement with reviewers' labels of
+    the review queue's random items, against its trailing level or a floor."""
 
     metric: str
     """The metric whose verdicts are watched, e.g. ``rag_qa``."""
@@ -257,6 +264,8 @@ class AlertRule(_Model):
         if drift and (self.segment_by or self.filters):
             raise ValueError("a judge_drift rule watches canaries: no 'segment_by' or "
                              "'filters'")
+        if self.kind == "review_agreement":
+            self._check_review_agreement()
         if self.mode in ("threshold", "both") and self.threshold is None:
             raise ValueError(f"mode {self.mode!r} needs a 'threshold'")
         if len(set(self.segment_by)) != len(self.segment_by):
@@ -269,6 +278,16 @@ class AlertRule(_Model):
         if reserved:
             raise ValueError(f"labels {sorted(reserved)} are set by the engine")
         return self
+
+    def _check_review_agreement(self) -> None:
+        if self.segment_by or self.filters:
+            raise ValueError("a review_agreement rule is split by judge model itself: no "
+                             "'segment_by' or 'filters'")
+        if not isinstance(self.baseline, TrailingBaseline):
+            raise ValueError("a review_agreement rule's baseline is 'trailing'")
+        if self.direction != "decrease":
+            raise ValueError("a review_agreement rule watches agreement falling: "
+                             "'direction' is 'decrease'")
 
     @property
     def segment_keys(self) -> tuple[str, ...]:
@@ -443,7 +462,7 @@ def _load_rule(
     registry: MetricRegistry, receivers: dict[str, ReceiverSpec],
 ) -> Rule:
     name = written.get("name") if isinstance(written.get("name"), str) else f"rules[{position}]"
-    if written.get("kind") == "judge_drift":
+    if written.get("kind") in ("judge_drift", "review_agreement"):
         defaults = {k: v for k, v in defaults.items() if k not in APP_ONLY_DEFAULTS}
     try:
         spec = AlertRule.model_validate({**defaults, **written})
@@ -459,7 +478,7 @@ def _load_rule(
         raise InvalidAlertRule(f"metric {spec.metric!r} has no score {spec.score!r} "
                                f"(it has: {known})", path=path, rule=name, field="score")
     kind = score_kind(metric, spec.score)
-    if spec.kind == "judge_drift" and kind == "ordinal":
+    if spec.kind != "app" and kind == "ordinal":
         kind = "continuous"  # agreement with a 1-5 label: 1 - |judge - label| / 4
     if kind == "binary" and spec.threshold is not None and spec.threshold in (0.0, 1.0):
         raise InvalidAlertRule("a proportion's threshold must lie strictly between 0 and 1",

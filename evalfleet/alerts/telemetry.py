@@ -4,6 +4,10 @@ State and mean gauges are served from the last cycle's snapshot by a custom
 collector, so segments that disappear leave no stale series behind. Segment
 labels are bounded: per rule, only the whole and the ``MAX_SEGMENTS_PER_RULE``
 segments with most samples (firing ones first) are exported.
+
+The judge's live agreement with reviewers (the figures of ``evalfleet review status``)
+is served the same way, per metric, judge model, score and statistic, with the ends of
+its bootstrap interval and the items it rests on.
 """
 
 from __future__ import annotations
@@ -41,12 +45,26 @@ class SegmentSample:
     """The baseline's mean."""
 
 
+@dataclass(frozen=True)
+class AgreementSample:
+    """One score's live agreement figures, for one judge model (or between reviewers)."""
+
+    metric: str
+    judge_model: str
+    score: str
+    items: int
+    """Labelled items the figures rest on."""
+    statistics: dict[str, tuple[float | None, float | None, float | None]]
+    """By statistic name: the value and its interval's low and high ends."""
+
+
 class AlertTelemetry(Collector):
     """The alert engine's metrics, registered on ``registry``."""
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         self._lock = threading.Lock()
         self._snapshot: dict[str, list[SegmentSample]] = {}
+        self._agreement: list[AgreementSample] = []
         self.evaluations = Counter(
             "evalfleet_alert_evaluations_total", "Rule evaluations run.", ["rule"],
             registry=registry)
@@ -69,6 +87,11 @@ class AlertTelemetry(Collector):
             by_rule.setdefault(sample.rule, []).append(sample)
         with self._lock:
             self._snapshot.update(by_rule)
+
+    def record_agreement(self, samples: Sequence[AgreementSample]) -> None:
+        """Replace the agreement figures with these."""
+        with self._lock:
+            self._agreement = list(samples)
 
     def collect(self) -> Iterator[Metric]:
         """Yield the gauges from the last snapshot (called by the Prometheus client)."""
@@ -93,6 +116,29 @@ class AlertTelemetry(Collector):
                 if sample.baseline_mean is not None:
                     baselines.add_metric([rule, sample.segment], sample.baseline_mean)
         yield from (states, means, baselines, counts)
+        yield from self._collect_agreement()
+
+    def _collect_agreement(self) -> Iterator[Metric]:
+        labels = ["metric", "judge_model", "score"]
+        families = [GaugeMetricFamily(f"evalfleet_review_agreement{suffix}", text,
+                                      labels=[*labels, "statistic"])
+                    for suffix, text in (
+                        ("", "Judge-versus-reviewer agreement over the rolling window "
+                             "(random items, weighted by inclusion probability)."),
+                        ("_low", "Low end of the agreement's bootstrap 95% interval."),
+                        ("_high", "High end of the agreement's bootstrap 95% interval."))]
+        items = GaugeMetricFamily("evalfleet_review_agreement_items",
+                                  "Labelled items the agreement figures rest on.", labels=labels)
+        with self._lock:
+            samples = list(self._agreement)
+        for sample in samples:
+            key = [sample.metric, sample.judge_model, sample.score]
+            items.add_metric(key, sample.items)
+            for name, ends in sample.statistics.items():
+                for family, value in zip(families, ends, strict=True):
+                    if value is not None:
+                        family.add_metric([*key, name], value)
+        yield from (*families, items)
 
 
 def _exported(samples: list[SegmentSample]) -> list[SegmentSample]:

@@ -27,12 +27,17 @@ def most_telling(states: Sequence[Any]) -> Segment:
     return min(firing, key=lambda s: (-s.segment.depth, q_value(s))).segment
 
 
+#: What a rule of each kind other than ``app`` watches, in words.
+_KIND_WORDS = {"judge_drift": "judge drift: canary agreement on ",
+               "review_agreement": "judge against reviewers: live agreement on "}
+
+
 def render_alert_view(view: Any) -> str:
     """``alerts show``'s text: every sample or judge text cleaned for a terminal."""
     spec, finding = view.rule.spec, view.finding
     clean = _cleaner(plain_text)
     lines = [f"{spec.name}  {clean(str(view.segment), 200)}",
-             f"{'judge drift: canary agreement on ' if spec.kind == 'judge_drift' else ''}"
+             f"{_KIND_WORDS.get(spec.kind, '')}"
              f"score {spec.score} of {spec.metric}, alert on a {spec.direction}, "
              f"window {format_duration(spec.window)}"]
     if view.stored is None:

@@ -196,9 +196,13 @@ def export_command(state: CliState, metric: str | None, gold: Path | None) -> No
 @review.command("status")
 @click.option("--since", default="30d", show_default=True,
               help="Agreement over the random items queued since (ISO 8601 time or 7d ago).")
+@click.option("--segment-by", "segment_by", default=None, metavar="KEY",
+              help="Also agreement per value of this sample attribute, where a value has "
+                   "enough labelled random items (20).")
 @click.option("--json", "as_json", is_flag=True, help="Print the queue and agreement as JSON.")
 @pass_state
-def status_command(state: CliState, since: str, as_json: bool) -> None:
+def status_command(state: CliState, since: str, segment_by: str | None,
+                   as_json: bool) -> None:
     """The review queue per metric (random and chosen items, labelled, partly labelled,
     skipped, open and expired, and random items with no label: non-response), and the
     judge's agreement with reviewers from the random items, weighted by their inclusion
@@ -208,7 +212,7 @@ def status_command(state: CliState, since: str, as_json: bool) -> None:
     from dataclasses import asdict
 
     from evalfleet.core.metric import load_registry
-    from evalfleet.review.agreement import live_agreement
+    from evalfleet.review.agreement import live_agreement, segment_agreement
     from evalfleet.review.estimate import estimate_record, metric_estimates
     from evalfleet.store.estimate import EstimateReads
 
@@ -223,6 +227,9 @@ def status_command(state: CliState, since: str, as_json: bool) -> None:
         counts = queue.counts(now=now)
         agreement = live_agreement(queue.iter_items(), queue.iter_labels(),
                                    registry=registry, since=since_at)
+        if segment_by:
+            agreement += segment_agreement(queue.iter_items(), queue.iter_labels(),
+                                           registry=registry, key=segment_by, since=since_at)
         reads = EstimateReads(queue.store)
         estimates = [found for c in counts if c.metric in registry.names()
                      for found in metric_estimates(
@@ -249,8 +256,8 @@ def status_command(state: CliState, since: str, as_json: bool) -> None:
         return
     click.echo(f"\nagreement with reviewers (random items since {since}; 95% intervals)")
     click.echo(render_table(
-        ["metric", "judge model", "score", "items", "statistics"],
-        [[a.metric, a.judge_model, a.score, str(a.items),
+        ["metric", "judge model", "score", "segment", "items", "statistics"],
+        [[a.metric, a.judge_model, a.score, a.segment, str(a.items),
           "  ".join(f"{name} {_estimate(e)}" for name, e in a.statistics.items())]
          for a in agreement]))
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, case, exists, func, literal, or_, select, update
+from sqlalchemy import Select, and_, case, exists, func, literal, or_, select, update
 from sqlalchemy.engine import Connection, RowMapping
 
 from evalfleet.core.review import RANDOM_REASON
@@ -327,23 +327,25 @@ class ReviewQueue:
                           labels_wanted=labels_wanted, metric=metric, sample_ids=[sample_id])
         return self.find_item(sample_id=sample_id, metric=metric)
 
-    def iter_items(self, *, metric: str | None = None) -> Iterator[ReviewItem]:
-        """Every item in queue order, optionally of one metric."""
-        query = select(review_items).order_by(review_items.c.created_at, review_items.c.id)
-        if metric is not None:
-            query = query.where(review_items.c.metric == metric)
+    def iter_items(self, *, metric: str | None = None, since: datetime | None = None,
+                   until: datetime | None = None) -> Iterator[ReviewItem]:
+        """Every item in queue order, optionally of one metric and queued in
+        ``[since, until)``."""
+        query = _queued(select(review_items), metric=metric, since=since, until=until)
+        query = query.order_by(review_items.c.created_at, review_items.c.id)
         with self.store.connect() as conn:
             for row in conn.execution_options(yield_per=1000).execute(query).mappings():
                 yield _item(row)
 
-    def iter_labels(self, *, metric: str | None = None) -> Iterator[ReviewLabel]:
-        """Every label, by item then reviewer then score, optionally of one metric."""
+    def iter_labels(self, *, metric: str | None = None, since: datetime | None = None,
+                    until: datetime | None = None) -> Iterator[ReviewLabel]:
+        """Every label, by item then reviewer then score, optionally of one metric and
+        of items queued in ``[since, until)``."""
         labels, items = review_labels.c, review_items.c
-        query = (select(review_labels, items.sample_id, items.metric)
-                 .join(review_items, items.id == labels.item_id)
-                 .order_by(labels.item_id, labels.reviewer, labels.score))
-        if metric is not None:
-            query = query.where(items.metric == metric)
+        query = _queued(select(review_labels, items.sample_id, items.metric)
+                        .join(review_items, items.id == labels.item_id),
+                        metric=metric, since=since, until=until)
+        query = query.order_by(labels.item_id, labels.reviewer, labels.score)
         with self.store.connect() as conn:
             for row in conn.execution_options(yield_per=1000).execute(query).mappings():
                 yield ReviewLabel(
@@ -411,6 +413,19 @@ class ReviewQueue:
         with self.store.connect() as conn:
             return conn.execute(select(reviewers.c.name).where(
                 reviewers.c.token_digest == token_digest(token))).scalar()
+
+
+def _queued(query: Select[Any], *, metric: str | None, since: datetime | None,
+            until: datetime | None) -> Select[Any]:
+    """``query`` limited to items of ``metric`` queued in ``[since, until)`` (None: any)."""
+    items = review_items.c
+    if metric is not None:
+        query = query.where(items.metric == metric)
+    if since is not None:
+        query = query.where(items.created_at >= to_utc(since))
+    if until is not None:
+        query = query.where(items.created_at < to_utc(until))
+    return query
 
 
 def token_digest(token: str) -> str:

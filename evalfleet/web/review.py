@@ -18,7 +18,7 @@ import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -33,6 +33,13 @@ from evalfleet.core.metric import Metric, MetricRegistry
 from evalfleet.review.label import read_label
 from evalfleet.store.review import LabelValue, ReviewItem, ReviewQueue
 from evalfleet.web.csrf import check_token, issue_token
+
+#: The agreement view: its default and longest look-back in days.
+AGREEMENT_DAYS = 30
+MAX_AGREEMENT_DAYS = 366
+
+#: Longest attribute key the agreement view splits by.
+MAX_KEY_CHARS = 64
 
 #: The cookie that carries a reviewer's token.
 REVIEWER_COOKIE = "evalfleet_reviewer"
@@ -139,6 +146,7 @@ class ReviewPages:
         """The review page's routes, under ``/review``."""
         return [
             Route("/review", self.home, methods=["GET"]),
+            Route("/review/agreement", self.agreement, methods=["GET"]),
             Route("/review/login", self.login, methods=["POST"]),
             Route("/review/logout", self.logout, methods=["POST"]),
             Route("/review/take", self.take, methods=["POST"]),
@@ -158,6 +166,37 @@ class ReviewPages:
         return self._page(request, "review_home.html", reviewer=reviewer, counts=counts,
                           empty=request.query_params.get("empty") == "1",
                           csrf=self._csrf(request))
+
+    async def agreement(self, request: Request) -> Response:
+        """The judge's live agreement with reviewers: ``review status``'s figures over the
+        items queued in the last ``?days=`` (30 by default), and per value of the sample
+        attribute ``?segment_by=`` where the labels allow; read-only."""
+        reviewer = await self._reviewer(request)
+        if reviewer is None:
+            return RedirectResponse("/review", status_code=303)
+        text = request.query_params.get("days", str(AGREEMENT_DAYS))
+        days = int(text) if text.isdigit() and 0 < int(text) <= MAX_AGREEMENT_DAYS else None
+        if days is None:
+            return self._message(request, f"days must be a whole number from 1 to "
+                                 f"{MAX_AGREEMENT_DAYS}", status_code=400)
+        segment_by = request.query_params.get("segment_by", "")[:MAX_KEY_CHARS] or None
+        figures = await run_in_threadpool(self._figures, days, segment_by)
+        return self._page(request, "review_agreement.html", reviewer=reviewer, days=days,
+                          segment_by=segment_by, figures=figures, csrf=self._csrf(request))
+
+    def _figures(self, days: int, segment_by: str | None) -> list[Any]:
+        # numpy: loaded on this page only
+        from evalfleet.review.agreement import LIVE_RESAMPLES, live_agreement, segment_agreement
+
+        since = datetime.now(UTC) - timedelta(days=days)
+        figures = live_agreement(self._queue.iter_items(since=since),
+                                 self._queue.iter_labels(since=since), registry=self._registry,
+                                 n_resamples=LIVE_RESAMPLES)
+        if segment_by:
+            figures += segment_agreement(
+                self._queue.iter_items(since=since), self._queue.iter_labels(since=since),
+                registry=self._registry, key=segment_by, n_resamples=LIVE_RESAMPLES)
+        return figures
 
     async def item(self, request: Request) -> Response:
         reviewer = await self._reviewer(request)

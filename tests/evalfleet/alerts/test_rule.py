@@ -65,7 +65,11 @@ def test_a_judge_drift_rule_ignores_the_app_defaults_it_cannot_use(tmp_path: Pat
     ({"kind": "judge_drift", "segment_by": ["app"]}, None, "no 'segment_by'"),
     ({"kind": "judge_drift", "baseline": {"type": "trailing"}}, None, "'calibration' baseline"),
     ({"baseline": {"type": "calibration"}}, None, "'calibration' baseline"),
-    ({"kind": "drift"}, "kind", "'app' or 'judge_drift'"),
+    ({"kind": "drift"}, "kind", "'app', 'judge_drift' or 'review_agreement'"),
+    ({"kind": "review_agreement", "segment_by": ["app"]}, None, "split by judge model"),
+    ({"kind": "review_agreement", "baseline": {"type": "pinned", "key": "app",
+                                               "value": "a"}}, None, "is 'trailing'"),
+    ({"kind": "review_agreement", "direction": "increase"}, None, "agreement falling"),
 ])
 def test_bad_judge_drift_rules_are_named(tmp_path: Path, fields: dict[str, Any],
                                          field: str | None, words: str) -> None:
