@@ -53,6 +53,8 @@ _PHONE = re.compile(
 
 _NOT_DIGIT = re.compile(r"\D")
 
+_DIGIT = re.compile(r"\d")
+
 #: Digits a phone number has, by E.164 and the shortest national numbers.
 _PHONE_DIGITS = range(7, 16)
 
@@ -97,14 +99,19 @@ class Redactor:
                              f"(built in: {', '.join(BUILTIN_KINDS)})")
         self.rules = rules
         # Cards before phones: a spaced card number would otherwise read as a phone.
-        steps: list[tuple[str, LinearPattern, Callable[[str], bool]]] = []
-        for kind, pattern, check in (("card", _CARD, _is_card), ("email", _EMAIL, _always),
-                                     ("phone", _PHONE, _is_phone)):
+        # Each step names what a text must hold for the pattern to match at all (a card
+        # or a phone number a digit, an address an @; a replacement adds neither), so
+        # the slower pattern runs only on text that may match: most text has no @, much
+        # has no digit.
+        steps: list[tuple[str, LinearPattern, Callable[[str], bool], str]] = []
+        for kind, pattern, check, needs in (("card", _CARD, _is_card, "digit"),
+                                            ("email", _EMAIL, _always, "@"),
+                                            ("phone", _PHONE, _is_phone, "digit")):
             if kind in rules.kinds:
-                steps.append((kind, pattern, check))
+                steps.append((kind, pattern, check, needs))
         for name, source in rules.patterns.items():
             try:
-                steps.append((name, compile_linear(source), _always))
+                steps.append((name, compile_linear(source), _always, ""))
             except ValueError as exc:
                 raise ValueError(f"pattern {name!r} does not compile: {exc}") from None
         self._steps = tuple(steps)
@@ -119,8 +126,10 @@ class Redactor:
         if len(text) > self.rules.max_chars:
             text, tail = text[:self.rules.max_chars], TRUNCATED
             counts["truncated"] += 1
-        for kind, pattern, check in self._steps:
-            text = pattern.sub(_replacer(kind, check, counts), text)
+        holds = {"": True, "@": "@" in text, "digit": _DIGIT.search(text) is not None}
+        for kind, pattern, check, needs in self._steps:
+            if holds[needs]:
+                text = pattern.sub(_replacer(kind, check, counts), text)
         return text + tail
 
 
