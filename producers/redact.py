@@ -99,19 +99,19 @@ class Redactor:
                              f"(built in: {', '.join(BUILTIN_KINDS)})")
         self.rules = rules
         # Cards before phones: a spaced card number would otherwise read as a phone.
-        # Each step names what a text must hold for the pattern to match at all (a card
-        # or a phone number a digit, an address an @; a replacement adds neither), so
-        # the slower pattern runs only on text that may match: most text has no @, much
-        # has no digit.
-        steps: list[tuple[str, LinearPattern, Callable[[str], bool], str]] = []
-        for kind, pattern, check, needs in (("card", _CARD, _is_card, "digit"),
-                                            ("email", _EMAIL, _always, "@"),
-                                            ("phone", _PHONE, _is_phone, "digit")):
+        # Each step says what a text must hold for a match to be replaced at all (a card
+        # number 13 digits, a phone number 7, an address an @; a replacement adds none of
+        # them), so the slower pattern runs only on text that may hold a match: most
+        # text has no @, much has few digits.
+        steps: list[tuple[str, LinearPattern, Callable[[str], bool], int, bool]] = []
+        for kind, pattern, check, min_digits, needs_at in (
+                ("card", _CARD, _is_card, 13, False), ("email", _EMAIL, _always, 0, True),
+                ("phone", _PHONE, _is_phone, _PHONE_DIGITS.start, False)):
             if kind in rules.kinds:
-                steps.append((kind, pattern, check, needs))
+                steps.append((kind, pattern, check, min_digits, needs_at))
         for name, source in rules.patterns.items():
             try:
-                steps.append((name, compile_linear(source), _always, ""))
+                steps.append((name, compile_linear(source), _always, 0, False))
             except ValueError as exc:
                 raise ValueError(f"pattern {name!r} does not compile: {exc}") from None
         self._steps = tuple(steps)
@@ -126,9 +126,10 @@ class Redactor:
         if len(text) > self.rules.max_chars:
             text, tail = text[:self.rules.max_chars], TRUNCATED
             counts["truncated"] += 1
-        holds = {"": True, "@": "@" in text, "digit": _DIGIT.search(text) is not None}
-        for kind, pattern, check, needs in self._steps:
-            if holds[needs]:
+        digits = _digit_count(text)
+        has_at = "@" in text
+        for kind, pattern, check, min_digits, needs_at in self._steps:
+            if digits >= min_digits and (has_at or not needs_at):
                 text = pattern.sub(_replacer(kind, check, counts), text)
         return text + tail
 
@@ -208,3 +209,11 @@ def _is_card(candidate: str) -> bool:
 
 def _is_phone(candidate: str) -> bool:
     return len(_NOT_DIGIT.sub("", candidate)) in _PHONE_DIGITS
+
+
+def _digit_count(text: str) -> int:
+    # Ten counts in C beat one regular expression scan many times over; text beyond
+    # ASCII may hold other scripts' digits, which the patterns' \d matches too.
+    if text.isascii():
+        return sum(text.count(digit) for digit in "0123456789")
+    return len(_DIGIT.findall(text))
