@@ -22,6 +22,11 @@ traces buffered. A steady stream then runs rounds of 500 traces in and every due
 out, printing open traces, Redis memory and this process's peak RSS after each. The
 bench's keys (``evalfleet:otlp:*``, ``eval.bench_otlp``, the deduplication keys of its
 ids) are deleted before and after.
+
+On 2 shared cores at a load average of 7 (docs/performance.md, section (h)): decode +
+buffer about 40,000 spans/s, the sweep 3,900 to 4,300 traces/s (2,700 before PII
+patterns ran only on text that may match), buffer and sweep together 15,600 to 16,300
+spans/s (12,100 before), JSON samples 8,000 to 9,700/s (4,200 before).
 """
 
 from __future__ import annotations
