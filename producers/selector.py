@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Literal
 
 from producers import telemetry
@@ -91,7 +90,7 @@ def select(
                                 minimum=rule.minimum_per_segment,
                                 window_s=policy.spec.segments.window_s, now_s=now_s,
                                 max_new=policy.spec.segments.max_new,
-                                on_capped=partial(_count_capped, metric))
+                                on_capped=telemetry.SEGMENTS_CAPPED.labels(metric).inc)
         if is_sampled(sample_id, rule.rate):
             picks.append(Pick(metric, "rate", rule.rate, rule.delay_s))
         elif in_minimum:
@@ -100,8 +99,3 @@ def select(
             sampled_out.append(metric)
     return Selection(segment=segment, picks=tuple(picks), filtered_out=tuple(filtered),
                      sampled_out=tuple(sampled_out))
-
-
-def _count_capped(metric: str) -> None:
-    # Looked up only when it happens: a metric's child costs a lock and a lookup.
-    telemetry.SEGMENTS_CAPPED.labels(metric).inc()
