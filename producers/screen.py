@@ -181,7 +181,7 @@ class Screen:
         errors: list[InvalidSample] = []
         for pick in picks:
             try:
-                self._metrics[pick.metric].resolve_variables(sample)
+                self._metrics[pick.metric].check_inputs(sample)
             except InvalidSample as exc:
                 errors.append(InvalidSample(f"{exc.reason} ({pick.metric})", record=record,
                                             sample_id=sample.id, field=exc.field))

@@ -332,22 +332,45 @@ class Metric:
             values[name] = _variable_text(variable, sample)
         return values
 
+    def check_inputs(self, sample: Sample) -> None:
+        """Check that ``sample`` has every value this metric requires, as
+        :meth:`resolve_variables` does, without building the texts.
+
+        Raises:
+            InvalidSample: When a required value is missing or blank, naming the field.
+        """
+        for variable in self.spec.variables.values():
+            if variable.value is None and variable.required:
+                assert variable.source is not None
+                _required_value(variable.source, sample)
+
 
 def _variable_text(variable: VariableSpec, sample: Sample) -> str:
     if variable.value is not None:
         return variable.value
     assert variable.source is not None
-    value = sample_value(sample, variable.source)
-    if value is None or value == [] or (isinstance(value, str) and not value.strip()):
-        if variable.required:
-            raise InvalidSample("is required by this metric", sample_id=sample.id,
-                                field=variable.source)
-        return variable.default or ""
+    if variable.required:
+        value = _required_value(variable.source, sample)
+    else:
+        value = sample_value(sample, variable.source)
+        if _blank(value):
+            return variable.default or ""
     if isinstance(value, list):
         return _list_text(value, variable.list_style)
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False)
+
+
+def _required_value(source: str, sample: Sample) -> Any:
+    value = sample_value(sample, source)
+    if _blank(value):
+        raise InvalidSample("is required by this metric", sample_id=sample.id, field=source)
+    return value
+
+
+def _blank(value: Any) -> bool:
+    return value is None or value == [] or (isinstance(value, str) and not value.strip())
 
 
 def sample_value(sample: Sample, path: str) -> Any:

@@ -26,6 +26,9 @@ MAX_ID_LENGTH = 256
 # but its sender.
 _FORBIDDEN_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
 
+# The same characters within ASCII (surrogates are not), for the fast test below.
+_FORBIDDEN_ASCII = bytes(range(0x00, 0x09)) + b"\x0b\x0c" + bytes(range(0x0e, 0x20))
+
 
 @dataclass(frozen=True, slots=True)
 class SampleLimits:
@@ -243,6 +246,10 @@ def _value_problem(value: Any) -> str | None:
 
 
 def _text_problem(text: str) -> str | None:
+    # Deleting the forbidden bytes of ASCII text in C is several times faster than the
+    # regular expression scan, which then runs only to name what it found.
+    if text.isascii() and len(text.encode().translate(None, _FORBIDDEN_ASCII)) == len(text):
+        return None
     found = _FORBIDDEN_CHAR.search(text)
     if found is None:
         return None

@@ -133,3 +133,32 @@ def test_custom_patterns_run_with_re2() -> None:
     assert time.perf_counter() - started < HOSTILE_CEILING_S
     with pytest.raises(ValueError, match="no lookaround"):
         Redactor(RedactionRules(patterns={"x": r"(?<=a)b"}))
+
+
+@pytest.mark.parametrize(("text", "expected", "counts"), [
+    ("card " + " ".join(["\uff14\uff11\uff11\uff11"] + 3 * ["\uff11" * 4]) + " ok",  # full width
+     "card [CARD] ok", {"card": 1}),
+    ("call +\u0669\u0667\u0661 \u0665\u0660 \u0661\u0662\u0663 \u0664\u0665\u0666\u0667 now",
+     "call [PHONE] now", {"phone": 1}),
+    ("mail x@y.io then 4111 1111 1111 1111 and 415-555-0100",
+     "mail [EMAIL] then [CARD] and [PHONE]", {"card": 1, "email": 1, "phone": 1}),
+    ("no digits and no at sign", "no digits and no at sign", {}),
+    ("[CARD] [EMAIL] [PHONE] already", "[CARD] [EMAIL] [PHONE] already", {}),
+])
+def test_patterns_skipped_only_on_text_that_cannot_match(
+        text: str, expected: str, counts: dict[str, int]) -> None:
+    # A card or phone pattern runs only on text with enough digits (of any script, full
+    # width and Arabic-Indic above, as the patterns' own \d), the address pattern only on
+    # text with an @.
+    assert redact(text) == (expected, counts)
+
+
+@pytest.mark.parametrize(("text", "expected", "counts"), [
+    ("ring 555 0100 or 415 555 0100", "ring 555 0100 or [PHONE]", {"phone": 1}),
+    ("12 digits 4111 1111 1111 then +1 415 555 2671",
+     "12 digits 4111 1111 1111 then [PHONE]", {"phone": 1}),
+    ("6 digits: +1 234 56", "6 digits: +1 234 56", {}),
+])
+def test_few_digits_leave_cards_and_phones_out(
+        text: str, expected: str, counts: dict[str, int]) -> None:
+    assert redact(text) == (expected, counts)

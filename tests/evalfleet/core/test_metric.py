@@ -134,3 +134,22 @@ def test_the_examples_file_stays_in_the_metric_folder(tmp_path: Path, name: str)
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(InvalidMetricSpec, match=r"outside the metric's folder|does not exist"):
         load_metric_file(path)
+
+
+@pytest.mark.parametrize("data", [
+    {"id": "a", "input": "q", "output": "o", "context": ["c"]},
+    {"id": "a", "input": "q", "output": "  "},
+    {"id": "a", "input": "", "output": "o"},
+    {"id": "a", "input": "q", "output": "o", "context": []},
+])
+def test_checking_inputs_agrees_with_resolving_them(data: dict[str, object]) -> None:
+    for metric in load_registry():
+        sample = parse_sample(data)
+        try:
+            metric.resolve_variables(sample)
+        except InvalidSample as exc:
+            with pytest.raises(InvalidSample) as caught:
+                metric.check_inputs(sample)
+            assert (caught.value.field, caught.value.reason) == (exc.field, exc.reason)
+        else:
+            metric.check_inputs(sample)

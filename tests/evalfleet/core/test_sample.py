@@ -147,3 +147,15 @@ def test_python_data_nested_in_itself_is_rejected_without_recursion() -> None:
 def test_without_limits_only_the_nesting_is_checked() -> None:
     # A worker decoding an older producer's job: the store makes such text storable.
     assert parse_sample_line(line(input="a\x00b", fields={"n": 10 ** 30})).input == "a\x00b"
+
+
+@pytest.mark.parametrize("code", range(128))
+def test_every_ascii_character_is_judged_as_postgres_would(code: int) -> None:
+    # C0 controls but tab, newline and carriage return are refused; DEL and the rest pass.
+    char = chr(code)
+    text = line(output=f"before {char} after")
+    if code < 0x20 and char not in "\t\n\r":
+        with pytest.raises(InvalidSample, match=f"U\\+{code:04X} at offset 7"):
+            parse_sample_line(text, limits=DEFAULT_LIMITS)
+    else:
+        assert parse_sample_line(text, limits=DEFAULT_LIMITS).output == f"before {char} after"
