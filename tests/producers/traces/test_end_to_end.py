@@ -34,6 +34,9 @@ from tests.producers.test_end_to_end import free_port
 from tests.producers.traces.builders import json_request, json_span
 from tests.producers.traces.otel_app import DOCUMENTS
 
+#: The repository's root folder.
+REPOSITORY = Path(__file__).resolve().parents[3]
+
 TOKEN = "tok-otel"
 CONFIG = "metrics: {rag_qa: {rate: 1.0}}\ntraces: {segments: {tenant: app.tenant}}\n"
 
@@ -68,7 +71,10 @@ class Fleet:
         app = subprocess.Popen(
             [sys.executable, "-m", "tests.producers.traces.otel_app", convention, question,
              *(["--split"] if split else [])],
-            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            # From the repository's root, where ``tests`` is found, whatever folder this
+            # test runs in (tests run in a temporary one).
+            cwd=REPOSITORY, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE)
         assert app.stdin is not None and app.stdout is not None
         if split:
             if app.stdout.readline().strip() != b"exported":
