@@ -30,6 +30,23 @@ POOL_WAIT_S = 10.0
 #: Prefix of every limiter key.
 KEY_PREFIX = "evalfleet:limit:"
 
+
+def open_limiter_redis(url: str, *, max_connections: int) -> Any:
+    """An asyncio Redis client over a blocking pool: past ``max_connections`` a call
+    waits up to :data:`POOL_WAIT_S` for a connection instead of failing (an exhausted
+    pool is a wait, never an outage).
+
+    Args:
+        url: The Redis URL.
+        max_connections: Connections this process may open.
+
+    Returns:
+        The client; it connects on first use.
+    """
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=POOL_WAIT_S)
+    return aioredis.Redis(connection_pool=pool)
+
 # KEYS: rpm key, tpm key. ARGV: rpm interval us, tpm interval us per token, tokens,
 # burst us, max wait us. Returns {granted 0/1, wait us}. TATs are microseconds of
 # Redis time; an idle limit's keys expire a minute after its TAT has passed.
@@ -82,9 +99,7 @@ class RedisRateLimiter(RateLimiter):
             url: The Redis URL.
             max_connections: Connections this process may open; more calls wait.
         """
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url, max_connections=max_connections, timeout=POOL_WAIT_S)
-        self._redis: Any = aioredis.Redis(connection_pool=pool)
+        self._redis: Any = open_limiter_redis(url, max_connections=max_connections)
         self._reserve = self._redis.register_script(_RESERVE)
         self._correct = self._redis.register_script(_CORRECT)
 

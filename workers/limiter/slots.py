@@ -19,9 +19,7 @@ import uuid
 from abc import ABC, abstractmethod
 from typing import Any
 
-import redis.asyncio as aioredis
-
-from workers.limiter.redis import MAX_CONNECTIONS, POOL_WAIT_S
+from workers.limiter.redis import MAX_CONNECTIONS, open_limiter_redis
 
 #: Prefix of every slot key.
 KEY_PREFIX = "evalfleet:slots:"
@@ -101,9 +99,7 @@ class RedisSlots(Slots):
             url: The Redis URL.
             max_connections: Connections this process may open; more calls wait.
         """
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url, max_connections=max_connections, timeout=POOL_WAIT_S)
-        self._redis: Any = aioredis.Redis(connection_pool=pool)
+        self._redis: Any = open_limiter_redis(url, max_connections=max_connections)
         self._take = self._redis.register_script(_TAKE)
         self._prefix = uuid.uuid4().hex
         self._tokens = itertools.count()
