@@ -15,6 +15,7 @@ import subprocess
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -67,20 +68,39 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # so no stray .env file is read
 
 
+@contextmanager
+def new_database(prefix: str) -> Iterator[str]:
+    """An empty Postgres database of its own (no schema), dropped on leaving.
+
+    Yields:
+        Its SQLAlchemy URL.
+    """
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A fresh database for this test session, migrated to head."""
-    name = f"evalfleet_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = POSTGRES_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
-    url = f"{url}/{name}"
-    store = open_store(url)
-    migrate(store.engine)
-    store.close()
-    yield url
-    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with new_database("evalfleet_test") as url:
+        store = open_store(url)
+        migrate(store.engine)
+        store.close()
+        yield url
+
+
+@pytest.fixture
+def empty_postgres_url() -> Iterator[str]:
+    """A Postgres database of this test's own, with no schema in it."""
+    with new_database("evalfleet_empty") as url:
+        yield url
 
 
 @pytest.fixture

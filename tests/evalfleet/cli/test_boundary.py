@@ -12,10 +12,9 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import psycopg
 import pytest
 from click.testing import CliRunner, Result
 
@@ -53,18 +52,6 @@ def sqlite_env(tmp_path: Path) -> dict[str, str]:
             "EVALFLEET_DATA_DIR": str(tmp_path / "data")}
 
 
-@pytest.fixture
-def empty_postgres() -> Iterator[str]:
-    """A fresh Postgres database with no schema in it."""
-    name = f"evalfleet_noschema_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
-    yield f"{base}/{name}"
-    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 @pytest.mark.parametrize("args", [
     ["export"], ["cost"], ["status", "--sample", "0"], ["alerts", "list"],
     ["dead-letters", "list"], ["worker", "--queues", "rag_qa"],
@@ -77,9 +64,9 @@ def test_no_schema_in_sqlite_says_to_migrate(sqlite_env: dict[str, str], args: l
 
 @pytest.mark.parametrize("args", [["export"], ["alerts", "check"], ["beat"],
                                   ["worker", "--queues", "rag_qa"]])
-def test_no_schema_in_postgres_says_to_migrate(empty_postgres: str, redis_url: str,
+def test_no_schema_in_postgres_says_to_migrate(empty_postgres_url: str, redis_url: str,
                                                args: list[str]) -> None:
-    env = {"EVALFLEET_DATABASE_URL": empty_postgres, "EVALFLEET_BROKER_URL": redis_url}
+    env = {"EVALFLEET_DATABASE_URL": empty_postgres_url, "EVALFLEET_BROKER_URL": redis_url}
     assert_one_line(run(env, *args), "no evalfleet schema", "run `evalfleet migrate`")
 
 

@@ -7,11 +7,9 @@ would not undo them).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-import psycopg
 import pytest
 from sqlalchemy import text
 
@@ -30,7 +28,6 @@ from evalfleet.store.partitions import (
     list_partitions,
 )
 from evalfleet.store.upgrade import prepare
-from tests.conftest import POSTGRES_ADMIN_URL
 from tests.evalfleet.store.test_sql import record
 
 REAL_NOW = datetime.now(UTC)
@@ -40,21 +37,9 @@ BASE = day_start(REAL_NOW) + 3 * DAY
 
 
 @pytest.fixture
-def fresh_url() -> Iterator[str]:
-    """An empty database of this test's own, not migrated."""
-    name = f"evalfleet_part_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
-    yield f"{base}/{name}"
-    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
-def pg(fresh_url: str) -> Iterator[PostgresStore]:
+def pg(empty_postgres_url: str) -> Iterator[PostgresStore]:
     """A partitioned store on a fresh database."""
-    store = PostgresStore(fresh_url)
+    store = PostgresStore(empty_postgres_url)
     migrate(store.engine)
     yield store
     store.close()
@@ -151,8 +136,8 @@ def test_a_redelivered_job_is_judged_once_across_partitions(pg: PostgresStore) -
     assert kept.created_at == BASE + DAY
 
 
-def test_upgrade_of_a_filled_store_interrupted_and_resumed(fresh_url: str) -> None:
-    store = PostgresStore(fresh_url)
+def test_upgrade_of_a_filled_store_interrupted_and_resumed(empty_postgres_url: str) -> None:
+    store = PostgresStore(empty_postgres_url)
     migrate(store.engine, revision="0007")
     fill(store, first=1, last=3000)
     calls = []
