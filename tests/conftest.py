@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import uuid
 import warnings
@@ -135,14 +136,31 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlSto
 @pytest.fixture(scope="session")
 def redis_session_url() -> Iterator[str]:
     """A Redis database of its own for this test session (sessions may run side by side)."""
-    session = uuid.uuid4().hex
+    session = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
     for db in range(1, 16):
         client = redis.Redis.from_url(f"{REDIS_SERVER_URL}/{db}")
-        if client.set(_REDIS_LOCK, session, nx=True, ex=6 * 3600):
+        if client.set(_REDIS_LOCK, session, nx=True, ex=6 * 3600) or _abandoned(client):
+            client.set(_REDIS_LOCK, session, ex=6 * 3600)
             yield f"{REDIS_SERVER_URL}/{db}"
             client.flushdb()
             return
     raise RuntimeError("every Redis database 1-15 is taken by another test session")
+
+
+def _abandoned(client: redis.Redis) -> bool:
+    """Whether the session holding this database was a process of this machine that is gone
+    (a killed test run leaves its lock behind for its six hours otherwise)."""
+    raw = client.get(_REDIS_LOCK) or b""
+    holder = (raw.decode(errors="replace") if isinstance(raw, bytes) else raw).split(":")
+    if len(holder) != 3 or holder[0] != socket.gethostname() or not holder[1].isdigit():
+        return False
+    try:
+        os.kill(int(holder[1]), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 @pytest.fixture
