@@ -28,7 +28,7 @@ from typing import Literal, NamedTuple
 
 from evalfleet.calibration.gold import canary_series, score_scales
 from evalfleet.core.backoff import compute_backoff
-from evalfleet.core.budget import Price, budget_day, cost_usd
+from evalfleet.core.budget import budget_day
 from evalfleet.core.errors import (
     InvalidSample,
     JudgeDeferred,
@@ -42,12 +42,14 @@ from evalfleet.core.errors import (
 )
 from evalfleet.core.message import AttemptFailure, Job, encode_job, next_attempt
 from evalfleet.core.metric import Metric, MetricRegistry
+from evalfleet.core.price import Price, cost_usd
 from evalfleet.core.settings import Settings, choose_judge_model
 from evalfleet.core.spend import SpendLedger
 from evalfleet.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, VerdictStore
 from evalfleet.store.batchspool import BatchSpool, SpoolEntry
 from evalfleet.store.evidence import sample_content
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
+from workers.judge.base import prompt_cache_key
 from workers.judge.status import prompt_too_long
 from workers.renderer import ChatMessage, render_messages
 from workers.save_message import UnsavedBatch
@@ -110,7 +112,7 @@ class EvaluatorOptions:
     claim_lease_s: float
     access_pause_s: float
     prices: dict[str, Price]
-    """Judge model prices, to cost each verdict."""
+    """Judge model prices, to cost each verdict (at the batch share in ``batch`` mode)."""
     keep_samples: bool
     """Store the sample content with each verdict (the evidence alerts show)."""
     batch_metrics: frozenset[str] = frozenset()
@@ -119,6 +121,8 @@ class EvaluatorOptions:
     """Job purposes judged in batch mode whatever their metric."""
     judge_mode: str = "call"
     """What this evaluator's verdicts record as their ``judge_mode``."""
+    prompt_cache_key: bool = False
+    """Send each call's ``prompt_cache_key`` (its metric and prompt version)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EvaluatorOptions:
@@ -131,10 +135,11 @@ class EvaluatorOptions:
             retry_base_s=judge.retry_base_s, retry_max_s=judge.retry_max_s,
             claim_lease_s=settings.store.claim_lease_s,
             access_pause_s=judge.judge_access_pause_s,
-            prices={model: Price(*price) for model, price in judge.model_prices.items()},
+            prices=judge.resolved_model_prices(),
             keep_samples=settings.store.keep_samples,
             batch_metrics=frozenset(judge.batch_metrics),
             batch_purposes=frozenset(judge.batch_purposes),
+            prompt_cache_key=judge.prompt_cache_key,
         )
 
     def in_batch_mode(self, job: Job, metric: Metric) -> bool:
@@ -470,7 +475,7 @@ class Evaluator:
             self.telemetry.record_cost(
                 metric=record.key.metric, judge_model=record.key.judge_model,
                 prompt_tokens=record.prompt_tokens, completion_tokens=record.completion_tokens,
-                cost_usd=record.cost_usd)
+                cached_tokens=record.cached_tokens, cost_usd=record.cost_usd)
 
     def _observe_errors(self, pending: Sequence[_Pending]) -> None:
         """Count judge failures, re-asked replies included (Prometheus)."""
@@ -566,6 +571,8 @@ class Evaluator:
             response_format=response_format_for(
                 metric, supported=self.options.response_format_support),
             metric=metric.name,
+            prompt_cache_key=(prompt_cache_key(metric.name, metric.version)
+                              if self.options.prompt_cache_key else None),
         )
 
     def _conclude(self, item: _Pending, batch: _Batch) -> None:
@@ -647,6 +654,7 @@ class Evaluator:
         replies, job = item.replies, item.job
         prompt_tokens = _total(reply.prompt_tokens for reply in replies)
         completion_tokens = _total(reply.completion_tokens for reply in replies)
+        cached_tokens = _total(reply.cached_tokens for reply in replies)
         last = replies[-1] if replies else None
         return VerdictRecord(
             key=item.key, status=judgement.status, error_class=judgement.error_class,
@@ -655,10 +663,12 @@ class Evaluator:
             attempts=job.attempt - 1 + max(1, len(replies)),
             latency_ms=sum(reply.latency_ms for reply in replies),
             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-            attributes=dict(job.sample.attributes),
+            cached_tokens=cached_tokens, attributes=dict(job.sample.attributes),
             sample_ts=job.sample.timestamp or job.enqueued_at, created_at=self._clock(),
             cost_usd=cost_usd(self.options.prices.get(item.key.judge_model),
-                              prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
+                              prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                              cached_tokens=cached_tokens,
+                              batch=self.options.judge_mode == "batch"),
             notes=list(judgement.notes), judge_reported_model=last.model if last else None,
             judge_fingerprint=last.system_fingerprint if last else None, purpose=job.purpose,
             judge_mode=self.options.judge_mode,

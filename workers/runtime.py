@@ -19,6 +19,7 @@ from evalfleet.store import SqlStore, VerdictStore, open_store
 from evalfleet.store.batchspool import BatchSpool
 from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeProvider, OpenAIJudge, Pacing
+from workers.judge.cache_key import CacheKeySupport, RedisCacheKeySupport
 from workers.judge.formats import FormatSupport, RedisFormatSupport
 from workers.judge.gate import LEASE_MARGIN_S, InFlightCap
 from workers.limiter import LocalRateLimiter, RateLimiter, RedisRateLimiter
@@ -129,7 +130,8 @@ def build_judge(settings: Settings, *, concurrency: int, telemetry: Telemetry | 
                                     if settings.judge_adaptive_in_flight else None))
     return JudgeFleet(build_provider(settings, concurrency=concurrency),
                       concurrency=concurrency, pacing=pacing, formats=build_formats(settings),
-                      deadline=deadline, on_step_down=on_step_down, cap=cap)
+                      deadline=deadline, on_step_down=on_step_down, cap=cap,
+                      cache_keys=build_cache_keys(settings))
 
 
 def build_slots(settings: Settings, *, concurrency: int) -> Slots | None:
@@ -151,6 +153,15 @@ def build_formats(settings: Settings) -> FormatSupport:
         return RedisFormatSupport(settings.judge_response_format, url=shared,
                                   endpoint=settings.openai_base_url)
     return FormatSupport(settings.judge_response_format)
+
+
+def build_cache_keys(settings: Settings) -> CacheKeySupport:
+    """The judge endpoint's models that refuse ``prompt_cache_key``: shared by the fleet in
+    Redis when there is one, else learnt by this process alone."""
+    shared = settings.resolved_shared_redis_url()
+    if shared:
+        return RedisCacheKeySupport(url=shared, endpoint=settings.openai_base_url)
+    return CacheKeySupport()
 
 
 def build_limiter(settings: Settings, *, concurrency: int) -> RateLimiter | None:

@@ -135,6 +135,11 @@ class Telemetry:
         self.tokens = Counter(
             "evalfleet_judge_tokens", "Judge tokens used.", ["metric", "model", "kind"],
             registry=registry)
+        self.cached_tokens = Counter(
+            "evalfleet_judge_cached_prompt_tokens",
+            "Prompt tokens the judge served from its prompt cache (part of "
+            "evalfleet_judge_tokens{kind=\"prompt\"}; the ratio is the cached share).",
+            ["metric", "model"], registry=registry)
         self.cost = Counter(
             "evalfleet_judge_cost_usd",
             "Judge cost in US dollars (priced by EVALFLEET_MODEL_PRICES).",
@@ -170,10 +175,14 @@ class Telemetry:
         self.limiter_wait.labels(metric).observe(max(0.0, wait_s))
 
     def record_cost(self, *, metric: str, judge_model: str, prompt_tokens: int | None,
-                    completion_tokens: int | None, cost_usd: float | None) -> None:
-        """Count a verdict's tokens, and its cost when known (priced by ``model_prices``)."""
+                    completion_tokens: int | None, cost_usd: float | None,
+                    cached_tokens: int | None = None) -> None:
+        """Count a verdict's tokens (its cached prompt tokens among them), and its cost when
+        known (priced by ``model_prices``)."""
         self.tokens.labels(metric, judge_model, "prompt").inc(prompt_tokens or 0)
         self.tokens.labels(metric, judge_model, "completion").inc(completion_tokens or 0)
+        self.cached_tokens.labels(metric, judge_model).inc(
+            min(cached_tokens or 0, prompt_tokens or 0))
         if cost_usd is not None:
             self.cost.labels(metric, judge_model).inc(max(0.0, cost_usd))
 
@@ -275,10 +284,13 @@ def record_limiter_wait(metric: str, wait_s: float) -> None:
 
 
 def record_cost(metric: str, judge_model: str, prompt_tokens: int | None,
-                completion_tokens: int | None, cost_usd: float | None) -> None:
-    """Count the tokens of one verdict and its cost in US dollars (None when unpriced)."""
+                completion_tokens: int | None, cost_usd: float | None,
+                cached_tokens: int | None = None) -> None:
+    """Count the tokens of one verdict (its cached prompt tokens among them) and its cost in
+    US dollars (None when unpriced)."""
     telemetry().record_cost(metric=metric, judge_model=judge_model, prompt_tokens=prompt_tokens,
-                            completion_tokens=completion_tokens, cost_usd=cost_usd)
+                            completion_tokens=completion_tokens, cost_usd=cost_usd,
+                            cached_tokens=cached_tokens)
 
 
 def start_metrics_server(

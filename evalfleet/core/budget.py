@@ -1,31 +1,13 @@
-"""What judging costs, and how a daily budget turns into a sampling rate. Pure.
+"""How a daily budget turns into a sampling rate. Pure.
 
-Workers price each verdict from its token counts; producers scale a metric's
-sampling rate down as the day's spend nears its budget, so the fleet stops
-taking new work instead of dropping work it already accepted.
+Workers price each verdict from its token counts (:mod:`evalfleet.core.price`);
+producers scale a metric's sampling rate down as the day's spend nears its budget,
+so the fleet stops taking new work instead of dropping work it already accepted.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
-
-
-@dataclass(frozen=True, slots=True)
-class Price:
-    """What a judge model costs, in US dollars per million tokens."""
-
-    prompt_per_mtok: float
-    completion_per_mtok: float
-
-
-def cost_usd(price: Price | None, *, prompt_tokens: int | None,
-             completion_tokens: int | None) -> float | None:
-    """The cost of a verdict's judge calls; None when the price or the usage is unknown."""
-    if price is None or prompt_tokens is None:
-        return None
-    return (prompt_tokens * price.prompt_per_mtok
-            + (completion_tokens or 0) * price.completion_per_mtok) / 1_000_000
 
 
 def budget_factor(*, spent_usd: float, budget_usd: float | None, soft_fraction: float) -> float:

@@ -26,6 +26,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from evalfleet.core.price import ModelPrice, Price, resolve_prices
 from evalfleet.core.ratelimit import RateLimit
 from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum
 
@@ -253,13 +254,29 @@ class JudgeSettings(BaseModel):
     its job back to the queue at once, not as an attempt, and the worker stops taking that
     queue for the wait. Counted in the start-up check of the timeouts."""
 
-    model_prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
-    """US dollars per million tokens (prompt, completion) per judge model, JSON:
-    ``{"gpt-4o-mini": [0.15, 0.60]}``; verdicts of other models carry no cost."""
+    model_prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    """One price per judge model in US dollars per million tokens, JSON: ``{"gpt-4o-mini":
+    {"input": 0.15, "cached_input": 0.075, "output": 0.60, "batch": 0.5}}``.
+    ``cached_input`` (prompt tokens served from the provider's cache) defaults to
+    ``input``; ``batch`` (the share a Batch API request costs) to
+    ``batch_price_multiplier``. The older ``[input, output]`` form still reads. Verdicts
+    of other models carry no cost."""
 
     batch_price_multiplier: float = Field(default=0.5, gt=0, le=1)
-    """Share of ``model_prices`` a verdict judged through the Batch API costs (the
-    provider's batch discount)."""
+    """Share of ``model_prices`` a verdict judged through the Batch API costs, for models
+    whose price states no ``batch`` of its own (the fleet's default; deprecated in favour
+    of ``batch`` in ``model_prices``)."""
+
+    prompt_cache_key: bool = True
+    """Send ``prompt_cache_key`` (``evalfleet:<metric>:<prompt version>``) with each judge
+    call, so a provider routes one metric's calls to the same prompt cache; an endpoint
+    that refuses the parameter has it dropped for that model, fleet-wide, and the call
+    sent again at once. False never sends it."""
+
+    def resolved_model_prices(self) -> dict[str, Price]:
+        """Every configured model's price with its defaults filled in (cached input at the
+        input price, the fleet's batch share)."""
+        return resolve_prices(self.model_prices, batch_multiplier=self.batch_price_multiplier)
 
     batch_metrics: list[str] = Field(default_factory=list)
     """Metrics judged through the provider's Batch API (besides those whose metric file

@@ -119,7 +119,28 @@ class SimConfig(BaseModel):
     client gives up."""
 
     server_style: ServerStyle = "openai"
-    """How refusals (``refused_response_formats``, ``context_tokens``) are worded."""
+    """How refusals (``refused_response_formats``, ``refused_parameters``,
+    ``context_tokens``) are worded."""
+
+    refused_parameters: tuple[Literal["prompt_cache_key"], ...] = ()
+    """Optional request parameters refused when present, as a server whose request
+    validation forbids unknown fields refuses them (in ``server_style``'s words: Azure
+    OpenAI's 400 "Unrecognized request argument supplied", llama-cpp-python's 500)."""
+
+    prompt_cache: bool = True
+    """Report ``usage.prompt_tokens_details.cached_tokens`` for a prompt whose leading
+    blocks were seen before (:mod:`evalfleet.judgesim.prompt_cache`); False reports no
+    ``prompt_tokens_details``, as most self-hosted servers."""
+
+    prompt_cache_min_tokens: int = Field(default=1024, ge=0)
+    """Shortest cached prefix reported, in tokens (OpenAI's 1,024); shorter counts as none."""
+
+    prompt_cache_block_tokens: int = Field(default=128, gt=0)
+    """Cached tokens come in whole blocks of this many tokens (OpenAI's 128)."""
+
+    prompt_cache_max_blocks: int = Field(default=65_536, gt=0)
+    """Block digests the prompt cache remembers (16 bytes each); the least recently
+    seen go first."""
 
     batch_turnaround_s: float = Field(default=1.0, ge=0)
     """Seconds from a batch's creation to its end (the first tenth validating)."""

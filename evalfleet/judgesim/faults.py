@@ -22,13 +22,13 @@ from evalfleet.judgesim.config import MalformedKind, SimConfig
 #: What the simulator did with a request, as counted in ``by_outcome``.
 Outcome = Literal[
     "ok", "malformed", "truncated", "rate_limited", "server_error", "hang", "scripted",
-    "format_refused", "context_exceeded",
+    "format_refused", "context_exceeded", "parameter_refused",
 ]
 
 #: Every outcome, in the order they are reported.
 OUTCOMES: tuple[Outcome, ...] = (
     "ok", "malformed", "truncated", "rate_limited", "server_error", "hang", "scripted",
-    "format_refused", "context_exceeded",
+    "format_refused", "context_exceeded", "parameter_refused",
 )
 
 #: Standard normal quantile of the 99th percentile, to fit a lognormal to (median, p99).

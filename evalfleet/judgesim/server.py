@@ -62,6 +62,7 @@ from evalfleet.judgesim.faults import (
     retry_after_header,
     sample_latency_ms,
 )
+from evalfleet.judgesim.prompt_cache import PromptCache
 from evalfleet.judgesim.replies import (
     InvalidChatRequest,
     Prompt,
@@ -83,6 +84,9 @@ class SimNotStarted(EvalfleetError):
 #: Arrival ticks (100 ms each) kept in the stats: the last hour with traffic.
 ARRIVAL_TICKS_KEPT = 36_000
 
+#: Distinct ``prompt_cache_key`` values counted in the stats; later ones count as ``other``.
+CACHE_KEYS_KEPT = 1000
+
 class _Counters:
     """What ``GET /_sim/stats`` reports."""
 
@@ -95,6 +99,9 @@ class _Counters:
         self.by_prompt: dict[str, int] = {}
         self.answered_by_prompt: dict[str, int] = {}
         self.arrivals: dict[int, int] = {}
+        self.prompt_tokens = 0
+        self.cached_tokens = 0
+        self.by_prompt_cache_key: dict[str, int] = {}
 
     def begin(self) -> None:
         # Arrival counts per 100 ms of wall time, for rate checks over any window.
@@ -122,9 +129,21 @@ class _Counters:
         # that could have become a verdict. Chaos tests count wasted calls by it.
         self.answered_by_prompt[key] = self.answered_by_prompt.get(key, 0) + 1
 
+    def cache(self, *, key: str | None, prompt_tokens: int, cached_tokens: int) -> None:
+        # What the prompt cache served; requests by the prompt_cache_key they carried.
+        self.prompt_tokens += prompt_tokens
+        self.cached_tokens += cached_tokens
+        name = "none" if key is None else key
+        if name not in self.by_prompt_cache_key and len(self.by_prompt_cache_key) >= (
+                CACHE_KEYS_KEPT):
+            name = "other"
+        self.by_prompt_cache_key[name] = self.by_prompt_cache_key.get(name, 0) + 1
+
     def as_json(self) -> dict[str, Any]:
         return {
             "requests": self.requests, "in_flight": self.in_flight,
+            "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
+            "by_prompt_cache_key": dict(self.by_prompt_cache_key),
             "max_in_flight": self.max_in_flight, "by_status": dict(self.by_status),
             "by_outcome": dict(self.by_outcome), "by_prompt": dict(self.by_prompt),
             "answered_by_prompt": dict(self.answered_by_prompt),
@@ -148,6 +167,7 @@ class SimState:
         self.completion_ids = itertools.count(1)
         self.slots = _slots(self.config.serve_at_once)
         self.batches = BatchBook()
+        self.prompt_cache = _prompt_cache(self.config)
 
     def configure(self, changes: Mapping[str, Any]) -> SimConfig:
         """Apply a partial update; a new seed re-seeds, a new ``rpm_limit`` empties the window.
@@ -163,11 +183,24 @@ class SimState:
             self.window = SlidingWindow(new.rpm_limit) if new.rpm_limit else None
         if new.serve_at_once != old.serve_at_once:
             self.slots = _slots(new.serve_at_once)
+        if _cache_shape(new) != _cache_shape(old):
+            self.prompt_cache = _prompt_cache(new)
         return new
 
 
 def _slots(serve_at_once: int | None) -> asyncio.Semaphore | None:
     return asyncio.Semaphore(serve_at_once) if serve_at_once else None
+
+
+def _cache_shape(config: SimConfig) -> tuple[int, int, int]:
+    return (config.prompt_cache_block_tokens, config.prompt_cache_min_tokens,
+            config.prompt_cache_max_blocks)
+
+
+def _prompt_cache(config: SimConfig) -> PromptCache:
+    return PromptCache(block_tokens=config.prompt_cache_block_tokens,
+                       min_tokens=config.prompt_cache_min_tokens,
+                       max_blocks=config.prompt_cache_max_blocks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +209,10 @@ class _ChatRequest:
     model: str
     response_format: Any
     max_tokens: int | None
+    prompt_cache_key: str | None
+    """The request's ``prompt_cache_key``, if any."""
+    parameters: frozenset[str]
+    """The request's top-level parameter names."""
 
 
 def create_app(config: SimConfig | None = None) -> Starlette:
@@ -231,6 +268,11 @@ async def _answer(sim: SimState, counters: _Counters, request: Request) -> Respo
     except InvalidChatRequest as exc:
         return _error(400, str(exc), code=exc.code, param=exc.param)
     counters.prompt(chat.prompt.key)
+    parameter = next((name for name in sim.config.refused_parameters
+                      if name in chat.parameters), None)
+    if parameter is not None:
+        counters.outcome("parameter_refused")
+        return _parameter_refusal(parameter, style=sim.config.server_style)
     refused = _refused_format(chat.response_format, config=sim.config)
     if refused is not None:
         counters.outcome("format_refused")
@@ -266,6 +308,9 @@ async def _generate(sim: SimState, counters: _Counters, request: Request,
     counters.outcome(fault.outcome)
     if fault.outcome == "rate_limited":
         return _rate_limited(config.retry_after_s)
+    # Looked up as the request is served (a server's prefill), before its latency: requests
+    # served at once after the first find its prefix, as with a shared KV cache.
+    cached_tokens = _serve_cache(sim, chat)
     await _sleep_ms(sample_latency_ms(sim.rng, config=config))
     if fault.outcome == "server_error":
         return _error(500, _SERVER_ERROR_MESSAGE)
@@ -279,7 +324,20 @@ async def _generate(sim: SimState, counters: _Counters, request: Request,
                         flip=chat.model in config.flipped_answers)
     if not client_left:
         counters.answered(chat.prompt.key)
-    return _completion(sim, chat, reply)
+    return _completion(sim, chat, reply, cached_tokens=cached_tokens)
+
+
+def _parameter_refusal(name: str, *, style: ServerStyle) -> Response:
+    """A refused request parameter as ``style``'s server words it."""
+    if style == "llama_cpp_python":  # pydantic validation of a model forbidding extras: 500
+        return _error(500, "1 validation error for CreateChatCompletionRequest\n"
+                           f"{name}\n  Extra inputs are not permitted [type=extra_forbidden]")
+    if style == "vllm":
+        return JSONResponse({"object": "error", "message": f"1 validation error: {name}: "
+                             "Extra inputs are not permitted", "type": "BadRequestError",
+                             "param": None, "code": 400}, status_code=400)
+    # Azure OpenAI's wording for a parameter its API version does not know.
+    return _error(400, f"Unrecognized request argument supplied: {name}", param=name)
 
 
 def _format_refusal(refused: str, *, style: ServerStyle) -> Response:
@@ -334,7 +392,11 @@ def _chat_request_of(payload: Any) -> _ChatRequest:
     if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool)
                                    or max_tokens < 1):
         raise InvalidChatRequest("'max_tokens' must be a positive integer", param="max_tokens")
-    return _ChatRequest(prompt, model, response_format, max_tokens)
+    cache_key = payload.get("prompt_cache_key")
+    if cache_key is not None and not isinstance(cache_key, str):
+        raise InvalidChatRequest("'prompt_cache_key' must be a string", param="prompt_cache_key")
+    return _ChatRequest(prompt, model, response_format, max_tokens, cache_key,
+                        frozenset(payload))
 
 
 async def _scripted(sim: SimState, chat: _ChatRequest, scripted: ScriptedReply) -> Response:
@@ -356,7 +418,7 @@ async def _scripted(sim: SimState, chat: _ChatRequest, scripted: ScriptedReply) 
     else:
         content = scripted.content
     reply = reply_with(chat.prompt, content=content, finish_reason=scripted.finish_reason)
-    return _completion(sim, chat, reply)
+    return _completion(sim, chat, reply, cached_tokens=_serve_cache(sim, chat))
 
 
 async def _sleep_ms(delay_ms: float) -> None:
@@ -380,12 +442,26 @@ async def _hang(request: Request, *, hang_s: float) -> bool:
     return False
 
 
-def _completion(sim: SimState, chat: _ChatRequest, reply: Reply) -> Response:
-    return JSONResponse(_completion_body(sim, chat, reply))
+def _serve_cache(sim: SimState, chat: _ChatRequest) -> int | None:
+    """The request's cached prompt tokens (None when the cache reports nothing), counted."""
+    if not sim.config.prompt_cache:
+        return None
+    cached = sim.prompt_cache.serve(chat.prompt.text, model=chat.model)
+    sim.counters.cache(key=chat.prompt_cache_key, cached_tokens=cached,
+                       prompt_tokens=estimate_tokens(chat.prompt.text))
+    return cached
 
 
-def _completion_body(sim: SimState, chat: _ChatRequest, reply: Reply) -> dict[str, Any]:
+def _completion(sim: SimState, chat: _ChatRequest, reply: Reply, *,
+                cached_tokens: int | None = None) -> Response:
+    return JSONResponse(_completion_body(sim, chat, reply, cached_tokens=cached_tokens))
+
+
+def _completion_body(sim: SimState, chat: _ChatRequest, reply: Reply, *,
+                     cached_tokens: int | None = None) -> dict[str, Any]:
     usage = reply.usage
+    details = ({"prompt_tokens_details": {"cached_tokens": cached_tokens}}
+               if cached_tokens is not None else {})
     return {
         "id": f"chatcmpl-sim{next(sim.completion_ids):012d}",
         "object": "chat.completion",
@@ -400,7 +476,7 @@ def _completion_body(sim: SimState, chat: _ChatRequest, reply: Reply) -> dict[st
         }],
         "usage": {"prompt_tokens": usage.prompt_tokens,
                   "completion_tokens": usage.completion_tokens,
-                  "total_tokens": usage.total_tokens},
+                  "total_tokens": usage.total_tokens, **details},
     }
 
 

@@ -83,6 +83,9 @@ class VerdictRecord:
     created_at: datetime
     cost_usd: float | None = None
     """What the judge calls cost, from the model's price (None: price unknown)."""
+    cached_tokens: int | None = None
+    """Of ``prompt_tokens``, those the provider served from its prompt cache (priced at
+    the cached rate); None when the judge did not report them."""
     notes: list[str] = field(default_factory=list)
     """Annotations the judge left out or wrote off-spec (never a reason to reject)."""
     judge_reported_model: str | None = None

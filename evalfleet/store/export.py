@@ -13,7 +13,9 @@ def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str,
     Beyond the contract's keys it carries ``error_class``, ``raw_output`` (the
     judge's last reply, verbatim), ``timestamp`` (the sample's), ``notes`` (annotations
     the judge left out or wrote off-spec), what the judge reported about itself
-    (``judge_reported_model``, ``judge_fingerprint``; null when it did not say) and, with
+    (``judge_reported_model``, ``judge_fingerprint``; null when it did not say),
+    ``cached_tokens`` (of ``prompt_tokens``, those served from the provider's prompt
+    cache; null when the judge did not report them) and, with
     ``with_sample``, ``sample``: the content judged (null when none was kept).
     """
     row = {
@@ -41,6 +43,7 @@ def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str,
         "judge_fingerprint": record.judge_fingerprint,
         "purpose": record.purpose,
         "judge_mode": record.judge_mode,
+        "cached_tokens": record.cached_tokens,
     }
     if with_sample:
         row["sample"] = record.sample

@@ -542,7 +542,7 @@ def verdict_row(record: VerdictRecord) -> dict[str, Any]:
         "sample_ts": to_utc(record.sample_ts), "created_at": to_utc(record.created_at),
         "notes": record.notes or None, "judge_reported_model": record.judge_reported_model,
         "judge_fingerprint": record.judge_fingerprint, "purpose": record.purpose,
-        "judge_mode": record.judge_mode,
+        "judge_mode": record.judge_mode, "cached_tokens": record.cached_tokens,
     }
 
 
@@ -557,5 +557,6 @@ def _verdict_record(row: RowMapping) -> VerdictRecord:
         created_at=to_utc(row["created_at"]), cost_usd=row["cost_usd"],
         notes=row["notes"] or [], judge_reported_model=row["judge_reported_model"],
         judge_fingerprint=row["judge_fingerprint"], purpose=row["purpose"],
-        judge_mode=row["judge_mode"], sample=row.get("sample"),
+        judge_mode=row["judge_mode"], cached_tokens=row["cached_tokens"],
+        sample=row.get("sample"),
     )

@@ -133,7 +133,8 @@ def verdict_problem(record: VerdictRecord) -> str | None:
     column = key_problem(record.key)
     if column is not None:
         return column
-    for name in ("attempts", "latency_ms", "prompt_tokens", "completion_tokens"):
+    for name in ("attempts", "latency_ms", "prompt_tokens", "completion_tokens",
+                 "cached_tokens"):
         value = getattr(record, name)
         if value is not None and not -_INT4_MAX <= value <= _INT4_MAX:
             return name

@@ -220,7 +220,8 @@ def test_stats_count_requests_statuses_and_outcomes(judge: RunningSim) -> None:
     assert stats["by_status"] == {"200": 1, "500": 2}
     assert stats["by_outcome"] == {"ok": 1, "malformed": 0, "truncated": 0, "rate_limited": 0,
                                    "server_error": 2, "hang": 0, "scripted": 0,
-                                   "format_refused": 0, "context_exceeded": 0}
+                                   "format_refused": 0, "context_exceeded": 0,
+                                   "parameter_refused": 0}
     judge.reset()
     assert judge.stats()["requests"] == 0
     assert judge.current_config().server_error_rate == 1.0  # reset keeps the config
@@ -335,3 +336,44 @@ def test_a_refused_response_format_is_answered_400_naming_it(judge: RunningSim,
     plain = http.post("/chat/completions", json=json_mode)
     assert plain.status_code == 200
     assert judge.stats()["by_outcome"]["format_refused"] == 1
+
+
+def test_a_repeated_prefix_is_reported_as_cached_tokens(judge: RunningSim,
+                                                        http: httpx.Client) -> None:
+    judge.configure(prompt_cache_min_tokens=256, prompt_cache_block_tokens=64)
+    fixed = "Rubric. " * 200  # 1,600 characters: 400 tokens, six whole blocks of 64
+    usage = []
+    for sample in ("first sample", "second sample", "third"):
+        body = {"model": "m", "messages": [{"role": "system", "content": fixed},
+                                           {"role": "user", "content": sample}],
+                "prompt_cache_key": "evalfleet:m:v1"}
+        answer = http.post("/chat/completions", json=body)
+        assert answer.status_code == 200
+        usage.append(answer.json()["usage"])
+    # The first fills the cache; the others find the fixed text, in whole blocks.
+    assert [u["prompt_tokens_details"]["cached_tokens"] for u in usage] == [0, 384, 384]
+    assert all(u["prompt_tokens"] >= 400 for u in usage)
+    stats = judge.stats()
+    assert stats["cached_tokens"] == 768 and stats["by_prompt_cache_key"] == {
+        "evalfleet:m:v1": 3}
+    judge.configure(prompt_cache=False)
+    plain = http.post("/chat/completions", json={"model": "m", "messages": rag()})
+    assert "prompt_tokens_details" not in plain.json()["usage"]
+
+
+@pytest.mark.parametrize(("style", "status", "words"), [
+    ("openai", 400, "Unrecognized request argument supplied: prompt_cache_key"),
+    ("llama_cpp_python", 500, "prompt_cache_key\n  Extra inputs are not permitted"),
+    ("vllm", 400, "prompt_cache_key: Extra inputs are not permitted"),
+])
+def test_a_refused_parameter_is_answered_in_the_server_style(
+    style: str, status: int, words: str, judge: RunningSim, http: httpx.Client,
+) -> None:
+    judge.configure(refused_parameters=["prompt_cache_key"], server_style=style)
+    body = {"model": "m", "messages": rag(), "prompt_cache_key": "k"}
+    refused = http.post("/chat/completions", json=body)
+    error = refused.json()
+    assert refused.status_code == status and words in error.get("error", error)["message"]
+    del body["prompt_cache_key"]
+    assert http.post("/chat/completions", json=body).status_code == 200
+    assert judge.stats()["by_outcome"]["parameter_refused"] == 1

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from evalfleet.core.budget import Price
 from evalfleet.core.errors import InvalidMessage, JudgeError, JudgeUnavailable
 from evalfleet.core.message import Job, decode_job
+from evalfleet.core.price import Price
 from evalfleet.store import DeadLetter
 from evalfleet.store.batchspool import BATCH_OWNER, BatchRow, BatchSpool
 from workers.batchjudge.api import OPEN_STATUSES, BatchApi, error_message
@@ -54,23 +54,20 @@ class CollectReport:
     bad_lines: int = 0
 
 
-def collecting_evaluator(evaluator: Evaluator, *, endpoint: str, price_multiplier: float,
+def collecting_evaluator(evaluator: Evaluator, *, endpoint: str,
                          reask_sync: bool = False) -> tuple[Evaluator, CollectedAnswers]:
     """The worker's evaluator as the collector uses it: judged by the batch lines, priced
-    at the batch price, spend not counted again (a batch's estimate was counted when it
-    was sent), nothing spooled. An unusable reply is re-asked through the worker's
-    synchronous judge with ``reask_sync`` (and ``reask_on_invalid``), else stored as a
-    failed verdict.
+    at each model's batch price (``judge_mode`` batch), spend not counted again (a
+    batch's estimate was counted when it was sent), nothing spooled. An unusable reply
+    is re-asked through the worker's synchronous judge with ``reask_sync`` (and
+    ``reask_on_invalid``), else stored as a failed verdict.
 
     Returns:
         The evaluator, and the provider to load each batch's answers into.
     """
     provider = CollectedAnswers(endpoint)
     reask = reask_sync and evaluator.options.reask_on_invalid
-    options = replace(evaluator.options, reask_on_invalid=reask, judge_mode="batch", prices={
-        model: Price(price.prompt_per_mtok * price_multiplier,
-                     price.completion_per_mtok * price_multiplier)
-        for model, price in evaluator.options.prices.items()})
+    options = replace(evaluator.options, reask_on_invalid=reask, judge_mode="batch")
     return Evaluator(registry=evaluator.registry, store=evaluator.store,
                      judge=CollectedJudge(provider,
                                           fallback=evaluator.judge if reask else None),
@@ -89,15 +86,14 @@ class Collector:
         publish: Sends a job back to its queue after a countdown in seconds.
         clock: The time.
         failed_retry_s: How long the jobs of a batch that failed without running wait.
-        price_multiplier: The batch price's share of the synchronous one (for what
-            batching saved).
+        prices: The judge models' prices (their batch share gives what batching saved).
         chunk: Jobs run through the evaluator at once.
     """
 
     def __init__(self, spool: BatchSpool, api: BatchApi, *, evaluator: Evaluator,
                  answers: CollectedAnswers, publish: Callable[[Job, float], None],
                  clock: Callable[[], datetime], failed_retry_s: float,
-                 price_multiplier: float, chunk: int = CHUNK) -> None:
+                 prices: Mapping[str, Price], chunk: int = CHUNK) -> None:
         self.spool = spool
         self.api = api
         self.evaluator = evaluator
@@ -105,7 +101,7 @@ class Collector:
         self._publish = publish
         self._clock = clock
         self.failed_retry_s = failed_retry_s
-        self.price_multiplier = price_multiplier
+        self.prices = prices
         self.chunk = chunk
 
     def run(self) -> CollectReport:
@@ -169,9 +165,10 @@ class Collector:
                 self.answers.clear()
             self._carry_out(outcomes, report)
             cost = sum(o.record.cost_usd or 0.0 for o in outcomes if o.record is not None)
-            if cost:
+            price = self.prices.get(row.judge_model)
+            if cost and price is not None:  # a batch file holds one model
                 self.spool.add_cost(row.id, cost_usd=cost,
-                                    saved_usd=cost * (1 / self.price_multiplier - 1))
+                                    saved_usd=cost * (1 / price.batch_multiplier - 1))
             self.spool.settle(row.id, [key for key, _ in chunk], now=self._clock())
 
     def _carry_out(self, outcomes: Sequence[Outcome], report: CollectReport) -> None:

@@ -21,6 +21,7 @@ from celery import Celery
 
 from evalfleet.core.budget import budget_day
 from evalfleet.core.message import Job
+from evalfleet.core.price import cost_usd
 from evalfleet.core.settings import Settings
 from evalfleet.core.spend import SpendLedger
 from evalfleet.store.batchspool import BatchSpool
@@ -53,8 +54,7 @@ def estimator(settings: Settings) -> Callable[[Sequence[tuple[str, dict[str, Any
     """A batch's estimated cost per metric at the batch price: the prompt's characters
     over four, and every line's ``max_tokens`` as its completion (an upper bound: the
     budget errs towards stopping early)."""
-    prices = settings.model_prices
-    share = settings.batch_price_multiplier
+    prices = settings.resolved_model_prices()
 
     def estimate(lines: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, float]:
         costs: dict[str, float] = {}
@@ -62,11 +62,11 @@ def estimator(settings: Settings) -> Callable[[Sequence[tuple[str, dict[str, Any
             price = prices.get(str(body.get("model")))
             if price is None:
                 continue
-            prompt = len(json.dumps(body.get("messages"), ensure_ascii=False)) / CHARS_PER_TOKEN
+            prompt = len(json.dumps(body.get("messages"), ensure_ascii=False)) // CHARS_PER_TOKEN
             max_tokens = body.get("max_tokens")
             completion = max_tokens if isinstance(max_tokens, int) else 0
-            usd = (prompt * price[0] + completion * price[1]) * share / 1_000_000
-            costs[metric] = costs.get(metric, 0.0) + usd
+            usd = cost_usd(price, prompt_tokens=prompt, completion_tokens=completion, batch=True)
+            costs[metric] = costs.get(metric, 0.0) + (usd or 0.0)
         return costs
 
     return estimate
@@ -122,7 +122,6 @@ class BatchRounds:
             api = batch_api(self.settings)
             evaluator, answers = collecting_evaluator(
                 runtime.evaluator, endpoint=api.base_url,
-                price_multiplier=self.settings.batch_price_multiplier,
                 reask_sync=self.settings.batch_reask_sync)
             submitter = Submitter(
                 spool, api, BatchLimits(self.settings.batch_max_requests,
@@ -132,7 +131,7 @@ class BatchRounds:
             collector = Collector(spool, api, evaluator=evaluator, answers=answers,
                                   publish=self._publish, clock=_now,
                                   failed_retry_s=self.settings.batch_failed_retry_s,
-                                  price_multiplier=self.settings.batch_price_multiplier)
+                                  prices=self.settings.resolved_model_prices())
             self._built = (submitter, collector)
         return self._built
 

@@ -27,6 +27,9 @@ class JudgeRequest:
     """The OpenAI ``response_format`` argument, or None for plain text."""
     metric: str = ""
     """The metric it judges (for telemetry; not sent)."""
+    prompt_cache_key: str | None = None
+    """Sent as ``prompt_cache_key`` (:func:`prompt_cache_key`), or None to send none: the
+    fleet drops it for an endpoint and model that refuse it."""
 
     def payload(self) -> dict[str, Any]:
         """The JSON body of ``POST /chat/completions``."""
@@ -36,7 +39,24 @@ class JudgeRequest:
         }
         if self.response_format is not None:
             body["response_format"] = self.response_format
+        if self.prompt_cache_key is not None:
+            body["prompt_cache_key"] = self.prompt_cache_key
         return body
+
+
+def prompt_cache_key(metric: str, prompt_version: str) -> str:
+    """The ``prompt_cache_key`` of a metric's calls: one per metric and prompt version, the
+    calls whose messages share their fixed text (a provider routes calls with one key to
+    the same cache).
+
+    Args:
+        metric: The metric's name.
+        prompt_version: Its prompt version.
+
+    Returns:
+        ``evalfleet:<metric>:<prompt version>``.
+    """
+    return f"evalfleet:{metric}:{prompt_version}"
 
 
 @dataclass(frozen=True)

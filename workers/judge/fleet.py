@@ -14,13 +14,16 @@ Each call passes the concerns of :data:`FLEET_ORDER`, outermost first:
 3. ``breaker``: the endpoint's circuit breaker; an open circuit defers the call unsent.
 4. ``response_format``: the step-down to the strongest format the endpoint and model
    accept; a refusal lowers it, fleet-wide, and the call goes again at once.
-5. ``rate_limit``: the fleet's rate budget per endpoint and model; each send (a
+5. ``prompt_cache_key``: sent only where the endpoint and model accept it; a refusal
+   drops it, fleet-wide, and the call goes again at once without it.
+6. ``rate_limit``: the fleet's rate budget per endpoint and model; each send (a
    stepped-down one too) takes its own slot, as the server counts it.
-6. ``in_flight``: the fleet-wide cap on calls in flight per endpoint and model (a lease
+7. ``in_flight``: the fleet-wide cap on calls in flight per endpoint and model (a lease
    in Redis), held only while the call is at the judge.
 
-The order matters: a refused format is an answer, so it never trips the breaker; a
-call that waits for rate budget holds its concurrency slot and its breaker admission.
+The order matters: a refused format or cache key is an answer, so it never trips the
+breaker; a call that waits for rate budget holds its concurrency slot and its breaker
+admission.
 Which of them apply depends on the provider's kind (:func:`layers_for`): a batch
 provider answers later through its own submit and collect steps, so neither a
 concurrency slot nor a rate-budget slot per call means anything for it.
@@ -38,10 +41,12 @@ from collections.abc import Callable, Iterator, Sequence
 from evalfleet.core.errors import JudgeError, WorkerShuttingDown
 from workers.breaker import CircuitBreaker
 from workers.judge.base import Answered, JudgeClient, JudgeReply, JudgeRequest
+from workers.judge.cache_key import CacheKeySupport
 from workers.judge.formats import FormatSupport
 from workers.judge.gate import (
     Answer,
     Breaker,
+    CacheKeyDrop,
     Concurrency,
     InFlight,
     InFlightCap,
@@ -55,8 +60,8 @@ from workers.judge.provider import JudgeProvider, ProviderCapabilities
 from workers.shutdown import ShutdownDeadline
 
 #: The fleet's concerns around a call, outermost first.
-FLEET_ORDER = ("deadline", "concurrency", "breaker", "response_format", "rate_limit",
-               "in_flight")
+FLEET_ORDER = ("deadline", "concurrency", "breaker", "response_format", "prompt_cache_key",
+               "rate_limit", "in_flight")
 
 #: Concerns that do not apply to a batch provider: it makes no call per request.
 PER_CALL_ONLY = frozenset({"concurrency", "rate_limit", "in_flight"})
@@ -95,6 +100,8 @@ class JudgeFleet(JudgeClient):
         deadline: The worker's shutdown deadline (none: never).
         on_step_down: Told the judge model and its new mode on each step-down.
         cap: The fleet-wide cap on calls in flight (none: no cap).
+        cache_keys: The models of the endpoint that refuse ``prompt_cache_key``, learnt
+            from refusals (by default in this process alone).
     """
 
     def __init__(self, provider: JudgeProvider, *, concurrency: int,
@@ -102,7 +109,8 @@ class JudgeFleet(JudgeClient):
                  formats: FormatSupport | None = None,
                  deadline: ShutdownDeadline | None = None,
                  on_step_down: Callable[[str, str], None] | None = None,
-                 cap: InFlightCap | None = None) -> None:
+                 cap: InFlightCap | None = None,
+                 cache_keys: CacheKeySupport | None = None) -> None:
         self.provider = provider
         self.deadline = deadline or ShutdownDeadline()
         endpoint = provider.endpoint
@@ -111,6 +119,7 @@ class JudgeFleet(JudgeClient):
             "breaker": Breaker(breaker or CircuitBreaker(), endpoint=endpoint),
             "response_format": StepDown(formats or FormatSupport("json_schema"),
                                         on_step_down=on_step_down),
+            "prompt_cache_key": CacheKeyDrop(cache_keys or CacheKeySupport()),
             "rate_limit": RateBudget(pacing or Pacing(), endpoint=endpoint),
             "in_flight": InFlight(cap or InFlightCap(), endpoint=endpoint),
         }

@@ -1,6 +1,6 @@
 """The fleet's concerns around one judge call, each a layer: concurrency, the endpoint's
-circuit breaker, the response-format step-down, the fleet's rate budget and its cap on
-calls in flight.
+circuit breaker, the response-format step-down, dropping a refused ``prompt_cache_key``,
+the fleet's rate budget and its cap on calls in flight.
 
 A layer is called with the request and the next step (``send``) and returns what the
 call ended with: the reply or a :class:`~evalfleet.core.errors.JudgeError` (never
@@ -40,8 +40,9 @@ from evalfleet.core.errors import JudgeDeferred, JudgeError, JudgeUnavailable
 from evalfleet.core.ratelimit import RateLimit
 from workers.breaker import CircuitBreaker
 from workers.judge.base import JudgeReply, JudgeRequest
+from workers.judge.cache_key import CacheKeySupport
 from workers.judge.formats import FormatSupport, mode_of, shaped
-from workers.judge.status import refuses_response_format
+from workers.judge.status import refuses_prompt_cache_key, refuses_response_format
 from workers.limiter import RateLimiter
 from workers.limiter.adaptive import Aimd
 from workers.limiter.slots import Slots
@@ -174,6 +175,31 @@ class StepDown(Layer):
         fitted = shaped(request.response_format, self.formats.mode_for(request.model))
         return request if fitted is request.response_format else replace(
             request, response_format=fitted)
+
+
+class CacheKeyDrop(Layer):
+    """Sends ``prompt_cache_key`` only to an endpoint and model that accept it, learnt from
+    refusals (:class:`~workers.judge.cache_key.CacheKeySupport`, shared by the fleet): a
+    refusal drops it and the call goes again at once, once, without it."""
+
+    name = "prompt_cache_key"
+
+    def __init__(self, support: CacheKeySupport) -> None:
+        self.support = support
+
+    async def __call__(self, request: JudgeRequest, send: Send) -> Answer:
+        """See :meth:`Layer.__call__`."""
+        if request.prompt_cache_key is None:
+            return await send(request)
+        if not self.support.accepts(request.model):
+            return await send(replace(request, prompt_cache_key=None))
+        answer = await send(request)
+        if not refuses_prompt_cache_key(answer):
+            return answer
+        if self.support.refuse(request.model):
+            logger.warning("judge model %s refuses prompt_cache_key (%s): not sent from now on",
+                           request.model, answer)
+        return await send(replace(request, prompt_cache_key=None))
 
 
 @dataclass(frozen=True)

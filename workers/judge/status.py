@@ -13,6 +13,10 @@ differently from other rejections, and servers say them differently:
   names the argument, or llama-cpp-python's 500, whose request validation names
   ``response_format.type``. The fleet steps the format down; it is no server fault and
   never counts against the endpoint's circuit breaker.
+- a refused ``prompt_cache_key`` (:data:`PROMPT_CACHE_KEY_REFUSED`): a 400 or 422 that
+  names the parameter (Azure OpenAI: "Unrecognized request argument supplied"), or a 500
+  whose request validation names it. The fleet drops the parameter for that endpoint and
+  model and sends the call again.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
 
 #: The code of a rejection of the request's ``response_format`` (not of the request).
 RESPONSE_FORMAT_REFUSED = "response_format_refused"
+
+#: The code of a rejection of the request's ``prompt_cache_key`` (not of the request).
+PROMPT_CACHE_KEY_REFUSED = "prompt_cache_key_refused"
 
 #: Error codes and types servers give a prompt longer than the context.
 _CONTEXT_CODES = frozenset({CONTEXT_LENGTH_EXCEEDED, "exceed_context_size_error"})
@@ -68,7 +75,11 @@ def classify_status(
             or any(word in text for word in _CONTEXT_WORDS)):
         return JudgeRejected(f"the prompt is longer than the judge's context: {message}",
                              status_code=status, code=CONTEXT_LENGTH_EXCEEDED)
-    if _names_response_format(status, f"{text} {code or ''}".lower()):
+    if _names_parameter(status, f"{text} {_error_param(body) or ''}".lower(),
+                        words=("prompt_cache_key",)):
+        return JudgeRejected(f"judge refuses the prompt_cache_key ({status}): {message}",
+                             status_code=status, code=PROMPT_CACHE_KEY_REFUSED)
+    if _names_parameter(status, f"{text} {code or ''}".lower(), words=_FORMAT_WORDS):
         return JudgeRejected(f"judge refuses the response_format ({status}): {message}",
                              status_code=status, code=RESPONSE_FORMAT_REFUSED)
     if status == 429 or status >= 500 or status in TRANSIENT_STATUSES:
@@ -77,11 +88,12 @@ def classify_status(
     return JudgeRejected(f"judge answered {status}: {message}", status_code=status, code=code)
 
 
-def _names_response_format(status: int, text: str) -> bool:
-    """A 400 or 422 naming the argument, or a 500 whose request validation names it."""
+def _names_parameter(status: int, text: str, *, words: tuple[str, ...]) -> bool:
+    """A 400 or 422 naming a request parameter (by one of ``words``, the first being its
+    name), or a 500 whose request validation names it."""
     if status in (400, 422):
-        return any(word in text for word in _FORMAT_WORDS)
-    return (status == 500 and "response_format" in text
+        return any(word in text for word in words)
+    return (status == 500 and words[0] in text
             and any(word in text for word in _VALIDATION_WORDS))
 
 
@@ -96,6 +108,18 @@ def refuses_response_format(answer: object) -> bool:
         True for a rejection classified :data:`RESPONSE_FORMAT_REFUSED`.
     """
     return isinstance(answer, JudgeRejected) and answer.code == RESPONSE_FORMAT_REFUSED
+
+
+def refuses_prompt_cache_key(answer: object) -> bool:
+    """Whether a call ended with the judge refusing its ``prompt_cache_key`` parameter.
+
+    Args:
+        answer: What a judge call ended with.
+
+    Returns:
+        True for a rejection classified :data:`PROMPT_CACHE_KEY_REFUSED`.
+    """
+    return isinstance(answer, JudgeRejected) and answer.code == PROMPT_CACHE_KEY_REFUSED
 
 
 def prompt_too_long(answer: object) -> bool:
@@ -120,6 +144,13 @@ def error_code(body: Any) -> str | None:
         return code
     kind = error.get("type")
     return str(kind) if kind else None
+
+
+def _error_param(body: Any) -> str | None:
+    """The ``param`` of an OpenAI-style error body (the request parameter it is about)."""
+    error = _error_object(body)
+    param = error.get("param") if error is not None else None
+    return param if isinstance(param, str) else None
 
 
 def error_type(body: Any) -> str | None:

@@ -1,4 +1,4 @@
-"""Verdict costs and how a daily budget scales the sampling rate."""
+"""How a daily budget scales the sampling rate."""
 
 from __future__ import annotations
 
@@ -6,25 +6,8 @@ from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
-from evalfleet.core.budget import Price, budget_day, budget_factor, cost_usd
+from evalfleet.core.budget import budget_day, budget_factor
 from evalfleet.core.spend import SpendLedger
-
-PRICE = Price(prompt_per_mtok=0.15, completion_per_mtok=0.60)
-
-
-@pytest.mark.parametrize(("prompt", "completion", "expected"), [
-    (1_000_000, 0, 0.15),
-    (1000, 500, 0.00015 + 0.0003),
-    (1000, None, 0.00015),
-    (None, 500, None),
-])
-def test_cost_usd(prompt: int | None, completion: int | None, expected: float | None) -> None:
-    assert cost_usd(PRICE, prompt_tokens=prompt, completion_tokens=completion) == (
-        pytest.approx(expected) if expected is not None else None)
-
-
-def test_no_price_no_cost() -> None:
-    assert cost_usd(None, prompt_tokens=10, completion_tokens=10) is None
 
 
 @pytest.mark.parametrize(("spent", "budget", "factor"), [

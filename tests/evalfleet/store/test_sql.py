@@ -6,8 +6,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from sqlalchemy import inspect
 
 from evalfleet.store import (
     Claim,
@@ -20,6 +22,8 @@ from evalfleet.store import (
     migrate,
     open_store,
 )
+from evalfleet.store.export import export_row
+from evalfleet.store.migration import alembic_config
 from evalfleet.store.schema import metadata, schema_filter
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -251,3 +255,44 @@ def test_canary_verdicts_add_their_agreement_series_only(any_store: SqlStore) ->
                                     "ORDER BY name").all()
     assert [tuple(row) for row in rows] == [("canary:faithfulness", "rag_qa", 0.75),
                                             ("canary_bias:faithfulness", "rag_qa", -0.25)]
+
+
+def test_cached_tokens_are_stored_and_exported(any_store: VerdictStore) -> None:
+    any_store.save(verdicts=[record(VerdictKey("a", "rag_qa", "v", "m"), cached_tokens=64),
+                             record(VerdictKey("b", "rag_qa", "v", "m"))], owner="a")
+    rows = {r.key.sample_id: export_row(r) for r in any_store.iter_verdicts()}
+    assert (rows["a"]["cached_tokens"], rows["b"]["cached_tokens"]) == (64, None)
+    assert rows["a"]["prompt_tokens"] == 100
+
+
+@pytest.mark.parametrize("backend", ["postgres", "sqlite"])
+def test_revision_0013_adds_cached_tokens_and_takes_it_back(
+        backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    # On Postgres the verdicts are partitioned by day (0008): the column reaches every
+    # partition, those of verdicts stored before the revision included.
+    url = (request.getfixturevalue("empty_postgres_url") if backend == "postgres"
+           else f"sqlite:///{tmp_path / 'revisions.db'}")
+    store = open_store(url)
+    try:
+        migrate(store.engine)
+        store.save(verdicts=[record(VerdictKey("kept", "rag_qa", "v", "m"), cached_tokens=80)],
+                   owner="a")
+        migrate_down(store, "0012")
+        with store.engine.connect() as conn:  # type: ignore[attr-defined]
+            columns = {c["name"] for c in inspect(conn).get_columns("verdicts")}
+            assert "cached_tokens" not in columns and "judge_mode" in columns
+        migrate(store.engine)
+        store.save(verdicts=[record(VerdictKey("new", "rag_qa", "v", "m"), cached_tokens=32,
+                                    created_at=NOW + timedelta(days=1))], owner="a")
+        cached = {r.key.sample_id: r.cached_tokens for r in store.iter_verdicts()}
+    finally:
+        store.close()
+    assert cached == {"kept": None, "new": 32}  # the older row lost it with the column
+
+
+def migrate_down(store: VerdictStore, revision: str) -> None:
+    engine = store.engine  # type: ignore[attr-defined]
+    config = alembic_config(engine)
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, revision)

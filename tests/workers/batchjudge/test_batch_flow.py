@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from evalfleet.core.message import Job, Purpose, new_job
 from evalfleet.core.metric import load_registry
+from evalfleet.core.price import ModelPrice, Price
 from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
@@ -37,6 +38,8 @@ from workers.judge import AsyncHttpJudge, JudgeClient, JudgeFleet
 from workers.judge.base import JudgeReply
 
 PRICES = {"judge-sim": (1.0, 2.0)}
+#: The same, as the collector takes them (the fleet's batch share of 0.5).
+RESOLVED_PRICES = {"judge-sim": Price(1.0, 2.0, 1.0, 0.5)}
 GOOD_RAG = ('{"faithfulness": 0.9, "context_relevance": 0.8, "answer_relevance": 1.0, '
             '"semantic_similarity": 0.7, "evaluation_status": "success", "reason": null, '
             '"error": null}')
@@ -88,11 +91,10 @@ def submitter(store: SqlStore, api: BatchApi, *, step: Any = None,
 
 def collector(store: SqlStore, api: BatchApi, worker: Evaluator,
               published: list[Job]) -> Collector:
-    evaluator, answers = collecting_evaluator(worker, endpoint=api.base_url,
-                                              price_multiplier=0.5)
+    evaluator, answers = collecting_evaluator(worker, endpoint=api.base_url)
     return Collector(BatchSpool(store), api, evaluator=evaluator, answers=answers,
                      publish=lambda job, _countdown: published.append(job), clock=clock,
-                     failed_retry_s=0.0, price_multiplier=0.5)
+                     failed_retry_s=0.0, prices=RESOLVED_PRICES)
 
 
 def collect_all(coll: Collector, store: SqlStore, *, rounds: int = 400) -> CollectReport:
@@ -277,7 +279,8 @@ def test_drain_sends_what_waits_and_collects_it(
     spool_jobs(worker, jobs(25))
     fleet = settings.model_copy(update={"batch_metrics": ["rag_qa"],
                                         "batch_max_wait_s": 3600.0, "judge_model": "judge-sim",
-                                        "model_prices": {"judge-sim": (1.0, 2.0)}})
+                                        "model_prices": {"judge-sim": ModelPrice(
+                                            input=1.0, output=2.0)}})
     result = cli(fleet, "batches", "drain", "--interval", "0.1", "--timeout", "30")
     assert result.exit_code == 0, result.output
     assert "drained" in result.stderr
@@ -320,12 +323,11 @@ def test_a_collector_killed_mid_download_or_mid_batch_resumes(
     submitter(store, api).run()
     published: list[Job] = []
     dying = DownloadKilled(sim.base_url)
-    evaluator, answers = collecting_evaluator(worker, endpoint=api.base_url,
-                                              price_multiplier=0.5)
+    evaluator, answers = collecting_evaluator(worker, endpoint=api.base_url)
     for spool, batch_api in ((BatchSpool(store), dying), (SettleKilled(store), api)):
         killed = Collector(spool, batch_api, evaluator=evaluator, answers=answers,
                            publish=lambda job, _c: published.append(job), clock=clock,
-                           failed_retry_s=0.0, price_multiplier=0.5, chunk=20)
+                           failed_retry_s=0.0, prices=RESOLVED_PRICES, chunk=20)
         with pytest.raises(Killed):
             collect_all(killed, store)
     dying.close()
@@ -349,11 +351,10 @@ def test_a_job_sent_back_and_spooled_again_before_its_row_goes_is_kept(
         published.append(job)
         spool_jobs(worker, [job], owner=f"again-{job.sample.id}")
 
-    evaluator, answers = collecting_evaluator(worker, endpoint=api.base_url,
-                                              price_multiplier=0.5)
+    evaluator, answers = collecting_evaluator(worker, endpoint=api.base_url)
     collect_all(Collector(spool, api, evaluator=evaluator, answers=answers,
                           publish=spool_at_once, clock=clock, failed_retry_s=0.0,
-                          price_multiplier=0.5), store)
+                          prices=RESOLVED_PRICES), store)
     assert len(published) == 5 and spool.summary().waiting == 5
     sim.configure(batch_expire_done_share=None)
     submitter(store, api).run()
@@ -394,10 +395,10 @@ def test_an_unusable_batch_reply_is_stored_failed_or_reasked_synchronously(
         spool_jobs(worker, jobs(6))
         submitter(store, api).run()
         evaluator, answers = collecting_evaluator(worker, endpoint=api.base_url,
-                                                  price_multiplier=0.5, reask_sync=reask_sync)
+                                                  reask_sync=reask_sync)
         collect_all(Collector(BatchSpool(store), api, evaluator=evaluator, answers=answers,
                               publish=lambda job, _c: None, clock=clock, failed_retry_s=0.0,
-                              price_multiplier=0.5), store)
+                              prices=RESOLVED_PRICES), store)
     finally:
         sync_judge.close()
     verdicts = list(store.iter_verdicts())

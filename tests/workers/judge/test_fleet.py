@@ -26,6 +26,7 @@ from workers.judge import (
     ProviderCapabilities,
     layers_for,
 )
+from workers.judge.cache_key import CacheKeySupport, RedisCacheKeySupport
 from workers.judge.formats import FormatSupport
 from workers.judge.gate import RateBudget, Ticket, estimate_tokens
 from workers.limiter import LocalRateLimiter
@@ -318,7 +319,7 @@ def test_every_provider_passes_each_fleet_concern_once_in_one_order(
     (ProviderCapabilities(name="openai"), FLEET_ORDER),
     # Submitted now, collected later: no call per request to hold a slot or a rate budget.
     (ProviderCapabilities(name="batch", kind="batch"),
-     ("deadline", "breaker", "response_format")),
+     ("deadline", "breaker", "response_format", "prompt_cache_key")),
 ])
 def test_which_fleet_concerns_apply_to_which_kind_of_provider(
     capabilities: ProviderCapabilities, order: tuple[str, ...],
@@ -348,3 +349,54 @@ def test_a_refused_response_format_steps_down_without_tripping_the_breaker(
     assert breaker.state == "closed" and formats.mode_for("judge-sim") == "json_object_schema"
     assert steps == [("judge-sim", "json_object_schema")]  # learnt once
     assert sim.stats()["by_status"]["500"] <= 4
+
+
+@pytest.mark.parametrize("style", ["openai", "llama_cpp_python", "vllm"])
+@pytest.mark.parametrize("kind", ["http", "openai"])
+def test_a_refused_prompt_cache_key_is_dropped_and_the_call_sent_again(
+    style: str, kind: str, sim: RunningSim,
+) -> None:
+    # Azure OpenAI answers an unknown parameter with a 400, llama-cpp-python's validation
+    # with a 500: both drop the key for the model, once, and no call fails.
+    sim.configure(refused_parameters=["prompt_cache_key"], server_style=style)
+    breaker = CircuitBreaker(failure_threshold=2)
+    support = CacheKeySupport()
+    fleet = JudgeFleet(_provider(kind, sim.base_url), concurrency=1, breaker=breaker,
+                       cache_keys=support)
+    keyed = [replace(request(n), prompt_cache_key="evalfleet:m:v1") for n in range(4)]
+    try:
+        answers = fleet.complete_many(keyed)
+    finally:
+        fleet.close()
+    assert all(isinstance(answer, JudgeReply) for answer in answers)
+    assert breaker.state == "closed" and not support.accepts("judge-sim")
+    stats = sim.stats()
+    # One call at a time: the first is refused and sent again without it, the rest go
+    # without it at once.
+    assert stats["requests"] == 5 and stats["by_outcome"]["parameter_refused"] == 1
+    assert stats["by_prompt_cache_key"] == {"none": 4}
+
+
+def test_an_accepted_prompt_cache_key_is_sent(sim: RunningSim) -> None:
+    fleet = JudgeFleet(_provider("http", sim.base_url), concurrency=4)
+    try:
+        answers = fleet.complete_many([replace(request(n), prompt_cache_key="evalfleet:m:v1")
+                                       for n in range(3)] + [request(9)])
+    finally:
+        fleet.close()
+    assert all(isinstance(answer, JudgeReply) for answer in answers)
+    assert sim.stats()["by_prompt_cache_key"] == {"evalfleet:m:v1": 3, "none": 1}
+
+
+def test_a_refusal_learnt_by_one_worker_is_shared_by_the_fleet(redis_url: str) -> None:
+    now = [0.0]
+    first = RedisCacheKeySupport(url=redis_url, endpoint="http://judge:8000/v1",
+                                 clock=lambda: now[0])
+    second = RedisCacheKeySupport(url=redis_url, endpoint="http://judge:8000/v1",
+                                  refresh_s=10, clock=lambda: now[0])
+    other = RedisCacheKeySupport(url=redis_url, endpoint="http://other:8000/v1")
+    assert second.accepts("m")  # read once now
+    assert first.refuse("m") and not first.refuse("m") and not first.accepts("m")
+    assert second.accepts("m")  # not re-read yet
+    now[0] = 10.0
+    assert not second.accepts("m") and second.accepts("n") and other.accepts("m")

@@ -11,6 +11,7 @@ from workers.judge.status import (
     classify_status,
     error_code,
     prompt_too_long,
+    refuses_prompt_cache_key,
     refuses_response_format,
 )
 
@@ -91,3 +92,23 @@ def test_a_busy_server_mentioning_context_is_still_transient() -> None:
 
 def test_no_error_refuses_nothing() -> None:
     assert refuses_response_format(None) is False
+
+
+@pytest.mark.parametrize(("status", "message", "body", "refuses"), [
+    # Azure OpenAI, for a parameter its API version does not know.
+    (400, "Unrecognized request argument supplied: prompt_cache_key", None, True),
+    # OpenAI-style: the parameter named in the error's param only.
+    (400, "Unknown parameter.", {"error": {"param": "prompt_cache_key"}}, True),
+    (422, "extra fields not permitted: prompt_cache_key", None, True),
+    # A server whose pydantic validation forbids extra fields answers 500.
+    (500, "1 validation error for CreateChatCompletionRequest\nprompt_cache_key\n  Extra "
+          "inputs are not permitted [type=extra_forbidden]", None, True),
+    (500, "prompt_cache_key backend crashed", None, False),  # a fault, not a refusal
+    (400, "Unrecognized request argument supplied: seed", None, False),
+    (429, "prompt_cache_key rate limited", None, False),
+])
+def test_a_refused_prompt_cache_key_is_named(status: int, message: str, body: Any,
+                                             refuses: bool) -> None:
+    error = classify_status(status, message=message, body=body, retry_after_s=None)
+    assert refuses_prompt_cache_key(error) is refuses
+    assert not refuses_response_format(error)
