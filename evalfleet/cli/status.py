@@ -61,7 +61,8 @@ def status(state: CliState, metrics: tuple[str, ...], window: str, concurrency: 
            drain: str, sample_text: str, watch: bool, interval: float, count: int | None,
            as_json: bool) -> None:
     """Per metric queue: depth, jobs in flight, arrival and completion rates, oldest job,
-    verdict lag, failures by error class, and the worker processes needed; below it,
+    verdict lag, judge call latency, the share of prompt tokens the judge served from its
+    prompt cache, failures by error class, and the worker processes needed; below it,
     batch judging when there is any (docs/batch.md).
 
     Workers come from Little's law: arrivals x judge calls per job x call latency /
@@ -181,7 +182,7 @@ def render_status(fleet: FleetStatus) -> str:
               f"{fleet.concurrency} judge calls in flight per worker, drain within "
               f"{format_duration(fleet.drain_s)}")
     columns = ["queue", "waiting", "in flight", "oldest", "arrive/s", "done/s", "lag",
-               "judge call", "failed", "workers", "to drain"]
+               "judge call", "cached", "failed", "workers", "to drain"]
     rows = [_row(queue) for queue in fleet.queues]
     notes = [note for queue in fleet.queues for note in _notes(queue)]
     notes.extend(_identity_notes(fleet))
@@ -198,6 +199,8 @@ def _row(queue: QueueStatus) -> list[str]:
         f"{queue.arrival_per_s:.1f}", f"{queue.completed_per_s:.1f}",
         format_age(queue.lag_mean_s) if queue.lag_mean_s is not None else "-",
         f"{queue.judge.latency_s:.2f}s" if queue.judge else "-",
+        (f"{queue.judge.cached_share:.0%}" if queue.judge and queue.judge.cached_share
+         is not None else "-"),
         f"{failed:.1%}" if queue.failures else "0",
         "-" if advice.workers is None else f"{advice.workers}{mark}",
         "-" if advice.drain_workers is None else f"{advice.drain_workers}{mark}",

@@ -444,10 +444,9 @@ async def _hang(request: Request, *, hang_s: float) -> bool:
 
 def _serve_cache(sim: SimState, chat: _ChatRequest) -> int | None:
     """The request's cached prompt tokens (None when the cache reports nothing), counted."""
-    if not sim.config.prompt_cache:
-        return None
-    cached = sim.prompt_cache.serve(chat.prompt.text, model=chat.model)
-    sim.counters.cache(key=chat.prompt_cache_key, cached_tokens=cached,
+    cached = (sim.prompt_cache.serve(chat.prompt.text, model=chat.model)
+              if sim.config.prompt_cache else None)
+    sim.counters.cache(key=chat.prompt_cache_key, cached_tokens=cached or 0,
                        prompt_tokens=estimate_tokens(chat.prompt.text))
     return cached
 

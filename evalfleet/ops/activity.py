@@ -2,7 +2,8 @@
 
 Per metric: verdicts and dead letters created in the window (by status and error
 class), the verdict lag (``created_at - sample_ts``), and the judge's cost per job:
-mean call latency, calls per job and tokens per call.
+mean call latency, calls per job, tokens per call and the share of prompt tokens the
+judge served from its prompt cache.
 
 The call latency is the mean ``latency_ms`` of verdicts judged in one call
 (``attempts = 1``): a verdict's ``latency_ms`` sums only the calls of its last
@@ -47,6 +48,9 @@ class JudgeCost:
     basis: str
     """Where the figures come from: ``window`` or ``recent`` verdicts, or (for a metric
     with none) the other metric on the same judge model they were taken from."""
+    cached_share: float | None = None
+    """Of the prompt tokens of verdicts whose judge reported cached tokens, the share
+    served from its prompt cache (None: none reported)."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,9 @@ def _judge_columns(v: Any) -> list[Any]:
         func.sum(v.attempts).label("attempts"),
         func.sum(v.prompt_tokens + func.coalesce(v.completion_tokens, 0)).label("tokens"),
         func.sum(case((metered, v.attempts), else_=0)).label("metered_attempts"),
+        func.sum(v.cached_tokens).label("cached"),
+        func.sum(case((v.cached_tokens.is_not(None), v.prompt_tokens), else_=0)).label(
+            "cache_reported"),
     ]
 
 
@@ -179,7 +186,7 @@ def _activity(metric: str, rows: list[Any]) -> Activity:
 
 def _totals(rows: Sequence[Any]) -> dict[str, float]:
     keys = ("n", "single_latency_ms", "singles", "latency_ms", "attempts", "tokens",
-            "metered_attempts")
+            "metered_attempts", "cached", "cache_reported")
     return {key: sum(float(row[key] or 0) for row in rows) for key in keys}
 
 
@@ -194,12 +201,15 @@ def _judge_cost(totals: dict[str, float], *, basis: str) -> JudgeCost | None:
         calls_per_job=totals["attempts"] / totals["n"],
         tokens_per_call=totals["tokens"] / metered if metered else None,
         basis=basis,
+        cached_share=(totals["cached"] / totals["cache_reported"]
+                      if totals["cache_reported"] else None),
     )
 
 
 def _recent_judge_cost(conn: Connection, metric: str) -> JudgeCost | None:
     v = verdicts.c
-    recent = (select(v.latency_ms, v.attempts, v.prompt_tokens, v.completion_tokens)
+    recent = (select(v.latency_ms, v.attempts, v.prompt_tokens, v.completion_tokens,
+                     v.cached_tokens)
               .where(v.metric == metric).order_by(v.created_at.desc())
               .limit(RECENT_VERDICTS).subquery())
     row = conn.execute(select(*_judge_columns(recent.c))).mappings().one()

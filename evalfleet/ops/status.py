@@ -267,6 +267,7 @@ def _queue_json(queue: QueueStatus) -> dict[str, Any]:
         "judge_latency_s": judge.latency_s if judge else None,
         "calls_per_job": judge.calls_per_job if judge else None,
         "tokens_per_call": judge.tokens_per_call if judge else None,
+        "cached_prompt_share": judge.cached_share if judge else None,
         "judge_basis": judge.basis if judge else None,
         "failures": [
             {"error_class": f.error_class, "outcome": f.outcome, "count": f.count,

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import string
+from importlib import resources
+
 import pytest
 
 from evalfleet.core.errors import InvalidMetricSpec
 from evalfleet.core.metric import MessageSpec, Metric, load_registry
-from evalfleet.core.sample import parse_sample
+from evalfleet.core.sample import Sample, parse_sample
+from workers.judge.base import JudgeRequest, prompt_cache_key
 from workers.renderer import check_templates, render_messages, template_placeholders
+from workers.verdicts import response_format_for
 
 TRICKY = 'Try {x}, {{ x }}, {0}, {__class__}, <score>5</score> and {"faithfulness": 1.0}'
 
@@ -77,3 +83,50 @@ def test_a_jinja_template_cannot_render_without_bound(template: str) -> None:
     with pytest.raises(InvalidSample, match="the prompt is not rendered"):
         render_messages(bounded, parse_sample({"id": "1", "input": "q", "output": "a",
                                                "context": ["c"]}))
+
+
+def _fixed_head(metric: Metric) -> list[str]:
+    """The text every request of ``metric`` starts with, one item per message: whole
+    messages that read no sample value, then the next one's template up to its first."""
+    constants = {**metric.spec.constants, **metric.examples_text}
+    head: list[str] = []
+    for message in metric.spec.messages:
+        if message.syntax == "none":
+            head.append(message.template)
+            continue
+        if message.syntax == "jinja":
+            return [*head, message.template.split("{{", 1)[0].split("{%", 1)[0]]
+        text = []
+        for literal, field, _, _ in string.Formatter().parse(message.template):
+            text.append(literal)
+            if field is not None and field not in constants:
+                return [*head, "".join(text)]
+            if field is not None:
+                text.append(constants[field])
+        head.append("".join(text))
+    return head
+
+
+def _request_body(name: str, sample: Sample) -> str:
+    spec = metric(name)
+    request = JudgeRequest(
+        messages=render_messages(spec, sample), model="gpt-4o-mini",
+        temperature=spec.spec.judge.temperature, max_tokens=spec.spec.judge.max_tokens,
+        response_format=response_format_for(spec, supported="json_schema"), metric=name,
+        prompt_cache_key=prompt_cache_key(name, spec.version))
+    return json.dumps(request.payload())
+
+
+@pytest.mark.parametrize("name", ["rag_qa", "context_precision", "bbh_match", "rec_faithfulness"])
+def test_two_samples_share_the_fixed_text_as_a_byte_identical_prefix(name: str) -> None:
+    # What providers cache is a request's prefix: everything evalfleet puts ahead of the
+    # sample (the system message, the examples, the metric file's order of messages) must
+    # be sent byte for byte alike. A user's template text itself is never reordered.
+    gold = resources.files("evalfleet.calibration") / "gold" / f"{name}.jsonl"
+    first, second = (parse_sample({k: v for k, v in json.loads(line).items() if k != "labels"})
+                     for line in gold.read_text().splitlines()[:2])
+    one, two = _request_body(name, first), _request_body(name, second)
+    shared = one[:next(n for n, (a, b) in enumerate(zip(one, two, strict=False)) if a != b)]
+    head = [json.dumps(text)[1:-1] for text in _fixed_head(metric(name))]
+    assert sum(map(len, head)) > 200 and all(text in shared for text in head)
+    assert one.endswith(f'"prompt_cache_key": "evalfleet:{name}:{metric(name).version}"}}')

@@ -63,6 +63,21 @@ def test_errors_waits_tokens_and_cost() -> None:
                  model="unpriced") is None
 
 
+def test_cached_prompt_tokens_are_counted_beside_the_prompt_tokens() -> None:
+    registry = CollectorRegistry()
+    telemetry = Telemetry(registry=registry)
+    telemetry.record_cost(metric="rag_qa", judge_model="m", prompt_tokens=1500,
+                          completion_tokens=100, cost_usd=None, cached_tokens=1024)
+    telemetry.record_cost(metric="rag_qa", judge_model="m", prompt_tokens=1500,
+                          completion_tokens=100, cost_usd=None)  # the judge reported none
+    telemetry.record_cost(metric="rag_qa", judge_model="m", prompt_tokens=10,
+                          completion_tokens=1, cost_usd=None, cached_tokens=64)  # over: 10
+    assert value(registry, "evalfleet_judge_cached_prompt_tokens_total", metric="rag_qa",
+                 model="m") == 1034
+    assert value(registry, "evalfleet_judge_tokens_total", metric="rag_qa", model="m",
+                 kind="prompt") == 3010
+
+
 def test_segment_values_are_capped_per_key() -> None:
     labeler = SegmentLabeler(["app"], max_values=2)
     assert [labeler.values({"app": a})[0] for a in ("a", "b", "c", "a", "d")] == [

@@ -3,25 +3,30 @@
 Through the provider contract, in order: the model list (reachable, authenticated, the
 model served); each response-format mode with a tiny request (which the endpoint and
 model accept); then one real prompt of each metric (the first sample of its bundled gold
-set), rendered, sent in the strongest accepted mode, and parsed as a worker would, with
-its latency, token usage and cached tokens. Every probe that shows the judge will not work
-is a problem, in one line.
+set), rendered, sent in the strongest accepted mode with its ``prompt_cache_key`` (sent
+again without it when the endpoint refuses it, as the fleet does), and parsed as a worker
+would, with its latency, token usage and cached tokens. Every probe that shows the judge
+will not work is a problem, in one line.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from evalfleet.calibration.gold import bundled_gold, load_gold
 from evalfleet.core.errors import JudgeError, JudgeRejected
 from evalfleet.core.metric import Metric
-from workers.judge.base import JudgeReply, JudgeRequest
+from workers.judge.base import JudgeReply, JudgeRequest, prompt_cache_key
 from workers.judge.formats import mode_of
 from workers.judge.provider import JudgeProvider
-from workers.judge.status import prompt_too_long, refuses_response_format
+from workers.judge.status import (
+    prompt_too_long,
+    refuses_prompt_cache_key,
+    refuses_response_format,
+)
 from workers.renderer import render_messages
 from workers.verdicts import ParseFailure, parse_verdict, response_format_for
 from workers.verdicts.schema import MODES, ResponseFormat
@@ -160,8 +165,13 @@ async def _metric(provider: JudgeProvider, metric: Metric, *, model: str,
     request = JudgeRequest(messages=render_messages(metric, items[0].sample), model=model,
                            temperature=options.temperature, max_tokens=options.max_tokens,
                            response_format=response_format_for(metric, supported=mode),
-                           metric=metric.name)
+                           metric=metric.name,
+                           prompt_cache_key=prompt_cache_key(metric.name, metric.version))
     answer, latency_ms = await _send(provider, request)
+    cache_key = ""
+    if refuses_prompt_cache_key(answer):
+        cache_key = "; prompt_cache_key refused, not sent"
+        answer, latency_ms = await _send(provider, replace(request, prompt_cache_key=None))
     what = f"metric {metric.name}"
     if isinstance(answer, JudgeError):
         reason = ("the prompt is longer than the judge's context" if prompt_too_long(answer)
@@ -172,8 +182,9 @@ async def _metric(provider: JudgeProvider, metric: Metric, *, model: str,
                            finish_reason=answer.finish_reason)
     sent = mode_of(request.response_format)
     ok = not isinstance(result, ParseFailure)
-    reason = (f"verdict parsed ({sent})" if not isinstance(result, ParseFailure) else
-              f"no usable verdict in {sent} ({result.error_class}: {_line(result.message)})")
+    reason = (f"verdict parsed ({sent}){cache_key}" if not isinstance(result, ParseFailure)
+              else f"no usable verdict in {sent} ({result.error_class}: "
+                   f"{_line(result.message)}){cache_key}")
     return Probe(what, ok, reason, problem=None if ok else f"{metric.name} ({model}): {reason}",
                  latency_ms=latency_ms, prompt_tokens=answer.prompt_tokens,
                  completion_tokens=answer.completion_tokens, cached_tokens=answer.cached_tokens)

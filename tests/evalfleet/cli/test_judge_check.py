@@ -55,6 +55,16 @@ def test_a_refused_format_is_reported_and_stepped_down_not_a_problem(
     assert seen["metric rag_qa"]["detail"] == "verdict parsed (json_object_schema)"
 
 
+def test_a_refused_prompt_cache_key_is_reported_not_a_problem(
+    sim_settings: Settings, sim: RunningSim,
+) -> None:
+    sim.configure(refused_parameters=["prompt_cache_key"])
+    status, report, problems = judge_check(sim_settings, "--metric", "context_precision")
+    assert (status, problems) == (0, "")
+    assert probes(report)["metric context_precision"]["detail"] == (
+        "verdict parsed (json_schema); prompt_cache_key refused, not sent")
+
+
 @pytest.mark.parametrize(("config", "script", "says"), [
     ({"server_error_rate": 1.0}, None, "judge answered 500"),
     ({}, [{"match": "", "replies": [{"status": 401}], "then": "repeat_last"}], None),
