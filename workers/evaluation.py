@@ -396,8 +396,11 @@ class Evaluator:
                    if self.options.in_batch_mode(item.job, item.metric)]
         if not spooled:
             return pending
+        # Batch lines carry no prompt_cache_key: a Batch API that refused it would fail
+        # every line, with no call of the fleet's to drop it and send again.
         self.spool.put([SpoolEntry(item.key.digest(), item.key.judge_model, item.metric.name,
-                                   encode_job(item.job), item.request.payload())
+                                   encode_job(item.job),
+                                   replace(item.request, prompt_cache_key=None).payload())
                         for item in spooled], owner=owner, now=self._clock())
         for item in spooled:
             batch.outcomes[item.index] = Outcome.spooled()

@@ -9,8 +9,10 @@ Routes::
     PUT  /_sim/config           partial update of the configuration
     POST /_sim/script           replace the reply script: {"rules": [...]}
     GET  /_sim/stats            counters (``answered_by_prompt``: 200 replies per prompt,
-                                leaving out hangs the client gave up on)
-    POST /_sim/reset            clear counters, script, rate window, files and batches; re-seed
+                                leaving out hangs the client gave up on; ``cached_tokens``
+                                the prompt cache served; ``by_prompt_cache_key``)
+    POST /_sim/reset            clear counters, script, rate window, prompt cache, files
+                                and batches; re-seed
     POST /v1/files              upload a batch input (multipart: file, purpose=batch)
     GET  /v1/files/{id}         a file object; /content its bytes
     POST /v1/batches            create a batch of an uploaded file
@@ -21,11 +23,12 @@ Batches move on when looked at (:mod:`evalfleet.judgesim.batches`); their lines 
 judged by the same code as a chat request, without latency, rate limit or script.
 
 One request, in order: read and check the body (400 on error); count its
-prompt; the ``rpm_limit`` window (429); the script; a random fault (429 at
-once; others after the latency draw); the reply. Delays are ``asyncio.sleep``,
-so one process holds thousands of requests in flight. Everything runs on the
-event loop thread, so the state needs no lock. :mod:`evalfleet.judgesim.runner`
-serves the app.
+prompt; a refused parameter or ``response_format``, a prompt over the context; the
+``rpm_limit`` window (429); the script; a random fault (429 at once); the prompt cache
+(:mod:`evalfleet.judgesim.prompt_cache`); the latency draw and other faults; the reply.
+Delays are ``asyncio.sleep``, so one process holds thousands of requests in flight.
+Everything runs on the event loop thread, so the state needs no lock.
+:mod:`evalfleet.judgesim.runner` serves the app.
 """
 
 from __future__ import annotations
@@ -159,7 +162,8 @@ class SimState:
         self.reset()
 
     def reset(self) -> None:
-        """Clear counters, script and rate window, and re-seed; the config stays."""
+        """Clear counters, script, rate window and prompt cache, and re-seed; the config
+        stays."""
         self.counters = _Counters()
         self.script = Script()
         self.rng = random.Random(self.config.seed)

@@ -7,6 +7,7 @@ verdict, the re-ask, the retry decision or the dead letter.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -327,6 +328,32 @@ def test_verdicts_are_costed_and_counted_against_the_day(
     assert [v.cost_usd for v in verdicts] == pytest.approx(expected)
     assert ledger.spent("rag_qa", day=budget_day()) == pytest.approx(sum(expected))
     ledger.close()
+
+
+def test_cached_tokens_are_kept_summed_over_a_reask_and_priced_in_batch_mode(
+    store: SqlStore, judge: JudgeClient, sim: RunningSim,
+) -> None:
+    # Blocks of 16 tokens from the first: rag_qa's fixed text ahead of the sample is short.
+    sim.configure(prompt_cache_min_tokens=0, prompt_cache_block_tokens=16)
+    sim.script([{"match": "Reasked sample", "replies": [{"content": "no verdict here"}]}])
+    prices = {"judge-sim": {"input": 1.0, "cached_input": 0.1, "output": 2.0, "batch": 0.4}}
+    options = replace(evaluator_options(judge_model="judge-sim", model_prices=prices),
+                      judge_mode="batch")
+    evaluator = Evaluator(registry=load_registry(), store=store, judge=judge, options=options)
+    for sample_id, question in (("a", None), ("b", None), ("c", "Reasked sample?")):
+        changes = {"id": sample_id, **({"input": question} if question else {})}
+        assert evaluator.run(job(**changes), owner="m1").kind == "stored"
+    verdicts = {v.key.sample_id: v for v in stored(store)}
+    assert verdicts["a"].cached_tokens == 0  # the first of its metric
+    assert verdicts["b"].cached_tokens and verdicts["b"].cached_tokens % 16 == 0
+    # The re-ask repeats the whole first prompt: its cached tokens add to the first call's.
+    reasked = verdicts["c"]
+    assert reasked.attempts == 2 and reasked.cached_tokens > verdicts["b"].cached_tokens
+    for verdict in verdicts.values():
+        cached = verdict.cached_tokens
+        expected = ((verdict.prompt_tokens - cached) * 1.0 + cached * 0.1
+                    + verdict.completion_tokens * 2.0) / 1e6 * 0.4
+        assert verdict.judge_mode == "batch" and verdict.cost_usd == pytest.approx(expected)
 
 
 def test_verdicts_and_judge_failures_are_counted(store: SqlStore, judge: JudgeClient,

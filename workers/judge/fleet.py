@@ -63,8 +63,9 @@ from workers.shutdown import ShutdownDeadline
 FLEET_ORDER = ("deadline", "concurrency", "breaker", "response_format", "prompt_cache_key",
                "rate_limit", "in_flight")
 
-#: Concerns that do not apply to a batch provider: it makes no call per request.
-PER_CALL_ONLY = frozenset({"concurrency", "rate_limit", "in_flight"})
+#: Concerns that do not apply to a batch provider: it makes no call per request (and its
+#: lines carry no prompt_cache_key).
+PER_CALL_ONLY = frozenset({"concurrency", "prompt_cache_key", "rate_limit", "in_flight"})
 
 #: Seconds to wait for in-flight calls when the fleet closes.
 CLOSE_TIMEOUT_S = 10.0

@@ -319,7 +319,7 @@ def test_every_provider_passes_each_fleet_concern_once_in_one_order(
     (ProviderCapabilities(name="openai"), FLEET_ORDER),
     # Submitted now, collected later: no call per request to hold a slot or a rate budget.
     (ProviderCapabilities(name="batch", kind="batch"),
-     ("deadline", "breaker", "response_format", "prompt_cache_key")),
+     ("deadline", "breaker", "response_format")),
 ])
 def test_which_fleet_concerns_apply_to_which_kind_of_provider(
     capabilities: ProviderCapabilities, order: tuple[str, ...],
