@@ -268,10 +268,10 @@ class JudgeSettings(BaseModel):
     of ``batch`` in ``model_prices``)."""
 
     prompt_cache_key: bool = True
-    """Send ``prompt_cache_key`` (``evalfleet:<metric>:<prompt version>``) with each judge
-    call, so a provider routes one metric's calls to the same prompt cache; an endpoint
-    that refuses the parameter has it dropped for that model, fleet-wide, and the call
-    sent again at once. False never sends it."""
+    """Send the request parameter prompt_cache_key (``evalfleet:<metric>:<prompt
+    version>``) with each judge call, so a provider routes one metric's calls to the same
+    prompt cache; an endpoint that refuses the parameter has it dropped for that model,
+    fleet-wide, and the call sent again at once. False never sends it."""
 
     def resolved_model_prices(self) -> dict[str, Price]:
         """Every configured model's price with its defaults filled in (cached input at the
