@@ -124,6 +124,8 @@ def test_a_real_server_judges_every_built_in_metric(
     # per model, never counted as a server fault.
     assert "refuses response_format json_schema" in log
     assert "circuit open" not in log
+    # prompt_cache_key is sent and ignored (its request models ignore unknown fields).
+    assert "refuses prompt_cache_key" not in log
     # No retry loop: a call may time out on a loaded machine and be made again, but no job
     # came near its last attempt.
     assert all(record.attempts < real.max_attempts for record in verdicts.values())
