@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,7 +87,9 @@ class TraceAssembly:
             BrokerUnavailable: When the buffer cannot be reached.
         """
         rate = self._highest_rate(self._pipeline.policy())
-        kept = [span for span in spans if is_sampled(span.trace_id, rate)]
+        decisions = {trace_id: is_sampled(trace_id, rate)
+                     for trace_id in {span.trace_id for span in spans}}
+        kept = [span for span in spans if decisions[span.trace_id]]
         telemetry.OTLP_SPANS.labels("sampled_out").inc(len(spans) - len(kept))
         try:
             added = self._buffer.add(kept, now_s=self._clock())
@@ -123,12 +126,15 @@ class TraceAssembly:
             return Sweep()
         policy = self._pipeline.policy()
         groups: dict[tuple[str, ...], list[tuple[str, Any]]] = {}
+        outcomes: Counter[str] = Counter()
         for trace in claimed:
-            for sample in self._samples(trace, policy):
+            for sample in self._samples(trace, policy, outcomes):
                 wanted = tuple(self._metrics_for(sample.record, policy))
                 if wanted:
                     groups.setdefault(wanted, []).append(
                         (f"trace {trace.trace_id}", Keyed(sample.record, sample.sampling_key)))
+        for outcome, count in outcomes.items():
+            telemetry.OTLP_TRACES.labels(outcome).inc(count)
         results: list[RecordResult] = []
         for metrics, records in groups.items():
             results.extend(self._pipeline.process(records, metrics=list(metrics)))
@@ -139,14 +145,16 @@ class TraceAssembly:
         telemetry.OTLP_SPANS.labels("late").inc(self._buffer.finish(claimed))
         return Sweep(len(claimed), results)
 
-    def _samples(self, trace: ClaimedTrace, policy: Policy) -> list[MappedSample]:
+    def _samples(self, trace: ClaimedTrace, policy: Policy,
+                 outcomes: Counter[str]) -> list[MappedSample]:
+        """The trace's samples; its outcome counted in ``outcomes``."""
         try:
             mapping = map_trace(trace.spans, spec=policy.spec.traces)
         except Exception:  # one trace the mapping cannot read never blocks the others
             log.exception("trace %s could not be mapped", trace.trace_id)
-            telemetry.OTLP_TRACES.labels("unreadable").inc()
+            outcomes["unreadable"] += 1
             return []
-        telemetry.OTLP_TRACES.labels(mapping.reason or "produced").inc()
+        outcomes[mapping.reason or "produced"] += 1
         return mapping.samples
 
     def _metrics_for(self, record: Mapping[str, Any], policy: Policy) -> list[str]:

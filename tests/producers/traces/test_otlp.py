@@ -142,3 +142,27 @@ def test_protobuf_attribute_values_nested_deep(levels: int, rejected: bool | Non
     (rejection,) = decode_protobuf(body, limits=LIMITS, max_spans=10).rejections
     assert rejection.field == 'attributes["deep"]'
     assert rejection.reason == "value nested deeper than 3 levels"
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    ("é" * 490, True),  # 980 bytes and the key's 4: within 1,000
+    ("é" * 499, False),  # 499 characters, 998 bytes: over with the key
+    ("\U0001F600" * 246, True),  # 250 characters with the key: no bytes counted
+    ("\U0001F600" * 249, True),  # 996 bytes, counted
+    ("\U0001F600" * 251, False),
+])
+def test_text_limits_count_utf8_bytes_in_both_encodings(text: str, kept: bool) -> None:
+    def build(tracer: Any) -> None:
+        with tracer.start_as_current_span("llm") as span:
+            span.set_attribute("text", text)
+
+    for decoded in (decode_protobuf(sdk_request(build), limits=LIMITS, max_spans=10),
+                    decode_json(json_request(json_span("eee19b7ec3c1b174",
+                                                       attributes={"text": text})),
+                                limits=LIMITS, max_spans=10)):
+        if kept:
+            assert [s.attributes["text"] for s in decoded.spans] == [text]
+        else:
+            (rejection,) = decoded.rejections
+            assert rejection.field == 'attributes["text"]'
+            assert "over the limit of 1,000 bytes" in rejection.reason
