@@ -97,7 +97,7 @@ def select(
                                 window_s=policy.spec.segments.window_s, now_s=now_s,
                                 max_new=policy.spec.segments.max_new,
                                 on_capped=partial(_count_capped, metric))
-        if is_sampled(sample_id, rule.rate):
+        if is_sampled(sample_id, rule.rate, metric=metric):
             picks.append(Pick(metric, "rate", rule.rate, rule.delay_s))
         elif in_minimum:
             picks.append(Pick(metric, "minimum", rule.rate, rule.delay_s))

@@ -2,8 +2,9 @@
 produces each due trace once.
 
 :meth:`TraceAssembly.accept` takes the decoded spans of one request: a span whose trace
-id hashes above every metric's rate is dropped at once (so a trace that is not sampled
-costs nothing), the rest are buffered with their trace. :meth:`TraceAssembly.sweep`
+no metric's rate keeps (each metric's sampling hash of the trace id, as the pipeline
+takes it later) is dropped at once (so a trace that is not sampled costs nothing), the
+rest are buffered with their trace. :meth:`TraceAssembly.sweep`
 claims the traces that are due, maps each to samples, leaves out the metrics a sample
 lacks the inputs of (counted), and runs the samples through the ordinary producer
 pipeline (filters, segment minimums, redaction, deduplication, backpressure), with the
@@ -86,8 +87,9 @@ class TraceAssembly:
             TraceBufferFull: When the buffer holds as many traces as allowed.
             BrokerUnavailable: When the buffer cannot be reached.
         """
-        rate = self._highest_rate(self._pipeline.policy())
-        decisions = {trace_id: is_sampled(trace_id, rate)
+        rates = self._rates(self._pipeline.policy())
+        decisions = {trace_id: any(is_sampled(trace_id, rate, metric=metric)
+                                   for metric, rate in rates)
                      for trace_id in {span.trace_id for span in spans}}
         kept = [span for span in spans if decisions[span.trace_id]]
         telemetry.OTLP_SPANS.labels("sampled_out").inc(len(spans) - len(kept))
@@ -178,10 +180,10 @@ class TraceAssembly:
         name = reason[reason.rfind("(") + 1:-1] if reason.endswith(")") else ""
         return name if name in self._metrics else "all"
 
-    def _highest_rate(self, policy: Policy) -> float:
-        rates = [policy.rule_for(name, rate=self._pipeline.rate).rate
-                 for name in self._pipeline.metrics(policy)]
-        return max(rates, default=0.0)
+    def _rates(self, policy: Policy) -> list[tuple[str, float]]:
+        """Each metric produced and its rate (a trace is buffered when one keeps it)."""
+        return [(name, policy.rule_for(name, rate=self._pipeline.rate).rate)
+                for name in self._pipeline.metrics(policy)]
 
 
 class TraceSweeper:
