@@ -227,15 +227,16 @@ def _convert(pairs: Iterable[tuple[str, Any]], *, limits: SpanLimits,
     # (4 bytes a character at most): most attributes are taken without their bytes
     # counted nor a budget made, which was a third of decoding a request.
     quick_chars = limits.max_value_bytes // 4
+    scalar, max_attributes, json_text = reader.scalar, limits.max_attributes, JSON_TEXT_ATTRIBUTES
     for key, raw in pairs:
-        if len(converted) >= limits.max_attributes:
-            raise _Problem(where, f"more than {limits.max_attributes} attributes")
-        value = reader.scalar(raw)
+        if len(converted) >= max_attributes:
+            raise _Problem(where, f"more than {max_attributes} attributes")
+        value = scalar(raw)
         if value is _NESTED or len(key) + (len(value) if type(value) is str else 0) > quick_chars:
             budget = _Budget(limits, where=where, key=key)
             budget.text(key)
             value = reader.value(raw, budget)
-        if key in JSON_TEXT_ATTRIBUTES and isinstance(value, str):
+        if key in json_text and isinstance(value, str):
             try:
                 jsontext.check_depth(value, max_depth=limits.max_json_depth)
             except jsontext.JsonTooDeep as exc:
@@ -296,7 +297,7 @@ class _ProtoSpan:
             return ""
         if len(raw) != size or not any(raw):
             raise _Problem(field, f"must be {size} bytes, not all zero (got {len(raw)})")
-        return bytes(raw).hex()
+        return raw.hex()
 
     def name(self) -> str:
         return str(self._span.name)
