@@ -123,6 +123,9 @@ def read_span(span: Span, *, messages: bool = True) -> SpanReading:
     """
     attributes = span.attributes
     kinds = {SPAN_KINDS.get(span.kind, "unspecified")}
+    if span.events and (documents := _event_documents(span.events)):
+        # A vector store's query span (OpenLLMetry): one event per retrieved document.
+        return SpanReading("openllmetry", documents=documents, kinds=frozenset(kinds))
     if "openinference.span.kind" in attributes:
         return _openinference(attributes, kinds, messages=messages)
     if "gen_ai.operation.name" in attributes or "gen_ai.input.messages" in attributes:
@@ -335,6 +338,13 @@ def _value_text(attributes: Mapping[str, Any], prefix: str) -> str | None:
         if len(strings) == 1:
             return strings[0]
     return value if isinstance(value, str) else raw
+
+
+def _event_documents(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The texts of ``db.query.result`` events' ``db.query.result.document``, in order."""
+    texts = [_text(event["attributes"].get("db.query.result.document")) for event in events
+             if event.get("name") == "db.query.result"]
+    return [text for text in texts if text]
 
 
 def _document_text(document: Any) -> str | None:

@@ -30,7 +30,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from evalfleet.core import jsontext
 from evalfleet.core.errors import InvalidTraces
-from producers.traces.span import Span, SpanLimits, SpanRejection
+from producers.traces.span import KEPT_EVENTS, Span, SpanLimits, SpanRejection
 
 #: Deepest nesting of an OTLP JSON body, in levels: a request is about 8 levels deep
 #: before its attribute values, whose own nesting is limited per span.
@@ -214,7 +214,7 @@ def _collect(span: _ProtoSpan | _JsonSpan, resource: dict[str, Any] | _Problem, 
             end_ns=span.time("endTimeUnixNano"),
             attributes=_convert(span.attribute_pairs(), limits=limits, reader=type(span),
                                 where="attributes"),
-            resource=resource,
+            resource=resource, events=_events(span, limits=limits),
         ))
     except _Problem as exc:
         out.rejections.append(SpanRejection(trace_id, span_id, exc.field, exc.reason))
@@ -243,6 +243,19 @@ def _convert(pairs: Iterable[tuple[str, Any]], *, limits: SpanLimits,
                 raise _Problem(_field_name(where, key), f"JSON text {exc}") from None
         converted[key] = value
     return converted
+
+
+def _events(span: _ProtoSpan | _JsonSpan, *, limits: SpanLimits) -> list[dict[str, Any]]:
+    """The span's events the mapping reads (:data:`KEPT_EVENTS`); the rest are dropped."""
+    kept: list[dict[str, Any]] = []
+    for n, (name, pairs) in enumerate(span.event_pairs()):
+        if name not in KEPT_EVENTS:
+            continue
+        if len(kept) >= limits.max_events:
+            raise _Problem("events", f"more than {limits.max_events} {name} events")
+        kept.append({"name": name, "attributes": _convert(
+            pairs, limits=limits, reader=type(span), where=f"events[{n}].attributes")})
+    return kept
 
 
 def _field_name(where: str, key: str) -> str:
@@ -310,6 +323,9 @@ class _ProtoSpan:
 
     def attribute_pairs(self) -> Iterator[tuple[str, Any]]:
         return self.attributes(self._span.attributes)
+
+    def event_pairs(self) -> Iterator[tuple[str, Iterator[tuple[str, Any]]]]:
+        return ((event.name, self.attributes(event.attributes)) for event in self._span.events)
 
     @staticmethod
     def attributes(pairs: Any) -> Iterator[tuple[str, Any]]:
@@ -391,6 +407,15 @@ class _JsonSpan:
 
     def attribute_pairs(self) -> Iterator[tuple[str, Any]]:
         return self.attributes(self._span.get("attributes") or [])
+
+    def event_pairs(self) -> Iterator[tuple[str, Iterator[tuple[str, Any]]]]:
+        events = self._span.get("events") or []
+        if not isinstance(events, list):
+            raise _Problem("events", "must be an array of events")
+        for event in events:
+            if not isinstance(event, dict) or not isinstance(event.get("name", ""), str):
+                raise _Problem("events", 'each event is {"name": string, "attributes": [...]}')
+            yield event.get("name", ""), self.attributes(event.get("attributes") or [])
 
     @staticmethod
     def attributes(pairs: Any) -> Iterator[tuple[str, Any]]:

@@ -19,6 +19,10 @@ from typing import Any
 
 import orjson
 
+#: Span events kept for the mapping: a vector store's query results (OpenLLMetry's
+#: chromadb, pinecone, qdrant... instrumentations), one event per retrieved document.
+KEPT_EVENTS = frozenset({"db.query.result"})
+
 #: OTLP ``SpanKind`` values, by name (the enum's numbers are fixed by the protocol).
 SPAN_KINDS = {0: "unspecified", 1: "internal", 2: "server", 3: "client", 4: "producer",
               5: "consumer"}
@@ -49,6 +53,9 @@ class Span:
     """The span's attributes as JSON values (arrays as lists, maps as dicts)."""
     resource: dict[str, Any] = field(default_factory=dict)
     """Its resource's attributes (``service.name``...)."""
+    events: list[dict[str, Any]] = field(default_factory=list)
+    """The events the mapping reads (see :data:`KEPT_EVENTS`), in order, each
+    ``{"name": ..., "attributes": {...}}``; other events are not kept."""
 
     @property
     def is_root(self) -> bool:
@@ -58,7 +65,7 @@ class Span:
     def to_json(self) -> bytes:
         """The span as compact JSON (how a trace's spans are buffered)."""
         fields = [self.trace_id, self.span_id, self.parent_span_id, self.name, self.kind,
-                  self.start_ns, self.end_ns, self.attributes, self.resource]
+                  self.start_ns, self.end_ns, self.attributes, self.resource, self.events]
         try:
             return orjson.dumps(fields)
         except TypeError:  # a lone surrogate: escaped by json
@@ -66,7 +73,8 @@ class Span:
 
     @classmethod
     def from_json(cls, raw: bytes | str) -> Span:
-        """The span :meth:`to_json` wrote."""
+        """The span :meth:`to_json` wrote (one buffered before events were kept has
+        none)."""
         return cls(*_loads(raw))
 
     @classmethod
@@ -111,6 +119,9 @@ class SpanLimits:
     """Largest attribute value: a string's UTF-8 bytes, or an array's or map's together."""
     max_value_depth: int = 8
     """Deepest nesting of arrays and maps inside one attribute value."""
+    max_events: int = 128
+    """Most kept events of a span (see :data:`KEPT_EVENTS`); their attributes are held
+    to the limits of a span's."""
     max_json_depth: int = 32
     """Deepest nesting of the JSON text held by the attributes the mapping decodes
     (``gen_ai.input.messages``, ``input.value``...)."""

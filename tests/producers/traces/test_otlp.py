@@ -166,3 +166,28 @@ def test_text_limits_count_utf8_bytes_in_both_encodings(text: str, kept: bool) -
             (rejection,) = decoded.rejections
             assert rejection.field == 'attributes["text"]'
             assert "over the limit of 1,000 bytes" in rejection.reason
+
+
+def _result(document: str) -> dict[str, Any]:
+    return {"timeUnixNano": "1500", "name": "db.query.result", "attributes": [
+        {"key": "db.query.result.document", "value": {"stringValue": document}}]}
+
+
+@pytest.mark.parametrize(("events", "field", "why"), [
+    ([_result(str(n)) for n in range(129)], "events", "more than 128 db.query.result events"),
+    ([_result("x" * 1001)], 'events[0].attributes["db.query.result.document"]',
+     "over the limit of 1,000 bytes"),
+    ("many", "events", "must be an array"),
+    ([{"name": 7}], "events", "each event is"),
+])
+def test_query_result_events_are_kept_within_limits(events: Any, field: str, why: str) -> None:
+    good = {**json_span("aaaaaaaaaaaaaaaa"), "events": [
+        {"name": "exception", "attributes": []}, _result("Pauses last 3 months.")]}
+    bad = {**json_span("eee19b7ec3c1b174"), "events": events}
+    decoded = decode_json(json_request(good, bad), limits=SpanLimits(max_value_bytes=1000),
+                          max_spans=10)
+    (kept,) = decoded.spans
+    assert kept.events == [{"name": "db.query.result", "attributes": {
+        "db.query.result.document": "Pauses last 3 months."}}]
+    (rejection,) = decoded.rejections
+    assert rejection.field == field and why in rejection.reason, rejection

@@ -19,3 +19,12 @@ def test_buffered_spans_read_back_as_they_were_decoded() -> None:
     assert [Span.from_json(span.to_json()) for span in spans] == spans
     assert Span.list_from_json(b"[" + b",".join(s.to_json() for s in spans) + b"]") == spans
     assert Span.list_from_json(b"[" + spans[0].to_json() + b"]") == spans[:1]
+
+
+def test_events_are_buffered_and_a_span_buffered_without_them_reads_back() -> None:
+    span = Span("5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174", "", "chroma.query",
+                events=[{"name": "db.query.result",
+                         "attributes": {"db.query.result.document": "doc"}}])
+    assert Span.from_json(span.to_json()) == span
+    older = b'["5b8efff798038103d269b633813fc60c","eee19b7ec3c1b174","","q",1,1,2,{},{}]'
+    assert Span.list_from_json(b"[" + older + b"]")[0].events == []
