@@ -24,11 +24,8 @@ out, printing open traces, Redis memory and this process's peak RSS after each. 
 bench's keys (``evalfleet:otlp:*``, ``eval.bench_otlp``, the deduplication keys of its
 ids) are deleted before and after.
 
-On 2 shared cores at a load average of 6 to 7 (docs/performance.md, section (h)):
-decode + buffer about 41,000 spans/s, the sweep 4,300 to 4,400 traces/s (2,700 to 2,900
-before PII patterns and the control-character check ran only where they can find
-something), buffer and sweep together 16,600 to 17,200 spans/s (12,100 to 13,000
-before), JSON samples 9,500 to 9,600/s (4,200 to 4,400 before).
+Figures, before and after the changes of its section, are in docs/performance.md,
+section (h): on 2 cores loaded by other sessions, compare runs as ratios.
 """
 
 from __future__ import annotations
