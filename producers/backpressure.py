@@ -4,8 +4,9 @@ Below ``max_queue_depth`` every picked job goes in. At or above it:
 
 - ``drop_new``: nothing goes in until the queue drains below the limit.
 - ``lower_rate``: the metric's rate is multiplied by ``limit / depth`` (at twice the
-  limit, half the rate), applied to the same id hash, so the jobs kept are a subset
-  of those the full rate keeps and sampling stays deterministic. Samples kept by the
+  limit, half the rate), applied to the same hash as the sampling (the metric's, on
+  the sampling key), so the jobs kept are a subset of those the full rate keeps and
+  sampling stays deterministic. Samples kept by the
   segment minimum still go in: they are few, and they are what keeps small
   segments' alerts alive.
 
@@ -15,7 +16,7 @@ Either way the caller counts what was shed, per metric and segment. Nothing wait
 from __future__ import annotations
 
 from producers.policy import ShedPolicy
-from producers.sampler import id_fraction
+from producers.sampler import sampling_fraction
 from producers.selector import Pick
 
 
@@ -39,12 +40,13 @@ def rate_factor(*, depth: int | None, max_depth: int | None, policy: ShedPolicy)
     return max_depth / max(depth, 1)
 
 
-def keeps(pick: Pick, *, sample_id: str, factor: float) -> bool:
+def keeps(pick: Pick, *, sampling_key: str, factor: float) -> bool:
     """True when the job of ``pick`` goes in at ``factor`` of its rate.
 
     Args:
         pick: Why the sample was picked for the metric, and at what rate.
-        sample_id: The sample id (its hash decides under a lowered rate).
+        sampling_key: The key the sample was sampled on (its id, or its trace id); its
+            hash decides under a lowered rate.
         factor: From :func:`rate_factor`.
 
     Returns:
@@ -56,4 +58,4 @@ def keeps(pick: Pick, *, sample_id: str, factor: float) -> bool:
         return False
     if pick.kept_by == "minimum":
         return True
-    return id_fraction(sample_id) < pick.rate * factor
+    return sampling_fraction(sampling_key, metric=pick.metric) < pick.rate * factor

@@ -132,11 +132,12 @@ class Dispatcher:
         factor = rate_factor(depth=projected, max_depth=rule.max_queue_depth,
                              policy=rule.shed_policy)
         spend_factor = self._budget.factor(pick.metric) if self._budget else 1.0
-        if keeps(pick, sample_id=admitted.sample.id, factor=factor * spend_factor):
+        key = admitted.sampling_key or admitted.sample.id
+        if keeps(pick, sampling_key=key, factor=factor * spend_factor):
             return True
         # Counted under the reason that shed it: the queue limit, or the daily budget.
-        reason = (rule.shed_policy if not keeps(pick, sample_id=admitted.sample.id,
-                                                factor=factor) else "budget")
+        reason = (rule.shed_policy if not keeps(pick, sampling_key=key, factor=factor)
+                  else "budget")
         telemetry.SHED.labels(pick.metric, telemetry.segment_label(admitted.segment),
                               reason).inc()
         return False

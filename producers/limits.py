@@ -72,24 +72,31 @@ def check_limits(sample: Sample, *, limits: FieldLimits, record: str = "") -> No
             f"{len(sample.context):,} items, over the limit of {limits.max_context_items:,}",
             record=record, sample_id=sample.id, field="context",
         )
-    for path, size in _field_sizes(sample):
+    # A field within the lowest limit of all needs no path built nor limit looked up.
+    lowest = min([limits.max_chars, *limits.per_field.values()])
+    for name, key, size in _field_sizes(sample):
+        if size <= lowest:
+            continue
+        path = name if key is None else (f"{name}[{key}]" if isinstance(key, int)
+                                         else f"{name}.{key}")
         limit = limits.limit_for(path)
         if size > limit:
             raise InvalidSample(f"{size:,} characters, over the limit of {limit:,}",
                                 record=record, sample_id=sample.id, field=path)
 
 
-def _field_sizes(sample: Sample) -> Iterator[tuple[str, int]]:
-    yield "input", len(sample.input)
-    yield "output", len(sample.output)
+def _field_sizes(sample: Sample) -> Iterator[tuple[str, int | str | None, int]]:
+    """``(field, index or key or None, size)`` for every limited field."""
+    yield "input", None, len(sample.input)
+    yield "output", None, len(sample.output)
     if sample.reference is not None:
-        yield "reference", len(sample.reference)
+        yield "reference", None, len(sample.reference)
     for n, item in enumerate(sample.context):
-        yield f"context[{n}]", len(item)
+        yield "context", n, len(item)
     for key, value in sample.attributes.items():
-        yield f"attributes.{key}", len(value)
+        yield "attributes", key, len(value)
     for key, value in sample.fields.items():
-        yield f"fields.{key}", _size(value)
+        yield "fields", key, _size(value)
 
 
 def _size(value: Any) -> int:

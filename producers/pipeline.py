@@ -176,10 +176,15 @@ class Pipeline:
         return self._rate
 
     def _count(self, results: list[RecordResult]) -> None:
+        # Summed first: a labelled child is looked up under a lock, once per label here.
+        statuses: Counter[str] = Counter(result.status for result in results)
+        redactions: Counter[str] = Counter()
         for result in results:
-            telemetry.RECORDS.labels(self._source, result.status).inc()
-            for kind, count in result.redactions.items():
-                telemetry.REDACTIONS.labels(kind).inc(count)
+            redactions.update(result.redactions)
+        for status, count in statuses.items():
+            telemetry.RECORDS.labels(self._source, status).inc(count)
+        for kind, count in redactions.items():
+            telemetry.REDACTIONS.labels(kind).inc(count)
 
 
 def run_lines(

@@ -66,6 +66,8 @@ class Admitted:
     """Picked metrics whose inputs it lacks (the other metrics go on)."""
     redactions: Mapping[str, int] | None = None
     """Matches redacted, per kind; None until redacted."""
+    sampling_key: str | None = None
+    """The key it was sampled on when not its id (a trace id), for a lowered rate."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +156,7 @@ class Screen:
         if not picks:
             return Rejected(record=record, errors=errors, valid=True)
         return Admitted(record=record, sample=sample, segment=selection.segment,
-                        picks=picks, errors=errors)
+                        picks=picks, errors=errors, sampling_key=sampling_key)
 
     def redact(self, admitted: Admitted, *, policy: Policy) -> Admitted:
         """``admitted`` with PII redacted by the policy's rules and the matches counted."""

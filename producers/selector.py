@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from producers import telemetry
@@ -51,6 +52,11 @@ class Selection:
     """Metrics whose rate (and segment minimum) left it out."""
 
 
+def _count_capped(metric: str) -> None:
+    # Looked up only when it happens: a labelled child is found under a lock.
+    telemetry.SEGMENTS_CAPPED.labels(metric).inc()
+
+
 def segment_of(attributes: Mapping[str, str], keys: Sequence[str]) -> str:
     """The segment label: ``app=support-bot,route=/chat`` (keys the sample lacks left out)."""
     parts = [f"{key}={attributes[key]}" for key in keys if key in attributes]
@@ -90,8 +96,8 @@ def select(
                                 minimum=rule.minimum_per_segment,
                                 window_s=policy.spec.segments.window_s, now_s=now_s,
                                 max_new=policy.spec.segments.max_new,
-                                on_capped=telemetry.SEGMENTS_CAPPED.labels(metric).inc)
-        if is_sampled(sample_id, rule.rate):
+                                on_capped=partial(_count_capped, metric))
+        if is_sampled(sample_id, rule.rate, metric=metric):
             picks.append(Pick(metric, "rate", rule.rate, rule.delay_s))
         elif in_minimum:
             picks.append(Pick(metric, "minimum", rule.rate, rule.delay_s))

@@ -5,6 +5,12 @@
 measures the nesting with one linear pass over the text (a regular expression that
 skips over strings whole, so brackets inside strings do not count) and refuses text
 nested deeper than asked before ``json.loads`` sees it.
+
+:func:`loads_strict` does the same with orjson, several times faster, where its
+stricter reading is wanted or harmless: it refuses ``NaN`` and the infinities and lone
+surrogate escapes, and reads integers wider than 64 bits as floats. orjson also has a
+depth limit of its own (it raises ``JSONDecodeError``, never ``RecursionError``), but
+at 1,024 levels; the pre-scan keeps this module's limit and its error naming the key.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+import orjson
 
 #: Deepest nesting any JSON text from outside may have, in levels; far enough below
 #: Python's recursion limit (1,000 frames) for a call made from deep in a stack.
@@ -105,6 +113,14 @@ def loads(text: str | bytes, *, max_depth: int = HARD_MAX_DEPTH, **kwargs: Any) 
     """
     check_depth(text, max_depth=min(max_depth, HARD_MAX_DEPTH))
     return json.loads(text, **kwargs)
+
+
+def loads_strict(text: str | bytes, *, max_depth: int = HARD_MAX_DEPTH) -> Any:
+    """:func:`loads` by orjson, for strict JSON (see the module docstring for how it
+    differs); the arguments, result and errors are those of :func:`loads`, a
+    ``json.JSONDecodeError`` being orjson's."""
+    check_depth(text, max_depth=min(max_depth, HARD_MAX_DEPTH))
+    return orjson.loads(text)
 
 
 def split_items(text: bytes, *, key: bytes | None = None) -> list[bytes] | None:

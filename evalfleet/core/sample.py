@@ -195,6 +195,48 @@ def check_structure(data: Any, *, limits: SampleLimits) -> tuple[str | None, str
     Returns:
         ``(field path, reason)`` for the first problem, or None.
     """
+    if _looks_clean(data, limits=limits):
+        return None
+    return _first_problem(data, limits=limits)
+
+
+def _looks_clean(data: Any, *, limits: SampleLimits) -> bool:
+    """True when :func:`_first_problem` would find nothing; False when it may find
+    something. The same checks without building a path per value, and the text
+    checked once, joined: in the producers' profile the walk with paths was a third
+    of screening a record."""
+    texts: list[str] = []
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        kind = type(value)
+        if kind is str:
+            texts.append(value)
+        elif kind is dict:
+            if depth > limits.max_depth or len(value) > limits.max_keys:
+                return False
+            for key in value:
+                if type(key) is not str or len(key) > limits.max_key_chars:
+                    return False
+            texts.extend(value)
+            stack.extend([(item, depth + 1) for item in value.values()])
+        elif kind is list:
+            if depth > limits.max_depth:
+                return False
+            stack.extend([(item, depth + 1) for item in value])
+        elif kind is int:
+            if value.bit_length() > _MAX_INT_BITS and limits.check_values:
+                return False
+        elif kind is float:
+            if not math.isfinite(value) and limits.check_values:
+                return False
+        elif value is not None and kind is not bool:
+            return False  # another type, or a subclass: the full walk decides
+    # A tab (allowed) between texts, so no check spans two of them.
+    return not limits.check_values or _text_problem("\t".join(texts)) is None
+
+
+def _first_problem(data: Any, *, limits: SampleLimits) -> tuple[str | None, str] | None:
     stack: list[tuple[str, Any, int]] = [("", data, 1)]
     while stack:
         path, value, depth = stack.pop()

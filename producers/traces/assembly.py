@@ -2,8 +2,9 @@
 produces each due trace once.
 
 :meth:`TraceAssembly.accept` takes the decoded spans of one request: a span whose trace
-id hashes above every metric's rate is dropped at once (so a trace that is not sampled
-costs nothing), the rest are buffered with their trace. :meth:`TraceAssembly.sweep`
+no metric's rate keeps (each metric's sampling hash of the trace id, as the pipeline
+takes it later) is dropped at once (so a trace that is not sampled costs nothing), the
+rest are buffered with their trace. :meth:`TraceAssembly.sweep`
 claims the traces that are due, maps each to samples, leaves out the metrics a sample
 lacks the inputs of (counted), and runs the samples through the ordinary producer
 pipeline (filters, segment minimums, redaction, deduplication, backpressure), with the
@@ -18,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,8 +87,11 @@ class TraceAssembly:
             TraceBufferFull: When the buffer holds as many traces as allowed.
             BrokerUnavailable: When the buffer cannot be reached.
         """
-        rate = self._highest_rate(self._pipeline.policy())
-        kept = [span for span in spans if is_sampled(span.trace_id, rate)]
+        rates = self._rates(self._pipeline.policy())
+        decisions = {trace_id: any(is_sampled(trace_id, rate, metric=metric)
+                                   for metric, rate in rates)
+                     for trace_id in {span.trace_id for span in spans}}
+        kept = [span for span in spans if decisions[span.trace_id]]
         telemetry.OTLP_SPANS.labels("sampled_out").inc(len(spans) - len(kept))
         try:
             added = self._buffer.add(kept, now_s=self._clock())
@@ -123,12 +128,15 @@ class TraceAssembly:
             return Sweep()
         policy = self._pipeline.policy()
         groups: dict[tuple[str, ...], list[tuple[str, Any]]] = {}
+        outcomes: Counter[str] = Counter()
         for trace in claimed:
-            for sample in self._samples(trace, policy):
+            for sample in self._samples(trace, policy, outcomes):
                 wanted = tuple(self._metrics_for(sample.record, policy))
                 if wanted:
                     groups.setdefault(wanted, []).append(
                         (f"trace {trace.trace_id}", Keyed(sample.record, sample.sampling_key)))
+        for outcome, count in outcomes.items():
+            telemetry.OTLP_TRACES.labels(outcome).inc(count)
         results: list[RecordResult] = []
         for metrics, records in groups.items():
             results.extend(self._pipeline.process(records, metrics=list(metrics)))
@@ -139,14 +147,16 @@ class TraceAssembly:
         telemetry.OTLP_SPANS.labels("late").inc(self._buffer.finish(claimed))
         return Sweep(len(claimed), results)
 
-    def _samples(self, trace: ClaimedTrace, policy: Policy) -> list[MappedSample]:
+    def _samples(self, trace: ClaimedTrace, policy: Policy,
+                 outcomes: Counter[str]) -> list[MappedSample]:
+        """The trace's samples; its outcome counted in ``outcomes``."""
         try:
             mapping = map_trace(trace.spans, spec=policy.spec.traces)
         except Exception:  # one trace the mapping cannot read never blocks the others
             log.exception("trace %s could not be mapped", trace.trace_id)
-            telemetry.OTLP_TRACES.labels("unreadable").inc()
+            outcomes["unreadable"] += 1
             return []
-        telemetry.OTLP_TRACES.labels(mapping.reason or "produced").inc()
+        outcomes[mapping.reason or "produced"] += 1
         return mapping.samples
 
     def _metrics_for(self, record: Mapping[str, Any], policy: Policy) -> list[str]:
@@ -170,10 +180,10 @@ class TraceAssembly:
         name = reason[reason.rfind("(") + 1:-1] if reason.endswith(")") else ""
         return name if name in self._metrics else "all"
 
-    def _highest_rate(self, policy: Policy) -> float:
-        rates = [policy.rule_for(name, rate=self._pipeline.rate).rate
-                 for name in self._pipeline.metrics(policy)]
-        return max(rates, default=0.0)
+    def _rates(self, policy: Policy) -> list[tuple[str, float]]:
+        """Each metric produced and its rate (a trace is buffered when one keeps it)."""
+        return [(name, policy.rule_for(name, rate=self._pipeline.rate).rate)
+                for name in self._pipeline.metrics(policy)]
 
 
 class TraceSweeper:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from evalfleet.core import jsontext
 from evalfleet.core.errors import InvalidTraces
-from producers.traces.span import Span, SpanLimits, SpanRejection
+from producers.traces.span import KEPT_EVENTS, Span, SpanLimits, SpanRejection
 
 #: Deepest nesting of an OTLP JSON body, in levels: a request is about 8 levels deep
 #: before its attribute values, whose own nesting is limited per span.
@@ -50,6 +50,9 @@ JSON_TEXT_ATTRIBUTES = frozenset({
 _KIND_NAMES = {"SPAN_KIND_UNSPECIFIED": 0, "SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2,
                "SPAN_KIND_CLIENT": 3, "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
 _HEX = frozenset("0123456789abcdef")
+
+#: What ``scalar`` answers for a value that needs the budgeted walk.
+_NESTED: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +89,7 @@ def decode_protobuf(raw: bytes, *, limits: SpanLimits, max_spans: int) -> Decode
     out = Decoded([], [])
     for resource_spans in request.resource_spans:
         resource = _resource(_ProtoSpan.attributes(resource_spans.resource.attributes),
-                             convert=_ProtoSpan.value, limits=limits)
+                             reader=_ProtoSpan, limits=limits)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 _collect(_ProtoSpan(span), resource, limits=limits, out=out)
@@ -126,7 +129,7 @@ def decode_json(raw: bytes, *, limits: SpanLimits, max_spans: int) -> Decoded:
     _check_count(sum(len(spans) for _, spans in batches), max_spans)
     out = Decoded([], [])
     for attributes, spans in batches:
-        resource = _resource(_JsonSpan.attributes(attributes), convert=_JsonSpan.value,
+        resource = _resource(_JsonSpan.attributes(attributes), reader=_JsonSpan,
                              limits=limits)
         for span in spans:
             _collect(_JsonSpan(span), resource, limits=limits, out=out)
@@ -188,10 +191,10 @@ class _Problem(ValueError):
         self.reason = reason
 
 
-def _resource(pairs: Iterable[tuple[str, Any]], *, convert: Callable[[Any, _Budget], Any],
+def _resource(pairs: Iterable[tuple[str, Any]], *, reader: type[_ProtoSpan | _JsonSpan],
               limits: SpanLimits) -> dict[str, Any] | _Problem:
     try:
-        return _convert(pairs, limits=limits, convert=convert, where="resource.attributes")
+        return _convert(pairs, limits=limits, reader=reader, where="resource.attributes")
     except _Problem as exc:
         return exc  # every span of this resource is rejected with it
 
@@ -209,43 +212,75 @@ def _collect(span: _ProtoSpan | _JsonSpan, resource: dict[str, Any] | _Problem, 
             trace_id=trace_id, span_id=span_id, parent_span_id=parent, name=span.name(),
             kind=span.kind(), start_ns=span.time("startTimeUnixNano"),
             end_ns=span.time("endTimeUnixNano"),
-            attributes=_convert(span.attribute_pairs(), limits=limits, convert=span.value,
+            attributes=_convert(span.attribute_pairs(), limits=limits, reader=type(span),
                                 where="attributes"),
-            resource=resource,
+            resource=resource, events=_events(span, limits=limits),
         ))
     except _Problem as exc:
         out.rejections.append(SpanRejection(trace_id, span_id, exc.field, exc.reason))
 
 
 def _convert(pairs: Iterable[tuple[str, Any]], *, limits: SpanLimits,
-             convert: Callable[[Any, _Budget], Any], where: str) -> dict[str, Any]:
+             reader: type[_ProtoSpan | _JsonSpan], where: str) -> dict[str, Any]:
     converted: dict[str, Any] = {}
+    # A key and a text of this many characters together cannot pass the limit in UTF-8
+    # (4 bytes a character at most): most attributes are taken without their bytes
+    # counted nor a budget made, which was a third of decoding a request.
+    quick_chars = limits.max_value_bytes // 4
+    scalar, max_attributes, json_text = reader.scalar, limits.max_attributes, JSON_TEXT_ATTRIBUTES
     for key, raw in pairs:
-        if len(converted) >= limits.max_attributes:
-            raise _Problem(where, f"more than {limits.max_attributes} attributes")
-        name = f'{where}["{key[:64]}"]'
-        budget = _Budget(limits, field=name)
-        budget.text(key)
-        value = convert(raw, budget)
-        if key in JSON_TEXT_ATTRIBUTES and isinstance(value, str):
+        if len(converted) >= max_attributes:
+            raise _Problem(where, f"more than {max_attributes} attributes")
+        value = scalar(raw)
+        if value is _NESTED or len(key) + (len(value) if type(value) is str else 0) > quick_chars:
+            budget = _Budget(limits, where=where, key=key)
+            budget.text(key)
+            value = reader.value(raw, budget)
+        if key in json_text and isinstance(value, str):
             try:
                 jsontext.check_depth(value, max_depth=limits.max_json_depth)
             except jsontext.JsonTooDeep as exc:
-                raise _Problem(name, f"JSON text {exc}") from None
+                raise _Problem(_field_name(where, key), f"JSON text {exc}") from None
         converted[key] = value
     return converted
+
+
+def _events(span: _ProtoSpan | _JsonSpan, *, limits: SpanLimits) -> list[dict[str, Any]]:
+    """The span's events the mapping reads (:data:`KEPT_EVENTS`); the rest are dropped."""
+    kept: list[dict[str, Any]] = []
+    for n, (name, pairs) in enumerate(span.event_pairs()):
+        if name not in KEPT_EVENTS:
+            continue
+        if len(kept) >= limits.max_events:
+            raise _Problem("events", f"more than {limits.max_events} {name} events")
+        kept.append({"name": name, "attributes": _convert(
+            pairs, limits=limits, reader=type(span), where=f"events[{n}].attributes")})
+    return kept
+
+
+def _field_name(where: str, key: str) -> str:
+    """An attribute as a rejection names it: ``attributes["gen_ai.input.messages"]``."""
+    return f'{where}["{key[:64]}"]'
 
 
 class _Budget:
     """Size and depth left for one attribute value."""
 
-    def __init__(self, limits: SpanLimits, *, field: str) -> None:
+    def __init__(self, limits: SpanLimits, *, where: str, key: str) -> None:
         self.left = limits.max_value_bytes
         self.limits = limits
-        self.field = field
+        self.where = where
+        self.key = key
+
+    @property
+    def field(self) -> str:
+        """The attribute, as a rejection names it (built only for one)."""
+        return _field_name(self.where, self.key)
 
     def text(self, value: str) -> str:
-        self.left -= len(value.encode("utf-8", "surrogatepass"))
+        # isascii() reads a flag of the string: ASCII text is counted without encoding.
+        self.left -= (len(value) if value.isascii()
+                      else len(value.encode("utf-8", "surrogatepass")))
         if self.left < 0:
             raise _Problem(self.field, f"value over the limit of "
                                        f"{self.limits.max_value_bytes:,} bytes")
@@ -275,7 +310,7 @@ class _ProtoSpan:
             return ""
         if len(raw) != size or not any(raw):
             raise _Problem(field, f"must be {size} bytes, not all zero (got {len(raw)})")
-        return bytes(raw).hex()
+        return raw.hex()
 
     def name(self) -> str:
         return str(self._span.name)
@@ -289,9 +324,25 @@ class _ProtoSpan:
     def attribute_pairs(self) -> Iterator[tuple[str, Any]]:
         return self.attributes(self._span.attributes)
 
+    def event_pairs(self) -> Iterator[tuple[str, Iterator[tuple[str, Any]]]]:
+        return ((event.name, self.attributes(event.attributes)) for event in self._span.events)
+
     @staticmethod
     def attributes(pairs: Any) -> Iterator[tuple[str, Any]]:
         return ((kv.key, kv.value) for kv in pairs)
+
+    @staticmethod
+    def scalar(value: Any) -> Any:
+        """A string, integer, boolean or double value as is; :data:`_NESTED` for the
+        rest, which :meth:`value` converts within a budget."""
+        which = value.WhichOneof("value")
+        if which == "string_value":
+            return value.string_value
+        if which == "int_value" or which == "bool_value":
+            return getattr(value, which)
+        if which == "double_value":
+            return _finite(value.double_value)
+        return None if which is None else _NESTED
 
     @classmethod
     def value(cls, value: Any, budget: _Budget, depth: int = 0) -> Any:
@@ -357,6 +408,15 @@ class _JsonSpan:
     def attribute_pairs(self) -> Iterator[tuple[str, Any]]:
         return self.attributes(self._span.get("attributes") or [])
 
+    def event_pairs(self) -> Iterator[tuple[str, Iterator[tuple[str, Any]]]]:
+        events = self._span.get("events") or []
+        if not isinstance(events, list):
+            raise _Problem("events", "must be an array of events")
+        for event in events:
+            if not isinstance(event, dict) or not isinstance(event.get("name", ""), str):
+                raise _Problem("events", 'each event is {"name": string, "attributes": [...]}')
+            yield event.get("name", ""), self.attributes(event.get("attributes") or [])
+
     @staticmethod
     def attributes(pairs: Any) -> Iterator[tuple[str, Any]]:
         if not isinstance(pairs, list):
@@ -365,6 +425,17 @@ class _JsonSpan:
             if not isinstance(pair, dict) or not isinstance(pair.get("key"), str):
                 raise _Problem("attributes", "each attribute is {\"key\": string, \"value\"}")
             yield pair["key"], pair.get("value")
+
+    @staticmethod
+    def scalar(value: Any) -> Any:
+        """A ``stringValue`` or ``boolValue`` as is; :data:`_NESTED` for the rest, which
+        :meth:`value` reads within a budget."""
+        if isinstance(value, dict) and len(value) == 1:
+            if isinstance(text := value.get("stringValue"), str):
+                return text
+            if isinstance(flag := value.get("boolValue"), bool):
+                return flag
+        return _NESTED
 
     @classmethod
     def value(cls, value: Any, budget: _Budget, depth: int = 0) -> Any:

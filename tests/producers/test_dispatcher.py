@@ -142,7 +142,7 @@ def test_a_metric_near_its_daily_budget_is_sampled_less(
 
 def test_a_shadow_share_is_independent_of_the_sampling_rate() -> None:
     ids = [f"req-{n}" for n in range(20_000)]
-    sampled = [sample_id for sample_id in ids if is_sampled(sample_id, 0.1)]
+    sampled = [sample_id for sample_id in ids if is_sampled(sample_id, 0.1, metric="rag_qa")]
     shadowed = [sample_id for sample_id in sampled if shadows(sample_id, share=0.5)]
     assert 0.45 <= len(shadowed) / len(sampled) <= 0.55
     assert all(shadows(sample_id, share=1.0) for sample_id in ids[:100])

@@ -55,7 +55,7 @@ def expected_keys(numbers: range) -> set[tuple[str, str]]:
     keys = set()
     for n in numbers:
         sample_id = f"req-{n:05d}"
-        if is_sampled(sample_id, 0.5):
+        if is_sampled(sample_id, 0.5, metric="rag_qa"):
             keys.add(("rag_qa", sample_id))
         if APPS[n % 3] == "support-bot":
             keys.add(("context_precision", sample_id))

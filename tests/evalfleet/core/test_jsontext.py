@@ -55,3 +55,19 @@ def test_an_unterminated_string_of_escaped_quotes_is_scanned_once() -> None:
     jsontext.check_depth(text.encode())
     jsontext.split_items(b"[" + text.encode())
     assert time.perf_counter() - started < 10.0
+
+
+@pytest.mark.parametrize("text", ["NaN", "[Infinity]", '"\\ud800"', "[1,]", "[" * 300 + "]" * 300])
+def test_loads_strict_refuses_what_is_not_strict_json(text: str) -> None:
+    with pytest.raises(ValueError):
+        jsontext.loads_strict(text)
+
+
+def test_loads_strict_keeps_the_depth_limit_and_names_the_key() -> None:
+    deep = '{"messages": ' + "[" * 40 + "]" * 40 + "}"
+    assert jsontext.loads_strict(deep) == jsontext.loads(deep)
+    with pytest.raises(jsontext.JsonTooDeep) as raised:
+        jsontext.loads_strict(deep, max_depth=32)
+    assert raised.value.key == "messages"
+    with pytest.raises(jsontext.JsonTooDeep):
+        jsontext.loads_strict("[" * 100_000)

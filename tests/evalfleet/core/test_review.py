@@ -28,7 +28,7 @@ def test_the_slice_is_independent_of_other_metrics_and_of_producer_sampling() ->
     ids = [f"req-{n}" for n in range(4000)]
     chosen_a = {i for i in ids if review.choose(sample_id=i, metric="a", scores={})}
     chosen_b = {i for i in ids if review.choose(sample_id=i, metric="b", scores={})}
-    sampled = {i for i in ids if is_sampled(i, 0.5)}
+    sampled = {i for i in ids if is_sampled(i, 0.5, metric="a")}
     # Independent halves overlap on about a quarter (sd about 27 over 4000).
     for other in (chosen_b, sampled):
         assert abs(len(chosen_a & other) - 1000) < 140

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evalfleet.core.errors import InvalidSample
-from evalfleet.core.sample import DEFAULT_LIMITS, parse_sample_line
+from evalfleet.core.sample import DEFAULT_LIMITS, SampleLimits, parse_sample_line
 
 VALID = {
     "id": "req-8812", "timestamp": "2026-11-21T10:00:00Z", "input": "user question",
@@ -124,8 +126,6 @@ def test_tab_newline_and_carriage_return_are_text() -> None:
 
 
 def test_limits_are_configurable() -> None:
-    from evalfleet.core.sample import SampleLimits
-
     deep = b'{"id": "x", "fields": {"d": ' + b"[" * 30 + b"]" * 30 + b"}}"
     assert parse_sample_line(deep, limits=SampleLimits(max_depth=40)).fields["d"]
     with pytest.raises(InvalidSample, match="9 keys, over the limit of 8"):
@@ -159,3 +159,24 @@ def test_every_ascii_character_is_judged_as_postgres_would(code: int) -> None:
             parse_sample_line(text, limits=DEFAULT_LIMITS)
     else:
         assert parse_sample_line(text, limits=DEFAULT_LIMITS).output == f"before {char} after"
+
+
+_JSON_LEAF = (st.none() | st.booleans() | st.integers(-2**70, 2**70)
+              | st.floats(allow_nan=True, allow_infinity=True)
+              | st.text(alphabet=st.characters(max_codepoint=0xE000, exclude_categories=()),
+                      max_size=6))
+_JSON_VALUE = st.recursive(
+    _JSON_LEAF, lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(max_size=5), inner, max_size=4), max_leaves=30)
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.dictionaries(st.text(max_size=5), _JSON_VALUE, max_size=5),
+       limits=st.builds(SampleLimits, max_depth=st.integers(1, 5), max_keys=st.integers(1, 5),
+                        max_key_chars=st.integers(1, 5), check_values=st.booleans()))
+def test_the_quick_walk_finds_a_problem_exactly_when_the_walk_with_paths_does(
+        data: dict[str, object], limits: SampleLimits) -> None:
+    # check_structure answers from a walk without paths when it finds nothing.
+    from evalfleet.core.sample import _first_problem, check_structure
+
+    assert check_structure(data, limits=limits) == _first_problem(data, limits=limits)

@@ -173,7 +173,7 @@ def test_the_sampling_decision_is_taken_on_the_trace_id_before_buffering(
     trace_ids = [f"{n:032x}" for n in range(1, 41)]
     for trace_id in trace_ids:
         replica.post(json_request(*rag_spans(trace_id).values()))
-    kept = {t for t in trace_ids if is_sampled(t, 0.5)}
+    kept = {t for t in trace_ids if is_sampled(t, 0.5, metric="rag_qa")}
     assert 0 < len(kept) < len(trace_ids)
     assert replica.buffer.open_traces() == len(kept)  # the others cost nothing
     clock.now_s += 3
@@ -208,7 +208,7 @@ def test_a_selector_judges_each_span_with_the_trace_sampling_decision(
     clock.now_s += 3
     replica.assembly.sweep()
     assert sorted(queued_ids(redis_client, "rag_qa")) == sorted(
-        f"{t}:{LLM}" for t in trace_ids if is_sampled(t, 0.5))
+        f"{t}:{LLM}" for t in trace_ids if is_sampled(t, 0.5, metric="rag_qa"))
 
 
 def test_partial_success_names_the_bad_spans_and_keeps_the_good(

@@ -6,10 +6,13 @@ import json
 from typing import Any
 
 import pytest
+from opentelemetry.trace import SpanKind
 
+from producers.traces import SpanLimits, decode_protobuf
 from producers.traces.config import SpanSelector, TraceSpec
 from producers.traces.mapping import map_trace, read_span
 from producers.traces.span import Span
+from tests.producers.traces.builders import sdk_request
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 RESOURCE = {"service.name": "support-bot", "deployment.environment": "prod"}
@@ -182,3 +185,32 @@ def test_configured_segments_fields_and_reference() -> None:
 def test_traces_without_a_judgeable_span_give_no_sample(spans: list[Span], reason: str) -> None:
     mapping = map_trace(spans, spec=TraceSpec())
     assert (mapping.samples, mapping.reason) == ([], reason)
+
+
+def test_a_vector_store_span_gives_its_query_result_events_as_context() -> None:
+    # As OpenLLMetry's chromadb, pinecone and qdrant instrumentations record a query:
+    # one db.query.result event per document, recorded here with the real SDK and
+    # decoded from its protobuf export.
+    def build(tracer: Any) -> None:
+        with tracer.start_as_current_span("rag"):
+            with tracer.start_as_current_span("chroma.query") as query:
+                query.set_attribute("db.system", "chroma")
+                query.set_attribute("db.operation", "query")
+                query.add_event("db.query.embeddings", {"db.query.embeddings.vector": "[0.1]"})
+                for n, text in enumerate(["Pauses last up to 3 months.", "", "Refunds: 5 days."]):
+                    query.add_event("db.query.result", {
+                        "db.query.result.id": f"doc-{n}", "db.query.result.distance": 0.1 * n,
+                        "db.query.result.metadata": '{"source": "faq"}',
+                        "db.query.result.document": text})
+            with tracer.start_as_current_span("openai.chat", kind=SpanKind.CLIENT) as llm:
+                for key, value in OPENLLMETRY_CHAT.items():
+                    llm.set_attribute(key, value)
+
+    decoded = decode_protobuf(sdk_request(build), limits=SpanLimits(), max_spans=10)
+    query = next(s for s in decoded.spans if s.name == "chroma.query")
+    assert [e["name"] for e in query.events] == ["db.query.result"] * 3  # the rest dropped
+    assert query.events[0]["attributes"]["db.query.result.id"] == "doc-0"
+    assert read_span(query).documents == ["Pauses last up to 3 months.", "Refunds: 5 days."]
+    (sample,) = map_trace(decoded.spans, spec=TraceSpec()).samples
+    assert sample.record["context"] == ["Pauses last up to 3 months.", "Refunds: 5 days."]
+    assert sample.record["input"] == "Can I pause?"

@@ -142,3 +142,52 @@ def test_protobuf_attribute_values_nested_deep(levels: int, rejected: bool | Non
     (rejection,) = decode_protobuf(body, limits=LIMITS, max_spans=10).rejections
     assert rejection.field == 'attributes["deep"]'
     assert rejection.reason == "value nested deeper than 3 levels"
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    ("é" * 490, True),  # 980 bytes and the key's 4: within 1,000
+    ("é" * 499, False),  # 499 characters, 998 bytes: over with the key
+    ("\U0001F600" * 246, True),  # 250 characters with the key: no bytes counted
+    ("\U0001F600" * 249, True),  # 996 bytes, counted
+    ("\U0001F600" * 251, False),
+])
+def test_text_limits_count_utf8_bytes_in_both_encodings(text: str, kept: bool) -> None:
+    def build(tracer: Any) -> None:
+        with tracer.start_as_current_span("llm") as span:
+            span.set_attribute("text", text)
+
+    for decoded in (decode_protobuf(sdk_request(build), limits=LIMITS, max_spans=10),
+                    decode_json(json_request(json_span("eee19b7ec3c1b174",
+                                                       attributes={"text": text})),
+                                limits=LIMITS, max_spans=10)):
+        if kept:
+            assert [s.attributes["text"] for s in decoded.spans] == [text]
+        else:
+            (rejection,) = decoded.rejections
+            assert rejection.field == 'attributes["text"]'
+            assert "over the limit of 1,000 bytes" in rejection.reason
+
+
+def _result(document: str) -> dict[str, Any]:
+    return {"timeUnixNano": "1500", "name": "db.query.result", "attributes": [
+        {"key": "db.query.result.document", "value": {"stringValue": document}}]}
+
+
+@pytest.mark.parametrize(("events", "field", "why"), [
+    ([_result(str(n)) for n in range(129)], "events", "more than 128 db.query.result events"),
+    ([_result("x" * 1001)], 'events[0].attributes["db.query.result.document"]',
+     "over the limit of 1,000 bytes"),
+    ("many", "events", "must be an array"),
+    ([{"name": 7}], "events", "each event is"),
+])
+def test_query_result_events_are_kept_within_limits(events: Any, field: str, why: str) -> None:
+    good = {**json_span("aaaaaaaaaaaaaaaa"), "events": [
+        {"name": "exception", "attributes": []}, _result("Pauses last 3 months.")]}
+    bad = {**json_span("eee19b7ec3c1b174"), "events": events}
+    decoded = decode_json(json_request(good, bad), limits=SpanLimits(max_value_bytes=1000),
+                          max_spans=10)
+    (kept,) = decoded.spans
+    assert kept.events == [{"name": "db.query.result", "attributes": {
+        "db.query.result.document": "Pauses last 3 months."}}]
+    (rejection,) = decoded.rejections
+    assert rejection.field == field and why in rejection.reason, rejection
