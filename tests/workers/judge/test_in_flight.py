@@ -143,6 +143,8 @@ def test_the_start_up_check_counts_the_wait_for_a_slot() -> None:
     Settings(**fits)  # two calls of 60 s fit in 130 s...
     with pytest.raises(ValueError, match=r"claim_lease_s \(130\) must exceed two judge calls"):
         Settings(**fits, judge_max_in_flight=4, slot_max_wait_s=10)  # ...not with 2 x 10 s waits
+    with pytest.raises(ValueError, match=r"claim_lease_s \(130\) must exceed two judge calls"):
+        Settings(**fits, judge_adaptive_in_flight=True, slot_max_wait_s=10)  # an adaptive cap
 
 
 def test_without_shared_redis_the_cap_holds_in_the_process(sim: RunningSim) -> None:
@@ -296,3 +298,17 @@ def _sample_limit(redis_url: str, sampled: list[float], done: threading.Event) -
                     sampled.append(float(value))  # type: ignore[arg-type]
     finally:
         client.close()
+
+
+def test_a_slot_store_out_of_reach_does_not_stop_judging(sim: RunningSim) -> None:
+    # Nothing listens on port 1: every take and give-back fails at once.
+    sim.configure(latency_ms=20)
+    judge = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=10,
+                                      max_connections=8),
+                       concurrency=8, cap=InFlightCap(slots=RedisSlots("redis://127.0.0.1:1/0"),
+                                                      max_wait_s=5, adaptive_max=8))
+    try:
+        answers = judge.complete_many([request(n) for n in range(8)])
+    finally:
+        judge.close()
+    assert all(isinstance(answer, JudgeReply) for answer in answers)  # sent uncapped
