@@ -246,8 +246,9 @@ class JudgeSettings(BaseModel):
     judge_adaptive_in_flight: bool = False
     """Adapt the cap on calls in flight to what the server sustains (AIMD on its latency:
     up while answers come near the fastest seen, down on queueing, timeouts, 429 or 503),
-    between 1 and ``judge_max_in_flight`` (unset: the worker's concurrency). Each worker
-    adapts its own view of the fleet-wide cap from the latencies it sees."""
+    between 1 and ``judge_max_in_flight`` (unset: the worker's concurrency). One value per
+    endpoint and model for the whole fleet, in Redis beside the slots: every worker's
+    answers move it (without a shared Redis, each process adapts its own)."""
 
     slot_max_wait_s: float = Field(default=10.0, ge=0)
     """Longest a call waits for one of the ``judge_max_in_flight`` slots; a longer wait sends

@@ -44,8 +44,7 @@ from workers.judge.cache_key import CacheKeySupport
 from workers.judge.formats import FormatSupport, mode_of, shaped
 from workers.judge.status import refuses_prompt_cache_key, refuses_response_format
 from workers.limiter import RateLimiter
-from workers.limiter.adaptive import Aimd
-from workers.limiter.slots import Slots
+from workers.limiter.slots import Report, Slots
 
 logger = logging.getLogger(__name__)
 
@@ -321,7 +320,8 @@ class InFlightCap:
 class InFlight(Layer):
     """Holds a fleet-wide slot while the call is at the judge; waits for one, or defers
     the call unsent when none frees up within ``max_wait_s`` (its job goes back to the
-    queue and the worker stops taking that queue for a while, as for rate budget).
+    queue and the worker stops taking that queue for a while, as for rate budget). With
+    an adaptive cap, giving the slot back reports the call's latency to the limit.
 
     In a process, one call per key at a time looks for a slot; the others wait their
     turn, so hundreds of waiting calls cost one Redis round trip per look, not hundreds.
@@ -333,47 +333,49 @@ class InFlight(Layer):
     def __init__(self, cap: InFlightCap, *, endpoint: str) -> None:
         self.cap = cap
         self.endpoint = endpoint
-        self.adaptive: dict[str, Aimd] = {}
-        """The adaptive limit of each key, when the cap adapts."""
         self._turns: dict[str, asyncio.Lock] = {}
         self._freed: dict[str, asyncio.Event] = {}
 
     async def __call__(self, request: JudgeRequest, send: Send) -> Answer:
         """See :meth:`Layer.__call__`."""
         key = f"{self.endpoint}|{request.model}"
-        if self.cap.slots is None or self._limit(key, request.model) is None:
+        limit = self.limit(request.model)
+        if self.cap.slots is None or limit is None:
             return await send(request)
-        token = await self._take(key, model=request.model)
+        token = await self._take(key, model=request.model, limit=limit)
         if isinstance(token, JudgeDeferred):
             return token
         started = time.monotonic()
+        answer: Answer | None = None
         try:
             answer = await send(request)
+            return answer
         finally:
             if token is not None:
-                await self._give_back(key, token)
-        overloaded = isinstance(answer, JudgeUnavailable) and (
-            answer.status_code is None or answer.status_code in (429, 503))
-        # An answer, or a sign of overload; a refusal (a format, a prompt too long) says
-        # nothing about the server's load.
-        if key in self.adaptive and (overloaded or isinstance(answer, JudgeReply)):
-            now = time.monotonic()
-            self.adaptive[key].observe(now - started, overloaded=overloaded, now_s=now)
-        return answer
+                await self._give_back(key, token, limit=limit,
+                                      report=self._report(answer, started))
 
-    def _limit(self, key: str, model: str) -> int | None:
+    def limit(self, model: str) -> int | None:
+        """The cap of a judge model, or the most an adaptive one may reach (None: none)."""
         fixed = self.cap.limit_for(model)
         if self.cap.adaptive_max is None:
             return fixed
-        aimd = self.adaptive.get(key)
-        if aimd is None:
-            ceiling = min(self.cap.adaptive_max, fixed or self.cap.adaptive_max)
-            aimd = self.adaptive[key] = Aimd(max_limit=ceiling)
-        return aimd.current
+        return min(self.cap.adaptive_max, fixed or self.cap.adaptive_max)
 
-    async def _take(self, key: str, *, model: str) -> str | JudgeDeferred | None:
+    def _report(self, answer: Answer | None, started: float) -> Report | None:
+        # An answer, or a sign of overload; a refusal (a format, a prompt too long) says
+        # nothing about the server's load.
+        if self.cap.adaptive_max is None or answer is None:
+            return None
+        overloaded = isinstance(answer, JudgeUnavailable) and (
+            answer.status_code is None or answer.status_code in (429, 503))
+        if not overloaded and not isinstance(answer, JudgeReply):
+            return None
+        return Report(time.monotonic() - started, overloaded=overloaded)
+
+    async def _take(self, key: str, *, model: str, limit: int) -> str | JudgeDeferred | None:
         """A slot's token, a deferral, or None when the slot store is unavailable. Each
-        look asks the limit afresh (an adaptive one moves while calls wait)."""
+        look reads an adaptive limit afresh (it moves while calls wait)."""
         assert self.cap.slots is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.cap.max_wait_s
@@ -389,9 +391,10 @@ class InFlight(Layer):
             poll_s = SLOT_POLL_S[0]
             while True:
                 freed.clear()
-                limit = self._limit(key, model) or 1
                 try:
-                    token = await self.cap.slots.take(key, limit=limit, lease_s=self.cap.lease_s)
+                    token = await self.cap.slots.take(
+                        key, limit=limit, lease_s=self.cap.lease_s,
+                        adaptive=self.cap.adaptive_max is not None)
                 except Exception as exc:
                     logger.warning("judge slots unavailable, sending uncapped: %s", exc)
                     return None
@@ -406,10 +409,11 @@ class InFlight(Layer):
         finally:
             turn.release()
 
-    async def _give_back(self, key: str, token: str) -> None:
+    async def _give_back(self, key: str, token: str, *, limit: int,
+                         report: Report | None) -> None:
         assert self.cap.slots is not None
         try:
-            await self.cap.slots.give_back(key, token)
+            await self.cap.slots.give_back(key, token, limit=limit, report=report)
         except Exception as exc:  # the lease returns it
             logger.warning("judge slots unavailable, a slot returns with its lease: %s", exc)
         self._freed[key].set()

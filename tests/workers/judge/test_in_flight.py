@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import statistics
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
+import redis
 
 from evalfleet.core.errors import JudgeDeferred
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
 from tests.workers.judge.test_fleet import request
 from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeReply
-from workers.judge.gate import InFlight, InFlightCap
+from workers.judge.gate import InFlightCap
 from workers.limiter.adaptive import Aimd
-from workers.limiter.slots import LocalSlots, RedisSlots
+from workers.limiter.slots import KEY_PREFIX, LIMIT_SUFFIX, LocalSlots, RedisSlots
+
+#: The repository's root: children importing this project's tests run from it.
+REPOSITORY = Path(__file__).resolve().parents[3]
 
 
 def fleet(sim: RunningSim, slots: RedisSlots | LocalSlots, *, limit: int, concurrency: int,
@@ -135,6 +143,8 @@ def test_the_start_up_check_counts_the_wait_for_a_slot() -> None:
     Settings(**fits)  # two calls of 60 s fit in 130 s...
     with pytest.raises(ValueError, match=r"claim_lease_s \(130\) must exceed two judge calls"):
         Settings(**fits, judge_max_in_flight=4, slot_max_wait_s=10)  # ...not with 2 x 10 s waits
+    with pytest.raises(ValueError, match=r"claim_lease_s \(130\) must exceed two judge calls"):
+        Settings(**fits, judge_adaptive_in_flight=True, slot_max_wait_s=10)  # an adaptive cap
 
 
 def test_without_shared_redis_the_cap_holds_in_the_process(sim: RunningSim) -> None:
@@ -158,32 +168,147 @@ def test_the_adaptive_limit_settles_near_what_the_server_serves() -> None:
     seen: list[int] = []
     for _ in range(3000):
         now += 0.01
-        aimd.observe(_served(aimd.current, slots=8, service_s=0.1), overloaded=False, now_s=now)
+        aimd.observe(_served(aimd.current, slots=8, service_s=0.1), overloaded=False,
+                     now_s=now, in_flight=aimd.current)
         seen.append(aimd.current)
-    assert min(seen[-500:]) >= 8 and max(seen[-500:]) <= 13  # keeps the slots busy, no flood
-
-
-def test_the_adaptive_limit_backs_off_on_timeouts_once_per_round_trip() -> None:
-    aimd = Aimd(max_limit=64, limit=40.0)
-    aimd.observe(0.1, overloaded=False, now_s=0.0)  # slow start: 41
-    for n in range(10):  # a burst of timeouts within one round trip counts once
-        aimd.observe(1.0, overloaded=True, now_s=0.01 + n * 0.001)
-    assert aimd.current == 36  # 41 x 0.9
-    aimd.observe(1.0, overloaded=True, now_s=1.0)
-    assert aimd.current == 33
+    # Keeps the slots busy but for a round trip or so after each cut, never floods them.
+    assert statistics.mean(seen[-1000:]) >= 8 and max(seen[-1000:]) <= 14
+    assert min(seen[-1000:]) >= 6
 
 
 def test_an_adaptive_fleet_finds_the_server_s_slots_without_timeouts(sim: RunningSim) -> None:
     sim.configure(latency_ms=50, serve_at_once=4)
+    slots = LocalSlots()
     judge = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=10,
                                       max_connections=64),
-                       concurrency=64, cap=InFlightCap(slots=LocalSlots(), max_wait_s=30,
+                       concurrency=64, cap=InFlightCap(slots=slots, max_wait_s=30,
                                                        adaptive_max=64))
     try:
         answers = judge.complete_many([request(n) for n in range(96)])
-        layer = next(layer for layer in judge.layers if isinstance(layer, InFlight))
-        (limit,) = [aimd.current for aimd in layer.adaptive.values()]
     finally:
         judge.close()
+    limit = asyncio.run(slots.adapted(f"{judge.endpoint}|{request(0).model}"))
     assert all(isinstance(answer, JudgeReply) for answer in answers)
-    assert 3 <= limit <= 12 and sim.stats()["max_in_flight"] <= 16  # not 64
+    assert limit is not None and 2 <= limit <= 12 and sim.stats()["max_in_flight"] <= 16
+
+
+#: A worker process's judge with the fleet's adaptive cap: says "ready", waits for a line,
+#: judges its calls in batches of 16 from two threads (a failed call goes again with the
+#: next batch), and prints what happened as JSON: its replies, and for each failure the
+#: seconds from "go" to the hand-over of its batch.
+_ADAPTIVE_WORKER = """
+import json, sys, threading, time
+from tests.workers.judge.test_fleet import request
+from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeReply
+from workers.judge.gate import InFlightCap
+from workers.limiter.slots import RedisSlots
+base_url, redis_url, calls, concurrency, timeout_s = sys.argv[1:6]
+calls, concurrency, timeout_s = int(calls), int(concurrency), float(timeout_s)
+fleet = JudgeFleet(
+    AsyncHttpJudge(base_url=base_url, api_key=None, timeout_s=timeout_s,
+                   max_connections=concurrency),
+    concurrency=concurrency,
+    cap=InFlightCap(slots=RedisSlots(redis_url), lease_s=timeout_s + 5, max_wait_s=60,
+                    adaptive_max=concurrency))
+print("ready", flush=True)
+sys.stdin.readline()
+started, lock = time.monotonic(), threading.Lock()
+replies, failures = [0], []
+todo = list(range(calls))
+def feed():
+    while True:
+        with lock:
+            batch, todo[:16] = todo[:16], []
+        if not batch:
+            return
+        handed = time.monotonic() - started
+        for n, answer in zip(batch, fleet.complete_many([request(n) for n in batch])):
+            with lock:
+                if isinstance(answer, JudgeReply):
+                    replies[0] += 1
+                else:
+                    failures.append([handed, str(answer)])
+                    todo.append(n)
+threads = [threading.Thread(target=feed) for _ in range(2)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(json.dumps({"replies": replies[0], "failures": failures,
+                  "seconds": time.monotonic() - started}), flush=True)
+fleet.close()
+"""
+
+#: Seconds after "go" from which the fleet is at steady state: the slow start (1, 2, 4,
+#: 8... calls, one round trip of 50 ms each) has ended at its first cut well before.
+STEADY_S = 2.0
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_worker_processes_share_one_adaptive_limit(workers: int, sim: RunningSim,
+                                                   redis_url: str) -> None:
+    # A server with 4 slots at 50 ms a call; a call queued behind more than ~80 others
+    # times out (1 s). Each worker would send 64 at once without the cap.
+    sim.configure(latency_ms=50, serve_at_once=4)
+    calls = 96
+    children = [subprocess.Popen(
+        [sys.executable, "-c", _ADAPTIVE_WORKER, sim.base_url, redis_url, str(calls), "64",
+         "1.0"], cwd=REPOSITORY, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for _ in range(workers)]
+    sampled: list[float] = []
+    try:
+        for child in children:
+            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        done = threading.Event()
+        sampler = threading.Thread(target=_sample_limit, args=(redis_url, sampled, done))
+        sampler.start()
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        results = [json.loads(child.communicate(timeout=120)[0]) for child in children]
+        done.set()
+        sampler.join()
+    finally:
+        for child in children:
+            child.kill()
+    stats = sim.stats()
+    assert sum(result["replies"] for result in results) == workers * calls  # all arrive
+    late = [failure for result in results for failure in result["failures"]
+            if failure[0] >= STEADY_S]
+    assert late == []  # no timeout (nor any failure) at steady state
+    # Calls at the server never above the fleet's limit: a slot is taken against it
+    # atomically; the margin of 2 is a peak the 20 ms sampling missed. And far below
+    # the 64 x workers the workers would send without it.
+    assert sampled and stats["max_in_flight"] <= max(sampled) + 2
+    assert stats["max_in_flight"] <= 16
+    # The server's 4 slots kept busy: at least a quarter of its 80 calls/s over the run
+    # (a loaded 2-core machine runs the workers, the simulator and Redis).
+    seconds = max(result["seconds"] for result in results)
+    assert workers * calls / seconds >= 0.25 * 4 / 0.05
+
+
+def _sample_limit(redis_url: str, sampled: list[float], done: threading.Event) -> None:
+    client = redis.Redis.from_url(redis_url)
+    try:
+        while not done.wait(0.02):
+            for key in client.scan_iter(match=f"{KEY_PREFIX}*{LIMIT_SUFFIX}"):
+                value = client.hget(key, "limit")
+                if value is not None:
+                    sampled.append(float(value))  # type: ignore[arg-type]
+    finally:
+        client.close()
+
+
+def test_a_slot_store_out_of_reach_does_not_stop_judging(sim: RunningSim) -> None:
+    # Nothing listens on port 1: every take and give-back fails at once.
+    sim.configure(latency_ms=20)
+    judge = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=10,
+                                      max_connections=8),
+                       concurrency=8, cap=InFlightCap(slots=RedisSlots("redis://127.0.0.1:1/0"),
+                                                      max_wait_s=5, adaptive_max=8))
+    try:
+        answers = judge.complete_many([request(n) for n in range(8)])
+    finally:
+        judge.close()
+    assert all(isinstance(answer, JudgeReply) for answer in answers)  # sent uncapped
