@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -31,6 +32,7 @@ from evalfleet.alerts.rule import load_rules
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.view import load_alert_view
 from evalfleet.cli import main
+from evalfleet.cli.ui import build_ui_app
 from evalfleet.core.metric import load_registry
 from evalfleet.core.review import MetricSlice, ReviewSlice
 from evalfleet.core.settings import Settings
@@ -38,6 +40,7 @@ from evalfleet.review.estimate import estimate_score
 from evalfleet.store import VerdictKey, VerdictRecord, open_store
 from evalfleet.store.estimate import EstimateReads
 from evalfleet.store.review import LabelValue, ReviewQueue
+from testkit.served import Served
 from tests.evalfleet.alerts.conftest import write_rules
 from tests.evalfleet.alerts.receiver import Receiver
 
@@ -82,7 +85,7 @@ def fill(database_url: str, *, rate: float, seed: int, people_drop: float,
                         review=ReviewSlice({"rag_qa": MetricSlice(rate=rate)}))
     for start in range(0, len(records), 1000):
         worker.save(verdicts=records[start:start + 1000], owner="w")
-    queue = ReviewQueue(worker)  # type: ignore[arg-type]
+    queue = ReviewQueue(worker)
     items = list(queue.iter_items(metric="rag_qa"))
     for item in items:
         value = truth[item.sample_id]
@@ -126,6 +129,14 @@ def test_a_firing_alert_says_whether_peoples_labels_confirm_the_drop(
     shown = CliRunner().invoke(main, ["alerts", "show", "faithfulness_drop"],
                                env=settings.as_environment(), catch_exceptions=False)
     assert line in shown.output
+    page = Served(build_ui_app(settings.model_copy(update={"data_dir": tmp_path}),
+                               token=None))
+    try:
+        html = httpx.get(page.url + "/alerts/faithfulness_drop", timeout=30).text
+    finally:
+        page.stop()
+    assert f'id="judge-check-verdict">{verdict}<' in html
+    assert ('id="corrected-change">' in html) == (verdict != TOO_FEW_LABELS)
 
     # The next cycles keep the check of the firing notification without reading it again.
     later = engine.check(at=AT + timedelta(minutes=10))
