@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from evalfleet.alerts.evidence import EVIDENCE_SAMPLES
+from evalfleet.alerts.judgecheck import check_line
 from evalfleet.alerts.rule import Rule
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.state import AlertState, Event
@@ -93,6 +94,12 @@ def _annotations(rule: Rule, segment: Segment, details: dict[str, Any], *,
     if suspicion:
         annotations["judge_drift"] = drift_line(suspicion)
         annotations["description"] = f"{annotations['judge_drift']}. {annotations['description']}"
+    check = details.get("judge_check")
+    if check and not no_data:
+        # Whether people's labels confirm the drop: a word to route on, and a line to read.
+        annotations["judge_check"] = str(check.get("verdict"))
+        annotations["judge_check_detail"] = check_line(check)
+        annotations["description"] = f"{annotations['description']}. {check_line(check)}"
     if details.get("note"):
         annotations["baseline_source"] = str(details["note"])
     if spec.annotations.runbook:

@@ -44,6 +44,7 @@ from evalfleet.alerts.detector import (
     pair_baselines,
 )
 from evalfleet.alerts.evidence import evidence_details, plain_text, window_evidence
+from evalfleet.alerts.judgecheck import JudgeCheckSource
 from evalfleet.alerts.notifier import Notifier
 from evalfleet.alerts.rule import (
     CalibrationBaseline,
@@ -141,6 +142,8 @@ class AlertEngine:
         secrets: Strings masked in the evidence notifications carry (the settings').
         agreement: The review queue, for review_agreement rules and the agreement gauges;
             None for neither.
+        judge_check: The labels that say whether a firing app alert's drop is people's
+            too (``judgecheck``); None for no check.
     """
 
     def __init__(
@@ -149,6 +152,7 @@ class AlertEngine:
         clock: Callable[[], datetime] | None = None,
         notifiers: Mapping[str, Notifier] | None = None, secrets: Sequence[str] = (),
         agreement: AgreementSource | None = None,
+        judge_check: JudgeCheckSource | None = None,
     ) -> None:
         self.engine = engine
         self.rules = rules
@@ -160,6 +164,7 @@ class AlertEngine:
         self._secrets = tuple(secrets)
         self._agreement = agreement
         self._agreement_at: datetime | None = None
+        self._judge_check = judge_check
 
     def close(self) -> None:
         """Release the database connections and HTTP clients."""
@@ -309,16 +314,19 @@ class AlertEngine:
         now = self._clock()
         with ledger.rule_transaction(self.engine, rule.name) as conn:
             suspicion = self._drift_suspicion(conn, rule, at)
-            stored = {s.segment: s.state for s in ledger.load_states(conn, rule.name)}
+            loaded = {s.segment: s for s in ledger.load_states(conn, rule.name)}
+            stored = {segment: s.state for segment, s in loaded.items()}
+            checks = {segment: s.finding.get("judge_check") for segment, s in loaded.items()}
             seen = {j.finding.segment for j in judgements}
             for judgement in judgements:
-                rows.append(self._step(conn, rule, judgement.finding.segment, judgement,
-                                       stored.get(judgement.finding.segment), policy, at, now,
-                                       points, suspicion))
+                segment = judgement.finding.segment
+                rows.append(self._step(conn, rule, segment, judgement, stored.get(segment),
+                                       policy, at, now, points, suspicion,
+                                       checks.get(segment)))
             # Segments known from earlier cycles with no samples now: too little data.
             for segment in sorted(set(stored) - seen):
                 rows.append(self._step(conn, rule, segment, None, stored[segment], policy,
-                                       at, now, points, suspicion))
+                                       at, now, points, suspicion, checks.get(segment)))
             ledger.record_points(conn, rule=rule.name, at=at, points=points)
         return rows
 
@@ -326,6 +334,7 @@ class AlertEngine:
         self, conn: Connection, rule: Rule, segment: Segment, judgement: Judgement | None,
         previous: AlertState | None, policy: Policy, at: datetime, now: datetime,
         points: list[dict[str, Any]], suspicion: dict[str, Any],
+        last_check: dict[str, Any] | None = None,
     ) -> ReportRow:
         observation = judgement.observation if judgement else "insufficient_data"
         details: dict[str, Any] = (finding_details(judgement) if judgement else
@@ -339,6 +348,9 @@ class AlertEngine:
             # What the bad answers look like travels with the alert, not just numbers.
             details = {**details, "evidence": evidence_details(
                 window_evidence(conn, rule, segment, at=at), secrets=self._secrets)}
+        check = self._check_labels(conn, rule, judgement, step, at=at, last=last_check)
+        if check is not None:
+            details["judge_check"] = check
         ledger.save_state(conn, rule=rule.name, segment=segment, state=step.state, at=at,
                           finding=details)
         was = current.state if previous else "new"
@@ -353,6 +365,19 @@ class AlertEngine:
         self._keep_baseline_clean(conn, rule, segment, step, at)
         self._queue(conn, rule, segment, step, details, at=at, now=now)
         return _row(rule, segment, was, step, details)
+
+    def _check_labels(self, conn: Connection, rule: Rule, judgement: Judgement | None,
+                      step: Step, *, at: datetime,
+                      last: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Whether people's labels confirm the drop: read when the alert fires or
+        notifies again (labels arrive hours late), kept as it was while it fires."""
+        if step.state.state != "firing":
+            return None
+        if judgement is None or self._judge_check is None or not any(
+                event in ("firing", "renotify") for event in step.events):
+            return last
+        return self._judge_check.check(rule, judgement.finding, at=at, conn=conn,
+                                       confidence=1 - self.rules.false_discovery_rate)
 
     def _keep_baseline_clean(self, conn: Connection, rule: Rule, segment: Segment, step: Step,
                              at: datetime) -> None:

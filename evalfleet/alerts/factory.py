@@ -5,12 +5,14 @@ from __future__ import annotations
 from evalfleet.alerts.agreement import AgreementSource
 from evalfleet.alerts.delivery import DeliveryOptions, Dispatcher
 from evalfleet.alerts.engine import AlertEngine
+from evalfleet.alerts.judgecheck import JudgeCheckSource
 from evalfleet.alerts.notifier import Notifier, build_notifiers
 from evalfleet.alerts.rule import ReceiverSpec, RuleSet, load_rules
 from evalfleet.alerts.telemetry import AlertTelemetry
 from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings
 from evalfleet.store import open_store
+from evalfleet.store.estimate import EstimateReads
 from evalfleet.store.review import ReviewQueue
 
 #: Name of the receiver ``EVALFLEET_ALERTMANAGER_URL`` configures.
@@ -70,4 +72,5 @@ def open_alert_engine(settings: Settings, *, telemetry: AlertTelemetry | None = 
     return AlertEngine(engine=store.engine, rules=rules, dispatcher=dispatcher,
                        external_url=settings.alert_external_url, telemetry=telemetry,
                        notifiers=notifiers, secrets=settings.secret_values(),
-                       agreement=AgreementSource(ReviewQueue(store), registry))
+                       agreement=AgreementSource(ReviewQueue(store), registry),
+                       judge_check=JudgeCheckSource(EstimateReads(store), registry))

@@ -155,6 +155,25 @@ class Recovery(_Model):
     this much, and a drop from the baseline smaller than ``min_effect`` by this much."""
 
 
+class JudgeCheck(_Model):
+    """Whether people's labels confirm an app alert's drop (``evalfleet.alerts.judgecheck``):
+    the window and the baseline each corrected by the labels of a pool ending where it
+    ends."""
+
+    enabled: bool = True
+    """False: notifications and the page say nothing of labels."""
+
+    label_window: Duration | None = None
+    """How far back from each period's end its labels are pooled. None (the default): the
+    period itself, so each period's own labels correct it and nothing is assumed about the
+    judge outside it (a 10-minute window rarely has enough). Longer: more labels, and the
+    assumption that the judge's bias is steady over the pool; a pool reaching back past
+    the other period's end shares labels with it (counted in the interval)."""
+
+    min_labels: int = Field(default=100, ge=10)
+    """Fewest labelled random items in each pool to say anything ("too few labels")."""
+
+
 class Annotations(_Model):
     """Text for people; ``{segment}``, ``{mean}``, ``{baseline_mean}``, ``{effect}``,
     ``{n}``, ``{p_value}`` and ``{threshold}`` are filled in."""
@@ -248,6 +267,9 @@ class AlertRule(_Model):
     max_segments: int = Field(default=500, ge=1)
     """Segments tested per evaluation; the ones with most samples are kept."""
 
+    judge_check: JudgeCheck = JudgeCheck()
+    """Whether people's labels confirm a firing app alert (see :class:`JudgeCheck`)."""
+
     @model_validator(mode="before")
     @classmethod
     def _drift_defaults(cls, data: Any) -> Any:
@@ -272,6 +294,9 @@ class AlertRule(_Model):
             raise ValueError("'segment_by' names a key twice")
         if self.window <= timedelta(0) or self.interval <= timedelta(0):
             raise ValueError("'window' and 'interval' must be positive")
+        label_window = self.judge_check.label_window
+        if label_window is not None and label_window <= timedelta(0):
+            raise ValueError("'judge_check.label_window' must be positive")
         if self.renotify < self.interval:
             raise ValueError("'renotify' must be at least one 'interval'")
         reserved = RESERVED_LABELS & (set(self.labels) | set(self.segment_keys))

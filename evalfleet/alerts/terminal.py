@@ -11,6 +11,7 @@ from typing import Any
 
 from evalfleet.alerts.alert import drift_line
 from evalfleet.alerts.evidence import plain_text
+from evalfleet.alerts.judgecheck import check_line
 from evalfleet.alerts.segment import Segment
 from evalfleet.core.durations import format_duration, format_moment
 
@@ -50,7 +51,10 @@ def render_alert_view(view: Any) -> str:
         lines.append(clean(drift_line(finding["judge_drift"]), 2000))
     if finding.get("note"):
         lines.append(clean(finding["note"], 500))
-    lines += ["", *_comparison(finding, clean), "", *_trend_lines(view)]
+    lines += ["", *_comparison(finding, clean)]
+    if finding.get("judge_check"):
+        lines.append(check_line(finding["judge_check"]))
+    lines += ["", *_trend_lines(view)]
     lines += ["", "history", *(_transition_line(t) for t in view.history[-15:])]
     if not view.history:
         lines.append("  (no changes of state yet)")

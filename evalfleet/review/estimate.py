@@ -37,7 +37,7 @@ from evalfleet.review.estimator import (
     corrected_mean,
     raw_mean,
 )
-from evalfleet.review.label import combine_labels, normalise
+from evalfleet.review.label import combine_labels, normaliser
 from evalfleet.store.estimate import EstimateReads, PoolItem, ScoreSums
 
 #: How far back labels correct a window by default (the CLI's --label-window, the pages).
@@ -120,6 +120,7 @@ def pool_labels(pool: Sequence[PoolItem], *, metric: Metric, score: str,
         probability is not in (0, 1].
     """
     scale = score_scales(metric)[score]
+    to_unit = normaliser(metric=metric, score=score)
     found: list[tuple[PoolItem, tuple[str | None, float], float, float]] = []
     random_by_stratum: Counter[tuple[str | None, float]] = Counter()
     refused = unlabelled = 0
@@ -139,8 +140,7 @@ def pool_labels(pool: Sequence[PoolItem], *, metric: Metric, score: str,
         if people is None:
             unlabelled += 1
             continue
-        found.append((item, stratum, float(judge), normalise(people, metric=metric,
-                                                              score=score)))
+        found.append((item, stratum, float(judge), to_unit(people)))
     labelled_by_stratum = Counter(stratum for _, stratum, _, _ in found)
     items = [LabelledItem(
         judge=judge, label=label, item=item.sample_id,

@@ -13,7 +13,7 @@ continuous, the mean. "Cannot say" labels are left out first.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from evalfleet.calibration.gold import ScoreScale, label_value, score_scales
@@ -61,10 +61,16 @@ def normalise(raw: float, *, metric: Metric, score: str) -> float:
     Returns:
         The value normalised by the score's declared scale (booleans stay 0 or 1).
     """
+    return normaliser(metric=metric, score=score)(raw)
+
+
+def normaliser(*, metric: Metric, score: str) -> Callable[[float], float]:
+    """:func:`normalise` for one score, its scale read once (for thousands of labels)."""
     if score_scales(metric)[score].kind == "binary":
-        return float(raw)
+        return float
     low, high = metric.spec.scores[score].scale
-    return (float(raw) - low) / ((high - low) or 1.0)
+    span = (high - low) or 1.0
+    return lambda raw: (float(raw) - low) / span
 
 
 def combine_labels(values: Sequence[Any], *, scale: ScoreScale) -> Any:

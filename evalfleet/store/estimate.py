@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
 
 from evalfleet.store.dialect import is_sqlite
 from evalfleet.store.evidence import attributes_match
@@ -53,10 +55,24 @@ class PoolItem:
 
 
 class EstimateReads:
-    """The reads of corrected estimates from one verdict store."""
+    """The reads of corrected estimates from one verdict store.
 
-    def __init__(self, store: SqlStore) -> None:
+    Args:
+        store: The store.
+        conn: A connection to read on instead of one of the store's own (the alert
+            engine's, inside a transaction that SQLite would otherwise lock against).
+    """
+
+    def __init__(self, store: SqlStore, *, conn: Connection | None = None) -> None:
         self.store = store
+        self._conn = conn
+
+    def on(self, conn: Connection) -> EstimateReads:
+        """The same reads on ``conn``."""
+        return EstimateReads(self.store, conn=conn)
+
+    def _connect(self) -> AbstractContextManager[Connection]:
+        return nullcontext(self._conn) if self._conn is not None else self.store.connect()
 
     def score_sums(self, *, metric: str, score: str, start: datetime, end: datetime,
                    segment: Mapping[str, str],
@@ -81,7 +97,7 @@ class EstimateReads:
                        func.sum(vs.value * vs.value)).where(
             vs.metric == metric, vs.name == score, vs.sample_ts >= start, vs.sample_ts < end,
             vs.created_at >= created_since(start))
-        with self.store.connect() as conn:
+        with self._connect() as conn:
             if segment or filters:
                 query = query.select_from(verdict_scores.join(
                     verdicts, verdicts.c.id == vs.verdict_id)).where(
@@ -109,7 +125,7 @@ class EstimateReads:
                         .join(review_items, i.id == lab.item_id).where(*where)
                         .order_by(lab.item_id, lab.reviewer))
         given: dict[int, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
-        with self.store.connect() as conn:
+        with self._connect() as conn:
             rows = conn.execute(items_query).all()
             for item_id, score, raw in conn.execute(labels_query):
                 given[item_id][score].append(raw)

@@ -25,7 +25,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
 
-from jinja2 import Environment, FileSystemLoader
+from jinja2 import Environment, FileSystemLoader, Undefined
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
@@ -122,8 +122,9 @@ def _environment() -> Environment:
 
 
 def format_number(value: Any, digits: int = 3) -> str:
-    """A number for people: ``-`` for none, short scientific form for tiny values."""
-    if value is None:
+    """A number for people: ``-`` for none (or a field a never evaluated rule lacks),
+    short scientific form for tiny values."""
+    if value is None or isinstance(value, Undefined):
         return "-"
     number = float(value)
     if number != 0 and abs(number) < 10 ** -digits:

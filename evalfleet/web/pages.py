@@ -125,6 +125,7 @@ class PageData:
             "window_count": len(window_values), "baseline_count": len(baseline_values),
             "baseline_label": baseline_label, "hist": {"w": HIST_W, "h": HIST_H},
             "worst": [{**_evidence_row(item)} for item in view.worst],
+            "check": view.finding.get("judge_check"),
             "estimate": self._estimate(rule, parsed, start=view.at - rule.spec.window,
                                        end=view.at),
         }

@@ -168,6 +168,8 @@ def test_alert_and_trend_pages_show_the_judges_mean_and_the_corrected_one(site: 
     # No review items in this store: no corrected mean, and the page says why.
     assert 'id="corrected-mean">not enough labels<' in alert.text
     assert "0 labels (at least 100 needed)" in alert.text and "steady" in alert.text
+    # Nor can people's labels say whether the firing drop is real.
+    assert 'id="judge-check-verdict">too few labels<' in alert.text
     trend = get(site, "/rules/faithfulness_drop/trend",
                 params={"segment": "app=support-bot", "range": "1h"})
     assert 'id="judge-mean">0.' in trend.text and "not enough labels" in trend.text
