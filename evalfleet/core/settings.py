@@ -285,8 +285,7 @@ class JudgeSettings(BaseModel):
 
     batch_reask_sync: bool = False
     """Re-ask an unusable batch reply at once through the synchronous judge (at its
-    price) when ``reask_on_invalid`` is on; off, the batch verdict is stored as failed
-    with the parse error."""
+    price) when ``reask_on_invalid`` is on; off, the re-ask goes into a later batch."""
 
     batch_failed_retry_s: float = Field(default=600.0, ge=0)
     """After a batch failed without running (the enqueued-token limit), how long its

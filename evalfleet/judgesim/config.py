@@ -81,6 +81,11 @@ class SimConfig(BaseModel):
     malformed_kinds: tuple[MalformedKind, ...] = Field(default=MALFORMED_KINDS, min_length=1)
     """The kinds a malformed reply is drawn from."""
 
+    first_answer_fault: Literal["malformed", "truncated"] | None = None
+    """When set, every first answer (to a request with no assistant turn yet) is broken
+    this way (malformed: the first of ``malformed_kinds``), and every re-ask is answered
+    as usual: a score problem the re-ask mends, in chat requests and batch lines alike."""
+
     retry_after_s: float = Field(default=1.0, ge=0)
     """Delay advertised by a 429 from ``rate_limit_rate`` (``Retry-After`` is rounded up)."""
 

@@ -59,6 +59,7 @@ from evalfleet.judgesim.faults import (
     ScriptedReply,
     SlidingWindow,
     decide_fault,
+    first_answer_fault,
     retry_after_header,
     sample_latency_ms,
 )
@@ -263,6 +264,8 @@ async def _generate(sim: SimState, counters: _Counters, request: Request,
                     chat: _ChatRequest) -> Response:
     config = sim.config
     fault = decide_fault(sim.rng, config=config)
+    if fault.outcome in ("ok", "malformed", "truncated"):
+        fault = first_answer_fault(chat.prompt.roles, config=config) or fault
     counters.outcome(fault.outcome)
     if fault.outcome == "rate_limited":
         return _rate_limited(config.retry_after_s)
@@ -499,6 +502,7 @@ def _judge_line(sim: SimState, body: Mapping[str, Any]) -> tuple[int, dict[str, 
     fault = decide_fault(sim.rng, config=sim.config)
     if fault.outcome not in ("malformed", "truncated"):
         fault = Fault.none()
+    fault = first_answer_fault(chat.prompt.roles, config=sim.config) or fault
     reply = build_reply(chat.prompt, model=chat.model, response_format=chat.response_format,
                         fault=fault, max_tokens=chat.max_tokens,
                         shift=sim.config.score_shifts.get(chat.model, 0.0),

@@ -9,6 +9,8 @@ the order of lines means nothing), and its jobs run through the evaluator with a
 that answers from those lines: a line's reply is parsed and stored like any verdict, a
 failed line or a request the batch left undone is a judge failure, so the job goes back
 to the queue with its attempt counted (or to the dead letters after the last attempt).
+An unusable reply's re-ask is spooled again under the same key, its claim still held,
+for a later batch (or, with ``batch_reask_sync``, asked at once of the synchronous judge).
 
 Killed at any point, a round is done again by the next one: verdicts already stored
 make their jobs duplicates, and a spool row goes only once its job has an outcome.
@@ -29,7 +31,7 @@ from evalfleet.core.message import Job, decode_job
 from evalfleet.store import DeadLetter
 from evalfleet.store.batchspool import BATCH_OWNER, BatchRow, BatchSpool
 from workers.batchjudge.api import OPEN_STATUSES, BatchApi, error_message
-from workers.batchjudge.provider import CollectedAnswers, CollectedJudge
+from workers.batchjudge.provider import CollectedAnswers, CollectedJudge, first_exchange
 from workers.evaluation import Evaluator, Outcome
 from workers.judge.base import JudgeReply
 from workers.judge.reply import reply_from_body
@@ -58,22 +60,24 @@ def collecting_evaluator(evaluator: Evaluator, *, endpoint: str, price_multiplie
                          reask_sync: bool = False) -> tuple[Evaluator, CollectedAnswers]:
     """The worker's evaluator as the collector uses it: judged by the batch lines, priced
     at the batch price, spend not counted again (a batch's estimate was counted when it
-    was sent), nothing spooled. An unusable reply is re-asked through the worker's
-    synchronous judge with ``reask_sync`` (and ``reask_on_invalid``), else stored as a
-    failed verdict.
+    was sent), nothing spooled. With ``reask_on_invalid``, an unusable reply is re-asked
+    in a later batch, or at once through the worker's synchronous judge with
+    ``reask_sync``; a second unusable reply is stored as a failed verdict.
 
     Returns:
         The evaluator, and the provider to load each batch's answers into.
     """
     provider = CollectedAnswers(endpoint)
-    reask = reask_sync and evaluator.options.reask_on_invalid
+    reask = evaluator.options.reask_on_invalid
+    sync = reask and reask_sync
     options = replace(evaluator.options, reask_on_invalid=reask, judge_mode="batch", prices={
         model: Price(price.prompt_per_mtok * price_multiplier,
                      price.completion_per_mtok * price_multiplier)
         for model, price in evaluator.options.prices.items()})
+    options = replace(options, reask_in_batch=reask and not sync)
     return Evaluator(registry=evaluator.registry, store=evaluator.store,
                      judge=CollectedJudge(provider,
-                                          fallback=evaluator.judge if reask else None),
+                                          fallback=evaluator.judge if sync else None),
                      options=options,
                      telemetry=evaluator.telemetry), provider
 
@@ -150,6 +154,8 @@ class Collector:
         for start in range(0, len(lines), self.chunk):
             chunk = lines[start:start + self.chunk]
             self.answers.load([(body, answers.get(key, undone)) for key, body in chunk])
+            self.answers.load([first for first in (first_exchange(jobs[key], body)
+                                                   for key, body in chunk) if first])
             runnable: list[Job] = []
             letters: list[DeadLetter] = []
             for key, _ in chunk:
@@ -167,6 +173,8 @@ class Collector:
                 outcomes = self.evaluator.run_batch(runnable, owner=BATCH_OWNER)
             finally:
                 self.answers.clear()
+            # Re-asks are spooled before the chunk's rows go: killed in between, the
+            # next round judges the chunk again and finds the same re-asks.
             self._carry_out(outcomes, report)
             cost = sum(o.record.cost_usd or 0.0 for o in outcomes if o.record is not None)
             if cost:
@@ -175,6 +183,8 @@ class Collector:
             self.spool.settle(row.id, [key for key, _ in chunk], now=self._clock())
 
     def _carry_out(self, outcomes: Sequence[Outcome], report: CollectReport) -> None:
+        reasks = [outcome.entry for outcome in outcomes if outcome.entry is not None]
+        self.spool.put(reasks, owner=BATCH_OWNER, now=self._clock())
         for outcome in outcomes:
             report.outcomes[outcome.kind] = report.outcomes.get(outcome.kind, 0) + 1
             if outcome.kind in BACK_TO_QUEUE and outcome.retry_job is not None:

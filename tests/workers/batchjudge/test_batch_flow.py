@@ -379,12 +379,54 @@ def test_hostile_sample_text_goes_through_spool_file_and_verdict(
     assert BatchSpool(store).summary().waiting == 0
 
 
-@pytest.mark.parametrize("reask_sync", [False, True])
-def test_an_unusable_batch_reply_is_stored_failed_or_reasked_synchronously(
-        reask_sync: bool, store: SqlStore, api: BatchApi, sim: RunningSim) -> None:
-    sim.configure(batch_turnaround_s=0.05, truncated_rate=1.0)
-    # Chat requests (the synchronous re-ask) get a good reply; batch lines are cut off.
-    sim.script([{"match": "", "replies": [{"content": GOOD_RAG}], "then": "repeat_last"}])
+def reasking_collector(store: SqlStore, api: BatchApi, worker: Evaluator, *,
+                       reask_sync: bool = False) -> Collector:
+    evaluator, answers = collecting_evaluator(worker, endpoint=api.base_url,
+                                              price_multiplier=0.5, reask_sync=reask_sync)
+    return Collector(BatchSpool(store), api, evaluator=evaluator, answers=answers,
+                     publish=lambda job, _c: pytest.fail(f"{job.sample.id} sent back"),
+                     clock=clock, failed_retry_s=0.0, price_multiplier=0.5)
+
+
+@pytest.mark.parametrize("second_also_unusable", [False, True])
+def test_an_unusable_batch_reply_is_reasked_once_in_a_later_batch(
+        second_also_unusable: bool, store: SqlStore, api: BatchApi, worker: Evaluator,
+        sim: RunningSim) -> None:
+    # Every first answer is cut off; the re-ask is answered well, or cut off too.
+    sim.configure(batch_turnaround_s=0.05, first_answer_fault="truncated",
+                  truncated_rate=1.0 if second_also_unusable else 0.0)
+    spool_jobs(worker, jobs(6))
+    assert submitter(store, api).run() == 6
+    coll = reasking_collector(store, api, worker)
+    assert collect_all(coll, store).outcomes == {"spooled": 6}
+    # The same jobs wait for a later batch under the same keys, their claims still held.
+    assert not list(store.iter_verdicts()) and BatchSpool(store).summary().waiting == 6
+    with store.connect() as conn:
+        assert {o for (o,) in conn.execute(select(claims.c.owner))} == {BATCH_OWNER}
+    assert {o.kind for o in worker.run_batch(jobs(6), owner="msg-2")} == {"duplicate"}
+    assert submitter(store, api).run() == 6
+    assert collect_all(coll, store).outcomes == {"stored": 6}
+    assert submitter(store, api).run() == 0  # asked again once, never twice
+    verdicts = list(store.iter_verdicts())
+    assert len(verdicts) == 6 and {v.attempts for v in verdicts} == {2}
+    assert all(v.cost_usd == pytest.approx(
+        ((v.prompt_tokens or 0) * 1.0 + (v.completion_tokens or 0) * 2.0) / 2e6)
+        for v in verdicts)  # both replies, at the batch price
+    if second_also_unusable:
+        assert {v.status for v in verdicts} == {"failed"}
+        assert all(v.raw_output and "(first reply:" in (v.error or "") for v in verdicts)
+    else:
+        assert {v.status for v in verdicts} == {"ok"}
+    stats = sim.stats()
+    assert stats["requests"] == 0 and stats["batches"]["lines_accepted"] == 12
+    with store.connect() as conn:
+        assert conn.execute(select(claims)).all() == []
+    assert BatchSpool(store).summary().waiting == 0
+
+
+def test_an_unusable_batch_reply_is_reasked_synchronously_by_setting(
+        store: SqlStore, api: BatchApi, sim: RunningSim) -> None:
+    sim.configure(batch_turnaround_s=0.05, first_answer_fault="truncated")
     sync_judge = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
                                            max_connections=4), concurrency=4)
     options = evaluator_options(judge_model="judge-sim", batch_metrics=["rag_qa"])
@@ -393,16 +435,11 @@ def test_an_unusable_batch_reply_is_stored_failed_or_reasked_synchronously(
     try:
         spool_jobs(worker, jobs(6))
         submitter(store, api).run()
-        evaluator, answers = collecting_evaluator(worker, endpoint=api.base_url,
-                                                  price_multiplier=0.5, reask_sync=reask_sync)
-        collect_all(Collector(BatchSpool(store), api, evaluator=evaluator, answers=answers,
-                              publish=lambda job, _c: None, clock=clock, failed_retry_s=0.0,
-                              price_multiplier=0.5), store)
+        collect_all(reasking_collector(store, api, worker, reask_sync=True), store)
     finally:
         sync_judge.close()
     verdicts = list(store.iter_verdicts())
-    assert len(verdicts) == 6
-    if reask_sync:
-        assert {v.status for v in verdicts} == {"ok"} and sim.stats()["requests"] == 6
-    else:
-        assert {v.status for v in verdicts} == {"failed"} and sim.stats()["requests"] == 0
+    assert len(verdicts) == 6 and {v.status for v in verdicts} == {"ok"}
+    assert {v.attempts for v in verdicts} == {2}
+    stats = sim.stats()
+    assert stats["requests"] == 6 and stats["batches"]["lines_accepted"] == 6
