@@ -1,10 +1,13 @@
 """Batch judging through the real fleet: ``evalfleet produce``, a worker process that
 spools, two ``evalfleet beat`` processes (one batch round at a time by the Redis lock),
-the simulator's Batch API over HTTP, Postgres."""
+the simulator's Batch API over HTTP, Postgres; and beats SIGKILLed at each batch step
+(``EVALFLEET_TEST_KILL_AT``), a fresh one taking over."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -12,11 +15,19 @@ from pathlib import Path
 
 import pytest
 
+from evalfleet.core.message import new_job
+from evalfleet.core.metric import load_registry
+from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
+from evalfleet.store import SqlStore
+from evalfleet.store.batchspool import BatchSpool
 from tests.helpers import WorkerProcess, wait_until
 from tests.ops.servers import stop_process
 from tests.test_fleet import cli, export, make_samples, write_jsonl
+from tests.workers.batchjudge.test_batch_flow import NoSyncCalls
+from workers.batchjudge.rounds import KILL_AT_ENV
+from workers.evaluation import Evaluator, EvaluatorOptions
 
 PRICE = (1.0, 2.0)
 
@@ -29,19 +40,21 @@ def batch_fleet(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-def start_beat(tmp_path: Path) -> Iterator[Callable[[Settings], Path]]:
+def start_beat(tmp_path: Path) -> Iterator[Callable[..., Path]]:
     started: list[subprocess.Popen[bytes]] = []
 
-    def start(settings: Settings) -> Path:
+    def start(settings: Settings, **env: str) -> Path:
         n = len(started)
         log_path = tmp_path / f"beat-{n}.log"
         with log_path.open("wb") as log:
             started.append(subprocess.Popen(
                 [sys.executable, "-m", "evalfleet", "beat"],
                 env={**os.environ, **settings.model_copy(
-                    update={"data_dir": tmp_path / f"beat-{n}"}).as_environment()},
+                    update={"data_dir": tmp_path / f"beat-{n}"}).as_environment(), **env},
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         return log_path
+
+    start.processes = started  # type: ignore[attr-defined]
 
     yield start
     for beat in started:
@@ -86,3 +99,40 @@ def test_three_hundred_batch_jobs_end_as_one_verdict_each_at_half_price(
     assert {v["attempts"] for v in verdicts} <= {1, 2, 3}
     assert sum(v["attempts"] - 1 for v in verdicts) == retried
     assert any("batch(es) collected" in log.read_text() for log in logs)
+
+
+KILL_JOBS = 20
+
+
+@pytest.mark.parametrize("kill_at", ["uploaded", "created", "recorded", "downloaded", "stored"])
+def test_a_beat_sigkilled_at_a_batch_step_loses_nothing_and_sends_nothing_twice(
+    kill_at: str, batch_fleet: Settings, sim: RunningSim, store: SqlStore,
+    start_beat: Callable[..., Path],
+) -> None:
+    sim.configure(batch_turnaround_s=0.2)
+    # Spooled as a worker spools them (its settings, its store), without a worker process.
+    worker = Evaluator(registry=load_registry(batch_fleet.metrics_dir), store=store,
+                       judge=NoSyncCalls(), options=EvaluatorOptions.from_settings(batch_fleet),
+                       spool=BatchSpool(store))
+    jobs = [new_job("rag_qa", parse_sample(sample)) for sample in make_samples(KILL_JOBS)]
+    assert {o.kind for o in worker.run_batch(jobs, owner="msg-1")} == {"spooled"}
+    log = start_beat(batch_fleet, **{KILL_AT_ENV: kill_at})
+    killed = start_beat.processes[-1]  # type: ignore[attr-defined]
+    wait_until(lambda: killed.poll() is not None, timeout_s=60,
+               what=f"the beat to die at {kill_at}")
+    assert killed.returncode == -9, log.read_text()
+    # The embedded scheduler outlives its worker: gone too, as with a whole machine lost.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(killed.pid, signal.SIGKILL)
+    start_beat(batch_fleet)
+    wait_until(lambda: len(list(store.iter_verdicts())) == KILL_JOBS
+               and BatchSpool(store).summary().waiting == 0
+               and not BatchSpool(store).batches("preparing", "open"),
+               timeout_s=60, what=f"{KILL_JOBS} verdicts after a kill at {kill_at}")
+    verdicts = list(store.iter_verdicts())
+    assert len({v.key for v in verdicts}) == KILL_JOBS
+    assert {v.status for v in verdicts} == {"ok"} and {v.attempts for v in verdicts} == {1}
+    batches = sim.stats()["batches"]
+    assert batches["files_uploaded"] == batches["created"] == 1
+    assert batches["lines_accepted"] == batches["lines_judged"] == KILL_JOBS
+    assert batches["repeated_custom_ids"] == 0

@@ -42,6 +42,10 @@ logger = logging.getLogger(__name__)
 #: Jobs run through the evaluator at once (one claim, one save per chunk).
 CHUNK = 500
 
+#: The steps after which :class:`Collector`'s ``step`` hook is called: a batch's first
+#: result file read, a chunk's verdicts stored (its spool rows not yet dropped).
+STEPS = ("downloaded", "stored")
+
 #: Outcomes whose job goes back to the queue.
 BACK_TO_QUEUE = frozenset({"retry", "paused", "requeued"})
 
@@ -96,12 +100,15 @@ class Collector:
         price_multiplier: The batch price's share of the synchronous one (for what
             batching saved).
         chunk: Jobs run through the evaluator at once.
+        step: Called with each name of :data:`STEPS` as that step is done (tests stop a
+            collector there).
     """
 
     def __init__(self, spool: BatchSpool, api: BatchApi, *, evaluator: Evaluator,
                  answers: CollectedAnswers, publish: Callable[[Job, float], None],
                  clock: Callable[[], datetime], failed_retry_s: float,
-                 price_multiplier: float, chunk: int = CHUNK) -> None:
+                 price_multiplier: float, chunk: int = CHUNK,
+                 step: Callable[[str], None] | None = None) -> None:
         self.spool = spool
         self.api = api
         self.evaluator = evaluator
@@ -111,6 +118,7 @@ class Collector:
         self.failed_retry_s = failed_retry_s
         self.price_multiplier = price_multiplier
         self.chunk = chunk
+        self._step = step or (lambda name: None)
 
     def run(self) -> CollectReport:
         """One round over the open batches.
@@ -148,6 +156,7 @@ class Collector:
                 report.bad_lines += read_lines(self.api.content(file_id), answers,
                                                 batch=row.provider_id or row.id,
                                                 latency_ms=_turnaround_ms(batch))
+                self._step("downloaded")
         undone = JudgeUnavailable(f"left undone by the {status} batch {row.provider_id}")
         lines = self.spool.lines(row.id)
         jobs = self.spool.jobs(row.id)
@@ -176,6 +185,7 @@ class Collector:
             # Re-asks are spooled before the chunk's rows go: killed in between, the
             # next round judges the chunk again and finds the same re-asks.
             self._carry_out(outcomes, report)
+            self._step("stored")
             cost = sum(o.record.cost_usd or 0.0 for o in outcomes if o.record is not None)
             if cost:
                 self.spool.add_cost(row.id, cost_usd=cost,

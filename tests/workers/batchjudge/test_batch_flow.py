@@ -443,3 +443,24 @@ def test_an_unusable_batch_reply_is_reasked_synchronously_by_setting(
     assert {v.attempts for v in verdicts} == {2}
     stats = sim.stats()
     assert stats["requests"] == 6 and stats["batches"]["lines_accepted"] == 6
+
+
+def test_a_request_over_the_file_limit_alone_is_dead_lettered_naming_job_and_limit(
+        store: SqlStore, api: BatchApi, worker: Evaluator, sim: RunningSim) -> None:
+    sim.configure(batch_turnaround_s=0.05)
+    huge = new_job("rag_qa", parse_sample({"id": "huge-1", "input": "Q?", "output": "A.",
+                                           "context": ["x" * 30_000], "reference": "A."}))
+    spool_jobs(worker, [huge, *jobs(3)])
+    limits = BatchLimits(1000, 20_000, 0.0)
+    assert Submitter(BatchSpool(store), api, limits, clock=clock).run() == 3
+    letters = list(store.iter_dead_letters())
+    assert [(d.sample_id, d.error_class) for d in letters] == [
+        ("huge-1", "batch_request_too_large")]
+    assert "'huge-1'" in letters[0].error and "20000 bytes" in letters[0].error
+    # Never given back: the next rounds send nothing, and the key is settled.
+    assert Submitter(BatchSpool(store), api, limits, clock=clock).run() == 0
+    assert BatchSpool(store).summary().waiting == 0
+    assert {o.kind for o in worker.run_batch([huge], owner="msg-2")} == {"duplicate"}
+    collect_all(collector(store, api, worker, []), store)
+    assert len(list(store.iter_verdicts())) == 3
+    assert sim.stats()["batches"]["lines_accepted"] == 3
