@@ -146,6 +146,11 @@ class SimConfig(BaseModel):
     batch_max_file_bytes: int = Field(default=209_715_200, gt=0)
     """Largest upload accepted by ``POST /v1/files``."""
 
+    batch_flavor: Literal["openai", "azure", "together"] = "openai"
+    """Whose Batch API to play: ``azure`` serves files and batches under ``/openai/``
+    (an ``api-version`` query required; ``/v1/`` ones answer 404) and takes the endpoint
+    ``/chat/completions``; ``together`` takes input files of purpose ``batch-api`` only."""
+
     @model_validator(mode="after")
     def _check_consistency(self) -> SimConfig:
         fault_rates = (self.rate_limit_rate + self.server_error_rate + self.hang_rate

@@ -320,11 +320,11 @@ class BatchSpool:
                          .values(**values))
 
 
-def batch_line(custom_id: str, body: dict[str, Any]) -> bytes:
+def batch_line(custom_id: str, body: dict[str, Any], *,
+               url: str = "/v1/chat/completions") -> bytes:
     """One line of a batch input file (ASCII: any text, lone surrogates included, is
-    written as escapes)."""
-    return json.dumps({"custom_id": custom_id, "method": "POST",
-                       "url": "/v1/chat/completions", "body": body},
+    written as escapes); ``url`` is the provider's name for the chat endpoint."""
+    return json.dumps({"custom_id": custom_id, "method": "POST", "url": url, "body": body},
                       separators=(",", ":")).encode() + b"\n"
 
 

@@ -32,7 +32,7 @@ from evalfleet.core.message import Job
 from evalfleet.core.settings import Settings
 from evalfleet.core.spend import SpendLedger
 from evalfleet.store.batchspool import BatchSpool
-from workers.batchjudge.api import BatchApi
+from workers.batchjudge.api import BatchApi, dialect_of
 from workers.batchjudge.collector import Collector, collecting_evaluator
 from workers.batchjudge.submitter import BatchLimits, Submitter
 from workers.runtime import Runtime
@@ -56,10 +56,13 @@ CHARS_PER_TOKEN = 4
 
 
 def batch_api(settings: Settings) -> BatchApi:
-    """The Batch API of the judge endpoint the settings name."""
-    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-    return BatchApi(settings.openai_base_url or DEFAULT_BASE_URL, api_key=key,
-                    timeout_s=max(60.0, settings.judge_timeout_s))
+    """The Batch API the settings name (``batch_*``, else the judge endpoint's)."""
+    secret = settings.batch_api_key or settings.openai_api_key
+    return BatchApi(settings.batch_base_url or settings.openai_base_url or DEFAULT_BASE_URL,
+                    api_key=secret.get_secret_value() if secret else None,
+                    timeout_s=max(60.0, settings.judge_timeout_s),
+                    dialect=dialect_of(settings.batch_flavor,
+                                       api_version=settings.batch_api_version))
 
 
 def lock_ttl_s(poll_s: float) -> float:

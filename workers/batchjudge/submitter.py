@@ -118,7 +118,7 @@ class Submitter:
             logger.error("dead letter: %s", letter.error)
 
     def _recover(self, row: BatchRow) -> None:
-        found = self.api.find(METADATA_KEY, row.id)
+        found = self.api.find(METADATA_KEY, row.id, input_file_id=row.input_file_id)
         if found is not None:
             logger.info("batch %s found at the provider as %s", row.id, found.get("id"))
             self.spool.record_created(row.id, found)
@@ -129,7 +129,8 @@ class Submitter:
     def _send(self, batch_id: str, lines: Sequence[tuple[str, dict[str, Any]]], *,
               file_id: str | None) -> None:
         if file_id is None:
-            data = b"".join(batch_line(custom_id, body) for custom_id, body in lines)
+            data = b"".join(batch_line(custom_id, body, url=self.api.dialect.endpoint)
+                            for custom_id, body in lines)
             file_id = self.api.upload(data, filename=f"{batch_id}.jsonl")
             self.spool.record_file(batch_id, file_id)
         self._step("uploaded")

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from evalfleet.core.errors import JudgeError
 from evalfleet.core.message import Job, Purpose, new_job
 from evalfleet.core.metric import load_registry
 from evalfleet.core.sample import parse_sample
@@ -23,7 +24,7 @@ from evalfleet.store.batchspool import BATCH_OWNER, HELD_UNTIL, BatchSpool
 from evalfleet.store.schema import claims
 from tests.helpers import evaluator_options
 from tests.test_fleet import cli
-from workers.batchjudge.api import BatchApi
+from workers.batchjudge.api import BatchApi, Flavor, batch_object, dialect_of
 from workers.batchjudge.collector import (
     Collector,
     CollectReport,
@@ -464,3 +465,31 @@ def test_a_request_over_the_file_limit_alone_is_dead_lettered_naming_job_and_lim
     collect_all(collector(store, api, worker, []), store)
     assert len(list(store.iter_verdicts())) == 3
     assert sim.stats()["batches"]["lines_accepted"] == 3
+
+
+@pytest.mark.parametrize("flavor", ["azure", "together", "groq"])
+def test_each_provider_flavor_is_served_through_its_paths_and_purpose(
+        flavor: Flavor, store: SqlStore, worker: Evaluator, sim: RunningSim) -> None:
+    sim.configure(batch_turnaround_s=0.05, batch_flavor="openai" if flavor == "groq" else flavor)
+    root = sim.base_url.removesuffix("/v1")
+    base_url = f"{root}/openai" if flavor == "azure" else sim.base_url
+    flavored = BatchApi(base_url, api_key="k", timeout_s=10,
+                        dialect=dialect_of(flavor, api_version="2024-10-21"))
+    try:
+        if flavor != "groq":  # the simulator refuses OpenAI's own shape as this provider
+            with pytest.raises(JudgeError):
+                BatchApi(sim.base_url, timeout_s=10).upload(b"{}\n", filename="x.jsonl")
+        spool_jobs(worker, jobs(5))
+        assert submitter(store, flavored).run() == 5
+        collect_all(collector(store, flavored, worker, []), store)
+    finally:
+        flavored.close()
+    assert len(list(store.iter_verdicts())) == 5
+    batches = sim.stats()["batches"]
+    assert batches["created"] == 1 and batches["lines_judged"] == 5
+
+
+def test_together_batch_objects_read_as_openai_ones() -> None:
+    wrapped = {"job": {"id": "b1", "status": "IN_PROGRESS", "input_file_id": "f1"}}
+    assert batch_object(wrapped) == {"id": "b1", "status": "in_progress", "input_file_id": "f1"}
+    assert batch_object({"id": "b2", "status": "completed"})["status"] == "completed"
