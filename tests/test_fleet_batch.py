@@ -37,7 +37,9 @@ PRICE = (1.0, 2.0)
 def batch_fleet(settings: Settings) -> Settings:
     return settings.model_copy(update={
         "batch_metrics": ["rag_qa"], "batch_poll_s": 0.5, "batch_max_wait_s": 0.5,
-        "batch_max_requests": 100, "model_prices": {"gpt-4o-mini": PRICE}})
+        "batch_max_requests": 100, "model_prices": {"gpt-4o-mini": PRICE},
+        # No canary jobs from the beats: every verdict counted here is a test job's.
+        "canary_interval_s": 0})
 
 
 @pytest.fixture
