@@ -10,8 +10,9 @@ or after ``--poll-s``). CPU is the worker's (and in batch mode the beat's, which
 and stores batch verdicts) from /proc, from the moment both are ready (start-up left
 out) to the last verdict. Time to the last verdict runs from the first job enqueued.
 Judge requests are what the simulator counted: chat completions, or Batch API calls
-(uploads, creations, polls, downloads). Cost at ``model_prices`` of (0.15, 0.60)
-$/Mtok, the batch price half.
+(uploads, creations, polls, downloads); batch lines are the lines the simulator
+accepted in batches, and how many of them repeated a custom id already sent. Cost at
+``model_prices`` of (0.15, 0.60) $/Mtok, the batch price half.
 
     python -m bench.batch_judging --jobs 2000 --turnaround-s 5
 """
@@ -67,11 +68,12 @@ def main() -> None:
           f"{args.poll_s:g} s, at most {args.batch_requests} requests per batch; "
           f"{os.cpu_count()} cores shared")
     print(f"{'mode':6} {'verdicts':>8} {'worker CPU ms/v':>16} {'+ beat ms/v':>12} "
-          f"{'judge HTTP/1k':>14} {'cost $':>10} {'last verdict s':>15}")
+          f"{'judge HTTP/1k':>14} {'cost $':>10} {'last verdict s':>15} "
+          f"{'batch lines':>12} {'repeated':>9}")
     for mode, row in rows:
         print(f"{mode:6} {row['verdicts']:>8.0f} {row['worker_ms']:>16.3f} "
               f"{row['cpu_ms']:>12.3f} {row['http_per_1k']:>14.1f} {row['cost']:>10.5f} "
-              f"{row['elapsed_s']:>15.1f}")
+              f"{row['elapsed_s']:>15.1f} {row['lines']:>12.0f} {row['repeated']:>9.0f}")
 
 
 def run(mode: str, args: argparse.Namespace, base_url: str) -> dict[str, float]:
@@ -104,7 +106,8 @@ def run(mode: str, args: argparse.Namespace, base_url: str) -> dict[str, float]:
     http = stats["requests"] + stats["batches"]["api_requests"]
     return {"verdicts": count, "cpu_ms": sum(cpu) * 1000 / count,
             "worker_ms": cpu[0] * 1000 / count, "http_per_1k": http * 1000 / count,
-            "cost": cost, "elapsed_s": elapsed}
+            "cost": cost, "elapsed_s": elapsed, "lines": stats["batches"]["lines_accepted"],
+            "repeated": stats["batches"]["repeated_custom_ids"]}
 
 
 def wait_ready(processes: list[subprocess.Popen[bytes]]) -> None:

@@ -48,6 +48,7 @@ from evalfleet.core.spend import SpendLedger
 from evalfleet.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, VerdictStore
 from evalfleet.store.batchspool import BatchSpool, SpoolEntry
 from evalfleet.store.evidence import sample_content
+from workers.batchjudge.provider import with_first_reply
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.base import prompt_cache_key
 from workers.judge.status import prompt_too_long
@@ -123,6 +124,9 @@ class EvaluatorOptions:
     """What this evaluator's verdicts record as their ``judge_mode``."""
     prompt_cache_key: bool = False
     """Send each call's ``prompt_cache_key`` (its metric and prompt version)."""
+    reask_in_batch: bool = False
+    """A re-ask no batch line answers waits for a later batch (the collector's
+    evaluator): its job's outcome is ``spooled`` with the entry to spool."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EvaluatorOptions:
@@ -167,6 +171,9 @@ class Outcome:
     """For ``stored`` (and ``kept``: judged, waiting in a save message): the verdict."""
     letter: DeadLetter | None = None
     """For ``dead_letter``: the letter still to store (the batch's own are stored)."""
+    entry: SpoolEntry | None = None
+    """For ``spooled`` by the collector's evaluator: the re-ask still to spool (its
+    claim stays held)."""
 
     @classmethod
     def stored(cls, record: VerdictRecord) -> Outcome:
@@ -174,9 +181,10 @@ class Outcome:
         return cls("stored", record.status, record=record)
 
     @classmethod
-    def spooled(cls) -> Outcome:
-        """The job waits in the batch spool; its claim is the batch's (docs/batch.md)."""
-        return cls("spooled")
+    def spooled(cls, entry: SpoolEntry | None = None) -> Outcome:
+        """The job waits in the batch spool; its claim is the batch's (docs/batch.md).
+        With ``entry``, the caller must still spool it (a re-ask for a later batch)."""
+        return cls("spooled", entry=entry)
 
     @classmethod
     def duplicate(cls) -> Outcome:
@@ -376,6 +384,10 @@ class Evaluator:
         for answered in self.judge.answers([item.follow_up() for item in reask],
                                            gather_s=ANSWER_GATHER_S):
             for index, answer in answered:
+                if self.options.reask_in_batch and isinstance(answer, JudgeDeferred):
+                    batch.outcomes[reask[index].index] = Outcome.spooled(
+                        self._reask_entry(reask[index]))
+                    continue
                 reask[index].take(answer)
                 self._conclude(reask[index], batch)
             self._save(batch, pending, save, final=False)
@@ -405,6 +417,14 @@ class Evaluator:
         for item in spooled:
             batch.outcomes[item.index] = Outcome.spooled()
         return [item for item in pending if batch.outcomes[item.index] is None]
+
+    def _reask_entry(self, item: _Pending) -> SpoolEntry:
+        """The re-ask of ``item`` as a later batch's line: the same key and job, carrying
+        the first reply (served again when the later batch is collected)."""
+        job = with_first_reply(encode_job(item.job), item.replies[-1],
+                               asked=len(item.request.messages))
+        return SpoolEntry(item.key.digest(), item.key.judge_model, item.metric.name, job,
+                          item.follow_up().payload())
 
     def _needs_reask(self, item: _Pending) -> bool:
         """An unusable first reply gets one re-ask carrying the error."""

@@ -303,12 +303,27 @@ class JudgeSettings(BaseModel):
 
     batch_reask_sync: bool = False
     """Re-ask an unusable batch reply at once through the synchronous judge (at its
-    price) when ``reask_on_invalid`` is on; off, the batch verdict is stored as failed
-    with the parse error."""
+    price) when ``reask_on_invalid`` is on; off, the re-ask goes into a later batch."""
 
     batch_failed_retry_s: float = Field(default=600.0, ge=0)
     """After a batch failed without running (the enqueued-token limit), how long its
     jobs wait before the next batch takes them; no attempt is counted."""
+
+    batch_flavor: Literal["openai", "azure", "together", "groq"] = "openai"
+    """Whose Batch API ``evalfleet beat`` speaks (docs/batch.md): ``azure`` sends the
+    ``api-version`` query and the ``api-key`` header, and names the endpoint
+    ``/chat/completions``; ``together`` uploads files with the purpose ``batch-api``;
+    ``groq`` is OpenAI's shape."""
+
+    batch_base_url: str | None = None
+    """The base URL ``/files`` and ``/batches`` are under, e.g.
+    ``https://RESOURCE.openai.azure.com/openai``; unset: the judge's (``OPENAI_BASE_URL``)."""
+
+    batch_api_key: SecretStr | None = None
+    """The Batch API's key (masked everywhere); unset: ``OPENAI_API_KEY``."""
+
+    batch_api_version: str = "2024-10-21"
+    """Azure OpenAI's ``api-version`` (``batch_flavor: azure`` only)."""
 
     daily_budgets_usd: dict[str, float] = Field(default_factory=dict)
     """Per-metric daily budget in US dollars, JSON: ``{"rag_qa": 50}``. Near it producers
@@ -635,6 +650,7 @@ class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, Lim
     )
 
     @field_validator("database_url", "database_read_url", "broker_url", "openai_base_url",
+                     "batch_base_url",
                      "alertmanager_url", "shared_redis_url", "judge_probe_url",
                      mode="before")
     @classmethod
@@ -795,6 +811,8 @@ class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, Lim
             secrets.extend(url_secrets(getattr(self, name)))
         if self.openai_api_key is not None:
             secrets.append(self.openai_api_key.get_secret_value())
+        if self.batch_api_key is not None:
+            secrets.append(self.batch_api_key.get_secret_value())
         if self.alert_webhook_secret is not None:
             secrets.append(self.alert_webhook_secret.get_secret_value())
         if self.ui_token is not None:

@@ -32,8 +32,18 @@ BATCH_STATUSES = ("validating", "failed", "in_progress", "finalizing", "complete
 #: Statuses of a batch that has not finished.
 OPEN_STATUSES = frozenset({"validating", "in_progress", "finalizing", "cancelling"})
 
-#: The one endpoint batches may target here.
+#: The one endpoint batches may target here (OpenAI's name for it).
 CHAT_ENDPOINT = "/v1/chat/completions"
+
+
+def chat_endpoint(config: SimConfig) -> str:
+    """The chat endpoint's name in batches and their lines, as ``batch_flavor`` says."""
+    return "/chat/completions" if config.batch_flavor == "azure" else CHAT_ENDPOINT
+
+
+def file_purpose(config: SimConfig) -> str:
+    """The purpose of a batch input file, as ``batch_flavor`` says."""
+    return "batch-api" if config.batch_flavor == "together" else "batch"
 
 #: Share of the turnaround a batch spends validating.
 VALIDATION_SHARE = 0.1
@@ -180,9 +190,9 @@ class BatchBook:
         Raises:
             BatchRequestError: An unknown purpose, or a file over ``batch_max_file_bytes``.
         """
-        if purpose != "batch":
+        if purpose != file_purpose(config):
             raise BatchRequestError(f"purpose {purpose!r} is not supported by judge-sim "
-                                    f"(only 'batch')", param="purpose")
+                                    f"(only {file_purpose(config)!r})", param="purpose")
         if len(data) > config.batch_max_file_bytes:
             raise BatchRequestError(f"file of {len(data)} bytes is over the limit of "
                                     f"{config.batch_max_file_bytes}", param="file")
@@ -227,12 +237,13 @@ class BatchBook:
         if not isinstance(input_file_id, str):
             raise BatchRequestError("'input_file_id' must be a string", param="input_file_id")
         source = self.file(input_file_id)
-        if source.purpose != "batch":
+        if source.purpose != file_purpose(config):
             raise BatchRequestError(f"file {input_file_id} has purpose {source.purpose!r}, "
-                                    "not 'batch'", param="input_file_id")
+                                    f"not {file_purpose(config)!r}", param="input_file_id")
         endpoint = request.get("endpoint")
-        if endpoint != CHAT_ENDPOINT:
-            raise BatchRequestError(f"endpoint must be {CHAT_ENDPOINT!r}", param="endpoint")
+        if endpoint != chat_endpoint(config):
+            raise BatchRequestError(f"endpoint must be {chat_endpoint(config)!r}",
+                                    param="endpoint")
         window = request.get("completion_window")
         if window != "24h":
             raise BatchRequestError("completion_window must be '24h'",
@@ -414,9 +425,9 @@ def _read_lines(
             fail(number, "duplicate_custom_id", f"Line {number}: custom_id {custom_id!r} is "
                                                 "used by an earlier line.")
             continue
-        if record.get("method") != "POST" or record.get("url") != CHAT_ENDPOINT:
+        if record.get("method") != "POST" or record.get("url") != chat_endpoint(config):
             fail(number, "mismatched_endpoint", f"Line {number}: method and url must be "
-                                                f"POST {CHAT_ENDPOINT}.")
+                                                f"POST {chat_endpoint(config)}.")
             continue
         if not isinstance(body, dict) or not isinstance(body.get("model"), str):
             fail(number, "invalid_request", f"Line {number}: body must be an object with "

@@ -81,6 +81,11 @@ class SimConfig(BaseModel):
     malformed_kinds: tuple[MalformedKind, ...] = Field(default=MALFORMED_KINDS, min_length=1)
     """The kinds a malformed reply is drawn from."""
 
+    first_answer_fault: Literal["malformed", "truncated"] | None = None
+    """When set, every first answer (to a request with no assistant turn yet) is broken
+    this way (malformed: the first of ``malformed_kinds``), and every re-ask is answered
+    as usual: a score problem the re-ask mends, in chat requests and batch lines alike."""
+
     retry_after_s: float = Field(default=1.0, ge=0)
     """Delay advertised by a 429 from ``rate_limit_rate`` (``Retry-After`` is rounded up)."""
 
@@ -161,6 +166,11 @@ class SimConfig(BaseModel):
 
     batch_max_file_bytes: int = Field(default=209_715_200, gt=0)
     """Largest upload accepted by ``POST /v1/files``."""
+
+    batch_flavor: Literal["openai", "azure", "together"] = "openai"
+    """Whose Batch API to play: ``azure`` serves files and batches under ``/openai/``
+    (an ``api-version`` query required; ``/v1/`` ones answer 404) and takes the endpoint
+    ``/chat/completions``; ``together`` takes input files of purpose ``batch-api`` only."""
 
     @model_validator(mode="after")
     def _check_consistency(self) -> SimConfig:

@@ -102,6 +102,21 @@ def decide_fault(rng: random.Random, *, config: SimConfig) -> Fault:
     return _NO_FAULT
 
 
+def first_answer_fault(roles: tuple[str, ...], *, config: SimConfig) -> Fault | None:
+    """The fault ``first_answer_fault`` gives a request with no assistant turn yet (a
+    first ask, not a re-ask); None when none applies.
+
+    Args:
+        roles: The request's message roles.
+        config: The simulator's configuration.
+    """
+    if config.first_answer_fault is None or "assistant" in roles:
+        return None
+    if config.first_answer_fault == "malformed":
+        return Fault.malformed(config.malformed_kinds[0])
+    return Fault.truncated()
+
+
 def sample_latency_ms(rng: random.Random, *, config: SimConfig) -> float:
     """Draw one request's delay from the configured distribution.
 

@@ -18,6 +18,8 @@ Routes::
     POST /v1/batches            create a batch of an uploaded file
     GET  /v1/batches            list batches, newest first (limit, after)
     GET  /v1/batches/{id}       retrieve one; POST /v1/batches/{id}/cancel cancels it
+    .../openai/files, /openai/batches...   the same, with ``batch_flavor: azure`` only
+                                (an ``api-version`` query required); /v1/ ones then 404
 
 Batches move on when looked at (:mod:`evalfleet.judgesim.batches`); their lines are
 judged by the same code as a chat request, without latency, rate limit or script.
@@ -41,7 +43,7 @@ import itertools
 import json
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +64,7 @@ from evalfleet.judgesim.faults import (
     ScriptedReply,
     SlidingWindow,
     decide_fault,
+    first_answer_fault,
     retry_after_header,
     sample_latency_ms,
 )
@@ -238,18 +241,40 @@ def create_app(config: SimConfig | None = None) -> Starlette:
             Route("/_sim/script", _post_script, methods=["POST"]),
             Route("/_sim/stats", _stats, methods=["GET"]),
             Route("/_sim/reset", _reset, methods=["POST"]),
-            Route("/v1/files", _upload_file, methods=["POST"]),
-            Route("/v1/files/{file_id}", _get_file, methods=["GET"]),
-            Route("/v1/files/{file_id}/content", _file_content, methods=["GET"]),
-            Route("/v1/batches", _create_batch, methods=["POST"]),
-            Route("/v1/batches", _list_batches, methods=["GET"]),
-            Route("/v1/batches/{batch_id}", _get_batch, methods=["GET"]),
-            Route("/v1/batches/{batch_id}/cancel", _cancel_batch, methods=["POST"]),
+            *_batch_routes(),
         ],
         exception_handlers={HTTPException: _http_error},
     )
     app.state.sim = SimState(config or SimConfig())
     return app
+
+
+def _batch_routes() -> list[Route]:
+    """Files and batches under ``/v1`` (OpenAI's paths) and ``/openai`` (Azure's)."""
+    handlers: list[tuple[str, str, Callable[[Request], Awaitable[Response]]]] = [
+        ("/files", "POST", _upload_file), ("/files/{file_id}", "GET", _get_file),
+        ("/files/{file_id}/content", "GET", _file_content),
+        ("/batches", "POST", _create_batch), ("/batches", "GET", _list_batches),
+        ("/batches/{batch_id}", "GET", _get_batch),
+        ("/batches/{batch_id}/cancel", "POST", _cancel_batch)]
+    return [Route(f"{prefix}{path}", _flavored(handler, azure=prefix == "/openai"),
+                  methods=[method])
+            for prefix in ("/v1", "/openai") for path, method, handler in handlers]
+
+
+def _flavored(handler: Callable[[Request], Awaitable[Response]], *,
+              azure: bool) -> Callable[[Request], Awaitable[Response]]:
+    """``handler`` where ``batch_flavor`` serves it: Azure's paths only as Azure (with
+    its ``api-version`` query), OpenAI's only as anyone else."""
+    async def guarded(request: Request) -> Response:
+        sim: SimState = request.app.state.sim
+        if (sim.config.batch_flavor == "azure") != azure:
+            return _error(404, "Resource not found")
+        if azure and not request.query_params.get("api-version"):
+            return _error(400, "Missing required query parameter: api-version",
+                          code="missing_required_parameter", param="api-version")
+        return await handler(request)
+    return guarded
 
 
 async def _chat_completions(request: Request) -> Response:
@@ -309,6 +334,8 @@ async def _generate(sim: SimState, counters: _Counters, request: Request,
                     chat: _ChatRequest) -> Response:
     config = sim.config
     fault = decide_fault(sim.rng, config=config)
+    if fault.outcome in ("ok", "malformed", "truncated"):
+        fault = first_answer_fault(chat.prompt.roles, config=config) or fault
     counters.outcome(fault.outcome)
     if fault.outcome == "rate_limited":
         return _rate_limited(config.retry_after_s)
@@ -578,6 +605,7 @@ def _judge_line(sim: SimState, body: Mapping[str, Any]) -> tuple[int, dict[str, 
     fault = decide_fault(sim.rng, config=sim.config)
     if fault.outcome not in ("malformed", "truncated"):
         fault = Fault.none()
+    fault = first_answer_fault(chat.prompt.roles, config=sim.config) or fault
     reply = build_reply(chat.prompt, model=chat.model, response_format=chat.response_format,
                         fault=fault, max_tokens=chat.max_tokens,
                         shift=sim.config.score_shifts.get(chat.model, 0.0),

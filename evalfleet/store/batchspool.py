@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
 
+from evalfleet.store.base import DeadLetter
 from evalfleet.store.schema import claims, judge_batch_spool, judge_batches
 from evalfleet.store.sql import SqlStore
 
@@ -158,7 +159,8 @@ class BatchSpool:
                        judge_batch_spool.c.metric)
                 .where(judge_batch_spool.c.judge_model == judge_model,
                        judge_batch_spool.c.batch.is_(None),
-                       judge_batch_spool.c.not_before <= now)
+                       judge_batch_spool.c.not_before <= now,
+                       judge_batch_spool.c.body_bytes <= max_bytes)  # see oversize()
                 .order_by(judge_batch_spool.c.spooled_at, judge_batch_spool.c.key)
                 .limit(max_requests).with_for_update(skip_locked=True)).all()
             lines: list[tuple[str, dict[str, Any]]] = []
@@ -183,6 +185,33 @@ class BatchSpool:
                          .where(judge_batch_spool.c.key.in_([key for key, _ in lines]))
                          .values(batch=batch_id))
         return Gathered(lines, costs)
+
+    def oversize(self, *, judge_model: str, max_bytes: int,
+                 ) -> list[tuple[str, dict[str, Any], int]]:
+        """Waiting jobs whose line alone is over ``max_bytes``: no batch file can carry
+        them, and :meth:`gather` never binds them.
+
+        Returns:
+            Each one's custom id, job and line size in bytes.
+        """
+        with self.store.connect() as conn:
+            return [(key, json.loads(job), size) for key, job, size in conn.execute(
+                select(judge_batch_spool.c.key, judge_batch_spool.c.job,
+                       judge_batch_spool.c.body_bytes)
+                .where(judge_batch_spool.c.judge_model == judge_model,
+                       judge_batch_spool.c.batch.is_(None),
+                       judge_batch_spool.c.body_bytes > max_bytes))]
+
+    def dead_letter(self, letters: Sequence[DeadLetter]) -> None:
+        """Store dead letters of waiting jobs (each under its verdict key's digest), drop
+        their spool rows and the batch's claims on them, in one transaction."""
+        keys = [letter.verdict_key for letter in letters if letter.verdict_key is not None]
+        if not keys:
+            return
+        with self.store.begin() as conn:
+            self.store.save_rows(conn, [], list(letters), release=keys, owner=BATCH_OWNER)
+            conn.execute(delete(judge_batch_spool).where(judge_batch_spool.c.key.in_(keys),
+                                                         judge_batch_spool.c.batch.is_(None)))
 
     def lines(self, batch_id: str) -> list[tuple[str, dict[str, Any]]]:
         """The lines bound to a batch (custom id, request body), in a stable order."""
@@ -291,11 +320,11 @@ class BatchSpool:
                          .values(**values))
 
 
-def batch_line(custom_id: str, body: dict[str, Any]) -> bytes:
+def batch_line(custom_id: str, body: dict[str, Any], *,
+               url: str = "/v1/chat/completions") -> bytes:
     """One line of a batch input file (ASCII: any text, lone surrogates included, is
-    written as escapes)."""
-    return json.dumps({"custom_id": custom_id, "method": "POST",
-                       "url": "/v1/chat/completions", "body": body},
+    written as escapes); ``url`` is the provider's name for the chat endpoint."""
+    return json.dumps({"custom_id": custom_id, "method": "POST", "url": url, "body": body},
                       separators=(",", ":")).encode() + b"\n"
 
 

@@ -17,6 +17,7 @@ from evalfleet.judgesim import (
     SimConfig,
     SlidingWindow,
     decide_fault,
+    first_answer_fault,
     lognormal_sigma,
     retry_after_header,
     sample_latency_ms,
@@ -170,3 +171,15 @@ def test_defaults_answer_at_once_and_never_fail() -> None:
     cfg = SimConfig()
     assert cfg.latency_ms == 0 and cfg.rpm_limit is None
     assert {fault.outcome for fault in draw_faults(cfg, 100)} == {"ok"}
+
+
+@pytest.mark.parametrize(("mode", "roles", "expected"), [
+    (None, ("system", "user"), None),
+    ("truncated", ("system", "user"), Fault.truncated()),
+    ("malformed", ("user",), Fault.malformed("missing_brace")),
+    ("truncated", ("system", "user", "assistant", "user"), None),  # a re-ask
+])
+def test_the_first_answer_fault_breaks_first_asks_only(
+        mode: str | None, roles: tuple[str, ...], expected: Fault | None) -> None:
+    cfg = config(first_answer_fault=mode, malformed_kinds=["missing_brace"])
+    assert first_answer_fault(roles, config=cfg) == expected

@@ -3,20 +3,60 @@
 Every call is one request; errors come back as the project's judge errors, classified
 once (:func:`workers.judge.status.classify_status`), so a batch step fails the way a
 judge call does. It never retries on its own.
+
+Providers that follow OpenAI's shape differ in a few places, each a field of
+:class:`BatchDialect` (docs/batch.md names them per provider): Azure OpenAI's endpoint
+is ``/chat/completions`` (in the batch and in each line), its requests carry an
+``api-version`` query and the key in an ``api-key`` header; Together's input files have
+the purpose ``batch-api``, and its batch objects may come wrapped in ``job`` with their
+status in capitals (read here as OpenAI's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import httpx
 
 from evalfleet.core.errors import JudgeError, JudgeUnavailable
 from workers.judge.status import classify_status
 
-#: The one endpoint batches are created for.
+#: The one endpoint batches are created for (OpenAI's name for it).
 CHAT_ENDPOINT = "/v1/chat/completions"
+
+#: Providers whose Batch API differs from OpenAI's in a known way (Groq's does not).
+Flavor = Literal["openai", "azure", "together", "groq"]
+
+
+@dataclass(frozen=True)
+class BatchDialect:
+    """Where one provider's Batch API differs from OpenAI's."""
+
+    endpoint: str = CHAT_ENDPOINT
+    """The batch's ``endpoint`` and each line's ``url``."""
+    file_purpose: str = "batch"
+    """The ``purpose`` of an uploaded input file."""
+    query: dict[str, str] = field(default_factory=dict)
+    """Query parameters of every request (Azure's ``api-version``)."""
+    key_header: str | None = None
+    """The header carrying the raw key; None: ``Authorization: Bearer``."""
+
+
+def dialect_of(flavor: Flavor, *, api_version: str) -> BatchDialect:
+    """The dialect of a provider.
+
+    Args:
+        flavor: The provider.
+        api_version: Azure's ``api-version`` (ignored by the others).
+    """
+    if flavor == "azure":
+        return BatchDialect(endpoint="/chat/completions", query={"api-version": api_version},
+                            key_header="api-key")
+    if flavor == "together":
+        return BatchDialect(file_purpose="batch-api")
+    return BatchDialect()
 
 #: Batches listed per page when one is looked for by its metadata.
 LIST_PAGE = 100
@@ -29,20 +69,26 @@ class BatchApi:
     """A blocking client of one provider's Batch API.
 
     Args:
-        base_url: The OpenAI base URL, ending in ``/v1``.
-        api_key: Sent as a bearer token (None: none sent).
+        base_url: The base URL ``/files`` and ``/batches`` are under (OpenAI's ends in
+            ``/v1``, Azure's in ``/openai``).
+        api_key: Sent as the dialect says (None: none sent).
         timeout_s: Per request.
+        dialect: Where the provider differs from OpenAI.
     """
 
     def __init__(self, base_url: str, *, api_key: str | None = None,
-                 timeout_s: float = 60.0) -> None:
-        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+                 timeout_s: float = 60.0, dialect: BatchDialect | None = None) -> None:
+        self.dialect = dialect or BatchDialect()
+        headers: dict[str, str] = {}
+        if api_key:
+            headers = ({self.dialect.key_header: api_key} if self.dialect.key_header
+                       else {"authorization": f"Bearer {api_key}"})
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s,
-                                  trust_env=False)
+                                  params=self.dialect.query, trust_env=False)
 
     def upload(self, data: bytes, *, filename: str) -> str:
-        """Upload a batch input file (``purpose=batch``).
+        """Upload a batch input file (``purpose=batch``, or the dialect's).
 
         Returns:
             The file's id.
@@ -51,7 +97,7 @@ class BatchApi:
             JudgeError: Classified from the provider's answer or the transport failure.
         """
         answer = self._call("POST", "/files", files={"file": (filename, data)},
-                            data={"purpose": "batch"})
+                            data={"purpose": self.dialect.file_purpose})
         return str(answer["id"])
 
     def create(self, input_file_id: str, *, metadata: Mapping[str, str]) -> dict[str, Any]:
@@ -60,9 +106,9 @@ class BatchApi:
         Raises:
             JudgeError: As :meth:`upload`.
         """
-        return self._call("POST", "/batches", json={
-            "input_file_id": input_file_id, "endpoint": CHAT_ENDPOINT,
-            "completion_window": "24h", "metadata": dict(metadata)})
+        return batch_object(self._call("POST", "/batches", json={
+            "input_file_id": input_file_id, "endpoint": self.dialect.endpoint,
+            "completion_window": "24h", "metadata": dict(metadata)}))
 
     def retrieve(self, batch_id: str) -> dict[str, Any]:
         """A batch as it stands.
@@ -70,7 +116,7 @@ class BatchApi:
         Raises:
             JudgeError: As :meth:`upload`.
         """
-        return self._call("GET", f"/batches/{batch_id}")
+        return batch_object(self._call("GET", f"/batches/{batch_id}"))
 
     def cancel(self, batch_id: str) -> dict[str, Any]:
         """Ask the provider to stop a batch.
@@ -78,10 +124,12 @@ class BatchApi:
         Raises:
             JudgeError: As :meth:`upload`.
         """
-        return self._call("POST", f"/batches/{batch_id}/cancel")
+        return batch_object(self._call("POST", f"/batches/{batch_id}/cancel"))
 
-    def find(self, key: str, value: str, *, pages: int = 10) -> dict[str, Any] | None:
-        """The newest batch whose metadata has ``key`` = ``value``, among the newest
+    def find(self, key: str, value: str, *, input_file_id: str | None = None,
+             pages: int = 10) -> dict[str, Any] | None:
+        """The newest batch whose metadata has ``key`` = ``value``, or (for a provider
+        that keeps no metadata) whose input file is ``input_file_id``, among the newest
         ``pages`` pages of batches; None when there is none.
 
         Raises:
@@ -93,8 +141,10 @@ class BatchApi:
             if after is not None:
                 params["after"] = after
             page = self._call("GET", "/batches", params=params)
-            for batch in page.get("data") or []:
-                if isinstance(batch, dict) and (batch.get("metadata") or {}).get(key) == value:
+            for raw in page.get("data") or []:
+                batch = batch_object(raw) if isinstance(raw, dict) else {}
+                if ((batch.get("metadata") or {}).get(key) == value
+                        or (input_file_id and batch.get("input_file_id") == input_file_id)):
                     return batch
             if not page.get("has_more") or not page.get("last_id"):
                 return None
@@ -132,6 +182,16 @@ class BatchApi:
         if response.status_code >= 300:
             raise _error(response, f"{method} {path}")
         return response
+
+
+def batch_object(answer: dict[str, Any]) -> dict[str, Any]:
+    """A batch as OpenAI shapes it: unwrapped from Together's ``job``, status in lower
+    case."""
+    job = answer.get("job")
+    batch = dict(job) if isinstance(job, dict) and "id" not in answer else dict(answer)
+    if isinstance(batch.get("status"), str):
+        batch["status"] = batch["status"].lower()
+    return batch
 
 
 def error_message(body: Any) -> str | None:

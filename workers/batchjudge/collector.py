@@ -9,6 +9,8 @@ the order of lines means nothing), and its jobs run through the evaluator with a
 that answers from those lines: a line's reply is parsed and stored like any verdict, a
 failed line or a request the batch left undone is a judge failure, so the job goes back
 to the queue with its attempt counted (or to the dead letters after the last attempt).
+An unusable reply's re-ask is spooled again under the same key, its claim still held,
+for a later batch (or, with ``batch_reask_sync``, asked at once of the synchronous judge).
 
 Killed at any point, a round is done again by the next one: verdicts already stored
 make their jobs duplicates, and a spool row goes only once its job has an outcome.
@@ -29,7 +31,7 @@ from evalfleet.core.price import Price
 from evalfleet.store import DeadLetter
 from evalfleet.store.batchspool import BATCH_OWNER, BatchRow, BatchSpool
 from workers.batchjudge.api import OPEN_STATUSES, BatchApi, error_message
-from workers.batchjudge.provider import CollectedAnswers, CollectedJudge
+from workers.batchjudge.provider import CollectedAnswers, CollectedJudge, first_exchange
 from workers.evaluation import Evaluator, Outcome
 from workers.judge.base import JudgeReply
 from workers.judge.reply import reply_from_body
@@ -39,6 +41,10 @@ logger = logging.getLogger(__name__)
 
 #: Jobs run through the evaluator at once (one claim, one save per chunk).
 CHUNK = 500
+
+#: The steps after which :class:`Collector`'s ``step`` hook is called: a batch's first
+#: result file read, a chunk's verdicts stored (its spool rows not yet dropped).
+STEPS = ("downloaded", "stored")
 
 #: Outcomes whose job goes back to the queue.
 BACK_TO_QUEUE = frozenset({"retry", "paused", "requeued"})
@@ -58,19 +64,22 @@ def collecting_evaluator(evaluator: Evaluator, *, endpoint: str,
                          reask_sync: bool = False) -> tuple[Evaluator, CollectedAnswers]:
     """The worker's evaluator as the collector uses it: judged by the batch lines, priced
     at each model's batch price (``judge_mode`` batch), spend not counted again (a
-    batch's estimate was counted when it was sent), nothing spooled. An unusable reply
-    is re-asked through the worker's synchronous judge with ``reask_sync`` (and
-    ``reask_on_invalid``), else stored as a failed verdict.
+    batch's estimate was counted when it was sent), nothing spooled. With
+    ``reask_on_invalid``, an unusable reply is re-asked in a later batch, or at once
+    through the worker's synchronous judge with ``reask_sync``; a second unusable reply
+    is stored as a failed verdict.
 
     Returns:
         The evaluator, and the provider to load each batch's answers into.
     """
     provider = CollectedAnswers(endpoint)
-    reask = reask_sync and evaluator.options.reask_on_invalid
-    options = replace(evaluator.options, reask_on_invalid=reask, judge_mode="batch")
+    reask = evaluator.options.reask_on_invalid
+    sync = reask and reask_sync
+    options = replace(evaluator.options, reask_on_invalid=reask, judge_mode="batch",
+                      reask_in_batch=reask and not sync)
     return Evaluator(registry=evaluator.registry, store=evaluator.store,
                      judge=CollectedJudge(provider,
-                                          fallback=evaluator.judge if reask else None),
+                                          fallback=evaluator.judge if sync else None),
                      options=options,
                      telemetry=evaluator.telemetry), provider
 
@@ -88,12 +97,15 @@ class Collector:
         failed_retry_s: How long the jobs of a batch that failed without running wait.
         prices: The judge models' prices (their batch share gives what batching saved).
         chunk: Jobs run through the evaluator at once.
+        step: Called with each name of :data:`STEPS` as that step is done (tests stop a
+            collector there).
     """
 
     def __init__(self, spool: BatchSpool, api: BatchApi, *, evaluator: Evaluator,
                  answers: CollectedAnswers, publish: Callable[[Job, float], None],
                  clock: Callable[[], datetime], failed_retry_s: float,
-                 prices: Mapping[str, Price], chunk: int = CHUNK) -> None:
+                 prices: Mapping[str, Price], chunk: int = CHUNK,
+                 step: Callable[[str], None] | None = None) -> None:
         self.spool = spool
         self.api = api
         self.evaluator = evaluator
@@ -103,6 +115,7 @@ class Collector:
         self.failed_retry_s = failed_retry_s
         self.prices = prices
         self.chunk = chunk
+        self._step = step or (lambda name: None)
 
     def run(self) -> CollectReport:
         """One round over the open batches.
@@ -140,12 +153,15 @@ class Collector:
                 report.bad_lines += read_lines(self.api.content(file_id), answers,
                                                 batch=row.provider_id or row.id,
                                                 latency_ms=_turnaround_ms(batch))
+                self._step("downloaded")
         undone = JudgeUnavailable(f"left undone by the {status} batch {row.provider_id}")
         lines = self.spool.lines(row.id)
         jobs = self.spool.jobs(row.id)
         for start in range(0, len(lines), self.chunk):
             chunk = lines[start:start + self.chunk]
             self.answers.load([(body, answers.get(key, undone)) for key, body in chunk])
+            self.answers.load([first for first in (first_exchange(jobs[key], body)
+                                                   for key, body in chunk) if first])
             runnable: list[Job] = []
             letters: list[DeadLetter] = []
             for key, _ in chunk:
@@ -163,7 +179,10 @@ class Collector:
                 outcomes = self.evaluator.run_batch(runnable, owner=BATCH_OWNER)
             finally:
                 self.answers.clear()
+            # Re-asks are spooled before the chunk's rows go: killed in between, the
+            # next round judges the chunk again and finds the same re-asks.
             self._carry_out(outcomes, report)
+            self._step("stored")
             cost = sum(o.record.cost_usd or 0.0 for o in outcomes if o.record is not None)
             price = self.prices.get(row.judge_model)
             if cost and price is not None:  # a batch file holds one model
@@ -172,6 +191,8 @@ class Collector:
             self.spool.settle(row.id, [key for key, _ in chunk], now=self._clock())
 
     def _carry_out(self, outcomes: Sequence[Outcome], report: CollectReport) -> None:
+        reasks = [outcome.entry for outcome in outcomes if outcome.entry is not None]
+        self.spool.put(reasks, owner=BATCH_OWNER, now=self._clock())
         for outcome in outcomes:
             report.outcomes[outcome.kind] = report.outcomes.get(outcome.kind, 0) + 1
             if outcome.kind in BACK_TO_QUEUE and outcome.retry_job is not None:

@@ -6,22 +6,69 @@ here; the worker's own evaluator then runs the batch's jobs through a
 storage and idempotency are the code every synchronous verdict goes through. A request
 is matched to its answer by its model and messages (the evaluator renders the job again,
 exactly as the worker that spooled it did).
+
+A re-ask waiting for a later batch is spooled with its first reply (:data:`REASK_FIELD`
+in the spooled job): the collector serves that reply again to the first request, and
+the later batch's line to the re-ask, so the evaluator runs the job as a synchronous
+worker would, re-asking at most once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evalfleet.core.errors import JudgeError, JudgeUnavailable
+from evalfleet.core.errors import JudgeDeferred, JudgeError
 from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.provider import JudgeProvider, ProviderCapabilities
 
 #: What the provider answers a request no batch line answered (a re-ask, say).
 NO_LINE = "no batch line answers this request"
+
+#: The key of a spooled job that carries a re-ask's first reply.
+REASK_FIELD = "batch_reask"
+
+
+class NoBatchLine(JudgeDeferred):
+    """No batch line answers the request: it was never sent, so it is no attempt (a
+    re-ask then waits for a later batch, or goes to the synchronous judge)."""
+
+    def __init__(self) -> None:
+        super().__init__(NO_LINE, retry_after_s=0.0)
+
+
+def with_first_reply(job: Mapping[str, Any], reply: JudgeReply, *,
+                     asked: int) -> dict[str, Any]:
+    """A spooled job that carries its re-ask's first reply.
+
+    Args:
+        job: The job as encoded (``encode_job``).
+        reply: The first reply, whose parse failure the re-ask carries.
+        asked: How many messages the first request had.
+    """
+    return {**job, REASK_FIELD: {"asked": asked, "reply": dataclasses.asdict(reply)}}
+
+
+def first_exchange(job: Mapping[str, Any], body: Mapping[str, Any],
+                   ) -> tuple[dict[str, Any], JudgeReply] | None:
+    """The first request and its reply, for a spooled re-ask whose request is ``body``;
+    None for a job spooled for its first ask (or a carried reply that cannot be read:
+    the first request then finds no line and its job goes back to the queue)."""
+    carried = job.get(REASK_FIELD)
+    if not isinstance(carried, dict) or not isinstance(body.get("messages"), list):
+        return None
+    asked, fields = carried.get("asked"), carried.get("reply")
+    if not isinstance(asked, int) or not isinstance(fields, dict):
+        return None
+    try:
+        reply = JudgeReply(**fields)
+    except TypeError:
+        return None
+    return {**body, "messages": body["messages"][:asked]}, reply
 
 
 def request_fingerprint(body: Mapping[str, Any]) -> str:
@@ -62,12 +109,12 @@ class CollectedAnswers(JudgeProvider):
         """The batch line's answer to ``request``.
 
         Raises:
-            JudgeError: The line's failure, or :class:`JudgeUnavailable` when no line
+            JudgeError: The line's failure, or :class:`NoBatchLine` when no line
                 answers it.
         """
         waiting = self._answers.get(request_fingerprint(request.payload()))
         if not waiting:
-            raise JudgeUnavailable(NO_LINE)
+            raise NoBatchLine()
         answer = waiting.pop()
         if isinstance(answer, JudgeError):
             raise answer
@@ -82,7 +129,7 @@ class CollectedJudge(JudgeClient):
     Args:
         provider: The batch lines' answers.
         fallback: Sends the requests no line answers (the re-asks) to a synchronous judge;
-            None answers them :data:`NO_LINE`.
+            None answers them :class:`NoBatchLine`.
     """
 
     def __init__(self, provider: CollectedAnswers, *,
@@ -103,7 +150,7 @@ class CollectedJudge(JudgeClient):
 
         answers = asyncio.run(every())
         unanswered = [index for index, answer in enumerate(answers)
-                      if isinstance(answer, JudgeUnavailable) and str(answer) == NO_LINE]
+                      if isinstance(answer, NoBatchLine)]
         if self.fallback is not None and unanswered:
             sent = self.fallback.complete_many([requests[index] for index in unanswered])
             for index, reply in zip(unanswered, sent, strict=True):

@@ -3,14 +3,22 @@
 ``evalfleet beat`` runs :meth:`BatchRounds.run` every ``batch_poll_s``. A lock in the
 fleet's shared Redis keeps two beats from running a round at once (the submitter's
 recovery of a batch in doubt must not run twice); a fleet without shared Redis runs one
-beat. A round stopped anywhere (a SIGKILL, the provider or the database away) is finished
+beat. The lock lives :func:`lock_ttl_s` and is renewed while the round runs, so a beat
+SIGKILLed mid-round holds up the others for that long only, however long a round takes.
+A round stopped anywhere (a SIGKILL, the provider or the database away) is finished
 by the next: see :mod:`workers.batchjudge.submitter` and :mod:`workers.batchjudge.collector`.
+
+For tests, :data:`KILL_AT_ENV` names a step (:data:`~workers.batchjudge.submitter.STEPS`
+or :data:`~workers.batchjudge.collector.STEPS`) at which the process SIGKILLs itself,
+read once when the round's parts are built; unset, no hook is installed.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -25,7 +33,7 @@ from evalfleet.core.price import cost_usd
 from evalfleet.core.settings import Settings
 from evalfleet.core.spend import SpendLedger
 from evalfleet.store.batchspool import BatchSpool
-from workers.batchjudge.api import BatchApi
+from workers.batchjudge.api import BatchApi, dialect_of
 from workers.batchjudge.collector import Collector, collecting_evaluator
 from workers.batchjudge.submitter import BatchLimits, Submitter
 from workers.runtime import Runtime
@@ -35,6 +43,12 @@ logger = logging.getLogger(__name__)
 #: The Redis key of the fleet's batch lock.
 LOCK_KEY = "evalfleet:batch:round"
 
+#: Shortest life of the batch lock, in seconds (renewed every third of it).
+LOCK_MIN_TTL_S = 3.0
+
+#: Names the step at which a test's beat SIGKILLs itself.
+KILL_AT_ENV = "EVALFLEET_TEST_KILL_AT"
+
 #: The Batch API's base URL when the settings name no judge endpoint.
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -43,10 +57,32 @@ CHARS_PER_TOKEN = 4
 
 
 def batch_api(settings: Settings) -> BatchApi:
-    """The Batch API of the judge endpoint the settings name."""
-    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-    return BatchApi(settings.openai_base_url or DEFAULT_BASE_URL, api_key=key,
-                    timeout_s=max(60.0, settings.judge_timeout_s))
+    """The Batch API the settings name (``batch_*``, else the judge endpoint's)."""
+    secret = settings.batch_api_key or settings.openai_api_key
+    return BatchApi(settings.batch_base_url or settings.openai_base_url or DEFAULT_BASE_URL,
+                    api_key=secret.get_secret_value() if secret else None,
+                    timeout_s=max(60.0, settings.judge_timeout_s),
+                    dialect=dialect_of(settings.batch_flavor,
+                                       api_version=settings.batch_api_version))
+
+
+def lock_ttl_s(poll_s: float) -> float:
+    """How long the batch lock lives unless renewed: two rounds' interval, at least
+    :data:`LOCK_MIN_TTL_S`."""
+    return max(LOCK_MIN_TTL_S, 2 * poll_s)
+
+
+def kill_at(step: str | None) -> Callable[[str], None] | None:
+    """A step hook that SIGKILLs this process at ``step`` (None when ``step`` is unset)."""
+    if not step:
+        return None
+
+    def maybe_die(name: str) -> None:
+        if name == step:
+            logger.warning("%s=%s: killing this process", KILL_AT_ENV, step)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return maybe_die
 
 
 def estimator(settings: Settings) -> Callable[[Sequence[tuple[str, dict[str, Any]]]],
@@ -98,16 +134,23 @@ class BatchRounds:
         Returns:
             What it did, for the log.
         """
-        lock = (self._redis.lock(LOCK_KEY, timeout=max(600.0, 10 * self.settings.batch_poll_s))
+        ttl_s = lock_ttl_s(self.settings.batch_poll_s)
+        # Not thread-local: the renewing thread must see the token.
+        lock = (self._redis.lock(LOCK_KEY, timeout=ttl_s, thread_local=False)
                 if self._redis is not None else None)
         if lock is not None and not lock.acquire(blocking=False):
             return "another beat runs the batch round"
+        done = threading.Event()
+        if lock is not None:
+            threading.Thread(target=_renew, args=(lock, ttl_s / 3, done), daemon=True,
+                             name="batch-lock").start()
         try:
             with self._guard:
                 submitter, collector = self._parts()
                 sent = submitter.run()
                 report = collector.run()
         finally:
+            done.set()
             if lock is not None and lock.owned():
                 lock.release()
         return (f"{sent} request(s) sent; {report.batches_finished} batch(es) collected "
@@ -120,6 +163,7 @@ class BatchRounds:
             if spool is None:
                 spool = BatchSpool(runtime.store)  # type: ignore[arg-type]
             api = batch_api(self.settings)
+            step = kill_at(os.environ.get(KILL_AT_ENV))
             evaluator, answers = collecting_evaluator(
                 runtime.evaluator, endpoint=api.base_url,
                 reask_sync=self.settings.batch_reask_sync)
@@ -127,11 +171,13 @@ class BatchRounds:
                 spool, api, BatchLimits(self.settings.batch_max_requests,
                                         self.settings.batch_max_file_bytes,
                                         self.settings.batch_max_wait_s),
-                clock=_now, estimate=estimator(self.settings), spend=self._count_spend)
+                clock=_now, estimate=estimator(self.settings), spend=self._count_spend,
+                step=step)
             collector = Collector(spool, api, evaluator=evaluator, answers=answers,
                                   publish=self._publish, clock=_now,
                                   failed_retry_s=self.settings.batch_failed_retry_s,
-                                  prices=self.settings.resolved_model_prices())
+                                  prices=self.settings.resolved_model_prices(),
+                                  step=step)
             self._built = (submitter, collector)
         return self._built
 
@@ -142,6 +188,15 @@ class BatchRounds:
             self._spend.add(costs, day=budget_day())
         except Exception as exc:  # the batch is sent; a budget counter may lag
             logger.warning("cannot count a batch's estimated spend: %s", exc)
+
+
+def _renew(lock: redis.lock.Lock, every_s: float, done: threading.Event) -> None:
+    while not done.wait(every_s):
+        try:
+            lock.reacquire()
+        except Exception as exc:  # lost or Redis away: the round goes on, unguarded
+            logger.warning("cannot renew the batch lock: %s", exc)
+            return
 
 
 def _now() -> datetime:

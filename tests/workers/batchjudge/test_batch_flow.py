@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from evalfleet.core.errors import JudgeError
 from evalfleet.core.message import Job, Purpose, new_job
 from evalfleet.core.metric import load_registry
 from evalfleet.core.price import ModelPrice, Price
@@ -24,7 +25,7 @@ from evalfleet.store.batchspool import BATCH_OWNER, HELD_UNTIL, BatchSpool
 from evalfleet.store.schema import claims
 from tests.helpers import evaluator_options
 from tests.test_fleet import cli
-from workers.batchjudge.api import BatchApi
+from workers.batchjudge.api import BatchApi, Flavor, batch_object, dialect_of
 from workers.batchjudge.collector import (
     Collector,
     CollectReport,
@@ -380,12 +381,54 @@ def test_hostile_sample_text_goes_through_spool_file_and_verdict(
     assert BatchSpool(store).summary().waiting == 0
 
 
-@pytest.mark.parametrize("reask_sync", [False, True])
-def test_an_unusable_batch_reply_is_stored_failed_or_reasked_synchronously(
-        reask_sync: bool, store: SqlStore, api: BatchApi, sim: RunningSim) -> None:
-    sim.configure(batch_turnaround_s=0.05, truncated_rate=1.0)
-    # Chat requests (the synchronous re-ask) get a good reply; batch lines are cut off.
-    sim.script([{"match": "", "replies": [{"content": GOOD_RAG}], "then": "repeat_last"}])
+def reasking_collector(store: SqlStore, api: BatchApi, worker: Evaluator, *,
+                       reask_sync: bool = False) -> Collector:
+    evaluator, answers = collecting_evaluator(worker, endpoint=api.base_url,
+                                              reask_sync=reask_sync)
+    return Collector(BatchSpool(store), api, evaluator=evaluator, answers=answers,
+                     publish=lambda job, _c: pytest.fail(f"{job.sample.id} sent back"),
+                     clock=clock, failed_retry_s=0.0, prices=RESOLVED_PRICES)
+
+
+@pytest.mark.parametrize("second_also_unusable", [False, True])
+def test_an_unusable_batch_reply_is_reasked_once_in_a_later_batch(
+        second_also_unusable: bool, store: SqlStore, api: BatchApi, worker: Evaluator,
+        sim: RunningSim) -> None:
+    # Every first answer is cut off; the re-ask is answered well, or cut off too.
+    sim.configure(batch_turnaround_s=0.05, first_answer_fault="truncated",
+                  truncated_rate=1.0 if second_also_unusable else 0.0)
+    spool_jobs(worker, jobs(6))
+    assert submitter(store, api).run() == 6
+    coll = reasking_collector(store, api, worker)
+    assert collect_all(coll, store).outcomes == {"spooled": 6}
+    # The same jobs wait for a later batch under the same keys, their claims still held.
+    assert not list(store.iter_verdicts()) and BatchSpool(store).summary().waiting == 6
+    with store.connect() as conn:
+        assert {o for (o,) in conn.execute(select(claims.c.owner))} == {BATCH_OWNER}
+    assert {o.kind for o in worker.run_batch(jobs(6), owner="msg-2")} == {"duplicate"}
+    assert submitter(store, api).run() == 6
+    assert collect_all(coll, store).outcomes == {"stored": 6}
+    assert submitter(store, api).run() == 0  # asked again once, never twice
+    verdicts = list(store.iter_verdicts())
+    assert len(verdicts) == 6 and {v.attempts for v in verdicts} == {2}
+    assert all(v.cost_usd == pytest.approx(
+        ((v.prompt_tokens or 0) * 1.0 + (v.completion_tokens or 0) * 2.0) / 2e6)
+        for v in verdicts)  # both replies, at the batch price
+    if second_also_unusable:
+        assert {v.status for v in verdicts} == {"failed"}
+        assert all(v.raw_output and "(first reply:" in (v.error or "") for v in verdicts)
+    else:
+        assert {v.status for v in verdicts} == {"ok"}
+    stats = sim.stats()
+    assert stats["requests"] == 0 and stats["batches"]["lines_accepted"] == 12
+    with store.connect() as conn:
+        assert conn.execute(select(claims)).all() == []
+    assert BatchSpool(store).summary().waiting == 0
+
+
+def test_an_unusable_batch_reply_is_reasked_synchronously_by_setting(
+        store: SqlStore, api: BatchApi, sim: RunningSim) -> None:
+    sim.configure(batch_turnaround_s=0.05, first_answer_fault="truncated")
     sync_judge = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
                                            max_connections=4), concurrency=4)
     options = evaluator_options(judge_model="judge-sim", batch_metrics=["rag_qa"])
@@ -394,16 +437,60 @@ def test_an_unusable_batch_reply_is_stored_failed_or_reasked_synchronously(
     try:
         spool_jobs(worker, jobs(6))
         submitter(store, api).run()
-        evaluator, answers = collecting_evaluator(worker, endpoint=api.base_url,
-                                                  reask_sync=reask_sync)
-        collect_all(Collector(BatchSpool(store), api, evaluator=evaluator, answers=answers,
-                              publish=lambda job, _c: None, clock=clock, failed_retry_s=0.0,
-                              prices=RESOLVED_PRICES), store)
+        collect_all(reasking_collector(store, api, worker, reask_sync=True), store)
     finally:
         sync_judge.close()
     verdicts = list(store.iter_verdicts())
-    assert len(verdicts) == 6
-    if reask_sync:
-        assert {v.status for v in verdicts} == {"ok"} and sim.stats()["requests"] == 6
-    else:
-        assert {v.status for v in verdicts} == {"failed"} and sim.stats()["requests"] == 0
+    assert len(verdicts) == 6 and {v.status for v in verdicts} == {"ok"}
+    assert {v.attempts for v in verdicts} == {2}
+    stats = sim.stats()
+    assert stats["requests"] == 6 and stats["batches"]["lines_accepted"] == 6
+
+
+def test_a_request_over_the_file_limit_alone_is_dead_lettered_naming_job_and_limit(
+        store: SqlStore, api: BatchApi, worker: Evaluator, sim: RunningSim) -> None:
+    sim.configure(batch_turnaround_s=0.05)
+    huge = new_job("rag_qa", parse_sample({"id": "huge-1", "input": "Q?", "output": "A.",
+                                           "context": ["x" * 30_000], "reference": "A."}))
+    spool_jobs(worker, [huge, *jobs(3)])
+    limits = BatchLimits(1000, 20_000, 0.0)
+    assert Submitter(BatchSpool(store), api, limits, clock=clock).run() == 3
+    letters = list(store.iter_dead_letters())
+    assert [(d.sample_id, d.error_class) for d in letters] == [
+        ("huge-1", "batch_request_too_large")]
+    assert "'huge-1'" in letters[0].error and "20000 bytes" in letters[0].error
+    # Never given back: the next rounds send nothing, and the key is settled.
+    assert Submitter(BatchSpool(store), api, limits, clock=clock).run() == 0
+    assert BatchSpool(store).summary().waiting == 0
+    assert {o.kind for o in worker.run_batch([huge], owner="msg-2")} == {"duplicate"}
+    collect_all(collector(store, api, worker, []), store)
+    assert len(list(store.iter_verdicts())) == 3
+    assert sim.stats()["batches"]["lines_accepted"] == 3
+
+
+@pytest.mark.parametrize("flavor", ["azure", "together", "groq"])
+def test_each_provider_flavor_is_served_through_its_paths_and_purpose(
+        flavor: Flavor, store: SqlStore, worker: Evaluator, sim: RunningSim) -> None:
+    sim.configure(batch_turnaround_s=0.05, batch_flavor="openai" if flavor == "groq" else flavor)
+    root = sim.base_url.removesuffix("/v1")
+    base_url = f"{root}/openai" if flavor == "azure" else sim.base_url
+    flavored = BatchApi(base_url, api_key="k", timeout_s=10,
+                        dialect=dialect_of(flavor, api_version="2024-10-21"))
+    try:
+        if flavor != "groq":  # the simulator refuses OpenAI's own shape as this provider
+            with pytest.raises(JudgeError):
+                BatchApi(sim.base_url, timeout_s=10).upload(b"{}\n", filename="x.jsonl")
+        spool_jobs(worker, jobs(5))
+        assert submitter(store, flavored).run() == 5
+        collect_all(collector(store, flavored, worker, []), store)
+    finally:
+        flavored.close()
+    assert len(list(store.iter_verdicts())) == 5
+    batches = sim.stats()["batches"]
+    assert batches["created"] == 1 and batches["lines_judged"] == 5
+
+
+def test_together_batch_objects_read_as_openai_ones() -> None:
+    wrapped = {"job": {"id": "b1", "status": "IN_PROGRESS", "input_file_id": "f1"}}
+    assert batch_object(wrapped) == {"id": "b1", "status": "in_progress", "input_file_id": "f1"}
+    assert batch_object({"id": "b2", "status": "completed"})["status"] == "completed"
