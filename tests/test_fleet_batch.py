@@ -18,6 +18,7 @@ import pytest
 
 from evalfleet.core.message import new_job
 from evalfleet.core.metric import load_registry
+from evalfleet.core.price import ModelPrice
 from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
@@ -37,7 +38,8 @@ PRICE = (1.0, 2.0)
 def batch_fleet(settings: Settings) -> Settings:
     return settings.model_copy(update={
         "batch_metrics": ["rag_qa"], "batch_poll_s": 0.5, "batch_max_wait_s": 0.5,
-        "batch_max_requests": 100, "model_prices": {"gpt-4o-mini": PRICE},
+        "batch_max_requests": 100,
+        "model_prices": {"gpt-4o-mini": ModelPrice.model_validate(PRICE)},
         # No canary jobs from the beats: every verdict counted here is a test job's.
         "canary_interval_s": 0})
 
