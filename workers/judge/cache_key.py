@@ -24,7 +24,7 @@ from typing import Any
 
 import redis
 
-from workers.judge.formats import REFRESH_S, endpoint_digest
+from workers.judge.formats import REFRESH_S, Every, endpoint_digest
 
 logger = logging.getLogger(__name__)
 
@@ -76,15 +76,11 @@ class RedisCacheKeySupport(CacheKeySupport):
         super().__init__()
         self._redis: Any = redis.Redis.from_url(url, socket_timeout=2.0)
         self._key = KEY_PREFIX + endpoint_digest(endpoint)
-        self._refresh_s = refresh_s
-        self._clock = clock
-        self._read_at: float | None = None
+        self._reread = Every(refresh_s, clock=clock)
 
     def accepts(self, model: str) -> bool:
         """See :meth:`CacheKeySupport.accepts`; what other workers learnt counts too."""
-        now = self._clock()
-        if self._read_at is None or now - self._read_at >= self._refresh_s:
-            self._read_at = now
+        if self._reread.due():
             self._merge_shared()
         return super().accepts(model)
 

@@ -147,6 +147,29 @@ class FormatSupport:
             return mode
 
 
+class Every:
+    """Says when a periodic re-read of fleet-shared state is due: on the first ask, then
+    at most once per ``interval_s``.
+
+    Args:
+        interval_s: Seconds between two due answers.
+        clock: Monotonic seconds (tests pass their own).
+    """
+
+    def __init__(self, interval_s: float, *, clock: Callable[[], float]) -> None:
+        self._interval_s = interval_s
+        self._clock = clock
+        self._at: float | None = None
+
+    def due(self) -> bool:
+        """Whether to read now (the answer True starts the next interval)."""
+        now = self._clock()
+        if self._at is not None and now - self._at < self._interval_s:
+            return False
+        self._at = now
+        return True
+
+
 class RedisFormatSupport(FormatSupport):
     """:class:`FormatSupport` shared by the fleet through Redis.
 
@@ -165,15 +188,11 @@ class RedisFormatSupport(FormatSupport):
         self._redis: Any = redis.Redis.from_url(url, socket_timeout=2.0)
         self._script = self._redis.register_script(_LOWER)
         self._key = KEY_PREFIX + endpoint_digest(endpoint)
-        self._refresh_s = refresh_s
-        self._clock = clock
-        self._read_at: float | None = None
+        self._reread = Every(refresh_s, clock=clock)
 
     def mode_for(self, model: str) -> ResponseFormat:
         """See :meth:`FormatSupport.mode_for`; what other workers learnt counts too."""
-        now = self._clock()
-        if self._read_at is None or now - self._read_at >= self._refresh_s:
-            self._read_at = now
+        if self._reread.due():
             self._merge_shared()
         return super().mode_for(model)
 
