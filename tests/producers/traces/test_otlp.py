@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
 import pytest
+from google.protobuf.json_format import MessageToDict
 from google.rpc import status_pb2
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
 from evalfleet.core.errors import InvalidTraces
 from producers.traces import (
@@ -191,3 +200,113 @@ def test_query_result_events_are_kept_within_limits(events: Any, field: str, why
         "db.query.result.document": "Pauses last 3 months."}}]
     (rejection,) = decoded.rejections
     assert rejection.field == field and why in rejection.reason, rejection
+
+
+_KEYS = st.sampled_from(["gen_ai.input.messages", "route", *"mnopqrstuvw"])
+_PLAIN = st.one_of(
+    st.text(max_size=20).map(lambda t: AnyValue(string_value=t)),
+    st.integers(-2**63, 2**63 - 1).map(lambda n: AnyValue(int_value=n)),
+    st.booleans().map(lambda b: AnyValue(bool_value=b)),
+    st.floats().map(lambda f: AnyValue(double_value=f)), st.just(AnyValue()))
+# One attribute a span may add, each on or just past a limit of the test's SpanLimits
+# (JSON text nesting 4, 1,000 bytes for a key and its value, values nested 2 deep).
+_EDGES = [("input.value", "[" * n + "]" * n) for n in (4, 5, 9)] + [
+    ("gen_ai.input.messages", '{"a": [[[[1]]]]}'), ("n", "é" * 249), ("n", "é" * 250),
+    ("n", "é" * 498), ("n", "é" * 500), ("n", "x" * 998), ("n", "x" * 999),
+    ("k" * 249, "x"), ("k" * 250, 7), ("k" * 1001, True), ("k" * 1001, 7)]
+
+
+def _edge(edge: tuple[str, Any]) -> tuple[str, AnyValue]:
+    key, value = edge
+    if isinstance(value, str):
+        return key, AnyValue(string_value=value)
+    if isinstance(value, bool):
+        return key, AnyValue(bool_value=value)
+    return key, AnyValue(int_value=value)
+
+
+_EDGE = st.sampled_from(_EDGES).map(_edge)
+_SPAN_ID = st.sampled_from([bytes([n]) * 8 for n in range(1, 8)] + [bytes(8), b"\x01" * 7])
+_TRACE_ID = st.sampled_from([bytes([n]) * 16 for n in range(1, 8)] + [bytes(16), b"\x01"])
+
+
+def _nested(depth: int) -> AnyValue:
+    value = AnyValue(bytes_value=b"\x00\xff")
+    for _ in range(depth):
+        value = AnyValue(array_value=ArrayValue(values=[value]))
+    return value
+
+
+_NESTED = st.sampled_from([0, 1, 2, 3]).map(lambda depth: ("deep", _nested(depth)))
+
+
+@st.composite
+def _proto_span(draw: st.DrawFn) -> ProtoSpan:
+    """A span mostly in the common form (well-formed ids, plain attributes), often with
+    one attribute on an edge, sometimes with too many attributes or a kept event."""
+    times = st.integers(0, 2**64 - 1)
+    span = ProtoSpan(trace_id=draw(_TRACE_ID), span_id=draw(_SPAN_ID), parent_span_id=draw(
+        st.one_of(st.just(b""), _SPAN_ID)), name=draw(st.text(max_size=8)),
+        kind=draw(st.sampled_from(ProtoSpan.SpanKind.values())),
+        start_time_unix_nano=draw(times), end_time_unix_nano=draw(times))
+    pairs = draw(st.lists(st.tuples(_KEYS, _PLAIN), max_size=12, unique_by=lambda p: p[0]))
+    pairs += draw(st.sampled_from([0, 1, 1, 1]).flatmap(lambda n: st.lists(
+        st.one_of(_EDGE, _EDGE, _EDGE, _NESTED), min_size=n, max_size=n)))
+    span.attributes.extend(KeyValue(key=key, value=value) for key, value in pairs)
+    for name in draw(st.sampled_from([[], [], [], ["db.query.result"], ["exception"]])):
+        span.events.add(name=name).attributes.add(key="db.query.result.document",
+                                                  value=AnyValue(string_value="doc"))
+    return span
+
+
+def _as_otlp_json(request: ExportTraceServiceRequest) -> bytes:
+    """The request in OTLP JSON: protobuf's JSON mapping with the ids turned to hex."""
+    body = MessageToDict(request)
+    for resource_spans in body.get("resourceSpans", []):
+        for scope in resource_spans.get("scopeSpans", []):
+            for span in scope.get("spans", []):
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in span:
+                        span[key] = base64.b64decode(span[key]).hex()
+    return json.dumps(body).encode()
+
+
+def _decoded_both_ways(spans: list[ProtoSpan]) -> tuple[Any, Any]:
+    request = ExportTraceServiceRequest()
+    scope = request.resource_spans.add()
+    scope.resource.attributes.add(key="service.name", value=AnyValue(string_value="bot"))
+    scope.scope_spans.add().spans.extend(spans)
+    limits = SpanLimits(max_attributes=8, max_value_bytes=1000, max_value_depth=2,
+                        max_json_depth=4)
+    return (decode_protobuf(request.SerializeToString(), limits=limits, max_spans=10),
+            decode_json(_as_otlp_json(request), limits=limits, max_spans=10))
+
+
+def _assert_alike(from_protobuf: Any, from_json: Any) -> None:
+    assert from_protobuf.spans == from_json.spans
+    assert ([(r.trace_id, r.span_id, r.field) for r in from_protobuf.rejections]
+            == [(r.trace_id, r.span_id, r.field) for r in from_json.rejections])
+
+
+@pytest.mark.parametrize("edge", [*range(len(_EDGES)), "nested", "many", "event"])
+def test_each_edge_of_the_common_form_decodes_alike_in_both_encodings(edge: Any) -> None:
+    span = ProtoSpan(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="s")
+    span.attributes.add(key="route", value=AnyValue(string_value="/chat"))
+    if edge == "nested":
+        span.attributes.add(key="deep", value=_nested(3))
+    elif edge == "many":
+        for n in range(8):
+            span.attributes.add(key=f"k{n}", value=AnyValue(int_value=n))
+    elif edge == "event":
+        span.events.add(name="db.query.result").attributes.add(
+            key="db.query.result.document", value=AnyValue(string_value="doc"))
+    else:
+        key, value = _edge(_EDGES[edge])
+        span.attributes.add(key=key, value=value)
+    _assert_alike(*_decoded_both_ways([span]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans=st.lists(_proto_span(), min_size=1, max_size=4))
+def test_protobuf_and_otlp_json_of_one_request_decode_alike(spans: list[ProtoSpan]) -> None:
+    _assert_alike(*_decoded_both_ways(spans))
