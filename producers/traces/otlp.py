@@ -226,9 +226,8 @@ def _take_plain(span: Any, resource: dict[str, Any], *, limits: SpanLimits,
     converted: dict[str, Any] = {}
     for pair in attributes:
         key, value = pair.key, pair.value
-        which = value.WhichOneof("value")
-        if which == "string_value":
-            text = value.string_value
+        text = value.string_value  # most values are text: one read, no WhichOneof
+        if text:
             if len(key) + len(text) > quick_chars:
                 return False
             if key in JSON_TEXT_ATTRIBUTES:
@@ -237,8 +236,12 @@ def _take_plain(span: Any, resource: dict[str, Any], *, limits: SpanLimits,
                 except jsontext.JsonTooDeep:
                     return False
             converted[key] = text
-        elif len(key) > quick_chars:
+            continue
+        which = value.WhichOneof("value")
+        if len(key) > quick_chars:
             return False
+        if which == "string_value":
+            converted[key] = ""
         elif which == "int_value" or which == "bool_value":
             converted[key] = getattr(value, which)
         elif which == "double_value":

@@ -213,7 +213,7 @@ _PLAIN = st.one_of(
 _EDGES = [("input.value", "[" * n + "]" * n) for n in (4, 5, 9)] + [
     ("gen_ai.input.messages", '{"a": [[[[1]]]]}'), ("n", "é" * 249), ("n", "é" * 250),
     ("n", "é" * 498), ("n", "é" * 500), ("n", "x" * 998), ("n", "x" * 999),
-    ("k" * 249, "x"), ("k" * 250, 7), ("k" * 1001, True), ("k" * 1001, 7)]
+    ("k" * 249, "x"), ("k" * 250, 7), ("k" * 1001, True), ("k" * 1001, 7), ("k" * 1001, "")]
 
 
 def _edge(edge: tuple[str, Any]) -> tuple[str, AnyValue]:
