@@ -64,7 +64,8 @@ def export(state: CliState, metric: str | None, since: str | None, until: str | 
               help="How many UTC days back, today included.")
 @pass_state
 def cost(state: CliState, days: int) -> None:
-    """Judge spend per metric and UTC day: verdicts, tokens, US dollars."""
+    """Judge spend per metric and UTC day: verdicts, tokens (the prompt tokens served from
+    the provider's prompt cache apart), US dollars."""
     from datetime import UTC, datetime, timedelta
 
     from evalfleet.store import open_store
@@ -77,10 +78,13 @@ def cost(state: CliState, days: int) -> None:
         store.close()
     budgets = state.settings.daily_budgets_usd
     click.echo(f"{'day':<10}  {'metric':<20} {'verdicts':>9} {'prompt tok':>11} "
-               f"{'compl. tok':>10} {'cost USD':>10} {'USD/verdict':>11} {'budget':>8}")
+               f"{'cached':>7} {'compl. tok':>10} {'cost USD':>10} {'USD/verdict':>11} "
+               f"{'budget':>8}")
     for row in rows:
         per_verdict = row.cost_usd / row.verdicts if row.verdicts else 0.0
         budget = budgets.get(row.metric)
+        cached = f"{row.cached_tokens / row.prompt_tokens:.0%}" if row.prompt_tokens else "-"
         click.echo(f"{row.day.isoformat():<10}  {row.metric:<20} {row.verdicts:>9} "
-                   f"{row.prompt_tokens:>11} {row.completion_tokens:>10} {row.cost_usd:>10.4f} "
+                   f"{row.prompt_tokens:>11} {cached:>7} {row.completion_tokens:>10} "
+                   f"{row.cost_usd:>10.4f} "
                    f"{per_verdict:>11.6f} {'-' if budget is None else f'{budget:.2f}':>8}")

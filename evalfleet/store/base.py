@@ -180,6 +180,9 @@ class DailyCost:
     completion_tokens: int
     cost_usd: float
     """Summed over the verdicts that have a price."""
+    cached_tokens: int = 0
+    """Of ``prompt_tokens``, those the provider served from its prompt cache (billed at
+    the cached price; 0 where the provider reported none)."""
 
 
 @dataclass(frozen=True, slots=True)

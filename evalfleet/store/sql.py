@@ -289,14 +289,15 @@ class SqlStore(VerdictStore):
         query = (
             select(day, v.metric, func.count(), func.coalesce(func.sum(v.prompt_tokens), 0),
                    func.coalesce(func.sum(v.completion_tokens), 0),
-                   func.coalesce(func.sum(v.cost_usd), 0.0))
+                   func.coalesce(func.sum(v.cost_usd), 0.0),
+                   func.coalesce(func.sum(v.cached_tokens), 0))
             .where(v.created_at >= to_utc(since)).group_by(day, v.metric).order_by(day, v.metric)
         )
         with self._connection() as conn:
             return [
                 DailyCost(day=_as_date(row[0]), metric=row[1], verdicts=row[2],
                           prompt_tokens=int(row[3]), completion_tokens=int(row[4]),
-                          cost_usd=float(row[5]))
+                          cost_usd=float(row[5]), cached_tokens=int(row[6]))
                 for row in conn.execute(query)
             ]
 

@@ -151,7 +151,8 @@ def test_a_dead_letter_settles_its_key_once(any_store: VerdictStore) -> None:
 def test_daily_costs(any_store: VerdictStore) -> None:
     day_one, day_two = NOW - timedelta(days=1), NOW
     any_store.save(verdicts=[
-        record(VerdictKey("a", "rag_qa", "v", "m"), created_at=day_one, cost_usd=0.002),
+        record(VerdictKey("a", "rag_qa", "v", "m"), created_at=day_one, cost_usd=0.002,
+               cached_tokens=60),
         record(VerdictKey("b", "rag_qa", "v", "m"), created_at=day_one, cost_usd=0.003),
         record(VerdictKey("c", "rag_qa", "v", "m"), created_at=day_two, cost_usd=None),
         record(VerdictKey("d", "bbh_match", "v", "m"), created_at=day_two, cost_usd=0.01),
@@ -161,6 +162,7 @@ def test_daily_costs(any_store: VerdictStore) -> None:
         ("2026-11-21", "rag_qa", 2, 200), ("2026-11-22", "bbh_match", 1, 100),
         ("2026-11-22", "rag_qa", 1, 100)]
     assert [r.cost_usd for r in rows] == pytest.approx([0.005, 0.01, 0.0])
+    assert [r.cached_tokens for r in rows] == [60, 0, 0]  # none reported counts as none
     assert any_store.daily_costs(since=NOW) == rows[1:]
 
 
