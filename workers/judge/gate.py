@@ -44,7 +44,7 @@ from workers.judge.cache_key import CacheKeySupport
 from workers.judge.formats import FormatSupport, mode_of, shaped
 from workers.judge.status import refuses_prompt_cache_key, refuses_response_format
 from workers.limiter import RateLimiter
-from workers.limiter.slots import Report, Slots
+from workers.limiter.slots import LocalSlots, Report, Slots
 
 logger = logging.getLogger(__name__)
 
@@ -325,7 +325,9 @@ class InFlight(Layer):
 
     In a process, one call per key at a time looks for a slot; the others wait their
     turn, so hundreds of waiting calls cost one Redis round trip per look, not hundreds.
-    A slot store that cannot be reached does not stop judging: the call goes uncapped.
+    A slot store that cannot be reached does not stop judging, nor lets the worker flood
+    the server: while it is away this process holds the cap on its own (its own slots, an
+    adaptive limit learnt afresh from 1), so the fleet sends at most the cap per worker.
     """
 
     name = "in_flight"
@@ -335,6 +337,8 @@ class InFlight(Layer):
         self.endpoint = endpoint
         self._turns: dict[str, asyncio.Lock] = {}
         self._freed: dict[str, asyncio.Event] = {}
+        self._own = LocalSlots()
+        self._store_away = False
 
     async def __call__(self, request: JudgeRequest, send: Send) -> Answer:
         """See :meth:`Layer.__call__`."""
@@ -342,18 +346,17 @@ class InFlight(Layer):
         limit = self.limit(request.model)
         if self.cap.slots is None or limit is None:
             return await send(request)
-        token = await self._take(key, model=request.model, limit=limit)
-        if isinstance(token, JudgeDeferred):
-            return token
+        taken = await self._take(key, model=request.model, limit=limit)
+        if isinstance(taken, JudgeDeferred):
+            return taken
         started = time.monotonic()
         answer: Answer | None = None
         try:
             answer = await send(request)
             return answer
         finally:
-            if token is not None:
-                await self._give_back(key, token, limit=limit,
-                                      report=self._report(answer, started))
+            await self._give_back(*taken, key=key, limit=limit,
+                                  report=self._report(answer, started))
 
     def limit(self, model: str) -> int | None:
         """The cap of a judge model, or the most an adaptive one may reach (None: none)."""
@@ -373,10 +376,10 @@ class InFlight(Layer):
             return None
         return Report(time.monotonic() - started, overloaded=overloaded)
 
-    async def _take(self, key: str, *, model: str, limit: int) -> str | JudgeDeferred | None:
-        """A slot's token, a deferral, or None when the slot store is unavailable. Each
-        look reads an adaptive limit afresh (it moves while calls wait)."""
-        assert self.cap.slots is not None
+    async def _take(self, key: str, *, model: str,
+                    limit: int) -> tuple[Slots, str] | JudgeDeferred:
+        """A slot (the store it came from and its token) or a deferral. Each look reads
+        an adaptive limit afresh (it moves while calls wait)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.cap.max_wait_s
         deferred = JudgeDeferred(f"no free judge slot for {model} (the fleet's cap on calls "
@@ -391,15 +394,9 @@ class InFlight(Layer):
             poll_s = SLOT_POLL_S[0]
             while True:
                 freed.clear()
-                try:
-                    token = await self.cap.slots.take(
-                        key, limit=limit, lease_s=self.cap.lease_s,
-                        adaptive=self.cap.adaptive_max is not None)
-                except Exception as exc:
-                    logger.warning("judge slots unavailable, sending uncapped: %s", exc)
-                    return None
-                if token is not None:
-                    return token
+                taken = await self._take_slot(key, limit=limit)
+                if taken is not None:
+                    return taken
                 remaining_s = deadline - loop.time()
                 if remaining_s <= 0:
                     return deferred
@@ -409,11 +406,34 @@ class InFlight(Layer):
         finally:
             turn.release()
 
-    async def _give_back(self, key: str, token: str, *, limit: int,
-                         report: Report | None) -> None:
+    async def _take_slot(self, key: str, *, limit: int) -> tuple[Slots, str] | None:
+        """A slot from the fleet's store, or from this process's own while that store
+        cannot be reached (said once when it goes away and once when it is back); None
+        when all are held."""
         assert self.cap.slots is not None
+        adaptive = self.cap.adaptive_max is not None
+        slots: Slots = self.cap.slots
         try:
-            await self.cap.slots.give_back(key, token, limit=limit, report=report)
+            token = await slots.take(key, limit=limit, lease_s=self.cap.lease_s,
+                                     adaptive=adaptive)
+        except Exception as exc:
+            if not self._store_away:
+                logger.warning("judge slots unavailable, holding the cap in this process "
+                               "until they are back: %s", exc)
+            self._store_away = True
+            slots = self._own
+            token = await slots.take(key, limit=limit, lease_s=self.cap.lease_s,
+                                     adaptive=adaptive)
+        else:
+            if self._store_away:
+                logger.warning("judge slots reachable again: the fleet's cap is shared")
+            self._store_away = False
+        return None if token is None else (slots, token)
+
+    async def _give_back(self, slots: Slots, token: str, *, key: str, limit: int,
+                         report: Report | None) -> None:
+        try:
+            await slots.give_back(key, token, limit=limit, report=report)
         except Exception as exc:  # the lease returns it
             logger.warning("judge slots unavailable, a slot returns with its lease: %s", exc)
         self._freed[key].set()

@@ -300,15 +300,24 @@ def _sample_limit(redis_url: str, sampled: list[float], done: threading.Event) -
         client.close()
 
 
-def test_a_slot_store_out_of_reach_does_not_stop_judging(sim: RunningSim) -> None:
-    # Nothing listens on port 1: every take and give-back fails at once.
+@pytest.mark.parametrize(("fixed", "adaptive_max", "most"), [(2, None, 2), (None, 8, 8)])
+def test_a_slot_store_out_of_reach_neither_stops_judging_nor_lifts_the_cap(
+    sim: RunningSim, caplog: pytest.LogCaptureFixture, fixed: int | None,
+    adaptive_max: int | None, most: int,
+) -> None:
+    # Nothing listens on port 1: every take fails at once, and the process holds the cap
+    # on its own slots (an adaptive limit learnt afresh in the process).
     sim.configure(latency_ms=20)
     judge = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=10,
-                                      max_connections=8),
-                       concurrency=8, cap=InFlightCap(slots=RedisSlots("redis://127.0.0.1:1/0"),
-                                                      max_wait_s=5, adaptive_max=8))
+                                      max_connections=16),
+                       concurrency=16, cap=InFlightCap(
+                           slots=RedisSlots("redis://127.0.0.1:1/0"), max_wait_s=30,
+                           limit_for=lambda model: fixed, adaptive_max=adaptive_max))
     try:
-        answers = judge.complete_many([request(n) for n in range(8)])
+        answers = judge.complete_many([request(n) for n in range(16)])
     finally:
         judge.close()
-    assert all(isinstance(answer, JudgeReply) for answer in answers)  # sent uncapped
+    assert all(isinstance(answer, JudgeReply) for answer in answers)
+    assert sim.stats()["max_in_flight"] <= most
+    away = [r for r in caplog.records if "holding the cap in this process" in r.message]
+    assert len(away) == 1  # said once, not per call
