@@ -6,6 +6,7 @@ and errors is passed as text (never marked safe); secrets are masked in error te
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,9 @@ RANGES = ("1h", "6h", "24h", "2d")
 _STATE_ORDER = {"firing": 0, "pending": 1, "no_data": 2, "resolved": 3, "ok": 4,
                 "insufficient_data": 5}
 
+#: Estimates the pages keep (rule, segment and window each).
+ESTIMATES_KEPT = 256
+
 #: Chart boxes, in SVG units.
 SPARK_W, SPARK_H = 120.0, 24.0
 CHART_W, CHART_H = 720.0, 200.0
@@ -71,6 +75,12 @@ class PageData:
     health_reader: Callable[[], dict[str, Any]] | None = None
     registry: MetricRegistry | None = None
     """The metrics, for corrected means beside the judge's (None: not shown)."""
+
+    def __post_init__(self) -> None:
+        # An estimate reads its whole label pool: seconds at millions of verdicts. A
+        # page's window ends at the rule's last evaluation, so the views between two
+        # evaluations share one estimate (labels given since count from the next).
+        self._estimates = functools.lru_cache(maxsize=ESTIMATES_KEPT)(self._compute_estimate)
 
     def overview(self) -> dict[str, Any]:
         """Every rule and segment: state, sparkline of window against baseline, last change."""
@@ -186,6 +196,13 @@ class PageData:
     def _estimate(self, rule: Rule, segment: Segment, *, start: datetime,
                   end: datetime) -> ScoreEstimate | None:
         """The rule's score over the window: the judge's mean and the corrected one."""
+        return self._estimates(rule.name, segment, start, end)
+
+    def _compute_estimate(self, rule_name: str, segment: Segment, start: datetime,
+                          end: datetime) -> ScoreEstimate | None:
+        rule = self._rule(rule_name)
+        if rule is None:
+            return None
         spec = rule.spec
         if self.registry is None or spec.kind != "app" or spec.metric not in \
                 self.registry.names():

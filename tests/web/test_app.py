@@ -173,3 +173,32 @@ def test_alert_and_trend_pages_show_the_judges_mean_and_the_corrected_one(site: 
     trend = get(site, "/rules/faithfulness_drop/trend",
                 params={"segment": "app=support-bot", "range": "1h"})
     assert 'id="judge-mean">0.' in trend.text and "not enough labels" in trend.text
+
+
+@pytest.mark.parametrize("alert_database", ["sqlite"], indirect=True)
+def test_views_between_two_evaluations_share_one_estimate(alert_database: str, tmp_path: Path,
+                                                         serve: Callable[..., Any]) -> None:
+    rules = write_rules(tmp_path / "rules.yaml", DROP_RULE)
+    settings = Settings(database_url=alert_database, alert_rules_file=rules, data_dir=tmp_path)
+    engine = open_alert_engine(settings, deliver=False)
+    app = {"app": "support-bot"}
+    stream.write(engine.engine, history(T0) + stream.steady(
+        start=T0, minutes=20, per_minute=20, mean=0.70, seed=2, attributes=app))
+    run(engine, T0 - 5 * MINUTE, 16)  # last evaluated at T0 + 10 minutes
+    site = serve(build_ui_app(settings, token=None))
+
+    def verdicts_behind_the_estimate() -> int:
+        page = get(site, "/alerts/faithfulness_drop", params={"segment": "app=support-bot"})
+        found = re.search(r"<td>(\d+) verdicts</td>", page.text)
+        assert found, page.text
+        return int(found.group(1))
+
+    first = verdicts_behind_the_estimate()
+    # 32 more verdicts inside the window: the page keeps the estimate it read at the
+    # rule's last evaluation, and the next evaluation's window counts them.
+    stream.write(engine.engine, stream.steady(start=T0 + MINUTE, minutes=8, per_minute=4,
+                                              mean=0.7, seed=9, attributes=app))
+    assert verdicts_behind_the_estimate() == first
+    run(engine, T0 + 11 * MINUTE, 1)
+    engine.close()
+    assert verdicts_behind_the_estimate() >= first + 20
