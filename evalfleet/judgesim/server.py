@@ -265,7 +265,9 @@ def _batch_routes() -> list[Route]:
 def _flavored(handler: Callable[[Request], Awaitable[Response]], *,
               azure: bool) -> Callable[[Request], Awaitable[Response]]:
     """``handler`` where ``batch_flavor`` serves it: Azure's paths only as Azure (with
-    its ``api-version`` query), OpenAI's only as anyone else."""
+    its ``api-version`` query and the key in an ``api-key`` header: a key sent as a
+    bearer token reads there as an Entra token, and is refused), OpenAI's only as anyone
+    else."""
     async def guarded(request: Request) -> Response:
         sim: SimState = request.app.state.sim
         if (sim.config.batch_flavor == "azure") != azure:
@@ -273,6 +275,11 @@ def _flavored(handler: Callable[[Request], Awaitable[Response]], *,
         if azure and not request.query_params.get("api-version"):
             return _error(400, "Missing required query parameter: api-version",
                           code="missing_required_parameter", param="api-version")
+        if azure and not request.headers.get("api-key"):
+            return _error(401, "Access denied due to invalid subscription key or wrong API "
+                               "endpoint. Make sure to provide a valid key for an active "
+                               "subscription and use a correct regional API endpoint.",
+                          code="401")
         return await handler(request)
     return guarded
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import select
 
@@ -480,6 +481,11 @@ def test_each_provider_flavor_is_served_through_its_paths_and_purpose(
         if flavor != "groq":  # the simulator refuses OpenAI's own shape as this provider
             with pytest.raises(JudgeError):
                 BatchApi(sim.base_url, timeout_s=10).upload(b"{}\n", filename="x.jsonl")
+        if flavor == "azure":  # the key as a bearer token, not in api-key: refused
+            bearer = httpx.post(f"{base_url}/files?api-version=2024-10-21",
+                                headers={"authorization": "Bearer k"},
+                                files={"file": ("x.jsonl", b"{}\n")}, data={"purpose": "batch"})
+            assert bearer.status_code == 401, bearer.text
         spool_jobs(worker, jobs(5))
         assert submitter(store, flavored).run() == 5
         collect_all(collector(store, flavored, worker, []), store)
