@@ -237,19 +237,10 @@ def _take_plain(span: Any, resource: dict[str, Any], *, limits: SpanLimits,
                     return False
             converted[key] = text
             continue
-        which = value.WhichOneof("value")
-        if len(key) > quick_chars:
+        other = _ProtoSpan.scalar(value)  # an empty text, a number, a flag or none
+        if other is _NESTED or len(key) > quick_chars:
             return False
-        if which == "string_value":
-            converted[key] = ""
-        elif which == "int_value" or which == "bool_value":
-            converted[key] = getattr(value, which)
-        elif which == "double_value":
-            converted[key] = _finite(value.double_value)
-        elif which is None:
-            converted[key] = None
-        else:
-            return False
+        converted[key] = other
     out.spans.append(Span(trace_id.hex(), span_id.hex(), parent.hex(), span.name, span.kind,
                           span.start_time_unix_nano, span.end_time_unix_nano, converted,
                           resource, []))
