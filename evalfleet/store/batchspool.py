@@ -254,13 +254,6 @@ class BatchSpool:
                      completed=_count(counts.get("completed")),
                      failed=_count(counts.get("failed")))
 
-    def add_cost(self, batch_id: str, *, cost_usd: float, saved_usd: float) -> None:
-        """Add collected verdicts' cost at the batch price, and what it saved."""
-        with self.store.begin() as conn:
-            conn.execute(update(judge_batches).where(judge_batches.c.id == batch_id).values(
-                cost_usd=judge_batches.c.cost_usd + cost_usd,
-                saved_usd=judge_batches.c.saved_usd + saved_usd))
-
     def saved(self) -> tuple[float, float]:
         """Every batch's verdict cost and what batching saved, in US dollars."""
         with self.store.connect() as conn:
@@ -269,10 +262,17 @@ class BatchSpool:
                                        ).one()
         return float(cost), float(saved)
 
-    def settle(self, batch_id: str, keys: Sequence[str], *, now: datetime) -> None:
+    def settle(self, batch_id: str, keys: Sequence[str], *, now: datetime,
+               cost_usd: float = 0.0, saved_usd: float = 0.0) -> None:
         """Drop the spool rows of jobs that now have an outcome, and any claim the batch
-        still holds on them; once no row is left the batch is ``done``."""
+        still holds on them, and add what their lines cost at the batch price and what
+        that saved; once no row is left the batch is ``done``. One transaction, so a
+        chunk's cost is added exactly when its rows go."""
         with self.store.begin() as conn:
+            if cost_usd or saved_usd:
+                conn.execute(update(judge_batches).where(judge_batches.c.id == batch_id).values(
+                    cost_usd=judge_batches.c.cost_usd + cost_usd,
+                    saved_usd=judge_batches.c.saved_usd + saved_usd))
             if keys:
                 dropped = list(conn.execute(delete(judge_batch_spool).where(
                     judge_batch_spool.c.key.in_(list(keys)),

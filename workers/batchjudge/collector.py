@@ -27,7 +27,7 @@ from typing import Any
 
 from evalfleet.core.errors import InvalidMessage, JudgeError, JudgeUnavailable
 from evalfleet.core.message import Job, decode_job
-from evalfleet.core.price import Price
+from evalfleet.core.price import Price, cost_usd
 from evalfleet.store import DeadLetter
 from evalfleet.store.batchspool import BATCH_OWNER, BatchRow, BatchSpool
 from workers.batchjudge.api import OPEN_STATUSES, BatchApi, error_message
@@ -183,12 +183,25 @@ class Collector:
             # next round judges the chunk again and finds the same re-asks.
             self._carry_out(outcomes, report)
             self._step("stored")
-            cost = sum(o.record.cost_usd or 0.0 for o in outcomes if o.record is not None)
-            price = self.prices.get(row.judge_model)
-            if cost and price is not None:  # a batch file holds one model
-                self.spool.add_cost(row.id, cost_usd=cost,
-                                    saved_usd=cost * (1 / price.batch_multiplier - 1))
-            self.spool.settle(row.id, [key for key, _ in chunk], now=self._clock())
+            keys = [key for key, _ in chunk]
+            cost, saved = self._lines_cost(row.judge_model, [answers.get(key) for key in keys])
+            self.spool.settle(row.id, keys, now=self._clock(), cost_usd=cost, saved_usd=saved)
+
+    def _lines_cost(self, judge_model: str,
+                    answers: Sequence[JudgeReply | JudgeError | None]) -> tuple[float, float]:
+        """What a chunk's answered lines cost at the batch price, and what that saved.
+
+        Priced from the lines the provider answered, not from the verdicts stored this
+        round: a chunk judged again after a kill finds its verdicts stored already
+        (duplicates, no record) and is still counted, once, as it settles."""
+        price = self.prices.get(judge_model)  # a batch file holds one model
+        if price is None:
+            return 0.0, 0.0
+        cost = sum(cost_usd(price, prompt_tokens=answer.prompt_tokens,
+                            completion_tokens=answer.completion_tokens,
+                            cached_tokens=answer.cached_tokens, batch=True) or 0.0
+                   for answer in answers if isinstance(answer, JudgeReply))
+        return cost, cost * (1 / price.batch_multiplier - 1)
 
     def _carry_out(self, outcomes: Sequence[Outcome], report: CollectReport) -> None:
         reasks = [outcome.entry for outcome in outcomes if outcome.entry is not None]

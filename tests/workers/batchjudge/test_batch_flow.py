@@ -306,16 +306,16 @@ class DownloadKilled(BatchApi):
         return super().content(file_id)
 
 
-class SettleKilled(BatchSpool):
-    """Killed once, after the first chunk's verdicts are stored, before its spool rows go."""
+def killed_once_at(name: str) -> Any:
+    """A collector step hook that dies the first time step ``name`` is done."""
+    done: list[str] = []
 
-    killed = False
+    def step(at: str) -> None:
+        if at == name and not done:
+            done.append(at)
+            raise Killed(at)
 
-    def settle(self, batch_id: str, keys: Any, *, now: datetime) -> None:
-        if not self.killed:
-            self.killed = True
-            raise Killed("settle")
-        super().settle(batch_id, keys, now=now)
+    return step
 
 
 def test_a_collector_killed_mid_download_or_mid_batch_resumes(
@@ -326,18 +326,25 @@ def test_a_collector_killed_mid_download_or_mid_batch_resumes(
     published: list[Job] = []
     dying = DownloadKilled(sim.base_url)
     evaluator, answers = collecting_evaluator(worker, endpoint=api.base_url)
-    for spool, batch_api in ((BatchSpool(store), dying), (SettleKilled(store), api)):
-        killed = Collector(spool, batch_api, evaluator=evaluator, answers=answers,
+    # Killed mid-download, then after the first chunk's verdicts are stored and before
+    # its spool rows go.
+    for batch_api, step in ((dying, None), (api, killed_once_at("stored"))):
+        killed = Collector(BatchSpool(store), batch_api, evaluator=evaluator, answers=answers,
                            publish=lambda job, _c: published.append(job), clock=clock,
-                           failed_retry_s=0.0, prices=RESOLVED_PRICES, chunk=20)
+                           failed_retry_s=0.0, prices=RESOLVED_PRICES, chunk=20, step=step)
         with pytest.raises(Killed):
             collect_all(killed, store)
     dying.close()
     assert 0 < len(list(store.iter_verdicts())) < 50  # the first chunk was stored
     report = collect_all(collector(store, api, worker, published), store)
     assert report.outcomes == {"duplicate": 20, "stored": 30} and not published
-    assert len(list(store.iter_verdicts())) == 50
+    verdicts = list(store.iter_verdicts())
+    assert len(verdicts) == 50
     assert sim.stats()["batches"]["lines_judged"] == 50
+    # The chunk judged twice is priced once: the batch's cost is its 50 verdicts'.
+    cost, saved = BatchSpool(store).saved()
+    assert cost == pytest.approx(sum(v.cost_usd or 0 for v in verdicts)) and cost > 0
+    assert saved == pytest.approx(cost)
 
 
 def test_a_job_sent_back_and_spooled_again_before_its_row_goes_is_kept(
@@ -415,6 +422,9 @@ def test_an_unusable_batch_reply_is_reasked_once_in_a_later_batch(
     assert all(v.cost_usd == pytest.approx(
         ((v.prompt_tokens or 0) * 1.0 + (v.completion_tokens or 0) * 2.0) / 2e6)
         for v in verdicts)  # both replies, at the batch price
+    # Each batch counts its own lines: the first the unusable replies, the second the
+    # re-asks; together what the verdicts cost.
+    assert BatchSpool(store).saved()[0] == pytest.approx(sum(v.cost_usd or 0 for v in verdicts))
     if second_also_unusable:
         assert {v.status for v in verdicts} == {"failed"}
         assert all(v.raw_output and "(first reply:" in (v.error or "") for v in verdicts)
