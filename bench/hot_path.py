@@ -7,7 +7,7 @@ round trip, as a message of 16 does; CPU of this process only); the HTTP call ru
 against the judge simulator in its own process. Last, the evaluator alone, without
 Celery or a broker: batches of 16 from task threads through the real judge fleet
 and store at concurrency C, with Python's garbage collector as it comes and as a
-worker tunes it (:func:`workers.runtime.tune_collector`), its share measured by
+worker tunes it (:func:`evalfleet.core.gc_tuning.tune_collector`), its share measured by
 collector callbacks.
 
     python -m bench.hot_path --jobs 4000 --concurrency 256 --latency-ms 500
@@ -44,6 +44,7 @@ from bench.worker_throughput import (
     release_services,
     start_simulator,
 )
+from evalfleet.core.gc_tuning import tune_collector
 from evalfleet.core.message import decode_batch, encode_batch, new_job
 from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings
@@ -52,7 +53,7 @@ from evalfleet.store.storable import storable_verdict
 from workers.judge import JudgeRequest
 from workers.judge.reply import reply_from_body
 from workers.renderer import render_messages
-from workers.runtime import build_runtime, task_slots, tune_collector
+from workers.runtime import build_runtime, task_slots
 from workers.telemetry import Telemetry
 from workers.verdicts import parse_verdict, response_format_for
 

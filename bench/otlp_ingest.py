@@ -7,7 +7,8 @@ Realistic GenAI traces of 3 to 10 spans (a root, a retriever with four documents
 about 400 bytes, LLM spans carrying their messages as OTel GenAI JSON, tool spans),
 built as protobuf export requests of up to 512 spans (what a BatchSpanProcessor sends).
 Steps, each timed on its own in this one process (CPU seconds, so one core; the least
-of ``--repeat`` runs, the buffered traces swept and deleted between runs):
+of ``--repeat`` runs, the buffered traces swept and deleted between runs; the garbage
+collector tuned as ``evalfleet ingest`` tunes it):
 
 1. decode: ``decode_protobuf`` alone;
 2. decode + buffer: decoded and buffered in Redis (sampling rate 1.0: every trace kept);
@@ -50,6 +51,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
+from evalfleet.core.gc_tuning import tune_collector
 from evalfleet.core.metric import Metric, MetricRegistry, load_registry
 from evalfleet.core.settings import Settings
 from producers.ingest import create_app
@@ -86,6 +88,7 @@ def main() -> None:
         assembly = TraceAssembly(buffer=buffer, metrics={m.name: m for m in runtime.registry},
                                  pipeline=runtime.pipeline(metrics=[METRIC], rate=1.0,
                                                            source="otlp"))
+        tune_collector()  # as `evalfleet ingest` does once it has started
         try:
             limits = SpanLimits()
             decode_s = _best(args.repeat, lambda: [decode_protobuf(r, limits=limits,

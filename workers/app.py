@@ -33,6 +33,7 @@ from evalfleet.broker.queues import (
     is_redis,
 )
 from evalfleet.core.errors import InvalidMessage, StoreUnavailable
+from evalfleet.core.gc_tuning import tune_collector
 from evalfleet.core.log import install_secret_filter
 from evalfleet.core.message import (
     EVALUATE_TASK,
@@ -45,7 +46,7 @@ from evalfleet.core.settings import Settings
 from evalfleet.store import DeadLetter
 from workers.evaluation import STORE_PAUSE_S, Outcome
 from workers.health.activity import WorkerActivity
-from workers.runtime import LazyRuntime, Runtime, tune_collector
+from workers.runtime import LazyRuntime, Runtime
 from workers.save_message import SAVE_TASK, UnsavedBatch, decode_save, encode_save
 from workers.shutdown import ShutdownDeadline, install_shutdown_deadline
 

@@ -6,7 +6,6 @@ import time.
 
 from __future__ import annotations
 
-import gc
 import math
 import threading
 from collections.abc import Callable
@@ -28,10 +27,6 @@ from workers.limiter.slots import LocalSlots, RedisSlots, Slots
 from workers.renderer import check_templates
 from workers.shutdown import ShutdownDeadline
 from workers.telemetry import Telemetry, configure_telemetry
-
-#: Container allocations between young garbage collections in a worker process
-#: (Python's default is 700); see :func:`tune_collector`.
-YOUNG_COLLECTION_THRESHOLD = 20_000
 
 
 @dataclass
@@ -199,17 +194,3 @@ class LazyRuntime:
                     self._runtime = build_runtime(self._settings, concurrency=self._concurrency,
                                                   deadline=self._deadline)
         return self._runtime
-
-
-def tune_collector() -> None:
-    """Fit the garbage collector to a worker process, once it has started.
-
-    What the worker loaded to start (about 200,000 objects: modules, Celery, models)
-    lives as long as the process: frozen, no collection walks it again. And the calls
-    in flight keep many young objects alive for a judge's latency, so at Python's
-    default threshold every young collection walked and promoted them. The collector
-    took about 17% of a worker's CPU at C = 256, 9% with the freeze alone and 2% with
-    both (docs/performance.md, (a3)).
-    """
-    gc.freeze()
-    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])

@@ -8,6 +8,7 @@ import click
 
 from evalfleet.cli.context import CliState, pass_state
 from evalfleet.core.errors import EvalfleetError
+from evalfleet.core.gc_tuning import tune_collector
 from evalfleet.core.log import install_secret_filter
 
 
@@ -62,6 +63,7 @@ def ingest(state: CliState, host: str, port: int, metric_names: tuple[str, ...],
     sweeper.start()
     app = create_app(runtime, tokens=tokens, metrics=metrics or None, rate=sample_rate,
                      traces=traces)
+    tune_collector()
     click.echo(f"evalfleet ingest on http://{host}:{port} (POST /v1/samples, /v1/traces; "
                f"auth {'off' if tokens is None else 'on'})", err=True)
     if isinstance(buffer, MemoryTraceBuffer):

@@ -1,36 +1,12 @@
-"""What a worker process sets up once: the garbage collector's tuning, the store."""
+"""What a worker process sets up once: the store."""
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from evalfleet.core.settings import Settings
 from evalfleet.store import SqlStore
-from workers.runtime import YOUNG_COLLECTION_THRESHOLD, build_runtime, tune_collector
-
-
-@pytest.fixture
-def collector() -> Iterator[None]:
-    """Give the test process its collector back as it was."""
-    threshold = gc.get_threshold()
-    yield
-    gc.unfreeze()
-    gc.set_threshold(*threshold)
-
-
-@pytest.mark.usefixtures("collector")
-def test_tuning_freezes_what_is_loaded_and_collects_young_objects_less_often() -> None:
-    loaded = type("Loaded", (), {})()  # an object the collector tracks, made before
-    older = gc.get_threshold()[1:]
-    tune_collector()
-    assert gc.get_freeze_count() > 0
-    assert not any(loaded is item for generation in range(3)
-                   for item in gc.get_objects(generation))
-    assert gc.get_threshold() == (YOUNG_COLLECTION_THRESHOLD, *older)
+from workers.runtime import build_runtime
 
 
 def test_the_store_a_worker_opens_queues_the_review_slice(tmp_path: Path) -> None:
