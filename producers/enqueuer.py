@@ -22,6 +22,7 @@ from typing import Any
 
 from celery import Celery
 
+from evalfleet.broker import serializer
 from evalfleet.broker.errors import BROKER_ERRORS
 from evalfleet.broker.queues import (
     broker_countdown_s,
@@ -49,6 +50,7 @@ class Enqueuer:
             settings: The settings (broker URL, producer timeouts).
             batch_size: Jobs per Redis pipeline in :meth:`send_many`.
         """
+        serializer.register()
         # A publish-only app: it never imports the worker side.
         self._app = Celery("evalfleet-producer", broker=settings.resolved_broker_url(),
                            set_as_current=False)
@@ -64,7 +66,7 @@ class Enqueuer:
         self._app.conf.update(
             broker_transport_options=options,
             broker_connection_retry_on_startup=True,
-            task_serializer="json", accept_content=["json"], result_backend=None,
+            task_serializer=serializer.JOB_JSON, accept_content=["json"], result_backend=None,
             task_ignore_result=True, task_create_missing_queues=True,
         )
         self._batch_size = batch_size or settings.producer_batch_size or DEFAULT_BATCH_SIZE
