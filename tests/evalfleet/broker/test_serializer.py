@@ -46,8 +46,8 @@ def test_a_celery_body_of_a_batch_of_jobs_reads_back_whole() -> None:
     jobs = [new_job("rag_qa", parse_sample({
         "id": f"s-{n}", "input": "Où est la gare ? 🚉", "output": "À droite.\n\t\"quoted\"",
         "context": ["ctx \u2028 line separator", "é" * 300]})) for n in range(16)]
-    body = ([encode_batch(jobs)], {}, {"callbacks": None, "errbacks": None, "chain": None,
-                                       "chord": None})
+    embed = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+    body: tuple[Any, ...] = ([encode_batch(jobs)], {}, embed)
     assert read(serializer.dumps(body)) == json.loads(json.dumps(body))
 
 
