@@ -618,7 +618,9 @@ def _judge_line(sim: SimState, body: Mapping[str, Any]) -> tuple[int, dict[str, 
                         shift=sim.config.score_shifts.get(chat.model, 0.0),
                         flip=chat.model in sim.config.flipped_answers)
     sim.counters.answered(chat.prompt.key)
-    return 200, _completion_body(sim, chat, reply)
+    # Batch lines are served from the prompt cache too (OpenAI reports and discounts
+    # cached tokens of batch requests): the first line judged with a prefix fills it.
+    return 200, _completion_body(sim, chat, reply, cached_tokens=_serve_cache(sim, chat))
 
 
 def _batch_error(exc: BatchRequestError) -> Response:

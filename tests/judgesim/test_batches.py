@@ -87,6 +87,24 @@ def test_a_batch_completes_with_every_line_answered_in_shuffled_order(
     assert stats["repeated_custom_ids"] == 0
 
 
+def test_lines_with_a_shared_prefix_report_cached_tokens(judge: RunningSim) -> None:
+    judge.configure(batch_turnaround_s=0.05, prompt_cache_min_tokens=256,
+                    prompt_cache_block_tokens=64)
+    rubric = "Rubric. " * 200  # 400 tokens: six whole blocks of 64
+    records = [{**line(n), "body": {**line(n)["body"], "messages": [
+        {"role": "system", "content": rubric}, *messages(n)]}} for n in range(5)]
+    batch = settled(judge, submit(judge, jsonl(records)).id)
+    usage = [r["response"]["body"]["usage"] for r in lines_of(judge, batch.output_file_id)]
+    # The first line judged fills the cache (lines are judged in no set order).
+    assert sorted(u["prompt_tokens_details"]["cached_tokens"] for u in usage) == [
+        0, 384, 384, 384, 384]
+    assert judge.stats()["cached_tokens"] == 4 * 384
+    judge.configure(prompt_cache=False)
+    batch = settled(judge, submit(judge, jsonl([line(9)])).id)
+    (record,) = lines_of(judge, batch.output_file_id)
+    assert "prompt_tokens_details" not in record["response"]["body"]["usage"]
+
+
 def test_line_errors_go_to_the_error_file(judge: RunningSim) -> None:
     judge.configure(batch_turnaround_s=0.1, batch_line_error_rate=0.5, seed=3)
     batch = settled(judge, submit(judge, jsonl([line(n) for n in range(60)])).id)
