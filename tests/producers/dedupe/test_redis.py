@@ -11,7 +11,7 @@ from redis.retry import Retry
 
 from evalfleet.core.errors import BrokerUnavailable
 from producers.dedupe import RedisDeduper
-from producers.dedupe.redis import KEY_PREFIX
+from producers.dedupe.redis import KEY_PREFIX, MARK_CHUNK
 
 
 def test_shared_between_producers_and_expiring(redis_client: redis.Redis) -> None:
@@ -22,6 +22,17 @@ def test_shared_between_producers_and_expiring(redis_client: redis.Redis) -> Non
     assert 0 < redis_client.pttl(KEY_PREFIX + "rag_qa:x") <= 300
     time.sleep(0.35)
     assert second.seen(["rag_qa:x"]) == [False]
+
+
+def test_a_batch_over_one_script_call_is_marked_whole(redis_client: redis.Redis) -> None:
+    deduper = RedisDeduper(redis_client, window_s=60)
+    keys = [f"rag_qa:s-{n}" for n in range(2 * MARK_CHUNK + 7)]
+    keys += ["rag_qa:spaces and\nnewline", "rag_qa:ünïcödé 🚉", "rag_qa:" + "x" * 256]
+    deduper.mark(keys)
+    assert deduper.seen([*keys, "rag_qa:never"]) == [True] * len(keys) + [False]
+    assert all(0 < ttl <= 60_000 for ttl in (redis_client.pttl(KEY_PREFIX + key)
+                                             for key in keys))
+    redis_client.delete(*(KEY_PREFIX + key for key in keys))
 
 
 def test_unreachable_is_broker_unavailable() -> None:
