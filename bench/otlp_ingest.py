@@ -1,6 +1,6 @@
 """OTLP trace ingest: spans per second per core, and Redis memory per open trace.
 
-    python -m bench.otlp_ingest [--traces 2000] [--rounds 5] [--repeat 3]
+    python -m bench.otlp_ingest [--traces 2000] [--rounds 5] [--repeat 3] [--rate 1.0]
                                 [--broker-url redis://127.0.0.1:6379/0]
 
 Realistic GenAI traces of 3 to 10 spans (a root, a retriever with four documents of
@@ -11,7 +11,8 @@ of ``--repeat`` runs, the buffered traces swept and deleted between runs; the ga
 collector tuned as ``evalfleet ingest`` tunes it):
 
 1. decode: ``decode_protobuf`` alone;
-2. decode + buffer: decoded and buffered in Redis (sampling rate 1.0: every trace kept);
+2. decode + buffer: decoded and buffered in Redis (at ``--rate`` 1.0 every trace is kept;
+   below it the traces not sampled are dropped before buffering);
    then the same requests again over HTTP, ``POST /v1/traces`` to the ingest app under
    uvicorn in a thread (the client's CPU is counted too);
 3. sweep: the buffered traces mapped and produced as jobs (rag_qa's prompt, queue
@@ -91,7 +92,7 @@ def main() -> None:
         runtime = ProducerRuntime(settings, registry=_registry_with_bench_metric())
         buffer = runtime.trace_buffer()
         assembly = TraceAssembly(buffer=buffer, metrics={m.name: m for m in runtime.registry},
-                                 pipeline=runtime.pipeline(metrics=[METRIC], rate=1.0,
+                                 pipeline=runtime.pipeline(metrics=[METRIC], rate=args.rate,
                                                            source="otlp"))
         tune_collector()  # as `evalfleet ingest` does once it has started
         try:
@@ -114,7 +115,7 @@ def main() -> None:
             http_s = _best(1, lambda: _post_all(runtime, assembly, requests))
             _sweep_all(assembly)
             client.delete(f"eval.{METRIC}")
-            pipeline = runtime.pipeline(metrics=[METRIC], rate=1.0, source="file")
+            pipeline = runtime.pipeline(metrics=[METRIC], rate=args.rate, source="file")
             records = [(f"line {n}", json.dumps(_sample(rng, n)).encode())
                        for n in range(args.traces)]
             samples_s = _best(args.repeat, lambda: [pipeline.process(records[i:i + 500])
@@ -130,7 +131,7 @@ def main() -> None:
     print(f"{'POST /v1/traces (server and client here)':<44} {http_s:7.2f} "
           f"{spans / http_s:>20,.0f} spans/s")
     print(f"{'sweep: map + produce jobs':<44} {sweep_s:7.2f} "
-          f"{args.traces / sweep_s:>19,.0f} traces/s")
+          f"{open_traces / sweep_s:>19,.0f} traces/s")
     print(f"{'ingest CPU per span (buffer + sweep)':<44} {buffer_s + sweep_s:7.2f} "
           f"{spans / (buffer_s + sweep_s):>20,.0f} spans/s")
     print(f"{'JSON samples through the pipeline':<44} {samples_s:7.2f} "
@@ -299,7 +300,7 @@ def _print_setup(args: argparse.Namespace, *, traces: list[list[ProtoSpan]],
                  requests: list[bytes]) -> None:
     spans = sum(len(t) for t in traces)
     print(f"python {platform.python_version()}, protobuf {version('protobuf')}, "
-          f"{os.cpu_count()} cores; Redis at {args.broker_url}")
+          f"{os.cpu_count()} cores; Redis at {args.broker_url}; sampling rate {args.rate}")
     print(f"each step timed {args.repeat} times, the least CPU time shown; load average "
           f"{os.getloadavg()[0]:.1f} at the start")
     print(f"{len(traces):,} traces, {spans:,} spans ({spans / len(traces):.1f} per trace), "
@@ -312,6 +313,8 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--traces", type=int, default=2000)
     parser.add_argument("--broker-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rate", type=float, default=1.0,
+                        help="sampling rate: the share of traces (and samples) kept")
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs of each timed step; the least CPU time is printed")
     return parser.parse_args()
