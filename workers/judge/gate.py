@@ -414,8 +414,11 @@ class InFlight(Layer):
         adaptive = self.cap.adaptive_max is not None
         slots: Slots = self.cap.slots
         try:
+            # Calls still on this process's own slots from an outage count against the
+            # fleet's cap until they end: the store does not know of them.
             token = await slots.take(key, limit=limit, lease_s=self.cap.lease_s,
-                                     adaptive=adaptive)
+                                     adaptive=adaptive,
+                                     held_elsewhere=await self._own.held(key))
         except Exception as exc:
             if not self._store_away:
                 logger.warning("judge slots unavailable, holding the cap in this process "

@@ -56,7 +56,8 @@ local now = tonumber(now_parts[1]) * 1000 + tonumber(now_parts[2]) / 1000
 """
 
 # KEYS: the key's sorted set, its adaptive state. ARGV: limit (an adaptive one's most),
-# lease ms, member, adaptive 0/1, start limit. Returns 1 when taken.
+# lease ms, member, adaptive 0/1, start limit, slots held outside the store. Returns 1
+# when taken.
 _TAKE = _NOW_MS + """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local limit = tonumber(ARGV[1])
@@ -64,7 +65,7 @@ if ARGV[4] == '1' then
   local adapted = tonumber(redis.call('HGET', KEYS[2], 'limit') or ARGV[5])
   limit = math.max(1, math.min(limit, math.floor(adapted)))
 end
-if redis.call('ZCARD', KEYS[1]) >= limit then return 0 end
+if redis.call('ZCARD', KEYS[1]) + tonumber(ARGV[6]) >= limit then return 0 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) + 1000)
 return 1
@@ -128,8 +129,8 @@ class Slots(ABC):
     """Slots for calls in flight, per key (an endpoint and a model)."""
 
     @abstractmethod
-    async def take(self, key: str, *, limit: int, lease_s: float,
-                   adaptive: bool = False) -> str | None:
+    async def take(self, key: str, *, limit: int, lease_s: float, adaptive: bool = False,
+                   held_elsewhere: int = 0) -> str | None:
         """Take a slot if fewer than the limit are held.
 
         Args:
@@ -138,6 +139,8 @@ class Slots(ABC):
                 adaptive limit may reach.
             lease_s: When the slot returns by itself if never given back.
             adaptive: The key's limit adapts to the latency reported on giving slots back.
+            held_elsewhere: Slots of the key held outside this store (a process's own,
+                taken while the store was out of reach), counted against the limit.
 
         Returns:
             The slot's token, to give back with :meth:`give_back`; None when all are held.
@@ -175,13 +178,13 @@ class LocalSlots(Slots):
         self._limits: dict[str, Aimd] = {}
         self._tokens = itertools.count()
 
-    async def take(self, key: str, *, limit: int, lease_s: float,
-                   adaptive: bool = False) -> str | None:
+    async def take(self, key: str, *, limit: int, lease_s: float, adaptive: bool = False,
+                   held_elsewhere: int = 0) -> str | None:
         """See :meth:`Slots.take`."""
         held = self._held.setdefault(key, set())
         if adaptive:
             limit = self._aimd(key, limit).current
-        if len(held) >= limit:
+        if len(held) + held_elsewhere >= limit:
             return None
         token = str(next(self._tokens))
         held.add(token)
@@ -228,12 +231,13 @@ class RedisSlots(Slots):
         self._prefix = uuid.uuid4().hex
         self._tokens = itertools.count()
 
-    async def take(self, key: str, *, limit: int, lease_s: float,
-                   adaptive: bool = False) -> str | None:
+    async def take(self, key: str, *, limit: int, lease_s: float, adaptive: bool = False,
+                   held_elsewhere: int = 0) -> str | None:
         """See :meth:`Slots.take`."""
         token = f"{self._prefix}:{next(self._tokens)}"
         taken = await self._take(keys=_keys(key), args=[limit, round(lease_s * 1000), token,
-                                                        int(adaptive), START_LIMIT])
+                                                        int(adaptive), START_LIMIT,
+                                                        held_elsewhere])
         return token if taken else None
 
     async def give_back(self, key: str, token: str, *, limit: int = 0,

@@ -18,6 +18,8 @@ import redis
 from evalfleet.core.errors import JudgeDeferred
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
+from testkit.chaos.services import RedisServer
+from testkit.process import wait_until
 from tests.workers.judge.test_fleet import request
 from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeReply
 from workers.judge.gate import InFlightCap
@@ -321,3 +323,32 @@ def test_a_slot_store_out_of_reach_neither_stops_judging_nor_lifts_the_cap(
     assert sim.stats()["max_in_flight"] <= most
     away = [r for r in caplog.records if "holding the cap in this process" in r.message]
     assert len(away) == 1  # said once, not per call
+
+
+def test_calls_on_the_process_own_slots_count_when_the_store_is_back(
+        sim: RunningSim, tmp_path: Path) -> None:
+    # The store is away while two calls take this process's own slots (a cap of 2); it
+    # comes back while they are at the judge: the next calls wait for them to end, so the
+    # server never holds more than the cap.
+    store = RedisServer(tmp_path)  # not started yet: nothing listens on its port
+    sim.configure(latency_ms=6000)  # the store starts in well under that
+    judge = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=30,
+                                      max_connections=8),
+                       concurrency=8, cap=InFlightCap(
+                           slots=RedisSlots(store.url), max_wait_s=60,
+                           limit_for=lambda model: 2))
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(judge.complete_many, [request(n) for n in range(2)])
+            wait_until(lambda: sim.stats()["in_flight"] == 2, timeout_s=10,
+                       what="two calls on the process's own slots")
+            store.start()
+            second = pool.submit(judge.complete_many, [request(n) for n in range(2, 4)])
+            assert not first.done()  # the later calls came while the first were at the judge
+            answers = [*first.result(timeout=60), *second.result(timeout=60)]
+    finally:
+        judge.close()
+        store.close()
+    assert all(isinstance(answer, JudgeReply) for answer in answers)
+    assert sim.stats()["max_in_flight"] == 2
+
