@@ -15,6 +15,7 @@ import click
 
 from evalfleet.cli.context import CliState, pass_state
 from evalfleet.core.errors import EvalfleetError, RetryLater
+from evalfleet.core.gc_tuning import tune_collector
 
 if TYPE_CHECKING:
     from producers.pipeline import Pipeline, ProduceStats
@@ -80,6 +81,7 @@ def produce(state: CliState, file: str, metric_names: tuple[str, ...], sample_ra
                 from prometheus_client import start_http_server
 
                 start_http_server(metrics_port)
+            tune_collector()  # a long-running producer, as `evalfleet ingest`
             stats = _follow(state, Path(file), pipeline=pipeline, batch_size=size,
                             offset_file=offset_file)
         else:
