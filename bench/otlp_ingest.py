@@ -21,7 +21,7 @@ collector tuned as ``evalfleet ingest`` tunes it):
    pipeline.
 
 Both paths run with the settings an ingest has by default: deduplication in Redis (one
-``MGET`` and one pipeline of ``SET``s a batch) and the queue limit on; the bench's
+``MGET`` and one marking script call a batch) and the queue limit on; the bench's
 queue and deduplication keys are deleted between runs, so no run finds duplicates.
 
 Redis memory per open trace is ``used_memory`` after buffering, less before, over the

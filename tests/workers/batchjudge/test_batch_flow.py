@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -306,7 +306,7 @@ class DownloadKilled(BatchApi):
         return super().content(file_id)
 
 
-def killed_once_at(name: str) -> Any:
+def killed_once_at(name: str) -> Callable[[str], None]:
     """A collector step hook that dies the first time step ``name`` is done."""
     done: list[str] = []
 

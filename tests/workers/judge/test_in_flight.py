@@ -19,7 +19,7 @@ from evalfleet.core.errors import JudgeDeferred
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
 from testkit.chaos.services import RedisServer
-from testkit.process import wait_until
+from tests.helpers import wait_until
 from tests.workers.judge.test_fleet import request
 from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeReply
 from workers.judge.gate import InFlightCap
@@ -200,6 +200,7 @@ def test_an_adaptive_fleet_finds_the_server_s_slots_without_timeouts(sim: Runnin
 #: seconds from "go" to the hand-over of its batch.
 _ADAPTIVE_WORKER = """
 import json, sys, threading, time
+from tests.helpers import wait_until
 from tests.workers.judge.test_fleet import request
 from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeReply
 from workers.judge.gate import InFlightCap
@@ -351,4 +352,3 @@ def test_calls_on_the_process_own_slots_count_when_the_store_is_back(
         store.close()
     assert all(isinstance(answer, JudgeReply) for answer in answers)
     assert sim.stats()["max_in_flight"] == 2
-
