@@ -58,6 +58,15 @@ class NoSyncCalls(JudgeClient):
         raise AssertionError(f"{len(requests)} synchronous judge call(s)")
 
 
+def killed_at(name: str) -> Callable[[str], None]:
+    """A submitter's or collector's step hook that dies where step ``name`` is done."""
+    def step(at: str) -> None:
+        if at == name:
+            raise Killed(at)
+
+    return step
+
+
 def clock() -> datetime:
     return datetime.now(UTC)
 
@@ -157,12 +166,8 @@ def test_a_submitter_killed_at_any_step_loses_nothing_and_sends_nothing_twice(
     sim.configure(batch_turnaround_s=0.05)
     spool_jobs(worker, jobs(40))
 
-    def die(step: str) -> None:
-        if step == kill_after:
-            raise Killed(step)
-
     with pytest.raises(Killed):
-        submitter(store, api, step=die).run()
+        submitter(store, api, step=killed_at(kill_after)).run()
     assert submitter(store, api).run() == 0  # the next round finishes the batch in doubt
     published: list[Job] = []
     collect_all(collector(store, api, worker, published), store)
@@ -306,18 +311,6 @@ class DownloadKilled(BatchApi):
         return super().content(file_id)
 
 
-def killed_once_at(name: str) -> Callable[[str], None]:
-    """A collector step hook that dies the first time step ``name`` is done."""
-    done: list[str] = []
-
-    def step(at: str) -> None:
-        if at == name and not done:
-            done.append(at)
-            raise Killed(at)
-
-    return step
-
-
 def test_a_collector_killed_mid_download_or_mid_batch_resumes(
         store: SqlStore, api: BatchApi, worker: Evaluator, sim: RunningSim) -> None:
     sim.configure(batch_turnaround_s=0.05)
@@ -328,7 +321,7 @@ def test_a_collector_killed_mid_download_or_mid_batch_resumes(
     evaluator, answers = collecting_evaluator(worker, endpoint=api.base_url)
     # Killed mid-download, then after the first chunk's verdicts are stored and before
     # its spool rows go.
-    for batch_api, step in ((dying, None), (api, killed_once_at("stored"))):
+    for batch_api, step in ((dying, None), (api, killed_at("stored"))):
         killed = Collector(BatchSpool(store), batch_api, evaluator=evaluator, answers=answers,
                            publish=lambda job, _c: published.append(job), clock=clock,
                            failed_retry_s=0.0, prices=RESOLVED_PRICES, chunk=20, step=step)
