@@ -25,14 +25,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from evalfleet.core.errors import InvalidMessage, JudgeError, JudgeUnavailable
+from evalfleet.core.errors import InvalidMessage, JudgeError, JudgeUnavailable, RetryLater
 from evalfleet.core.message import Job, decode_job
 from evalfleet.core.price import Price, cost_usd
 from evalfleet.store import DeadLetter
 from evalfleet.store.batchspool import BATCH_OWNER, BatchRow, BatchSpool
 from workers.batchjudge.api import OPEN_STATUSES, BatchApi, error_message
 from workers.batchjudge.provider import CollectedAnswers, CollectedJudge, first_exchange
-from workers.evaluation import Evaluator, Outcome
+from workers.evaluation import INTERNAL_ERROR, Evaluator, Outcome
 from workers.judge.base import JudgeReply
 from workers.judge.reply import reply_from_body
 from workers.judge.status import classify_status
@@ -48,6 +48,16 @@ STEPS = ("downloaded", "stored")
 
 #: Outcomes whose job goes back to the queue.
 BACK_TO_QUEUE = frozenset({"retry", "paused", "requeued"})
+
+
+@dataclass(frozen=True)
+class _Line:
+    """A spooled job of a finished batch, with the answers its requests are served
+    (its line's, and a re-ask's first reply)."""
+
+    key: str
+    job: Job
+    answers: list[tuple[Mapping[str, Any], JudgeReply | JudgeError]]
 
 
 @dataclass
@@ -159,26 +169,24 @@ class Collector:
         jobs = self.spool.jobs(row.id)
         for start in range(0, len(lines), self.chunk):
             chunk = lines[start:start + self.chunk]
-            self.answers.load([(body, answers.get(key, undone)) for key, body in chunk])
-            self.answers.load([first for first in (first_exchange(jobs[key], body)
-                                                   for key, body in chunk) if first])
-            runnable: list[Job] = []
+            runnable: list[_Line] = []
             letters: list[DeadLetter] = []
-            for key, _ in chunk:
+            for key, body in chunk:
                 try:
-                    runnable.append(decode_job(jobs[key]))
+                    job = decode_job(jobs[key])
                 except InvalidMessage as exc:  # written by a worker: kept for a look
                     logger.error("batch %s: spooled job %s unreadable: %s", row.id, key, exc)
                     letters.append(DeadLetter(
                         sample_id=None, metric=None, error_class="invalid_message",
                         error=str(exc), attempts=0, payload=jobs[key],
                         created_at=self._clock(), verdict_key=key))
+                    continue
+                first = first_exchange(jobs[key], body)
+                runnable.append(_Line(key, job, [(body, answers.get(key, undone)),
+                                                 *([first] if first else [])]))
             if letters:
                 self.evaluator.store.save(dead_letters=letters, owner=BATCH_OWNER)
-            try:
-                outcomes = self.evaluator.run_batch(runnable, owner=BATCH_OWNER)
-            finally:
-                self.answers.clear()
+            outcomes = self._judge(runnable, row=row)
             # Re-asks are spooled before the chunk's rows go: killed in between, the
             # next round judges the chunk again and finds the same re-asks.
             self._carry_out(outcomes, report)
@@ -186,6 +194,33 @@ class Collector:
             keys = [key for key, _ in chunk]
             cost, saved = self._lines_cost(row.judge_model, [answers.get(key) for key in keys])
             self.spool.settle(row.id, keys, now=self._clock(), cost_usd=cost, saved_usd=saved)
+
+    def _judge(self, lines: Sequence[_Line], *, row: BatchRow) -> list[Outcome]:
+        """The outcomes of a chunk's jobs, in order. A failure the round cannot get past
+        (the database away, the process stopping) ends the round, to be done again by the
+        next; anything else (a bug met by one line) is narrowed down by judging the chunk
+        again one job at a time, so the job that raises becomes a dead letter of its own,
+        kept for replay, and the other lines get their verdicts: one poisoned line never
+        stops batch judging."""
+        self.answers.load([answer for line in lines for answer in line.answers])
+        try:
+            return self.evaluator.run_batch([line.job for line in lines], owner=BATCH_OWNER)
+        except RetryLater:
+            raise
+        except Exception as exc:
+            if len(lines) > 1:
+                self.answers.clear()  # each line's answers are loaded again with it
+                return [outcome for line in lines for outcome in self._judge([line], row=row)]
+            (line,) = lines
+            logger.exception("batch %s: job %s (%s) failed unexpectedly; kept as a dead "
+                             "letter", row.provider_id or row.id, line.job.sample.id,
+                             line.job.metric)
+            letter = DeadLetter.of_job(line.job, error_class=INTERNAL_ERROR,
+                                       error=f"{type(exc).__name__}: {exc}", at=self._clock())
+            return [Outcome.dead_letter(INTERNAL_ERROR,
+                                        letter=replace(letter, verdict_key=line.key))]
+        finally:
+            self.answers.clear()
 
     def _lines_cost(self, judge_model: str,
                     answers: Sequence[JudgeReply | JudgeError | None]) -> tuple[float, float]:
@@ -206,6 +241,9 @@ class Collector:
     def _carry_out(self, outcomes: Sequence[Outcome], report: CollectReport) -> None:
         reasks = [outcome.entry for outcome in outcomes if outcome.entry is not None]
         self.spool.put(reasks, owner=BATCH_OWNER, now=self._clock())
+        letters = [outcome.letter for outcome in outcomes if outcome.letter is not None]
+        if letters:
+            self.evaluator.store.save(dead_letters=letters, owner=BATCH_OWNER)
         for outcome in outcomes:
             report.outcomes[outcome.kind] = report.outcomes.get(outcome.kind, 0) + 1
             if outcome.kind in BACK_TO_QUEUE and outcome.retry_job is not None:
