@@ -2,7 +2,10 @@
 
 Every call is one request; errors come back as the project's judge errors, classified
 once (:func:`workers.judge.status.classify_status`), so a batch step fails the way a
-judge call does. It never retries on its own.
+judge call does. It never retries on its own. A circuit breaker counts its transport
+failures (timeouts, refused connections, 5xx) as the judge fleet's does for calls: while
+it is open, calls fail at once unsent, so a Batch API that is down is asked once per
+probe, not by every step of every round.
 
 Providers that follow OpenAI's shape differ in a few places, each a field of
 :class:`BatchDialect` (docs/batch.md names them per provider): Azure OpenAI's endpoint
@@ -14,13 +17,16 @@ status in capitals (read here as OpenAI's).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
 
 from evalfleet.core.errors import JudgeError, JudgeUnavailable
+from workers.breaker import Admission, CircuitBreaker
 from workers.judge.status import classify_status
 
 #: The one endpoint batches are created for (OpenAI's name for it).
@@ -74,11 +80,18 @@ class BatchApi:
         api_key: Sent as the dialect says (None: none sent).
         timeout_s: Per request.
         dialect: Where the provider differs from OpenAI.
+        breaker: Its circuit breaker (a fresh one by default).
+        clock: Monotonic seconds, for the breaker.
     """
 
     def __init__(self, base_url: str, *, api_key: str | None = None,
-                 timeout_s: float = 60.0, dialect: BatchDialect | None = None) -> None:
+                 timeout_s: float = 60.0, dialect: BatchDialect | None = None,
+                 breaker: CircuitBreaker | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.dialect = dialect or BatchDialect()
+        self.breaker = breaker or CircuitBreaker()
+        self._clock = clock
+        self._breaker_lock = threading.Lock()
         headers: dict[str, str] = {}
         if api_key:
             headers = ({self.dialect.key_header: api_key} if self.dialect.key_header
@@ -175,13 +188,28 @@ class BatchApi:
         return answer
 
     def _send(self, method: str, path: str, **options: Any) -> httpx.Response:
+        with self._breaker_lock:
+            admission = self.breaker.admit(self._clock())
+        if not admission.allowed:
+            raise JudgeUnavailable(f"{method} {path}: the Batch API's circuit is open "
+                                   f"(next probe in {admission.wait_s:.0f}s)")
         try:
             response = self._http.request(method, path, **options)
         except httpx.HTTPError as exc:
+            self._count(admission, failed=True)
             raise JudgeUnavailable(f"{method} {path}: {type(exc).__name__}: {exc}") from None
+        self._count(admission, failed=response.status_code >= 500)
         if response.status_code >= 300:
             raise _error(response, f"{method} {path}")
         return response
+
+    def _count(self, admission: Admission, *, failed: bool) -> None:
+        with self._breaker_lock:
+            if failed:
+                self.breaker.failed(self._clock())
+            else:
+                self.breaker.succeeded()
+            self.breaker.release(admission)
 
 
 def batch_object(answer: dict[str, Any]) -> dict[str, Any]:
