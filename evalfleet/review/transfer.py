@@ -89,8 +89,14 @@ def import_labels(lines: Iterable[bytes], *, queue: ReviewQueue, registry: Metri
         except InvalidSample as exc:
             report.report.errors.append(exc)
             continue
-        queue.label(item_id=item.id, reviewer=line.reviewer, labels={line.score: label},
-                    comment=line.comment, source="import", now=now, require_lease=False)
+        if queue.label(item_id=item.id, reviewer=line.reviewer, labels={line.score: label},
+                       comment=line.comment, source="import", now=now,
+                       require_lease=False) is None:
+            report.report.errors.append(InvalidSample(
+                f"the random item already has the {item.labels_wanted} label(s) it wants "
+                "from other reviewers", record=record, sample_id=line.sample_id,
+                field="reviewer"))
+            continue
         report.report.imported += 1
     return report.report
 
