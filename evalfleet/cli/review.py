@@ -14,7 +14,7 @@ from evalfleet.cli.alerts import render_table
 from evalfleet.cli.context import CliState, parse_time, pass_state
 from evalfleet.core.durations import format_duration
 from evalfleet.review.estimate import LABEL_WINDOW
-from evalfleet.review.estimator import MIN_LABELS
+from evalfleet.review.estimator import MIN_LABELS, MIN_STRATUM_LABELS
 
 if TYPE_CHECKING:
     from evalfleet.store.review import ReviewQueue
@@ -283,14 +283,17 @@ def _estimate(estimate: Any) -> str:
               help="How far back before the window's end labels correct it (a duration).")
 @click.option("--min-labels", default=MIN_LABELS, show_default=True, type=click.IntRange(1),
               help="Fewest labelled random items for a corrected mean.")
+@click.option("--min-stratum-labels", default=MIN_STRATUM_LABELS, show_default=True,
+              type=click.IntRange(1),
+              help="Fewest labelled random items in each stratum of the label pool.")
 @click.option("--confidence", default=0.95, show_default=True,
               type=click.FloatRange(0.5, 0.999), help="Coverage of the intervals.")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimates as JSON.")
 @pass_state
 def estimate_command(state: CliState, metric: str, scores: tuple[str, ...],
                      segments: tuple[str, ...], since: str, until: str | None,
-                     label_window: str, min_labels: int, confidence: float,
-                     as_json: bool) -> None:
+                     label_window: str, min_labels: int, min_stratum_labels: int,
+                     confidence: float, as_json: bool) -> None:
     """What the judge says and what people would say: per score, the judge's mean over the
     window with its interval, and the mean corrected by the labels of the random review
     items (inverse-probability weighted, prediction-powered, pooled over --label-window),
@@ -318,7 +321,7 @@ def estimate_command(state: CliState, metric: str, scores: tuple[str, ...],
         estimates = metric_estimates(
             EstimateReads(queue.store), metric=found_metric, scores=scores, segment=segment,
             start=start, end=end, label_start=label_start, min_labels=min_labels,
-            confidence=confidence)
+            min_stratum_labels=min_stratum_labels, confidence=confidence)
     except InvalidInput as exc:
         raise click.UsageError(str(exc)) from None
     finally:
@@ -344,6 +347,7 @@ def _estimates_table(estimates: list[Any]) -> str:
                       "labels", "lam"], rows),
         f"\nwindow {first.start.isoformat()} to {first.end.isoformat()}; labels of random "
         f"items since {first.label_start.isoformat()}; {first.confidence:.0%} intervals; "
-        f"fewer than {first.min_labels} labels: no corrected mean",
+        f"fewer than {first.min_labels} labels, or {first.min_stratum_labels} in a stratum: "
+        "no corrected mean",
         f"the corrected mean {ASSUMPTION}",
     ])
