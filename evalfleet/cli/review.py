@@ -132,6 +132,70 @@ def _describe(metric: str | None, segment: dict[str, str], score: str | None, lo
     return " ".join(parts)[:256]
 
 
+@review.command("pending")
+@click.option("--metric", default=None, help="Only this metric's items.")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=1000, show_default=True)
+@click.option("--after", type=click.IntRange(0), default=0, show_default=True,
+              help="Only items after this item id (the last id of the previous page).")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per line (what `review import` needs: item_id, scores).")
+@click.option("--format", "output_format", type=click.Choice(["table", "label-studio"]),
+              default="table", show_default=True,
+              help="label-studio: a JSON list of tasks Label Studio imports.")
+@click.option("--lease-to", "lease_to", default=None, metavar="NAME",
+              help="Lease the items listed to NAME (your tool) so the review page does not "
+                   "hand them out meanwhile.")
+@click.option("--lease", "lease_for", default="8h", show_default=True,
+              help="With --lease-to: how long (a duration).")
+@pass_state
+def pending_command(state: CliState, metric: str | None, limit: int, after: int,
+                    as_json: bool, output_format: str, lease_to: str | None,
+                    lease_for: str) -> None:
+    """Items waiting for labels that nobody holds, in queue order, with their reason,
+    inclusion probability and stratum: the slice for another labelling tool. Labels
+    imported with the item's `item_id` keep them, so a random item's labels count as
+    random. Without --lease-to this only reads; an item the page finishes meanwhile
+    refuses one reviewer more."""
+    from evalfleet.core.durations import parse_duration
+    from evalfleet.core.metric import load_registry
+    from evalfleet.review.pending import label_studio_task, pending_record
+
+    if lease_to is not None and (not lease_to.strip() or len(lease_to) > 128):
+        raise click.UsageError("--lease-to takes a name of 1 to 128 characters")
+    try:
+        lease_s = parse_duration(lease_for).total_seconds()
+    except ValueError as exc:
+        raise click.UsageError(f"--lease: {exc}") from None
+    registry = load_registry(state.settings.metrics_dir)
+    queue = _queue(state)
+    try:
+        now = datetime.now(UTC)
+        items = queue.take_many(reviewer=lease_to, now=now, lease_s=lease_s, limit=limit,
+                                metric=metric) if lease_to else \
+            queue.pending(now=now, metric=metric, limit=limit, after=after)
+    finally:
+        queue.store.close()
+    scores = {name: list(registry.get(name).spec.scores) if name in registry.names() else []
+              for name in {item.metric for item in items}}
+    if output_format == "label-studio":
+        click.echo(json.dumps([label_studio_task(item, scores=scores[item.metric])
+                               for item in items], ensure_ascii=False, indent=1))
+    elif as_json:
+        for item in items:
+            click.echo(json.dumps(pending_record(item, scores=scores[item.metric]),
+                                  ensure_ascii=False))
+    else:
+        click.echo(render_table(
+            ["item", "metric", "sample", "reason", "probability", "stratum", "labels",
+             "expires"],
+            [[str(i.id), i.metric, i.sample_id, i.reason,
+              "-" if i.probability is None else f"{i.probability:g}", i.stratum or "-",
+              f"{i.labels_given}/{i.labels_wanted}", i.expires_at.isoformat()]
+             for i in items]))
+        if lease_to:
+            click.echo(f"{len(items)} item(s) leased to {lease_to} for {lease_for}")
+
+
 @review.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @pass_state

@@ -213,6 +213,41 @@ class ReviewQueue:
                                 until=now + timedelta(seconds=lease_s), limit=1)
         return taken[0] if taken else None
 
+    def take_many(self, *, reviewer: str, now: datetime, lease_s: float, limit: int,
+                  metric: str | None = None) -> list[ReviewItem]:
+        """Lease up to ``limit`` items to ``reviewer`` at once (a labelling tool's batch),
+        by the same rules as :meth:`take`; items they already hold are not listed again.
+
+        Returns:
+            The items leased, in queue order.
+        """
+        now = to_utc(now)
+        with self.store.begin() as conn:
+            return self._lease(conn, reviewer=reviewer, now=now,
+                               until=now + timedelta(seconds=lease_s), limit=limit,
+                               metric=metric)
+
+    def pending(self, *, now: datetime, metric: str | None = None, limit: int = 1000,
+                after: int = 0) -> list[ReviewItem]:
+        """Items waiting for labels that nobody holds (open, unexpired, lease free), in
+        queue order: what a labelling tool may work on. Reads only; leases nothing.
+
+        Args:
+            metric: Only this metric's.
+            limit: At most this many.
+            after: Only items after this id (the last id of the previous page).
+        """
+        items = review_items.c
+        now = to_utc(now)
+        query = select(review_items).where(
+            items.id > after, items.done_at.is_(None), items.labels_given < items.labels_wanted,
+            items.expires_at > now, _free(now))
+        if metric is not None:
+            query = query.where(items.metric == metric)
+        with self.store.connect() as conn:
+            return [_item(row) for row in conn.execute(
+                query.order_by(items.id).limit(limit)).mappings()]
+
     def _lease(self, conn: Connection, *, reviewer: str, now: datetime, until: datetime,
                limit: int, metric: str | None = None) -> list[ReviewItem]:
         """Lease up to ``limit`` open items to ``reviewer``, in queue order.
