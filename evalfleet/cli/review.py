@@ -198,21 +198,34 @@ def pending_command(state: CliState, metric: str | None, limit: int, after: int,
 
 @review.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--format", "input_format", type=click.Choice(["jsonl", "label-studio"]),
+              default="jsonl", show_default=True,
+              help="label-studio: a Label Studio JSON export of tasks from `review pending "
+                   "--format label-studio` (each control named for a score).")
 @pass_state
-def import_command(state: CliState, file: Path) -> None:
-    """Import labels from FILE (JSONL, one label a line: sample_id, metric, score, value on
-    the judge's scale or null for "cannot say", reviewer, optional comment). Bad lines are
-    named on stderr and the rest is imported; exit status 1 when any line was bad."""
+def import_command(state: CliState, file: Path, input_format: str) -> None:
+    """Import labels from FILE (JSONL, one label a line: item_id, or sample_id and metric;
+    score, value on the judge's scale or null for "cannot say", reviewer, optional
+    comment). Bad lines are named on stderr and the rest is imported; exit status 1 when
+    any line was bad."""
     from evalfleet.core.metric import load_registry
-    from evalfleet.review.transfer import import_labels
+    from evalfleet.review.labelstudio import label_studio_lines
+    from evalfleet.review.transfer import import_labels, import_records
 
     settings = state.settings
+    registry = load_registry(settings.metrics_dir)
+    expire_s = settings.review_expire_days * 86400.0
     queue = _queue(state)
     try:
-        with file.open("rb") as lines:
-            report = import_labels(lines, queue=queue, registry=load_registry(
-                settings.metrics_dir), now=datetime.now(UTC),
-                expire_s=settings.review_expire_days * 86400.0, source_name=file.name)
+        if input_format == "label-studio":
+            report = import_records(
+                label_studio_lines(file.read_bytes(), source_name=file.name), queue=queue,
+                registry=registry, now=datetime.now(UTC), expire_s=expire_s)
+        else:
+            with file.open("rb") as lines:
+                report = import_labels(lines, queue=queue, registry=registry,
+                                       now=datetime.now(UTC), expire_s=expire_s,
+                                       source_name=file.name)
     finally:
         queue.store.close()
     for error in report.errors:

@@ -81,11 +81,25 @@ def import_labels(lines: Iterable[bytes], *, queue: ReviewQueue, registry: Metri
     Returns:
         What was imported, and the errors.
     """
+    return import_records(
+        ((f"{source_name}: line {number}" if source_name else f"line {number}", raw)
+         for number, raw in enumerate(lines, 1)),
+        queue=queue, registry=registry, now=now, expire_s=expire_s)
+
+
+def import_records(records: Iterable[tuple[str, bytes | InvalidSample]], *,
+                   queue: ReviewQueue, registry: MetricRegistry, now: datetime,
+                   expire_s: float) -> ImportReport:
+    """:func:`import_labels` over label lines each named for its errors (a line of a
+    file, a result of a Label Studio task); an error in place of a line is reported.
+    """
     report = _ImportItems(report=ImportReport())
-    for number, raw in enumerate(lines, 1):
+    for record, raw in records:
+        if isinstance(raw, InvalidSample):
+            report.report.errors.append(raw)
+            continue
         if not raw.strip():
             continue
-        record = f"{source_name}: line {number}" if source_name else f"line {number}"
         try:
             line = _read_line(raw, record=record)
             named = _named_item(queue, line, record=record)

@@ -114,3 +114,42 @@ def test_label_studio_tasks_and_a_tools_lease(any_store: SqlStore) -> None:
     assert run(any_store, "review", "pending", "--lease-to", " ").exit_code == 2
     assert run(any_store, "review", "pending", "--lease-to", "x", "--lease",
                "soon").exit_code == 2
+
+
+def test_a_label_studio_export_imports_back_by_item_id(any_store: SqlStore,
+                                                      tmp_path: Path) -> None:
+    slice_of(any_store)
+    tasks = json.loads(run(any_store, "review", "pending", "--format", "label-studio",
+                           "--limit", "4").stdout)
+    # What Label Studio exports once the tasks are annotated (controls named for scores).
+    for n, task in enumerate(tasks):
+        task["id"] = 100 + n
+        task["annotations"] = [
+            {"completed_by": 7, "was_cancelled": False, "result": [
+                {"from_name": "faithfulness", "to_name": "output", "type": "choices",
+                 "value": {"choices": ["0.75" if n else "cannot say"]}},
+                {"from_name": "comment", "to_name": "output", "type": "textarea",
+                 "value": {"text": ["<b>fine</b>"]}}]},
+            {"completed_by": 8, "was_cancelled": True, "result": []}]
+    tasks[3]["annotations"][0]["result"][0]["value"] = {"rating": 9}
+    tasks.append({"data": {"text": "not ours"}, "annotations": []})
+    export = tmp_path / "project-1.json"
+    export.write_text(json.dumps(tasks))
+    result = run(any_store, "review", "import", "--format", "label-studio", str(export))
+    assert result.exit_code == 1
+    assert "3 label(s) imported, 0 item(s) queued, 2 line(s) skipped" in result.stdout
+    errors = result.stderr.splitlines()
+    assert "project-1.json: task 4, annotation 1, faithfulness" in errors[0]
+    assert "project-1.json: task 5" in errors[1] and "data.item_id" in errors[1]
+    queue = ReviewQueue(any_store)
+    labels = {label.item_id: label for label in queue.iter_labels()}
+    ids = [task["data"]["item_id"] for task in tasks[:3]]
+    assert sorted(labels) == sorted(ids)
+    assert {(lab.reviewer, lab.comment) for lab in labels.values()} == {
+        ("label-studio:7", "<b>fine</b>")}
+    assert [labels[i].raw_value for i in ids] == [None, 0.75, 0.75]
+    assert {queue.item(i).reason for i in ids} == {"random"}  # type: ignore[union-attr]
+    for hostile in (b"[" * 100_000, b"{}", b"not json"):
+        export.write_bytes(hostile)
+        bad = run(any_store, "review", "import", "--format", "label-studio", str(export))
+        assert bad.exit_code == 1 and "project-1.json" in bad.stderr
