@@ -14,7 +14,7 @@ from evalfleet.cli.alerts import render_table
 from evalfleet.cli.context import CliState, parse_time, pass_state
 from evalfleet.core.durations import format_duration
 from evalfleet.review.estimate import LABEL_WINDOW
-from evalfleet.review.estimator import MIN_LABELS
+from evalfleet.review.estimator import MIN_LABELS, MIN_STRATUM_LABELS
 
 if TYPE_CHECKING:
     from evalfleet.store.review import ReviewQueue
@@ -132,23 +132,100 @@ def _describe(metric: str | None, segment: dict[str, str], score: str | None, lo
     return " ".join(parts)[:256]
 
 
-@review.command("import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@review.command("pending")
+@click.option("--metric", default=None, help="Only this metric's items.")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=1000, show_default=True)
+@click.option("--after", type=click.IntRange(0), default=0, show_default=True,
+              help="Only items after this item id (the last id of the previous page).")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per line (what `review import` needs: item_id, scores).")
+@click.option("--format", "output_format", type=click.Choice(["table", "label-studio"]),
+              default="table", show_default=True,
+              help="label-studio: a JSON list of tasks Label Studio imports.")
+@click.option("--lease-to", "lease_to", default=None, metavar="NAME",
+              help="Lease the items listed to NAME (your tool) so the review page does not "
+                   "hand them out meanwhile.")
+@click.option("--lease", "lease_for", default="8h", show_default=True,
+              help="With --lease-to: how long (a duration).")
 @pass_state
-def import_command(state: CliState, file: Path) -> None:
-    """Import labels from FILE (JSONL, one label a line: sample_id, metric, score, value on
-    the judge's scale or null for "cannot say", reviewer, optional comment). Bad lines are
-    named on stderr and the rest is imported; exit status 1 when any line was bad."""
+def pending_command(state: CliState, metric: str | None, limit: int, after: int,
+                    as_json: bool, output_format: str, lease_to: str | None,
+                    lease_for: str) -> None:
+    """Items waiting for labels that nobody holds, in queue order, with their reason,
+    inclusion probability and stratum: the slice for another labelling tool. Labels
+    imported with the item's `item_id` keep them, so a random item's labels count as
+    random. Without --lease-to this only reads; an item the page finishes meanwhile
+    refuses one reviewer more."""
+    from evalfleet.core.durations import parse_duration
     from evalfleet.core.metric import load_registry
-    from evalfleet.review.transfer import import_labels
+    from evalfleet.review.pending import label_studio_task, pending_record
 
-    settings = state.settings
+    if lease_to is not None and (not lease_to.strip() or len(lease_to) > 128):
+        raise click.UsageError("--lease-to takes a name of 1 to 128 characters")
+    try:
+        lease_s = parse_duration(lease_for).total_seconds()
+    except ValueError as exc:
+        raise click.UsageError(f"--lease: {exc}") from None
+    registry = load_registry(state.settings.metrics_dir)
     queue = _queue(state)
     try:
-        with file.open("rb") as lines:
-            report = import_labels(lines, queue=queue, registry=load_registry(
-                settings.metrics_dir), now=datetime.now(UTC),
-                expire_s=settings.review_expire_days * 86400.0, source_name=file.name)
+        now = datetime.now(UTC)
+        items = queue.take_many(reviewer=lease_to, now=now, lease_s=lease_s, limit=limit,
+                                metric=metric) if lease_to else \
+            queue.pending(now=now, metric=metric, limit=limit, after=after)
+    finally:
+        queue.store.close()
+    scores = {name: list(registry.get(name).spec.scores) if name in registry.names() else []
+              for name in {item.metric for item in items}}
+    if output_format == "label-studio":
+        click.echo(json.dumps([label_studio_task(item, scores=scores[item.metric])
+                               for item in items], ensure_ascii=False, indent=1))
+    elif as_json:
+        for item in items:
+            click.echo(json.dumps(pending_record(item, scores=scores[item.metric]),
+                                  ensure_ascii=False))
+    else:
+        click.echo(render_table(
+            ["item", "metric", "sample", "reason", "probability", "stratum", "labels",
+             "expires"],
+            [[str(i.id), i.metric, i.sample_id, i.reason,
+              "-" if i.probability is None else f"{i.probability:g}", i.stratum or "-",
+              f"{i.labels_given}/{i.labels_wanted}", i.expires_at.isoformat()]
+             for i in items]))
+        if lease_to:
+            click.echo(f"{len(items)} item(s) leased to {lease_to} for {lease_for}")
+
+
+@review.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--format", "input_format", type=click.Choice(["jsonl", "label-studio"]),
+              default="jsonl", show_default=True,
+              help="label-studio: a Label Studio JSON export of tasks from `review pending "
+                   "--format label-studio` (each control named for a score).")
+@pass_state
+def import_command(state: CliState, file: Path, input_format: str) -> None:
+    """Import labels from FILE (JSONL, one label a line: item_id, or sample_id and metric;
+    score, value on the judge's scale or null for "cannot say", reviewer, optional
+    comment). Bad lines are named on stderr and the rest is imported; exit status 1 when
+    any line was bad."""
+    from evalfleet.core.metric import load_registry
+    from evalfleet.review.labelstudio import label_studio_lines
+    from evalfleet.review.transfer import import_labels, import_records
+
+    settings = state.settings
+    registry = load_registry(settings.metrics_dir)
+    expire_s = settings.review_expire_days * 86400.0
+    queue = _queue(state)
+    try:
+        if input_format == "label-studio":
+            report = import_records(
+                label_studio_lines(file.read_bytes(), source_name=file.name), queue=queue,
+                registry=registry, now=datetime.now(UTC), expire_s=expire_s)
+        else:
+            with file.open("rb") as lines:
+                report = import_labels(lines, queue=queue, registry=registry,
+                                       now=datetime.now(UTC), expire_s=expire_s,
+                                       source_name=file.name)
     finally:
         queue.store.close()
     for error in report.errors:
@@ -283,14 +360,17 @@ def _estimate(estimate: Any) -> str:
               help="How far back before the window's end labels correct it (a duration).")
 @click.option("--min-labels", default=MIN_LABELS, show_default=True, type=click.IntRange(1),
               help="Fewest labelled random items for a corrected mean.")
+@click.option("--min-stratum-labels", default=MIN_STRATUM_LABELS, show_default=True,
+              type=click.IntRange(1),
+              help="Fewest labelled random items in each stratum of the label pool.")
 @click.option("--confidence", default=0.95, show_default=True,
               type=click.FloatRange(0.5, 0.999), help="Coverage of the intervals.")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimates as JSON.")
 @pass_state
 def estimate_command(state: CliState, metric: str, scores: tuple[str, ...],
                      segments: tuple[str, ...], since: str, until: str | None,
-                     label_window: str, min_labels: int, confidence: float,
-                     as_json: bool) -> None:
+                     label_window: str, min_labels: int, min_stratum_labels: int,
+                     confidence: float, as_json: bool) -> None:
     """What the judge says and what people would say: per score, the judge's mean over the
     window with its interval, and the mean corrected by the labels of the random review
     items (inverse-probability weighted, prediction-powered, pooled over --label-window),
@@ -318,7 +398,7 @@ def estimate_command(state: CliState, metric: str, scores: tuple[str, ...],
         estimates = metric_estimates(
             EstimateReads(queue.store), metric=found_metric, scores=scores, segment=segment,
             start=start, end=end, label_start=label_start, min_labels=min_labels,
-            confidence=confidence)
+            min_stratum_labels=min_stratum_labels, confidence=confidence)
     except InvalidInput as exc:
         raise click.UsageError(str(exc)) from None
     finally:
@@ -344,6 +424,7 @@ def _estimates_table(estimates: list[Any]) -> str:
                       "labels", "lam"], rows),
         f"\nwindow {first.start.isoformat()} to {first.end.isoformat()}; labels of random "
         f"items since {first.label_start.isoformat()}; {first.confidence:.0%} intervals; "
-        f"fewer than {first.min_labels} labels: no corrected mean",
+        f"fewer than {first.min_labels} labels, or {first.min_stratum_labels} in a stratum: "
+        "no corrected mean",
         f"the corrected mean {ASSUMPTION}",
     ])

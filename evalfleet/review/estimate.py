@@ -13,7 +13,9 @@ on demand are refused and counted. Random items without a label (skipped, waitin
 expired) are non-response: within each stratum the labelled ones stand for them, their
 inclusion probability multiplied by the stratum's share labelled, which assumes that
 within a stratum whether an item was labelled does not depend on its true score.
-Below ``min_labels`` labelled items there is no corrected mean: "not enough labels".
+Below ``min_labels`` labelled items in all, or ``min_stratum_labels`` in any stratum of
+the pool (a stratum name and the rate it was sampled at), there is no corrected mean:
+"not enough labels", saying which stratum lacks them (``lacking``).
 """
 
 from __future__ import annotations
@@ -31,11 +33,15 @@ from evalfleet.core.review import RANDOM_REASON
 from evalfleet.review.estimator import (
     CONFIDENCE,
     MIN_LABELS,
+    MIN_STRATUM_LABELS,
     Interval,
     LabelledItem,
     Moments,
+    StratumLabels,
     corrected_mean,
+    lacking_labels,
     raw_mean,
+    thinnest_df,
 )
 from evalfleet.review.label import combine_labels, normaliser
 from evalfleet.store.estimate import EstimateReads, PoolItem, ScoreSums
@@ -50,7 +56,8 @@ ASSUMPTION = ("assumes the judge's bias (its scores minus people's) is steady ov
 
 #: Status of an estimate with a corrected mean.
 OK = "ok"
-#: Status when fewer labelled random items than the minimum are in the pool.
+#: Status when fewer labelled random items than the minimum are in the pool, or in one of
+#: its strata.
 NOT_ENOUGH_LABELS = "not enough labels"
 #: Status when the window has no verdicts.
 NO_VERDICTS = "no verdicts"
@@ -90,6 +97,10 @@ class ScoreEstimate:
     min_labels: int = MIN_LABELS
     confidence: float = CONFIDENCE
     assumption: str = field(default=ASSUMPTION)
+    min_stratum_labels: int = MIN_STRATUM_LABELS
+    lacking: str | None = None
+    """With :data:`NOT_ENOUGH_LABELS`: which labels are missing (``64 of 100 labels``,
+    ``stratum 'rest' at rate 0.06 has 12 of 30 labels``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +110,8 @@ class PoolLabels:
     items: list[LabelledItem]
     unlabelled: int
     refused: int
+    strata: list[StratumLabels] = field(default_factory=list)
+    """Each stratum (name and rate) with random items: labelled and random counts."""
 
 
 def pool_labels(pool: Sequence[PoolItem], *, metric: Metric, score: str,
@@ -146,13 +159,17 @@ def pool_labels(pool: Sequence[PoolItem], *, metric: Metric, score: str,
         judge=judge, label=label, item=item.sample_id,
         probability=stratum[1] * labelled_by_stratum[stratum] / random_by_stratum[stratum])
         for item, stratum, judge, label in found]
-    return PoolLabels(items=items, unlabelled=unlabelled, refused=refused)
+    strata = [StratumLabels(name=f"'{name or 'rest'}' at rate {rate:g}",
+                            labelled=labelled_by_stratum[(name, rate)], random=random)
+              for (name, rate), random in sorted(random_by_stratum.items(),
+                                                 key=lambda kv: (kv[0][0] or "rest", kv[0][1]))]
+    return PoolLabels(items=items, unlabelled=unlabelled, refused=refused, strata=strata)
 
 
 def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
                    segment: Mapping[str, str], start: datetime, end: datetime,
                    label_start: datetime, filters: Mapping[str, Sequence[str]] = {},
-                   min_labels: int = MIN_LABELS,
+                   min_labels: int = MIN_LABELS, min_stratum_labels: int = MIN_STRATUM_LABELS,
                    confidence: float = CONFIDENCE) -> ScoreEstimate:
     """The judge's mean of ``score`` over the window and its corrected mean.
 
@@ -166,10 +183,11 @@ def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
         end: Window end; the pool ends here too.
         label_start: Pool start (the earlier of it and ``start`` is used).
         min_labels: Fewest labelled random items for a corrected mean.
+        min_stratum_labels: Fewest in each stratum of the pool.
         confidence: Coverage of both intervals.
 
     Returns:
-        The estimate; its status says why a number is missing.
+        The estimate; its status (and ``lacking``) says why a number is missing.
     """
     label_start = min(label_start, start)
     window = _moments(reads.score_sums(metric=metric.name, score=score, start=start, end=end,
@@ -177,23 +195,27 @@ def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
     empty = ScoreEstimate(
         metric=metric.name, score=score, segment=dict(segment), start=start, end=end,
         label_start=label_start, verdicts=window.n, raw=None, corrected=None, labels=0,
-        status=NO_VERDICTS, min_labels=min_labels, confidence=confidence)
+        status=NO_VERDICTS, min_labels=min_labels, confidence=confidence,
+        min_stratum_labels=min_stratum_labels)
     if window.n == 0:
         return empty
     pool = _moments(reads.score_sums(metric=metric.name, score=score, start=label_start,
                                      end=end, segment=segment, filters=filters))
     found = pool_labels(reads.pool_items(metric=metric.name, start=label_start, end=end),
                         metric=metric, score=score, segment=segment, filters=filters)
-    usable = len(found.items) >= min_labels and pool.n >= max(window.n, len(found.items))
+    lacking = lacking_labels(found.strata, min_labels=min_labels,
+                             min_stratum_labels=min_stratum_labels)
+    usable = lacking is None and pool.n >= max(window.n, len(found.items))
     # Power tuning only when the labels are the window's own (see the estimator's module).
     lam = None if label_start >= start else 1.0
-    corrected = corrected_mean(window, pool, found.items, confidence=confidence, lam=lam) \
-        if usable else None
+    corrected = corrected_mean(window, pool, found.items, confidence=confidence, lam=lam,
+                               df=thinnest_df(found.strata)) if usable else None
     return replace(
         empty, raw=raw_mean(window, confidence=confidence),
         corrected=corrected.interval if corrected else None, labels=len(found.items),
         status=OK if corrected else NOT_ENOUGH_LABELS, lam=corrected.lam if corrected else None,
-        pool_verdicts=pool.n, unlabelled=found.unlabelled, refused=found.refused)
+        pool_verdicts=pool.n, unlabelled=found.unlabelled, refused=found.refused,
+        lacking=None if corrected else lacking)
 
 
 def _moments(sums: ScoreSums) -> Moments:
@@ -215,6 +237,8 @@ def estimate_text(estimate: ScoreEstimate) -> tuple[str, str]:
             f"{found.value:.3f} [{found.low:.3f}, {found.high:.3f}]"
 
     corrected = interval(estimate.corrected) if estimate.corrected else estimate.status
+    if estimate.lacking:
+        corrected += f": {estimate.lacking}"
     return interval(estimate.raw), corrected
 
 
@@ -222,6 +246,7 @@ def metric_estimates(reads: EstimateReads, *, metric: Metric, scores: Sequence[s
                      segment: Mapping[str, str] = {},
                      filters: Mapping[str, Sequence[str]] = {}, start: datetime,
                      end: datetime, label_start: datetime, min_labels: int = MIN_LABELS,
+                     min_stratum_labels: int = MIN_STRATUM_LABELS,
                      confidence: float = CONFIDENCE) -> list[ScoreEstimate]:
     """:func:`estimate_score` for each of ``scores`` (default: every score of the metric).
 
@@ -235,5 +260,6 @@ def metric_estimates(reads: EstimateReads, *, metric: Metric, scores: Sequence[s
                                f"{', '.join(known)})")
     return [estimate_score(reads, metric=metric, score=score, segment=segment, filters=filters,
                            start=start, end=end, label_start=label_start,
-                           min_labels=min_labels, confidence=confidence)
+                           min_labels=min_labels, min_stratum_labels=min_stratum_labels,
+                           confidence=confidence)
             for score in scores or known]

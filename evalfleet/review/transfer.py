@@ -10,6 +10,11 @@ scale as the metric file declares it; null means "cannot say". The export writes
 same lines, so an export imports as it is. A line for a sample that is not queued
 queues it (recorded as chosen, reason ``import``) from its production verdict.
 
+A line may name its item instead (``item_id``, as ``evalfleet review pending`` lists
+it; ``sample_id`` and ``metric`` may then be left out, and must match it when given):
+the label goes to that item and keeps its reason and probability, so labels of the
+random slice fetched by another tool count as random.
+
 The gold export is a gold file as ``evalfleet calibrate`` reads it: each labelled item's
 sample with ``labels``, several reviewers' labels made one (see
 :mod:`evalfleet.review.label`).
@@ -20,7 +25,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -31,7 +36,7 @@ from evalfleet.review.label import combine_labels, read_label
 from evalfleet.store.review import ReviewItem, ReviewLabel, ReviewQueue
 
 #: Keys of a label line; ``comment`` may be left out.
-LABEL_KEYS = ("sample_id", "metric", "score", "value", "reviewer", "comment")
+LABEL_KEYS = ("item_id", "sample_id", "metric", "score", "value", "reviewer", "comment")
 
 #: Longest reviewer name and comment kept, in characters.
 MAX_REVIEWER_CHARS = 128
@@ -58,6 +63,7 @@ class _Line:
     value: Any
     reviewer: str
     comment: str | None
+    item_id: int | None = None
 
 
 def import_labels(lines: Iterable[bytes], *, queue: ReviewQueue, registry: MetricRegistry,
@@ -75,22 +81,46 @@ def import_labels(lines: Iterable[bytes], *, queue: ReviewQueue, registry: Metri
     Returns:
         What was imported, and the errors.
     """
+    return import_records(
+        ((f"{source_name}: line {number}" if source_name else f"line {number}", raw)
+         for number, raw in enumerate(lines, 1)),
+        queue=queue, registry=registry, now=now, expire_s=expire_s)
+
+
+def import_records(records: Iterable[tuple[str, bytes | InvalidSample]], *,
+                   queue: ReviewQueue, registry: MetricRegistry, now: datetime,
+                   expire_s: float) -> ImportReport:
+    """:func:`import_labels` over label lines each named for its errors (a line of a
+    file, a result of a Label Studio task); an error in place of a line is reported.
+    """
     report = _ImportItems(report=ImportReport())
-    for number, raw in enumerate(lines, 1):
+    for record, raw in records:
+        if isinstance(raw, InvalidSample):
+            report.report.errors.append(raw)
+            continue
         if not raw.strip():
             continue
-        record = f"{source_name}: line {number}" if source_name else f"line {number}"
         try:
             line = _read_line(raw, record=record)
+            named = _named_item(queue, line, record=record)
+            if named is not None:
+                line = replace(line, sample_id=named.sample_id, metric=named.metric)
             metric = _metric(registry, line, record=record)
             label = read_label(line.value, metric=metric, score=line.score, record=record,
                                sample_id=line.sample_id, field="value")
-            item = report.item_for(queue, line, now=now, expire_s=expire_s, record=record)
+            item = named or report.item_for(queue, line, now=now, expire_s=expire_s,
+                                            record=record)
         except InvalidSample as exc:
             report.report.errors.append(exc)
             continue
-        queue.label(item_id=item.id, reviewer=line.reviewer, labels={line.score: label},
-                    comment=line.comment, source="import", now=now, require_lease=False)
+        if queue.label(item_id=item.id, reviewer=line.reviewer, labels={line.score: label},
+                       comment=line.comment, source="import", now=now,
+                       require_lease=False) is None:
+            report.report.errors.append(InvalidSample(
+                f"the random item already has the {item.labels_wanted} label(s) it wants "
+                "from other reviewers", record=record, sample_id=line.sample_id,
+                field="reviewer"))
+            continue
         report.report.imported += 1
     return report.report
 
@@ -124,6 +154,26 @@ class _ImportItems:
         return self.items[key]
 
 
+def _named_item(queue: ReviewQueue, line: _Line, *, record: str) -> ReviewItem | None:
+    """The item a line names by ``item_id`` (None: it names none).
+
+    Raises:
+        InvalidSample: No such item, or a ``sample_id`` or ``metric`` that is not its.
+    """
+    if line.item_id is None:
+        return None
+    item = queue.item(line.item_id)
+    if item is None:
+        raise InvalidSample(f"no review item {line.item_id}", record=record,
+                            sample_id=line.sample_id or None, field="item_id")
+    for name, given, own in (("sample_id", line.sample_id, item.sample_id),
+                             ("metric", line.metric, item.metric)):
+        if given and given != own:
+            raise InvalidSample(f"item {item.id} is {own!r}, not {given!r}", record=record,
+                                sample_id=item.sample_id, field=name)
+    return item
+
+
 def _read_line(raw: bytes, *, record: str) -> _Line:
     try:
         data = json.loads(raw)
@@ -152,11 +202,18 @@ def _read_line(raw: bytes, *, record: str) -> _Line:
     if "value" not in data:
         raise InvalidSample("missing (null means cannot say)", record=record,
                             sample_id=sample_id, field="value")
+    item_id = data.get("item_id")
+    if item_id is not None and (isinstance(item_id, bool) or not isinstance(item_id, int)
+                                or not 0 < item_id < 2 ** 63):
+        raise InvalidSample("expected a positive whole number", record=record,
+                            sample_id=sample_id, field="item_id")
+    named = item_id is not None
     return _Line(
-        sample_id=str(text("sample_id")), metric=str(text("metric", limit=64)),
+        sample_id=text("sample_id", optional=named) or "",
+        metric=text("metric", limit=64, optional=named) or "",
         score=str(text("score", limit=64)), value=data["value"],
         reviewer=str(text("reviewer", limit=MAX_REVIEWER_CHARS)),
-        comment=text("comment", limit=MAX_COMMENT_CHARS, optional=True))
+        comment=text("comment", limit=MAX_COMMENT_CHARS, optional=True), item_id=item_id)
 
 
 def _metric(registry: MetricRegistry, line: _Line, *, record: str) -> Any:
@@ -168,12 +225,13 @@ def _metric(registry: MetricRegistry, line: _Line, *, record: str) -> Any:
 
 
 def label_lines(labels: Iterable[ReviewLabel]) -> Iterator[dict[str, Any]]:
-    """Label lines as ``evalfleet review import`` reads them, plus when and how each was
-    given (``created_at``, ``source``: ignored by the import)."""
+    """Label lines as ``evalfleet review import`` reads them (with the ``item_id`` they
+    belong to), plus when and how each was given (``created_at``, ``source``)."""
     for label in labels:
-        yield {"sample_id": label.sample_id, "metric": label.metric, "score": label.score,
-               "value": label.raw_value, "reviewer": label.reviewer, "comment": label.comment,
-               "created_at": label.created_at.isoformat(), "source": label.source}
+        yield {"item_id": label.item_id, "sample_id": label.sample_id, "metric": label.metric,
+               "score": label.score, "value": label.raw_value, "reviewer": label.reviewer,
+               "comment": label.comment, "created_at": label.created_at.isoformat(),
+               "source": label.source}
 
 
 def gold_records(items: Iterable[ReviewItem], labels: Iterable[ReviewLabel], *,

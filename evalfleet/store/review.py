@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, and_, case, exists, func, literal, or_, select, update
+from sqlalchemy import Select, and_, case, exists, func, or_, select, update
 from sqlalchemy.engine import Connection, RowMapping
 
 from evalfleet.core.review import RANDOM_REASON
@@ -41,8 +41,9 @@ TOKEN_BYTES = 24
 #: Open items read per step when looking for the next one a reviewer may take.
 _TAKE_PAGE = 64
 
-#: Times a taker retries when another reviewer leased its candidate first.
-_TAKE_ATTEMPTS = 5
+#: Times the queue is read again when every candidate was taken or moved under the taker.
+_TAKE_SCANS = 5
+
 
 
 @dataclass(frozen=True)
@@ -129,10 +130,17 @@ class QueueCounts:
 
 
 class ReviewQueue:
-    """The review queue of one verdict store (Postgres or the embedded SQLite)."""
+    """The review queue of one verdict store (Postgres or the embedded SQLite).
 
-    def __init__(self, store: SqlStore) -> None:
+    Args:
+        store: The store.
+        step: Called with ``"chosen"`` after a taker read a candidate and before it
+            leases it: a test runs other reviewers' work there.
+    """
+
+    def __init__(self, store: SqlStore, *, step: Callable[[str], None] | None = None) -> None:
         self.store = store
+        self._step = step or (lambda name: None)
 
     def queue_chosen(
         self, *, reason: str, detail: str | None, now: datetime, expire_s: float,
@@ -185,33 +193,99 @@ class ReviewQueue:
     def take(self, *, reviewer: str, now: datetime, lease_s: float) -> ReviewItem | None:
         """The item ``reviewer`` should label next, leased to them for ``lease_s``.
 
-        The item they already hold, if its lease is live; else the first queued open item
-        that nobody holds and that they have neither labelled nor skipped.
+        The item they already hold, if its lease is live; else the first queued item that
+        still wants labels, has not expired, nobody holds, and they have neither labelled
+        nor skipped. However many reviewers (and imports) work at once, an item is leased
+        to one reviewer at a time, never to one who labelled it, never once it is done.
 
         Returns:
             The item, or None when there is nothing for them.
         """
         now = to_utc(now)
-        until = now + timedelta(seconds=lease_s)
         items = review_items.c
-        for _ in range(_TAKE_ATTEMPTS):
-            with self.store.begin() as conn:
-                held = conn.execute(select(review_items).where(
-                    items.lease_owner == reviewer, items.lease_expires_at > now,
-                    items.done_at.is_(None)).limit(1)).mappings().first()
-                if held is not None:
-                    return _item(held)
-                candidate = _first_open(conn, reviewer=reviewer, now=now)
-                if candidate is None:
-                    return None
-                # Conditional on the lease still being free: two takers never both win.
-                taken = conn.execute(
-                    update(review_items).where(items.id == candidate, _free(now))
+        with self.store.begin() as conn:
+            held = conn.execute(select(review_items).where(
+                items.lease_owner == reviewer, items.lease_expires_at > now,
+                items.done_at.is_(None)).limit(1)).mappings().first()
+            if held is not None:
+                return _item(held)
+            taken = self._lease(conn, reviewer=reviewer, now=now,
+                                until=now + timedelta(seconds=lease_s), limit=1)
+        return taken[0] if taken else None
+
+    def take_many(self, *, reviewer: str, now: datetime, lease_s: float, limit: int,
+                  metric: str | None = None) -> list[ReviewItem]:
+        """Lease up to ``limit`` items to ``reviewer`` at once (a labelling tool's batch),
+        by the same rules as :meth:`take`; items they already hold are not listed again.
+
+        Returns:
+            The items leased, in queue order.
+        """
+        now = to_utc(now)
+        with self.store.begin() as conn:
+            return self._lease(conn, reviewer=reviewer, now=now,
+                               until=now + timedelta(seconds=lease_s), limit=limit,
+                               metric=metric)
+
+    def pending(self, *, now: datetime, metric: str | None = None, limit: int = 1000,
+                after: int = 0) -> list[ReviewItem]:
+        """Items waiting for labels that nobody holds (open, unexpired, lease free), in
+        queue order: what a labelling tool may work on. Reads only; leases nothing.
+
+        Args:
+            metric: Only this metric's.
+            limit: At most this many.
+            after: Only items after this id (the last id of the previous page).
+        """
+        items = review_items.c
+        now = to_utc(now)
+        query = select(review_items).where(
+            items.id > after, items.done_at.is_(None), items.labels_given < items.labels_wanted,
+            items.expires_at > now, _free(now))
+        if metric is not None:
+            query = query.where(items.metric == metric)
+        with self.store.connect() as conn:
+            return [_item(row) for row in conn.execute(
+                query.order_by(items.id).limit(limit)).mappings()]
+
+    def _lease(self, conn: Connection, *, reviewer: str, now: datetime, until: datetime,
+               limit: int, metric: str | None = None) -> list[ReviewItem]:
+        """Lease up to ``limit`` open items to ``reviewer``, in queue order.
+
+        Each candidate is leased by one UPDATE that checks every condition again (still
+        open, unexpired, free, wanting labels, neither labelled nor skipped by them) and
+        that the item's label and skip counts are still those read with the candidate.
+        The counts matter on Postgres: an UPDATE that waited for another transaction's
+        row lock re-checks the row's own columns on its newest version but reads other
+        tables (the labels, the skips) as of its start, so a label committed between the
+        read and the UPDATE is caught by the count it moved (every label or skip of an
+        item updates the item's row in the same transaction). SQLite runs one writer at
+        a time (``BEGIN IMMEDIATE``), where the same statement is simply atomic.
+        """
+        items = review_items.c
+        found: list[ReviewItem] = []
+        for _ in range(_TAKE_SCANS):
+            missed = False
+            for candidate in _open_candidates(conn, reviewer=reviewer, now=now,
+                                              metric=metric):
+                self._step("chosen")
+                row = conn.execute(
+                    update(review_items).where(
+                        items.id == candidate.id,
+                        items.labels_given == candidate.labels_given,
+                        items.skips == candidate.skips, _takeable(reviewer=reviewer, now=now))
                     .values(lease_owner=reviewer, lease_expires_at=until)
                     .returning(*review_items.c)).mappings().first()
-                if taken is not None:
-                    return _item(taken)
-        return None
+                if row is None:
+                    missed = True
+                    continue
+                found.append(_item(row))
+                if len(found) >= limit:
+                    return found
+            # A candidate that moved under us may still be open: read the queue again.
+            if found or not missed:
+                break
+        return found
 
     def item(self, item_id: int) -> ReviewItem | None:
         """One item by id, or None."""
@@ -253,8 +327,10 @@ class ReviewQueue:
     def label(self, *, item_id: int, reviewer: str, labels: Mapping[str, LabelValue],
               comment: str | None, source: str, now: datetime,
               require_lease: bool = True) -> ReviewItem | None:
-        """Keep ``reviewer``'s labels of an item and free it; the item is done when it
-        has as many reviewers' labels as it wants. Labelling again replaces their labels.
+        """Keep ``reviewer``'s labels of an item and free it (a lease someone else holds
+        stays unless the item is now done); the item is done when it has as many
+        reviewers' labels as it wants. Labelling again replaces their labels; a random
+        item that has every label it wants takes none from one more reviewer.
 
         Args:
             labels: By score name, validated against the metric's scales.
@@ -262,19 +338,27 @@ class ReviewQueue:
                 ones do not.
 
         Returns:
-            The item as it is now, or None when ``require_lease`` and they do not hold it.
+            The item as it is now, or None when it does not exist, when
+            ``require_lease`` and they do not hold it, or when it is random and has the
+            labels it wants from others.
         """
         items = review_items.c
         now = to_utc(now)
         with self.store.begin() as conn:
-            held = items.id == item_id
-            if require_lease:
-                held = and_(held, items.lease_owner == reviewer, items.lease_expires_at > now)
-            if conn.execute(select(items.id).where(held)).first() is None:
+            # The item's row lock orders every labelling of one item (page and import):
+            # the reads below then see all labels committed before it.
+            row = conn.execute(select(review_items).where(items.id == item_id)
+                               .with_for_update()).mappings().first()
+            if row is None or (require_lease and not _holds(row, reviewer=reviewer, now=now)):
                 return None
             first = not conn.execute(select(exists().where(
                 review_labels.c.item_id == item_id,
                 review_labels.c.reviewer == reviewer))).scalar()
+            if first and row["reason"] == RANDOM_REASON and \
+                    row["labels_given"] >= row["labels_wanted"]:
+                # One reviewer more on a random item could make a tie that drops it
+                # from the labels, not at random.
+                return None
             statement = upsert(conn, review_labels)
             statement = statement.on_conflict_do_update(
                 index_elements=[review_labels.c.item_id, review_labels.c.reviewer,
@@ -288,12 +372,14 @@ class ReviewQueue:
                  "raw_value": given.raw, "value": given.value, "comment": comment,
                  "source": source, "created_at": now}
                 for name, given in labels.items()])
-            given_now = items.labels_given + (1 if first else 0)
-            row = conn.execute(
-                update(review_items).where(items.id == item_id)
-                .values(labels_given=given_now, lease_owner=None, lease_expires_at=None,
-                        done_at=func.coalesce(items.done_at, _done_when(given_now, now)))
-                .returning(*review_items.c)).mappings().one()
+            given_now = row["labels_given"] + (1 if first else 0)
+            done_at = row["done_at"] if row["done_at"] is not None else \
+                (now if given_now >= row["labels_wanted"] else None)
+            values: dict[str, Any] = {"labels_given": given_now, "done_at": done_at}
+            if row["lease_owner"] == reviewer or done_at is not None:
+                values.update(lease_owner=None, lease_expires_at=None)
+            row = conn.execute(update(review_items).where(items.id == item_id)
+                               .values(values).returning(*review_items.c)).mappings().one()
         return _item(row)
 
     def labels_of(self, *, item_id: int, reviewer: str) -> dict[str, Any]:
@@ -437,44 +523,67 @@ def _flag(condition: Any) -> Any:
     return case((condition, 1), else_=0)
 
 
-def _done_when(given: Any, now: datetime) -> Any:
-    return case((given >= review_items.c.labels_wanted, literal(now, review_items.c.done_at.type)),
-                else_=None)
-
-
 def _free(now: datetime) -> Any:
     items = review_items.c
     return or_(items.lease_expires_at.is_(None), items.lease_expires_at <= now)
 
 
-def _first_open(conn: Connection, *, reviewer: str, now: datetime) -> int | None:
-    """The first queued open item nobody holds that ``reviewer`` neither labelled nor
-    skipped.
+def _takeable(*, reviewer: str, now: datetime) -> Any:
+    """An item ``reviewer`` may be leased now: open, free, wanting labels, not theirs
+    already (neither labelled nor skipped by them)."""
+    items, labels, skips = review_items.c, review_labels.c, review_skips.c
+    return and_(
+        items.done_at.is_(None), items.labels_given < items.labels_wanted,
+        items.expires_at > now, _free(now),
+        ~exists().where(labels.item_id == items.id, labels.reviewer == reviewer),
+        ~exists().where(skips.item_id == items.id, skips.reviewer == reviewer))
 
-    Queue order is id order. Open items are read a page at a time along the primary key
-    and the reviewer's own labels and skips looked up for that page only: an anti-join
-    in one statement let the planner hash every item once the reviewer had labels
-    (17 to 70 ms at 20,000 items against under 1 ms).
+
+def _holds(row: RowMapping, *, reviewer: str, now: datetime) -> bool:
+    expires = row["lease_expires_at"]
+    return row["lease_owner"] == reviewer and expires is not None and to_utc(expires) > now
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """An open item as read before leasing it: its counts tell whether it moved since."""
+
+    id: int
+    labels_given: int
+    skips: int
+
+
+def _open_candidates(conn: Connection, *, reviewer: str, now: datetime,
+                     metric: str | None = None) -> Iterator[_Candidate]:
+    """Queued open items nobody holds that ``reviewer`` neither labelled nor skipped, in
+    queue order (id order), as read now: the lease checks them again.
+
+    Open items are read a page at a time along the primary key and the reviewer's own
+    labels and skips looked up for that page only: an anti-join in one statement let the
+    planner hash every item once the reviewer had labels (17 to 70 ms at 20,000 items
+    against under 1 ms). The page is read before the reviewer's labels, so a label
+    committed in between is either seen or has moved the item's count.
     """
     items = review_items.c
     after = 0
     while True:
-        page = list(conn.execute(
-            select(items.id).where(items.id > after, items.done_at.is_(None),
-                                   items.expires_at > now, _free(now))
-            .order_by(items.id).limit(_TAKE_PAGE)).scalars())
+        query = select(items.id, items.labels_given, items.skips).where(
+            items.id > after, items.done_at.is_(None), items.expires_at > now, _free(now))
+        if metric is not None:
+            query = query.where(items.metric == metric)
+        page = [_Candidate(*row) for row in conn.execute(
+            query.order_by(items.id).limit(_TAKE_PAGE))]
         if not page:
-            return None
+            return
+        ids = [candidate.id for candidate in page]
         seen = set(conn.execute(
             select(review_labels.c.item_id).where(
-                review_labels.c.reviewer == reviewer, review_labels.c.item_id.in_(page))
+                review_labels.c.reviewer == reviewer, review_labels.c.item_id.in_(ids))
             .union(select(review_skips.c.item_id).where(
-                review_skips.c.reviewer == reviewer, review_skips.c.item_id.in_(page))))
+                review_skips.c.reviewer == reviewer, review_skips.c.item_id.in_(ids))))
             .scalars())
-        for item_id in page:
-            if item_id not in seen:
-                return int(item_id)
-        after = page[-1]
+        yield from (candidate for candidate in page if candidate.id not in seen)
+        after = ids[-1]
 
 
 def _matches(record: VerdictRecord, *, segment: Mapping[str, str] | None, score: str | None,

@@ -24,13 +24,14 @@ from urllib.parse import parse_qsl
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from evalfleet.calibration.gold import ScoreScale, score_scales
 from evalfleet.core.errors import InvalidSample, UnknownMetric
 from evalfleet.core.metric import Metric, MetricRegistry
 from evalfleet.review.label import read_label
+from evalfleet.review.pending import label_studio_task, pending_record
 from evalfleet.store.review import LabelValue, ReviewItem, ReviewQueue
 from evalfleet.web.csrf import check_token, issue_token
 
@@ -52,6 +53,13 @@ CONTINUOUS_STEPS = 5
 
 #: The form value that means "cannot say".
 CANNOT_SAY = "null"
+
+#: Most items one ``/review/pending`` answer lists or leases.
+MAX_PENDING = 1000
+
+#: A tool's lease through ``POST /review/pending/lease``: default and longest, in seconds.
+TOOL_LEASE_S = 8 * 3600
+MAX_TOOL_LEASE_S = 7 * 86400
 
 #: Renders a template with a status code and context.
 Render = Callable[..., HTMLResponse]
@@ -154,6 +162,8 @@ class ReviewPages:
             Route("/review/items/{item_id:int}/label", self.label, methods=["POST"]),
             Route("/review/items/{item_id:int}/skip", self.skip, methods=["POST"]),
             Route("/review/items/{item_id:int}/release", self.release, methods=["POST"]),
+            Route("/review/pending", self.pending, methods=["GET"]),
+            Route("/review/pending/lease", self.lease, methods=["POST"]),
         ]
 
     # --- pages
@@ -215,6 +225,52 @@ class ReviewPages:
             return self._message(request, "This item is not yours to label (its lease "
                                  "ended or someone else holds it).", status_code=409)
         return self._item_page(request, item, reviewer=reviewer, given=None)
+
+    async def pending(self, request: Request) -> Response:
+        """Items waiting for labels that nobody holds, as JSON (``?format=label-studio``:
+        Label Studio tasks), for a labelling tool; a reviewer's token as a bearer header
+        (or the page's cookie). ``?metric=``, ``?limit=`` (at most 1000), ``?after=``."""
+        return await self._tool_answer(request, cookie=True, fetch=lambda _, q: (
+            self._queue.pending(now=datetime.now(UTC), metric=q.metric, limit=q.limit,
+                                after=q.after)))
+
+    async def lease(self, request: Request) -> Response:
+        """Lease up to ``?limit=`` items to the tool's reviewer for ``?lease_s=`` seconds
+        (8 hours by default) and list them as ``GET /review/pending`` does. A bearer
+        token only: a browser never sends one on its own, so no form token is needed,
+        and the page's cookie is not accepted here."""
+        return await self._tool_answer(request, cookie=False, fetch=lambda reviewer, q: (
+            self._queue.take_many(reviewer=reviewer, now=datetime.now(UTC),
+                                  lease_s=q.lease_s, limit=q.limit, metric=q.metric)))
+
+    async def _tool_answer(self, request: Request, *, cookie: bool,
+                           fetch: Callable[[str, _PendingQuery], list[ReviewItem]]
+                           ) -> Response:
+        reviewer = await self._tool_reviewer(request, cookie=cookie)
+        if reviewer is None:
+            return _json_error("a reviewer's token is needed (Authorization: Bearer ...)",
+                               status_code=401)
+        query = _pending_query(request)
+        if isinstance(query, str):
+            return _json_error(query, status_code=400)
+        items = await run_in_threadpool(fetch, reviewer, query)
+        return JSONResponse(self._pending_body(items, query.label_studio))
+
+    def _pending_body(self, items: list[ReviewItem], label_studio: bool) -> Any:
+        def scores(item: ReviewItem) -> list[str]:
+            metric = self._metric(item)
+            return list(metric.spec.scores) if metric else []
+
+        if label_studio:
+            return [label_studio_task(item, scores=scores(item)) for item in items]
+        return {"items": [pending_record(item, scores=scores(item)) for item in items]}
+
+    async def _tool_reviewer(self, request: Request, *, cookie: bool) -> str | None:
+        header = request.headers.get("authorization", "")
+        token = header[7:].strip() if header.lower().startswith("bearer ") else None
+        if token:
+            return await run_in_threadpool(self._queue.reviewer_for, token)
+        return await self._reviewer(request) if cookie else None
 
     # --- actions
 
@@ -373,6 +429,46 @@ def _labels_of(form: dict[str, str], *, metric: Metric | None,
         except (ValueError, InvalidSample) as exc:
             problems.append(f"{name}: {exc}")
     return labels, problems
+
+
+@dataclass(frozen=True)
+class _PendingQuery:
+    metric: str | None
+    limit: int
+    after: int
+    lease_s: float
+    label_studio: bool
+
+
+def _pending_query(request: Request) -> _PendingQuery | str:
+    """The pending slice's query parameters, or what is wrong with them."""
+    params = request.query_params
+
+    def whole(name: str, default: int, low: int, high: int) -> int | None:
+        text = params.get(name, str(default))
+        return int(text) if text.isdigit() and low <= int(text) <= high else None
+
+    limit = whole("limit", 100, 1, MAX_PENDING)
+    after = whole("after", 0, 0, 2 ** 63 - 1)
+    lease_s = whole("lease_s", TOOL_LEASE_S, 60, MAX_TOOL_LEASE_S)
+    output = params.get("format", "json")
+    metric = params.get("metric") or None
+    if limit is None:
+        return f"limit must be a whole number from 1 to {MAX_PENDING}"
+    if after is None:
+        return "after must be an item id"
+    if lease_s is None:
+        return f"lease_s must be a whole number of seconds from 60 to {MAX_TOOL_LEASE_S}"
+    if output not in ("json", "label-studio"):
+        return "format must be json or label-studio"
+    if metric is not None and len(metric) > 64:
+        return "metric must be at most 64 characters"
+    return _PendingQuery(metric=metric, limit=limit, after=after, lease_s=float(lease_s),
+                         label_studio=output == "label-studio")
+
+
+def _json_error(text: str, *, status_code: int) -> JSONResponse:
+    return JSONResponse({"error": text}, status_code=status_code)
 
 
 def _binding(request: Request | None) -> str:

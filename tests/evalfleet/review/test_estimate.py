@@ -194,3 +194,27 @@ def test_non_response_raises_the_weight_of_the_labelled_items_of_its_stratum() -
         ("s-1", 0.5, pytest.approx(0.05)), ("s-3", 0.5, pytest.approx(0.05)),
         ("s-5", 0.5, 0.5)]
     assert found.unlabelled == 2
+    assert [(s.name, s.labelled, s.random) for s in found.strata] == [
+        ("'below 0.6' at rate 0.5", 1, 1), ("'rest' at rate 0.1", 2, 4)]
+
+
+def test_a_thin_heavy_stratum_is_named_where_the_estimate_is_shown(any_store: SqlStore) -> None:
+    # Low scores at 0.5 give hundreds of labels; the rest, at 0.01, a handful that would
+    # each weigh a hundred verdicts.
+    review = ReviewSlice({"rag_qa": MetricSlice(rate=0.01, strata=(Stratum(0.8, 0.5),))})
+    fill(any_store, review, seed=15)
+    found = estimate(any_store)
+    assert found.status == NOT_ENOUGH_LABELS and found.corrected is None
+    assert found.labels >= 100
+    assert found.lacking is not None and \
+        found.lacking.startswith("stratum 'rest' at rate 0.01 has ")
+    url = any_store.engine.url.render_as_string(hide_password=False)
+    table = CliRunner().invoke(main, [
+        "review", "estimate", "--metric", "rag_qa", "--score", SCORE, "--since",
+        WINDOW_START.isoformat(), "--until", NOW.isoformat(), "--label-window", f"{DAYS}d",
+        "--min-labels", "30"], env={"EVALFLEET_DATABASE_URL": url}, catch_exceptions=False)
+    assert f"not enough labels: {found.lacking}" in table.stdout
+    allowed = estimate_score(EstimateReads(any_store), metric=rag_qa(), score=SCORE, segment={},
+                             start=WINDOW_START, end=NOW, label_start=NOW - timedelta(days=DAYS),
+                             min_labels=30, min_stratum_labels=1)
+    assert allowed.status == OK

@@ -1,0 +1,209 @@
+"""Taking an item is atomic: one reviewer at a time, never twice to one reviewer, never
+once it is done or expired, whatever runs between a taker's read and its lease."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from sqlalchemy import update
+
+from evalfleet.core.metric import load_registry
+from evalfleet.core.review import MetricSlice, ReviewSlice
+from evalfleet.review.transfer import ImportReport, import_labels
+from evalfleet.store import SqlStore, open_store
+from evalfleet.store.review import LabelValue, ReviewQueue
+from evalfleet.store.schema import review_items
+from tests.evalfleet.store.test_review import NOW, record, reviewing
+
+VALUE = {"faithfulness": LabelValue(raw=1.0, value=1.0)}
+
+
+def queued(store: SqlStore, n: int, *, labels_wanted: int = 1) -> list[int]:
+    """``n`` random items wanting ``labels_wanted`` labels each, in queue order."""
+    worker = reviewing(store, ReviewSlice({"rag_qa": MetricSlice(rate=1.0)},
+                                          labels_wanted=labels_wanted))
+    worker.save(verdicts=[record(f"s-{i}", created_at=NOW + timedelta(seconds=i))
+                          for i in range(n)], owner="w")
+    worker.close()
+    return [item.id for item in ReviewQueue(store).iter_items()]
+
+
+def once(action: Callable[[], None]) -> Callable[[str], None]:
+    """A take's step hook that runs ``action`` the first time a candidate is chosen."""
+    done: list[bool] = []
+
+    def step(name: str) -> None:
+        if name == "chosen" and not done:
+            done.append(True)
+            action()
+
+    return step
+
+
+def test_an_item_labelled_inside_a_take_is_not_leased_again(store: SqlStore) -> None:
+    # Postgres: SQLite takes the write lock at BEGIN, so nothing runs inside a take there.
+    first, second = queued(store, 2)
+    other = ReviewQueue(store)
+
+    def bob_takes_and_labels() -> None:
+        taken = other.take(reviewer="bob", now=NOW, lease_s=60)
+        assert taken is not None and taken.id == first
+        assert other.label(item_id=first, reviewer="bob", labels=VALUE, comment=None,
+                           source="page", now=NOW) is not None
+
+    ann = ReviewQueue(store, step=once(bob_takes_and_labels)).take(
+        reviewer="ann", now=NOW, lease_s=60)
+    assert ann is not None and ann.id == second
+    done = other.item(first)
+    assert done is not None and done.labels_given == 1 and done.lease_owner is None
+
+
+def test_an_item_a_reviewer_labelled_inside_their_take_is_not_leased_to_them(
+        store: SqlStore) -> None:
+    (only,) = queued(store, 1, labels_wanted=2)
+    other = ReviewQueue(store)
+
+    def ann_imports() -> None:
+        assert other.label(item_id=only, reviewer="ann", labels=VALUE, comment=None,
+                           source="import", now=NOW, require_lease=False) is not None
+
+    taken = ReviewQueue(store, step=once(ann_imports)).take(reviewer="ann", now=NOW,
+                                                            lease_s=60)
+    assert taken is None
+    bob = other.take(reviewer="bob", now=NOW, lease_s=60)
+    assert bob is not None and bob.id == only
+
+
+#: Items in the race, and the share of them that want two labels (the rest want one).
+RACE_ITEMS = 2000
+RACE_TWO_LABELS_EVERY = 4
+
+#: Reviewer threads on the page in the race.
+RACE_REVIEWERS = 8
+
+#: Longest the race may take, in seconds (a hang fails it; it takes seconds).
+RACE_DEADLINE_S = 240.0
+
+
+@dataclass
+class _Tally:
+    """What one racer did, checked once all have finished."""
+
+    taken: list[tuple[int, int, int, bool]] = field(default_factory=list)
+    """Per take: item id, its labels given and wanted as leased, and its done flag."""
+    labelled: list[int] = field(default_factory=list)
+    refused: int = 0
+    errors: list[BaseException] = field(default_factory=list)
+
+
+def _reviewer(store: SqlStore, name: str, tally: _Tally, start: threading.Barrier,
+              deadline: float) -> None:
+    """Take and label until every item is done."""
+    queue = ReviewQueue(store)
+    try:
+        start.wait()
+        while time.monotonic() < deadline:
+            item = queue.take(reviewer=name, now=NOW, lease_s=3600)
+            if item is None:
+                if not any(c.open for c in queue.counts(now=NOW)):
+                    return
+                time.sleep(0.002)  # others hold the rest; poll the queue again
+                continue
+            tally.taken.append((item.id, item.labels_given, item.labels_wanted,
+                                item.done_at is not None))
+            if queue.label(item_id=item.id, reviewer=name, labels=VALUE, comment=None,
+                           source="page", now=NOW) is None:
+                tally.refused += 1  # the importer gave its last label meanwhile
+            else:
+                tally.labelled.append(item.id)
+        raise TimeoutError(f"{name} still taking at the deadline")
+    except BaseException as exc:
+        tally.errors.append(exc)
+    finally:
+        store.close()
+
+
+def _importer(store: SqlStore, report: ImportReport, start: threading.Barrier,
+              errors: list[BaseException]) -> None:
+    """Label the pending slice as another tool does, 50 items a round, by item id: one
+    round leases its items first (``take_many``), the next only lists them (``pending``),
+    so the page may finish or hold them meanwhile; until nothing new is pending."""
+    queue = ReviewQueue(store)
+    registry = load_registry()
+    done: set[int] = set()
+    try:
+        start.wait()
+        for turn in itertools.count():
+            items = queue.take_many(reviewer="tool", now=NOW, lease_s=3600, limit=50) \
+                if turn % 2 == 0 else queue.pending(now=NOW, limit=50)
+            items = [item for item in items if item.id not in done]
+            if not items and turn % 2:
+                return
+            done.update(item.id for item in items)
+            lines = [json.dumps({"item_id": item.id, "score": "faithfulness", "value": 0.5,
+                                 "reviewer": "tool"}).encode() for item in items]
+            found = import_labels(lines, queue=queue, registry=registry, now=NOW,
+                                  expire_s=3600)
+            report.imported += found.imported
+            report.errors += found.errors
+    except BaseException as exc:
+        errors.append(exc)
+    finally:
+        store.close()
+
+
+def test_eight_reviewers_and_an_import_label_every_item_as_asked(any_store: SqlStore) -> None:
+    ids = queued(any_store, RACE_ITEMS)
+    with any_store.begin() as conn:
+        conn.execute(update(review_items).where(
+            review_items.c.id.in_(ids[::RACE_TWO_LABELS_EVERY])).values(labels_wanted=2))
+    url = any_store.engine.url.render_as_string(hide_password=False)
+    start = threading.Barrier(RACE_REVIEWERS + 1)
+    deadline = time.monotonic() + RACE_DEADLINE_S
+    tallies = {f"r{n}": _Tally() for n in range(RACE_REVIEWERS)}
+    threads = [threading.Thread(target=_reviewer, args=(open_store(url, pool_size=1), name,
+                                                        tally, start, deadline))
+               for name, tally in tallies.items()]
+    report, import_errors = ImportReport(), []
+    threads.append(threading.Thread(target=_importer, args=(
+        open_store(url, pool_size=1), report, start, import_errors)))
+    began = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=max(deadline - time.monotonic(), 0) + 5)
+    elapsed = time.monotonic() - began
+    assert not any(thread.is_alive() for thread in threads)
+    assert import_errors == [] and all(t.errors == [] for t in tallies.values())
+
+    # Every item has exactly the labels it wanted, each from a different reviewer.
+    queue = ReviewQueue(any_store)
+    items = {item.id: item for item in queue.iter_items()}
+    reviewers: dict[int, list[str]] = defaultdict(list)
+    for label in queue.iter_labels():
+        reviewers[label.item_id].append(label.reviewer)
+    for item in items.values():
+        assert item.done_at is not None and item.labels_given == item.labels_wanted, item
+        assert len(reviewers[item.id]) == len(set(reviewers[item.id])) == item.labels_wanted
+    # No reviewer was handed an item twice or one that was done.
+    for name, tally in tallies.items():
+        handed = [taken[0] for taken in tally.taken]
+        assert len(handed) == len(set(handed)), name
+        assert all(given < wanted and not done for _, given, wanted, done in tally.taken)
+    # Each import line refused was for an item the page had finished meanwhile.
+    assert all("it wants from other reviewers" in str(error) for error in report.errors)
+    page = sum(len(t.labelled) for t in tallies.values())
+    assert page + report.imported == sum(item.labels_wanted for item in items.values())
+    print(f"\n{any_store.engine.dialect.name}: {len(items)} items, "
+          f"{sum(i.labels_wanted for i in items.values())} labels wanted; "
+          f"{page} from {RACE_REVIEWERS} page reviewers "
+          f"({sum(t.refused for t in tallies.values())} refused: the import was first), "
+          f"{report.imported} imported ({len(report.errors)} lines refused: the page was "
+          f"first); {elapsed:.1f} s")
