@@ -71,6 +71,7 @@ def alerts_list(state: CliState, show_all: bool) -> None:
     from evalfleet.alerts.terminal import format_number
     from evalfleet.store import open_store
 
+    load_rules(state)  # a missing or bad rules file is reported as `alerts check` does
     store = open_store(state.settings.resolved_read_database_url(), pool_size=1)
     try:
         with store.connect() as conn:
@@ -174,17 +175,26 @@ def find_rule(state: CliState, rule_name: str) -> Any:
     Raises:
         click.UsageError: For a bad rules file or an unknown rule (the known ones named).
     """
-    from evalfleet.alerts import load_rule_set
-
-    try:
-        rules = load_rule_set(state.settings)
-    except EvalfleetError as exc:
-        raise click.UsageError(str(exc)) from None
+    rules = load_rules(state)
     rule = next((r for r in rules.rules if r.name == rule_name), None)
     if rule is None:
         known = ", ".join(r.name for r in rules.rules)
         raise click.UsageError(f"no rule {rule_name!r} (rules: {known})")
     return rule
+
+
+def load_rules(state: CliState) -> Any:
+    """The configured rule set.
+
+    Raises:
+        click.UsageError: For a missing or bad rules file.
+    """
+    from evalfleet.alerts import load_rule_set
+
+    try:
+        return load_rule_set(state.settings)
+    except EvalfleetError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def rule_segment(segment: Segment, keys: Sequence[str]) -> Segment:

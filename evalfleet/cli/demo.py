@@ -10,7 +10,8 @@ from evalfleet.cli.context import CliState, pass_state
 
 
 @click.command()
-@click.option("--samples", "samples_path", default=None, type=click.Path(dir_okay=False),
+@click.option("--samples", "samples_path", default=None,
+              type=click.Path(exists=True, dir_okay=False),
               help="JSONL file to use instead of the bundled sample set.")
 @click.option("--concurrency", type=click.IntRange(1, 1024), default=16, show_default=True)
 @pass_state

@@ -24,7 +24,8 @@ def metrics(ctx: click.Context) -> None:
 
 @metrics.command("show")
 @click.argument("name")
-@click.option("--sample", "sample_path", type=click.Path(dir_okay=False, allow_dash=True),
+@click.option("--sample", "sample_path",
+              type=click.Path(exists=True, dir_okay=False, allow_dash=True),
               default=None, help="JSONL file (or -): render the messages for its first record.")
 @pass_state
 def metrics_show(state: CliState, name: str, sample_path: str | None) -> None:
