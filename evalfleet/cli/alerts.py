@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from evalfleet.cli.context import CliState, parse_time, pass_state
+from evalfleet.cli.jsonout import echo_json
 from evalfleet.core.errors import EvalfleetError
 
 if TYPE_CHECKING:
@@ -64,8 +65,9 @@ def alerts_check(state: CliState, at_text: str | None, no_deliver: bool) -> None
 
 @alerts.command("list")
 @click.option("--all", "show_all", is_flag=True, help="Include segments that are ok.")
+@click.option("--json", "as_json", is_flag=True, help="Print the states as JSON.")
 @pass_state
-def alerts_list(state: CliState, show_all: bool) -> None:
+def alerts_list(state: CliState, show_all: bool, as_json: bool) -> None:
     """Show the current state of every rule and segment (not ok ones unless --all)."""
     from evalfleet.alerts.ledger import load_states
     from evalfleet.alerts.terminal import format_number
@@ -78,6 +80,12 @@ def alerts_list(state: CliState, show_all: bool) -> None:
             stored = load_states(conn)
     finally:
         store.close()
+    if as_json:
+        echo_json([{"rule": s.rule, "segment": str(s.segment), "state": s.state.state,
+                    "since": s.state.since, "evaluated_at": s.evaluated_at,
+                    "finding": s.finding}
+                   for s in stored if show_all or s.state.state != "ok"])
+        return
     rows = [
         [s.rule, str(s.segment), s.state.state, s.state.since.isoformat(timespec="seconds"),
          str(s.finding.get("n", 0)), format_number(s.finding.get("mean")),
@@ -125,9 +133,10 @@ def alerts_rebaseline(state: CliState, rule_name: str, segment_text: str | None)
                    "segment's last evaluation.")
 @click.option("--worst", type=click.IntRange(1, 50), default=5, show_default=True,
               help="Worst samples shown.")
+@click.option("--json", "as_json", is_flag=True, help="Print the alert as JSON.")
 @pass_state
 def alerts_show(state: CliState, rule_name: str, segment_text: str | None,
-                at_text: str | None, worst: int) -> None:
+                at_text: str | None, worst: int, as_json: bool) -> None:
     """Show one alert: its state history, the window against the baseline with a small
     chart, and the worst samples of the window with the judge's reasoning.
 
@@ -148,7 +157,22 @@ def alerts_show(state: CliState, rule_name: str, segment_text: str | None,
         view = load_alert_view(store.engine, rule, segment, at=at, worst=worst)
     finally:
         store.close()
+    if as_json:
+        echo_json(alert_json(view))
+        return
     click.echo(render_alert_view(view))
+
+
+def alert_json(view: Any) -> dict[str, Any]:
+    """What ``alerts show --json`` prints: the view as plain data."""
+    stored = view.stored
+    return {"rule": view.rule.name, "segment": str(view.segment), "at": view.at,
+            "window_start": view.window_start,
+            "state": stored.state.state if stored else None,
+            "since": stored.state.since if stored else None,
+            "evaluated_at": stored.evaluated_at if stored else None,
+            "finding": view.finding, "history": view.history, "trend": view.trend,
+            "worst": view.worst}
 
 
 def alert_target(state: CliState, store: Any, rule_name: str,

@@ -70,6 +70,12 @@ def test_the_printed_next_steps_run_as_printed(tmp_path: Path) -> None:
                            capture_output=True, text=True, timeout=120, check=False)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith("support_faithfulness_drop  prompt_version=v12,app=support-bot")
+    as_json = subprocess.run(["bash", "-c", f"{setup}\n{show} --json"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120, check=True)
+    view = json.loads(as_json.stdout)
+    assert (view["state"], view["since"]) == ("firing", "2026-11-21T13:30:00Z")
+    assert [row["sample_id"] for row in view["worst"]][:1] == ["demo-0199"]
+    assert all(row["sample_ts"].endswith("Z") for row in view["worst"])
 
     # The verdicts say the simulator judged them, under its one name.
     exported = subprocess.run(["bash", "-c", f"{setup}\n.venv/bin/evalfleet export"],
