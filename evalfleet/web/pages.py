@@ -172,11 +172,13 @@ class PageData:
         wanted = _labels_of(filter_text)
         with self.store.connect() as conn:
             states = [s for s in load_state_rows(conn) if s.rule == rule.name]
-            choices = [str(Segment(s.labels)) for s in states
-                       if wanted.items() <= dict(s.labels).items()]
-            chosen = _segment_of(segment, rule) if segment else None
-            if chosen is None:
-                chosen = Segment()
+            matching = [Segment(s.labels) for s in states
+                        if wanted.items() <= dict(s.labels).items()]
+            chosen = _chosen_segment(_segment_of(segment, rule) or Segment(), wanted,
+                                     matching)
+            choices = [str(s) for s in matching]
+            if str(chosen) not in choices:  # the list shows what the heading says
+                choices.insert(0, str(chosen))
             end = max((s.evaluated_at for s in states), default=datetime.now(UTC))
             buckets = load_trend(conn, rule, chosen, end=end, span=width, buckets=48)
             points = load_points(conn, rule=rule.name, since=end - width,
@@ -279,6 +281,15 @@ def _labels_of(text: str | None) -> dict[str, str]:
         if sep and key.strip():
             labels[key.strip()] = value.strip()
     return labels
+
+
+def _chosen_segment(asked: Segment, wanted: dict[str, str],
+                    matching: Sequence[Segment]) -> Segment:
+    """The segment a trend shows: the one asked for when it has the filter's attributes,
+    else the broadest segment that has them (the filter filters), else the one asked for."""
+    if wanted.items() <= asked.as_dict().items() or not matching:
+        return asked
+    return min(matching, key=lambda s: (len(s.labels), str(s)))
 
 
 def _segment_of(text: str | None, rule: Rule) -> Segment | None:

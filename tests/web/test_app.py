@@ -202,3 +202,22 @@ def test_views_between_two_evaluations_share_one_estimate(alert_database: str, t
     run(engine, T0 + 11 * MINUTE, 1)
     engine.close()
     assert verdicts_behind_the_estimate() >= first + 20
+
+
+@pytest.mark.parametrize("alert_database", ["sqlite"], indirect=True)
+def test_the_trend_attributes_filter_filters_the_chart(site: Any) -> None:
+    """A filter picks the segment the chart shows, and the list shows what the heading says."""
+    def shown(**params: str) -> tuple[str, str, str]:
+        page = get(site, "/rules/faithfulness_drop/trend", params={"range": "1h", **params})
+        heading = re.search(r'class="segment-name">([^<]*)<', page.text)
+        selected = re.search(r"<option selected>([^<]*)</option>", page.text)
+        mean = re.search(r'id="judge-mean">([0-9.]+)<', page.text)
+        assert heading and selected and mean, page.text[:2000]
+        return heading.group(1), selected.group(1), mean.group(1)
+
+    everyone = shown()
+    assert everyone[:2] == ("(all)", "(all)")
+    filtered = shown(filter="app=support-bot")
+    assert filtered == shown(segment="app=support-bot")
+    assert filtered[:2] == ("app=support-bot", "app=support-bot")
+    assert shown(filter="app=nobody")[:2] == ("(all)", "(all)")
