@@ -34,6 +34,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from evalfleet.core.durations import format_age
 from evalfleet.web.pages import PageData
 from evalfleet.web.review import Render, ReviewPages
 
@@ -114,6 +115,7 @@ def _environment() -> Environment:
     env = Environment(loader=FileSystemLoader(folder), autoescape=True, trim_blocks=True,
                       lstrip_blocks=True)
     env.filters["num"] = format_number
+    env.filters["age"] = format_age
     env.filters["when"] = lambda moment: moment.strftime("%Y-%m-%d %H:%M:%S UTC") \
         if moment else "-"
     env.globals["query"] = lambda **params: urlencode(

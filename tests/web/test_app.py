@@ -16,6 +16,7 @@ from evalfleet.cli.ui import build_ui_app, is_loopback
 from evalfleet.core.settings import Settings
 from evalfleet.store import DeadLetter, migrate, open_store
 from evalfleet.store.schema import alert_states
+from evalfleet.web.app import _environment
 from tests.evalfleet.alerts import stream
 from tests.evalfleet.alerts.conftest import BOTH_DATABASES, write_rules
 from tests.evalfleet.alerts.notifier.test_evidence import plant_worst
@@ -221,3 +222,27 @@ def test_the_trend_attributes_filter_filters_the_chart(site: Any) -> None:
     assert filtered == shown(segment="app=support-bot")
     assert filtered[:2] == ("app=support-bot", "app=support-bot")
     assert shown(filter="app=nobody")[:2] == ("(all)", "(all)")
+
+
+@pytest.mark.parametrize("alert_database", ["sqlite"], indirect=True)
+def test_fleet_health_explains_what_it_does_not_know(site: Any) -> None:
+    page = get(site, "/health").text
+    assert "<td>?</td>" in page and "<td>unknown</td>" in page  # the embedded broker
+    assert 'id="queue-notes"' in page and "cannot count a queue's jobs" in page
+    assert 'id="coverage-unknown"' in page
+
+
+def test_fleet_health_durations_are_in_human_units() -> None:
+    page = _environment().get_template("health.html").render(
+        queues=[{"queue": "eval.rag_qa", "waiting_jobs": 3, "in_flight_jobs": 0,
+                 "oldest_job_age_s": 75.0, "completed_per_s": 1.5, "lag_mean_s": 498294.9,
+                 "failures": []}], coverage=[], queue_error=None, request=None)
+    assert "<td>5d18h</td>" in page and "<td>1m15s</td>" in page
+    assert "498294" not in page
+
+
+@pytest.mark.parametrize("alert_database", ["sqlite"], indirect=True)
+def test_the_alert_page_says_what_lam_is(site: Any) -> None:
+    alert = get(site, "/alerts/faithfulness_drop", params={"segment": "app=support-bot"}).text
+    assert 'id="lam-heading"' in alert and "lam (judge weight)" in alert
+    assert "lam is how much each correction leans on the judge's scores" in alert
