@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +15,15 @@ from sqlalchemy import select, update
 from evalfleet.alerts import open_alert_engine
 from evalfleet.cli.ui import build_ui_app, is_loopback
 from evalfleet.core.settings import Settings
-from evalfleet.store import DeadLetter, migrate, open_store
+from evalfleet.core.simulator import SIMULATOR_NAME
+from evalfleet.store import DeadLetter, VerdictKey, migrate, open_store
 from evalfleet.store.schema import alert_states
 from evalfleet.web.app import _environment
 from tests.evalfleet.alerts import stream
 from tests.evalfleet.alerts.conftest import BOTH_DATABASES, write_rules
 from tests.evalfleet.alerts.notifier.test_evidence import plant_worst
 from tests.evalfleet.alerts.test_engine import DROP_RULE, MINUTE, T0, history, run
+from tests.evalfleet.store.test_sql import record
 
 MARKUP = '<script>alert(1)</script><img src=x onerror="alert(2)"> javascript:alert(3)'
 
@@ -246,3 +249,22 @@ def test_the_alert_page_says_what_lam_is(site: Any) -> None:
     alert = get(site, "/alerts/faithfulness_drop", params={"segment": "app=support-bot"}).text
     assert 'id="lam-heading"' in alert and "lam (judge weight)" in alert
     assert "lam is how much each correction leans on the judge's scores" in alert
+
+
+@pytest.mark.parametrize("alert_database", ["sqlite"], indirect=True)
+def test_overview_and_alert_pages_say_when_scores_are_simulated(
+        site: Any, alert_database: str, tmp_path: Path, serve: Callable[..., Any]) -> None:
+    def banner(app_site: Any) -> list[bool]:
+        return ['id="simulated"' in get(app_site, path, params=params).text
+                for path, params in (("/", {}), ("/alerts/faithfulness_drop",
+                                                 {"segment": "app=support-bot"}))]
+
+    assert banner(site) == [False, False]  # no verdict here says who judged it
+    store = open_store(alert_database)
+    store.save(verdicts=[record(VerdictKey("sim-1", "rag_qa", "v", "gpt-4o-mini"),
+                                created_at=datetime.now(UTC),
+                                judge_fingerprint=SIMULATOR_NAME)], owner="t")
+    store.close()
+    settings = Settings(database_url=alert_database, data_dir=tmp_path,
+                        alert_rules_file=tmp_path / "rules.yaml")
+    assert banner(serve(build_ui_app(settings, token=None))) == [True, True]
