@@ -9,6 +9,7 @@ import click
 
 from evalfleet.cli.context import CliState, parse_time, pass_state
 from evalfleet.cli.jsonout import echo_json
+from evalfleet.core.durations import format_moment
 from evalfleet.core.errors import EvalfleetError
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ def alerts_check(state: CliState, at_text: str | None, no_deliver: bool) -> None
         report = engine.check(at=at)
     finally:
         engine.close()
-    click.echo(f"alerts evaluated at {report.at.isoformat()}")
+    click.echo(f"alerts evaluated at {format_moment(report.at)}")
     rows = [[row.rule, row.segment, row.previous, row.state, str(row.n),
              format_number(row.mean), format_number(row.baseline_mean),
              format_number(row.effect), format_number(row.q_value), row.test or "",
@@ -87,10 +88,10 @@ def alerts_list(state: CliState, show_all: bool, as_json: bool) -> None:
                    for s in stored if show_all or s.state.state != "ok"])
         return
     rows = [
-        [s.rule, str(s.segment), s.state.state, s.state.since.isoformat(timespec="seconds"),
+        [s.rule, str(s.segment), s.state.state, format_moment(s.state.since),
          str(s.finding.get("n", 0)), format_number(s.finding.get("mean")),
          format_number(s.finding.get("baseline_mean")),
-         s.evaluated_at.isoformat(timespec="seconds")]
+         format_moment(s.evaluated_at)]
         for s in stored if show_all or s.state.state != "ok"
     ]
     click.echo(render_table(["rule", "segment", "state", "since", "n", "mean", "baseline",

@@ -268,3 +268,10 @@ def test_overview_and_alert_pages_say_when_scores_are_simulated(
     settings = Settings(database_url=alert_database, data_dir=tmp_path,
                         alert_rules_file=tmp_path / "rules.yaml")
     assert banner(serve(build_ui_app(settings, token=None))) == [True, True]
+
+
+@pytest.mark.parametrize("alert_database", ["sqlite"], indirect=True)
+def test_pages_write_time_as_the_terminal_does(site: Any) -> None:
+    overview = get(site, "/").text
+    assert re.search(r"<td>\d{4}-\d\d-\d\dT\d\d:\d\dZ</td>", overview)
+    assert " UTC<" not in overview

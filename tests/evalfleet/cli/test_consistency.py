@@ -62,3 +62,8 @@ def test_migrate_says_what_it_did(tmp_path: Path) -> None:
     env = {"EVALFLEET_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}"}
     assert run(env, "migrate").stdout.startswith("created the schema (revision ")
     assert run(env, "migrate").stdout.startswith("schema is up to date (revision ")
+
+
+def test_alerts_check_writes_time_as_people_read_it_elsewhere(env: dict[str, str]) -> None:
+    result = run(env, "alerts", "check", "--at", "2026-11-21T13:30:27+00:00", "--no-deliver")
+    assert result.stdout.splitlines()[0] == "alerts evaluated at 2026-11-21T13:30Z"
