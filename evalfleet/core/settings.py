@@ -867,6 +867,9 @@ OTHER_VARIABLES = frozenset({"EVALFLEET_TOKEN"})
 #: Prefixes of ``EVALFLEET_*`` variables that are no settings (the test suite's own).
 OTHER_PREFIXES = ("EVALFLEET_TEST_",)
 
+#: A variable's name on a line of a ``.env`` file (``NAME=`` or ``export NAME=``).
+_DOTENV_NAME = re.compile(r"^[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)[ \t]*=", re.M)
+
 #: How pydantic-settings names the field whose value it could not parse as JSON.
 _UNPARSED_FIELD = re.compile(r'error parsing value for field "([^"]+)"')
 
@@ -941,9 +944,7 @@ def load_settings(*, env_file: Path = Path(".env")) -> tuple[Settings, list[Unkn
         raise InvalidSettings("; ".join(_invalid(error) for error in exc.errors())) from None
     names = list(os.environ)
     if env_file.is_file():
-        from dotenv import dotenv_values
-
-        names += [name for name in dotenv_values(env_file) if name]
+        names += _DOTENV_NAME.findall(env_file.read_text(encoding="utf-8", errors="replace"))
     unknown = unknown_variables(names)
     if unknown and settings.strict_settings:
         raise InvalidSettings("; ".join(str(item) for item in unknown)

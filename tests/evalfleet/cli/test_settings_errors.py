@@ -10,7 +10,7 @@ import pytest
 
 from tests.evalfleet.cli.test_boundary import assert_one_line, console, run
 
-COMMANDS = [["ui"], ["demo"], ["export"], ["status"], ["migrate"], ["produce", "x.jsonl",
+COMMANDS = [["ui"], ["demo"], ["export"], ["status"], ["migrate"], ["produce", "-",
             "--metric", "rag_qa"], ["alerts", "list"], ["judge", "check"], ["metrics"]]
 
 
