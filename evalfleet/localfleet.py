@@ -16,14 +16,15 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from evalfleet.core.settings import Settings
+from evalfleet.core.simulator import SIMULATOR_NAME
 from evalfleet.judgesim import SimConfig, start_in_thread
 
 #: Seconds a worker gets to finish its jobs after SIGTERM before it is killed.
 STOP_GRACE_S = 20.0
 
 
-#: The judge model verdicts name when the judge simulator judged them.
-SIMULATOR_MODEL = "judge-simulator"
+#: The judge model the demo asks the simulator for, so its verdicts name it.
+SIMULATOR_MODEL = SIMULATOR_NAME
 
 
 def start_simulator(stack: ExitStack) -> str:

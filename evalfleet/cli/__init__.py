@@ -31,6 +31,7 @@ __all__ = ["main"]
 
 
 @click.group(cls=FleetGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="evalfleet", prog_name="evalfleet")
 @click.option("--log-level", default="WARNING", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 @click.pass_context

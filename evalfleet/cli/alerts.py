@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from evalfleet.cli.context import CliState, parse_time, pass_state
+from evalfleet.cli.jsonout import echo_json
+from evalfleet.core.durations import format_moment
 from evalfleet.core.errors import EvalfleetError
 
 if TYPE_CHECKING:
@@ -41,7 +43,7 @@ def alerts_check(state: CliState, at_text: str | None, no_deliver: bool) -> None
         report = engine.check(at=at)
     finally:
         engine.close()
-    click.echo(f"alerts evaluated at {report.at.isoformat()}")
+    click.echo(f"alerts evaluated at {format_moment(report.at)}")
     rows = [[row.rule, row.segment, row.previous, row.state, str(row.n),
              format_number(row.mean), format_number(row.baseline_mean),
              format_number(row.effect), format_number(row.q_value), row.test or "",
@@ -64,24 +66,32 @@ def alerts_check(state: CliState, at_text: str | None, no_deliver: bool) -> None
 
 @alerts.command("list")
 @click.option("--all", "show_all", is_flag=True, help="Include segments that are ok.")
+@click.option("--json", "as_json", is_flag=True, help="Print the states as JSON.")
 @pass_state
-def alerts_list(state: CliState, show_all: bool) -> None:
+def alerts_list(state: CliState, show_all: bool, as_json: bool) -> None:
     """Show the current state of every rule and segment (not ok ones unless --all)."""
     from evalfleet.alerts.ledger import load_states
     from evalfleet.alerts.terminal import format_number
     from evalfleet.store import open_store
 
+    load_rules(state)  # a missing or bad rules file is reported as `alerts check` does
     store = open_store(state.settings.resolved_read_database_url(), pool_size=1)
     try:
         with store.connect() as conn:
             stored = load_states(conn)
     finally:
         store.close()
+    if as_json:
+        echo_json([{"rule": s.rule, "segment": str(s.segment), "state": s.state.state,
+                    "since": s.state.since, "evaluated_at": s.evaluated_at,
+                    "finding": s.finding}
+                   for s in stored if show_all or s.state.state != "ok"])
+        return
     rows = [
-        [s.rule, str(s.segment), s.state.state, s.state.since.isoformat(timespec="seconds"),
+        [s.rule, str(s.segment), s.state.state, format_moment(s.state.since),
          str(s.finding.get("n", 0)), format_number(s.finding.get("mean")),
          format_number(s.finding.get("baseline_mean")),
-         s.evaluated_at.isoformat(timespec="seconds")]
+         format_moment(s.evaluated_at)]
         for s in stored if show_all or s.state.state != "ok"
     ]
     click.echo(render_table(["rule", "segment", "state", "since", "n", "mean", "baseline",
@@ -124,9 +134,10 @@ def alerts_rebaseline(state: CliState, rule_name: str, segment_text: str | None)
                    "segment's last evaluation.")
 @click.option("--worst", type=click.IntRange(1, 50), default=5, show_default=True,
               help="Worst samples shown.")
+@click.option("--json", "as_json", is_flag=True, help="Print the alert as JSON.")
 @pass_state
 def alerts_show(state: CliState, rule_name: str, segment_text: str | None,
-                at_text: str | None, worst: int) -> None:
+                at_text: str | None, worst: int, as_json: bool) -> None:
     """Show one alert: its state history, the window against the baseline with a small
     chart, and the worst samples of the window with the judge's reasoning.
 
@@ -147,7 +158,22 @@ def alerts_show(state: CliState, rule_name: str, segment_text: str | None,
         view = load_alert_view(store.engine, rule, segment, at=at, worst=worst)
     finally:
         store.close()
+    if as_json:
+        echo_json(alert_json(view))
+        return
     click.echo(render_alert_view(view))
+
+
+def alert_json(view: Any) -> dict[str, Any]:
+    """What ``alerts show --json`` prints: the view as plain data."""
+    stored = view.stored
+    return {"rule": view.rule.name, "segment": str(view.segment), "at": view.at,
+            "window_start": view.window_start,
+            "state": stored.state.state if stored else None,
+            "since": stored.state.since if stored else None,
+            "evaluated_at": stored.evaluated_at if stored else None,
+            "finding": view.finding, "history": view.history, "trend": view.trend,
+            "worst": view.worst}
 
 
 def alert_target(state: CliState, store: Any, rule_name: str,
@@ -174,17 +200,26 @@ def find_rule(state: CliState, rule_name: str) -> Any:
     Raises:
         click.UsageError: For a bad rules file or an unknown rule (the known ones named).
     """
-    from evalfleet.alerts import load_rule_set
-
-    try:
-        rules = load_rule_set(state.settings)
-    except EvalfleetError as exc:
-        raise click.UsageError(str(exc)) from None
+    rules = load_rules(state)
     rule = next((r for r in rules.rules if r.name == rule_name), None)
     if rule is None:
         known = ", ".join(r.name for r in rules.rules)
         raise click.UsageError(f"no rule {rule_name!r} (rules: {known})")
     return rule
+
+
+def load_rules(state: CliState) -> Any:
+    """The configured rule set.
+
+    Raises:
+        click.UsageError: For a missing or bad rules file.
+    """
+    from evalfleet.alerts import load_rule_set
+
+    try:
+        return load_rule_set(state.settings)
+    except EvalfleetError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def rule_segment(segment: Segment, keys: Sequence[str]) -> Segment:

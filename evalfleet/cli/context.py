@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import click
-from pydantic import ValidationError
 
 from evalfleet.cli.boundary import SetupError
 from evalfleet.core.durations import EXAMPLES, parse_duration
-from evalfleet.core.settings import Settings
+from evalfleet.core.errors import InvalidSettings
+from evalfleet.core.settings import Settings, load_settings
 
 
 class CliState:
@@ -22,16 +22,16 @@ class CliState:
 
     @property
     def settings(self) -> Settings:
-        """The settings; invalid ones end the command with a clear error."""
+        """The settings; invalid ones end the command with a clear error, and each
+        ``EVALFLEET_*`` variable that is no setting gets one warning line."""
         if self._settings is None:
             try:
-                self._settings = Settings()
-            except ValidationError as exc:
-                problems = "; ".join(
-                    f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
-                    for error in exc.errors()
-                )
-                raise SetupError(f"invalid settings: {problems}") from None
+                settings, unknown = load_settings()
+            except InvalidSettings as exc:
+                raise SetupError(str(exc)) from None
+            for variable in unknown:
+                click.echo(f"Warning: {variable}", err=True)
+            self._settings = settings
         return self._settings
 
 

@@ -5,26 +5,34 @@ from __future__ import annotations
 import click
 
 from evalfleet.cli.context import CliState, pass_state
+from evalfleet.cli.jsonout import echo_json
 from evalfleet.core.errors import EvalfleetError
 
 
 @click.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 @click.pass_context
-def metrics(ctx: click.Context) -> None:
+def metrics(ctx: click.Context, as_json: bool) -> None:
     """List the metrics with their queues and prompt versions (or see `show`)."""
     if ctx.invoked_subcommand is not None:
         return
     from evalfleet.core.metric import load_registry
 
     state = ctx.ensure_object(CliState)
-    for metric in load_registry(state.settings.metrics_dir):
+    registry = load_registry(state.settings.metrics_dir)
+    if as_json:
+        echo_json([{"name": m.name, "queue": m.queue, "prompt_version": m.version,
+                    "scores": list(m.spec.scores), "file": str(m.path)} for m in registry])
+        return
+    for metric in registry:
         scores = ", ".join(metric.spec.scores)
         click.echo(f"{metric.name:<20} {metric.queue:<26} {metric.version}  scores: {scores}")
 
 
 @metrics.command("show")
 @click.argument("name")
-@click.option("--sample", "sample_path", type=click.Path(dir_okay=False, allow_dash=True),
+@click.option("--sample", "sample_path",
+              type=click.Path(exists=True, dir_okay=False, allow_dash=True),
               default=None, help="JSONL file (or -): render the messages for its first record.")
 @pass_state
 def metrics_show(state: CliState, name: str, sample_path: str | None) -> None:

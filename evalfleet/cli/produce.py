@@ -66,6 +66,9 @@ def produce(state: CliState, file: str, metric_names: tuple[str, ...], sample_ra
     if follow and input_format == "otlp-json":
         raise click.UsageError("--follow reads sample records; --format otlp-json reads a "
                                "file once")
+    if not follow and file != "-" and not Path(file).exists():
+        # As click.Path(exists=True) says it; a followed file may appear later.
+        raise click.BadParameter(f"File {file!r} does not exist.", param_hint="'FILE'")
     runtime = _open_runtime(state, sampling_config=sampling_config, shared_dedupe=follow)
     try:
         metrics = _metric_names(runtime, metric_names)

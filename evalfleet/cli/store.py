@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 
 import click
 
 from evalfleet.cli.context import CliState, parse_time, pass_state
+from evalfleet.cli.jsonout import echo_json
 from evalfleet.core.message import PURPOSES
 
 
@@ -16,14 +18,22 @@ from evalfleet.core.message import PURPOSES
 def migrate(state: CliState) -> None:
     """Create or upgrade the verdict store's schema (Alembic)."""
     from evalfleet.store import migrate as run_migrations
-    from evalfleet.store import open_store
+    from evalfleet.store import open_store, schema_revision
 
     store = open_store(state.settings.resolved_database_url())
     try:
+        before = schema_revision(store.engine)
         run_migrations(store.engine)
+        after = schema_revision(store.engine)
     finally:
         store.close()
-    click.echo(f"schema is up to date ({store.engine.url.render_as_string(hide_password=True)})")
+    where = store.engine.url.render_as_string(hide_password=True)
+    if before is None:
+        click.echo(f"created the schema (revision {after}) in {where}")
+    elif before != after:
+        click.echo(f"upgraded the schema from revision {before} to {after} in {where}")
+    else:
+        click.echo(f"schema is up to date (revision {after}) in {where}")
 
 
 @click.command()
@@ -62,8 +72,9 @@ def export(state: CliState, metric: str | None, since: str | None, until: str | 
 @click.command()
 @click.option("--days", type=click.IntRange(1, 366), default=7, show_default=True,
               help="How many UTC days back, today included.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 @pass_state
-def cost(state: CliState, days: int) -> None:
+def cost(state: CliState, days: int, as_json: bool) -> None:
     """Judge spend per metric and UTC day: verdicts, tokens (the prompt tokens served from
     the provider's prompt cache apart), US dollars."""
     from datetime import UTC, datetime, timedelta
@@ -77,6 +88,9 @@ def cost(state: CliState, days: int) -> None:
     finally:
         store.close()
     budgets = state.settings.daily_budgets_usd
+    if as_json:
+        echo_json([{**asdict(row), "budget_usd": budgets.get(row.metric)} for row in rows])
+        return
     click.echo(f"{'day':<10}  {'metric':<20} {'verdicts':>9} {'prompt tok':>11} "
                f"{'cached':>7} {'compl. tok':>10} {'cost USD':>10} {'USD/verdict':>11} "
                f"{'budget':>8}")

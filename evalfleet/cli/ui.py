@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 from typing import Any
 
 import click
 
+from evalfleet.cli.boundary import SetupError
 from evalfleet.cli.context import CliState, pass_state
 from evalfleet.core.errors import EvalfleetError
 from evalfleet.core.log import install_secret_filter
@@ -18,7 +20,7 @@ _LOOPBACK_NAMES = ("localhost",)
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind; anything but loopback needs EVALFLEET_UI_TOKEN.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8500, show_default=True)
+@click.option("--port", type=click.IntRange(1, 65535), default=8500, show_default=True)
 @click.option("--access-log/--no-access-log", default=False, show_default=True)
 @pass_state
 def ui(state: CliState, host: str, port: int, access_log: bool) -> None:
@@ -33,6 +35,7 @@ def ui(state: CliState, host: str, port: int, access_log: bool) -> None:
     if token is None and not is_loopback(host):
         raise click.UsageError(f"--host {host} is reachable from other machines: set "
                                "EVALFLEET_UI_TOKEN (or bind 127.0.0.1)")
+    _require_database_file(settings.resolved_read_database_url())
     try:
         app = build_ui_app(settings, token=token)
     except EvalfleetError as exc:
@@ -41,6 +44,22 @@ def ui(state: CliState, host: str, port: int, access_log: bool) -> None:
     click.echo(f"evalfleet ui on http://{host}:{port}/ (token {'on' if token else 'off'})",
                err=True)
     uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="warning")
+
+
+def _require_database_file(url: str) -> None:
+    """A SQLite store must exist already: opening it would create an empty file.
+
+    Raises:
+        SetupError: When the SQLite file is missing.
+    """
+    from sqlalchemy.engine import make_url
+
+    if not url.startswith("sqlite"):
+        return
+    path = make_url(url).database
+    if path and path != ":memory:" and not Path(path).exists():
+        raise SetupError(f"no evalfleet database at {path}: run `evalfleet migrate` first, "
+                         "or set EVALFLEET_DATABASE_URL (the demo prints its own)")
 
 
 def is_loopback(host: str) -> bool:

@@ -13,6 +13,7 @@
     ├── Permanent                    will fail again however often it is retried
     │   ├── InvalidInput             fix the input
     │   │   ├── InvalidSample        a sample record (line, id, field)
+    │   │   ├── InvalidSettings      a setting from the environment or .env (core.settings)
     │   │   ├── InvalidMessage       a job message off the broker
     │   │   ├── InvalidMetricSpec    a metric file in prompts/
     │   │   ├── UnknownMetric        a metric name nobody defined
@@ -62,6 +63,12 @@ class Permanent(EvalfleetError):
 
 class InvalidInput(Permanent):
     """Input that will never be processed as it is."""
+
+
+class InvalidSettings(InvalidInput):
+    """Settings that cannot be used: a value that is not what its variable needs (not
+    JSON where JSON is needed, out of range), or, with ``EVALFLEET_STRICT_SETTINGS``, an
+    ``EVALFLEET_*`` variable that is no setting. The message names the variables."""
 
 
 class InvalidSample(InvalidInput):

@@ -8,9 +8,14 @@ can scrub them.
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
 import re
-from collections.abc import Mapping
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -21,11 +26,13 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    ValidationError,
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
+from evalfleet.core.errors import InvalidSettings
 from evalfleet.core.price import ModelPrice, Price, resolve_prices
 from evalfleet.core.ratelimit import RateLimit
 from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum
@@ -635,8 +642,19 @@ class ReviewSettings(BaseModel):
         }, labels_wanted=self.review_labels_wanted, expire_s=self.review_expire_days * 86400.0)
 
 
+class ReadingSettings(BaseModel):
+    """How the settings themselves are read."""
+
+    strict_settings: bool = False
+    """An ``EVALFLEET_*`` variable (in the environment or ``.env``) that is no setting,
+    a misspelt ``EVALFLEET_DATABSE_URL`` say, stops every command with exit status 2;
+    unset, each command warns about it, naming the closest setting. Variables the docs
+    ask for other purposes (``EVALFLEET_TOKEN``, ``EVALFLEET_TEST_*``) are never flagged."""
+
+
 class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, LimitSettings,
-               IngestSettings, AlertSettings, RetentionSettings, ReviewSettings, BaseSettings):
+               IngestSettings, AlertSettings, RetentionSettings, ReviewSettings,
+               ReadingSettings, BaseSettings):
     """Everything evalfleet can be configured with: the groups above in one object.
 
     Environment variables carry the ``EVALFLEET_`` prefix except the two the
@@ -725,6 +743,11 @@ class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, Lim
     def review(self) -> ReviewSettings:
         """The review queue's settings."""
         return self._group(ReviewSettings)
+
+    @property
+    def reading(self) -> ReadingSettings:
+        """How the settings are read."""
+        return self._group(ReadingSettings)
 
     def _group(self, group: type[_Group]) -> _Group:
         return group.model_construct(**{name: getattr(self, name) for name in group.model_fields})
@@ -835,3 +858,153 @@ class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, Lim
                 yield name, mask_url(value)
             else:
                 yield name, value
+
+
+#: ``EVALFLEET_*`` variables the docs ask people to set for other purposes than settings
+#: (the bearer token of the OTLP exporter in docs/traces.md).
+OTHER_VARIABLES = frozenset({"EVALFLEET_TOKEN"})
+
+#: Prefixes of ``EVALFLEET_*`` variables that are no settings (the test suite's own).
+OTHER_PREFIXES = ("EVALFLEET_TEST_",)
+
+#: A variable's name on a line of a ``.env`` file (``NAME=`` or ``export NAME=``).
+_DOTENV_NAME = re.compile(r"^[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)[ \t]*=", re.M)
+
+#: How pydantic-settings names the field whose value it could not parse as JSON.
+_UNPARSED_FIELD = re.compile(r'error parsing value for field "([^"]+)"')
+
+
+@dataclass(frozen=True)
+class UnknownVariable:
+    """An ``EVALFLEET_*`` variable that is no setting (its value is never shown)."""
+
+    name: str
+    """The variable as set."""
+
+    closest: str | None
+    """The setting whose name is closest, when one is close."""
+
+    def __str__(self) -> str:
+        hint = f"; did you mean {self.closest}?" if self.closest else ""
+        return f"{self.name} is not an evalfleet setting and is ignored{hint}"
+
+
+def setting_variables() -> frozenset[str]:
+    """Every environment variable a setting is read from, older names included."""
+    names = set(Settings.environment_names().values())
+    for field in Settings.model_fields.values():
+        alias = field.validation_alias
+        if isinstance(alias, AliasChoices):
+            names.update(str(choice) for choice in alias.choices if str(choice).isupper())
+    return frozenset(names)
+
+
+def unknown_variables(names: Iterable[str]) -> list[UnknownVariable]:
+    """The ``EVALFLEET_*`` names among ``names`` that no setting reads, each with the
+    closest setting's name.
+
+    Args:
+        names: Variable names (the environment's, the ``.env`` file's).
+
+    Returns:
+        One entry per unknown name, sorted; empty when every name is a setting or a
+        variable the docs ask for (``EVALFLEET_TOKEN``, ``EVALFLEET_TEST_*``).
+    """
+    known = setting_variables()
+    unknown = []
+    for name in sorted(set(names)):
+        upper = name.upper()
+        if (not upper.startswith("EVALFLEET_") or upper in known or upper in OTHER_VARIABLES
+                or upper.startswith(OTHER_PREFIXES)):
+            continue
+        close = difflib.get_close_matches(upper, sorted(known), n=1, cutoff=0.6)
+        unknown.append(UnknownVariable(name, close[0] if close else None))
+    return unknown
+
+
+def load_settings(*, env_file: Path = Path(".env")) -> tuple[Settings, list[UnknownVariable]]:
+    """Read the settings from the environment and ``env_file``, as every command does.
+
+    Args:
+        env_file: The ``.env`` file (read when it exists).
+
+    Returns:
+        The settings, and the ``EVALFLEET_*`` variables that are no setting.
+
+    Raises:
+        InvalidSettings: A value is not what its variable needs (not JSON where JSON is
+            needed, out of range...), naming the variable and the expected shape; or
+            ``EVALFLEET_STRICT_SETTINGS`` is on and a variable is no setting.
+    """
+    try:
+        settings = Settings(_env_file=env_file)  # type: ignore[call-arg]
+    except SettingsError as exc:
+        raise InvalidSettings(_unparsed(exc)) from None
+    except ValidationError as exc:
+        raise InvalidSettings("; ".join(_invalid(error) for error in exc.errors())) from None
+    names = list(os.environ)
+    if env_file.is_file():
+        names += _DOTENV_NAME.findall(env_file.read_text(encoding="utf-8", errors="replace"))
+    unknown = unknown_variables(names)
+    if unknown and settings.strict_settings:
+        raise InvalidSettings("; ".join(str(item) for item in unknown)
+                              + " (EVALFLEET_STRICT_SETTINGS is on)")
+    return settings, unknown
+
+
+def json_shape(name: str) -> str | None:
+    """The JSON a setting holding a dict or a list expects, e.g. ``{"<key>": <number>}``;
+    None for a setting that is not JSON."""
+    field = Settings.model_fields.get(name)
+    if field is None:
+        return None
+    shape = _shape(field.annotation)
+    return shape if shape[:1] in "{[" else None
+
+
+def _unparsed(exc: SettingsError) -> str:
+    match = _UNPARSED_FIELD.search(str(exc))
+    name = match.group(1) if match else None
+    variable = Settings.environment_names().get(name or "")
+    shape = json_shape(name or "")
+    if variable is None or shape is None:
+        return f"invalid settings: {exc}"
+    return f"{variable} must be JSON, e.g. {shape}; it is not valid JSON"
+
+
+def _invalid(error: Any) -> str:
+    location = error["loc"]
+    if not location:
+        return f"invalid settings: {error['msg']}"
+    name = str(location[0])
+    variable = Settings.environment_names().get(name, name)
+    inner = ".".join(str(part) for part in location[1:])
+    where = f"{variable} ({inner})" if inner else variable
+    shape = json_shape(name)
+    wrong_kind = error["type"].endswith("_type") or error["type"] in ("missing",
+                                                                      "extra_forbidden")
+    expected = f"; expected JSON like {shape}" if shape and wrong_kind else ""
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"{where}: {message}{expected}"
+
+
+def _shape(annotation: Any) -> str:
+    """A placeholder for a value of type ``annotation``, written as JSON."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        arms = [arg for arg in args if arg is not type(None)]
+        return _shape(arms[0]) if arms else "null"
+    if origin is dict:
+        return '{"<key>": ' + _shape(args[1]) + "}"
+    if origin is list:
+        return "[" + _shape(args[0]) + "]"
+    if origin is Literal:
+        return json.dumps(args[0])
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "{" + ", ".join(f'"{key}": {_shape(field.annotation)}'
+                               for key, field in annotation.model_fields.items()) + "}"
+    if annotation in (int, float):
+        return "<number>"
+    if annotation is bool:
+        return "true"
+    return '"<text>"'

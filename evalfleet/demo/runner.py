@@ -42,10 +42,18 @@ DEMO_METRICS = ("rag_qa", "context_precision")
 
 
 def run_demo(
-    settings: Settings, *, samples_path: str | None, concurrency: int,
+    settings: Settings, *, samples_path: str | None, concurrency: int, command: str,
     echo: Callable[[str], None],
 ) -> int:
     """Run the demo and print its summary.
+
+    Args:
+        settings: The settings as configured (embedded defaults filled in here).
+        samples_path: The samples to use instead of the bundled set.
+        concurrency: The worker's concurrency.
+        command: How the user's shell runs evalfleet (``.venv/bin/evalfleet``), for
+            the commands printed at the end.
+        echo: Where to print.
 
     Returns:
         The process exit code: 0 when every job ended as a verdict.
@@ -97,12 +105,12 @@ def run_demo(
         if dead:
             echo(f"{len(dead)} dead letters, e.g. {dead[0].error_class}: {dead[0].error}")
         if verdicts:
-            _alert_cycle(settings, verdicts, tag=tag, echo=echo)
+            _alert_cycle(settings, verdicts, tag=tag, command=command, echo=echo)
         return 0 if done else 1
 
 
 def _alert_cycle(settings: Settings, verdicts: list[VerdictRecord], *, tag: str,
-                 echo: Callable[[str], None]) -> None:
+                 command: str, echo: Callable[[str], None]) -> None:
     """Replay the traffic's hours through the alert engine and say how to look closer."""
     rules_file = demo_rules_file(settings, run_tag=tag)
     alert_settings = settings.model_copy(update={"alert_rules_file": rules_file,
@@ -117,8 +125,8 @@ def _alert_cycle(settings: Settings, verdicts: list[VerdictRecord], *, tag: str,
     echo("Look closer (the same data, nothing else to configure):")
     echo(f"  export EVALFLEET_DATABASE_URL='{shown_url}' "
          f"EVALFLEET_ALERT_RULES_FILE='{rules_file.resolve()}'")
-    echo(f"  evalfleet alerts show {RULE_NAME}{segment}")
-    echo(f"  evalfleet ui    # then open {UI_URL}/ and click the FIRING segment")
+    echo(f"  {command} alerts show {RULE_NAME}{segment}")
+    echo(f"  {command} ui    # then open {UI_URL}/ and click the FIRING segment")
 
 
 def _demo_settings(settings: Settings) -> Settings:

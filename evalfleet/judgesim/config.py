@@ -13,6 +13,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalfleet.core.errors import InvalidInput
+from evalfleet.core.simulator import SIMULATOR_NAME
 
 #: How a malformed verdict is broken. Each kind leaves text that strict JSON rejects.
 MalformedKind = Literal[
@@ -95,7 +96,7 @@ class SimConfig(BaseModel):
     rpm_limit: int | None = Field(default=None, gt=0)
     """Requests admitted per sliding 60 s window; None for no limit."""
 
-    models: tuple[str, ...] = Field(default=("judge-sim",), min_length=1)
+    models: tuple[str, ...] = Field(default=(SIMULATOR_NAME,), min_length=1)
     """Model names listed by ``GET /v1/models`` (any model name is accepted)."""
 
     score_shifts: dict[str, float] = Field(default_factory=dict)
@@ -106,7 +107,7 @@ class SimConfig(BaseModel):
     """Model names whose yes/no verdicts (``is_correct``) are inverted: a judge that
     starts to get binary answers backwards when the list changes."""
 
-    system_fingerprint: str = "judge-sim"
+    system_fingerprint: str = SIMULATOR_NAME
     """The ``system_fingerprint`` every completion reports (change it to play a provider
     that silently swapped its backend)."""
 

@@ -15,7 +15,7 @@ from evalfleet.store.base import (
     VerdictRecord,
     VerdictStore,
 )
-from evalfleet.store.migration import migrate
+from evalfleet.store.migration import migrate, schema_revision
 from evalfleet.store.postgres import PostgresStore
 from evalfleet.store.sql import SqlStore
 from evalfleet.store.sqlite import SqliteStore
@@ -36,6 +36,7 @@ __all__ = [
     "VerdictStore",
     "migrate",
     "open_store",
+    "schema_revision",
 ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalfleet.core.simulator import judged_by_simulator
 from evalfleet.store.base import VerdictRecord
 
 
@@ -15,7 +16,8 @@ def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str,
     the judge left out or wrote off-spec), what the judge reported about itself
     (``judge_reported_model``, ``judge_fingerprint``; null when it did not say),
     ``cached_tokens`` (of ``prompt_tokens``, those served from the provider's prompt
-    cache; null when the judge did not report them) and, with
+    cache; null when the judge did not report them), ``judge_simulated`` (true when the
+    judge simulator gave the verdict, whatever model it was asked for) and, with
     ``with_sample``, ``sample``: the content judged (null when none was kept).
     """
     row = {
@@ -44,6 +46,7 @@ def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str,
         "purpose": record.purpose,
         "judge_mode": record.judge_mode,
         "cached_tokens": record.cached_tokens,
+        "judge_simulated": judged_by_simulator(record.judge_fingerprint),
     }
     if with_sample:
         row["sample"] = record.sample

@@ -12,6 +12,14 @@ from sqlalchemy import Engine
 from evalfleet.store.upgrade import needs_upgrade, prepare
 
 
+def schema_revision(engine: Engine) -> str | None:
+    """The Alembic revision of ``engine``'s schema, or None when it has none yet."""
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
 def alembic_config(engine: Engine) -> Config:
     """An Alembic config pointing at the bundled ``migrations/`` package."""
     config = Config()

@@ -34,6 +34,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from evalfleet.core.durations import format_age, format_moment
 from evalfleet.web.pages import PageData
 from evalfleet.web.review import Render, ReviewPages
 
@@ -114,8 +115,9 @@ def _environment() -> Environment:
     env = Environment(loader=FileSystemLoader(folder), autoescape=True, trim_blocks=True,
                       lstrip_blocks=True)
     env.filters["num"] = format_number
-    env.filters["when"] = lambda moment: moment.strftime("%Y-%m-%d %H:%M:%S UTC") \
-        if moment else "-"
+    env.filters["age"] = format_age
+    # One format for people everywhere (the terminal's too); --json speaks ISO 8601.
+    env.filters["when"] = lambda moment: format_moment(moment) if moment else "-"
     env.globals["query"] = lambda **params: urlencode(
         {k: v for k, v in params.items() if v is not None})
     return env

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from evalfleet.alerts.alert import drift_line
@@ -26,6 +27,7 @@ from evalfleet.core.durations import format_duration, parse_duration
 from evalfleet.core.errors import InvalidInput
 from evalfleet.core.log import scrub
 from evalfleet.core.metric import MetricRegistry
+from evalfleet.core.simulator import judged_by_simulator
 from evalfleet.review.estimate import LABEL_WINDOW, ScoreEstimate, metric_estimates
 from evalfleet.store.estimate import EstimateReads
 from evalfleet.store.pages import (
@@ -57,6 +59,13 @@ CHART_W, CHART_H = 720.0, 200.0
 HIST_W, HIST_H = 300.0, 120.0
 
 
+#: How far back the pages look for verdicts the judge simulator gave.
+SIMULATED_LOOKBACK = timedelta(days=7)
+
+#: How long that answer is kept before the store is asked again, in seconds.
+SIMULATED_TTL_S = 60.0
+
+
 @dataclass
 class PageData:
     """The sources the pages read.
@@ -75,6 +84,7 @@ class PageData:
     health_reader: Callable[[], dict[str, Any]] | None = None
     registry: MetricRegistry | None = None
     """The metrics, for corrected means beside the judge's (None: not shown)."""
+    _simulated: tuple[float, bool] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # An estimate reads its whole label pool: seconds at millions of verdicts. A
@@ -115,7 +125,18 @@ class PageData:
         for row in rows:
             counts[row["state"]] = counts.get(row["state"], 0) + 1
         return {"rows": rows, "counts": counts, "rules": list(rules.values()),
-                "spark": {"w": SPARK_W, "h": SPARK_H}}
+                "spark": {"w": SPARK_W, "h": SPARK_H}, "simulated": self.simulated()}
+
+    def simulated(self) -> bool:
+        """Whether verdicts stored in the last week came from the judge simulator (the
+        store is asked at most once a minute)."""
+        now = time.monotonic()
+        if self._simulated is None or now - self._simulated[0] > SIMULATED_TTL_S:
+            identities = self.store.judge_identities(
+                since=datetime.now(UTC) - SIMULATED_LOOKBACK)
+            self._simulated = (now, any(judged_by_simulator(identity.fingerprint)
+                                        for identity in identities))
+        return self._simulated[1]
 
     def alert(self, rule_name: str, *, segment: str) -> dict[str, Any] | None:
         """One rule and segment: tests, distributions, worst samples, history."""
@@ -126,6 +147,7 @@ class PageData:
         view = load_alert_view(self.store.engine, rule, parsed, worst=10)
         window_values, baseline_values, baseline_label = self._distributions(rule, view)
         return {
+            "simulated": self.simulated(),
             "rule": rule, "spec": rule.spec, "segment": str(parsed), "view": view,
             "finding": view.finding, "tests": view.finding.get("tests", []),
             "judge_drift": (drift_line(view.finding["judge_drift"])
@@ -172,11 +194,13 @@ class PageData:
         wanted = _labels_of(filter_text)
         with self.store.connect() as conn:
             states = [s for s in load_state_rows(conn) if s.rule == rule.name]
-            choices = [str(Segment(s.labels)) for s in states
-                       if wanted.items() <= dict(s.labels).items()]
-            chosen = _segment_of(segment, rule) if segment else None
-            if chosen is None:
-                chosen = Segment()
+            matching = [Segment(s.labels) for s in states
+                        if wanted.items() <= dict(s.labels).items()]
+            chosen = _chosen_segment(_segment_of(segment, rule) or Segment(), wanted,
+                                     matching)
+            choices = [str(s) for s in matching]
+            if str(chosen) not in choices:  # the list shows what the heading says
+                choices.insert(0, str(chosen))
             end = max((s.evaluated_at for s in states), default=datetime.now(UTC))
             buckets = load_trend(conn, rule, chosen, end=end, span=width, buckets=48)
             points = load_points(conn, rule=rule.name, since=end - width,
@@ -279,6 +303,15 @@ def _labels_of(text: str | None) -> dict[str, str]:
         if sep and key.strip():
             labels[key.strip()] = value.strip()
     return labels
+
+
+def _chosen_segment(asked: Segment, wanted: dict[str, str],
+                    matching: Sequence[Segment]) -> Segment:
+    """The segment a trend shows: the one asked for when it has the filter's attributes,
+    else the broadest segment that has them (the filter filters), else the one asked for."""
+    if wanted.items() <= asked.as_dict().items() or not matching:
+        return asked
+    return min(matching, key=lambda s: (len(s.labels), str(s)))
 
 
 def _segment_of(text: str | None, rule: Rule) -> Segment | None:

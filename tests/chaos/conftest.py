@@ -13,6 +13,7 @@ import pytest
 
 from evalfleet.judgesim import RunningSim, SimConfig, start_in_thread
 from testkit.chaos.services import ChaosServices
+from tests.tools import require_tool
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -23,6 +24,8 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def chaos_services() -> Iterator[ChaosServices]:
     """A Redis server (AOF on) and a PostgreSQL cluster on free ports, for this session."""
+    require_tool("redis-server")
+    require_tool("initdb")
     services = ChaosServices().start()
     try:
         yield services

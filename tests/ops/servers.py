@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +20,7 @@ from typing import Any
 import yaml
 
 from tests.helpers import wait_until
+from tests.tools import require_tool
 
 #: Longest wait for a server to come up, in seconds.
 START_TIMEOUT_S = 60.0
@@ -34,11 +34,7 @@ def free_port() -> int:
 
 
 def binary(*names: str) -> str:
-    for name in names:
-        found = shutil.which(name)
-        if found:
-            return found
-    raise AssertionError(f"{names[0]} is missing: apt-get install it (.ci/run does)")
+    return require_tool(*names)
 
 
 def get_json(url: str, timeout_s: float = 10.0) -> Any:

@@ -6,20 +6,19 @@ missing tool fails these tests.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import yaml
 
 from tests.ops.dashboard import ROOT, dashboard_expressions
+from tests.tools import require_tool
 
 PROMETHEUS = ROOT / "ops" / "prometheus"
 
 
 def promtool(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    tool = shutil.which("promtool")
-    assert tool, "promtool is missing: apt-get install prometheus (.ci/run does)"
+    tool = require_tool("promtool")
     return subprocess.run([tool, *map(str, args)], capture_output=True, text=True,
                           timeout=120, check=False)
 

@@ -13,6 +13,7 @@ import redis
 
 from evalfleet.core.settings import Settings
 from tests.producers.builders import producer_settings
+from tests.tools import require_tool
 
 
 @pytest.fixture
@@ -58,6 +59,7 @@ class OwnRedis:
 @pytest.fixture
 def own_redis() -> Iterator[OwnRedis]:
     """A started redis-server on a free port; killed at teardown (never the shared one)."""
+    require_tool("redis-server")
     server = OwnRedis()
     server.start()
     yield server

@@ -12,6 +12,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
 from testkit.served import Served
+from tests.tools import require_tool
 
 #: Debian's chromium and its driver (``apt-get install chromium chromium-driver``).
 CHROMIUM = "/usr/bin/chromium"
@@ -40,6 +41,8 @@ def serve() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def browser() -> Iterator[webdriver.Chrome]:
     """One headless chromium for the session's browser tests."""
+    require_tool("chromium")
+    require_tool("chromedriver")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",

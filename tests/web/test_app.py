@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,15 @@ from sqlalchemy import select, update
 from evalfleet.alerts import open_alert_engine
 from evalfleet.cli.ui import build_ui_app, is_loopback
 from evalfleet.core.settings import Settings
-from evalfleet.store import DeadLetter, migrate, open_store
+from evalfleet.core.simulator import SIMULATOR_NAME
+from evalfleet.store import DeadLetter, VerdictKey, migrate, open_store
 from evalfleet.store.schema import alert_states
+from evalfleet.web.app import _environment
 from tests.evalfleet.alerts import stream
 from tests.evalfleet.alerts.conftest import BOTH_DATABASES, write_rules
 from tests.evalfleet.alerts.notifier.test_evidence import plant_worst
 from tests.evalfleet.alerts.test_engine import DROP_RULE, MINUTE, T0, history, run
+from tests.evalfleet.store.test_sql import record
 
 MARKUP = '<script>alert(1)</script><img src=x onerror="alert(2)"> javascript:alert(3)'
 
@@ -202,3 +206,72 @@ def test_views_between_two_evaluations_share_one_estimate(alert_database: str, t
     run(engine, T0 + 11 * MINUTE, 1)
     engine.close()
     assert verdicts_behind_the_estimate() >= first + 20
+
+
+@pytest.mark.parametrize("alert_database", ["sqlite"], indirect=True)
+def test_the_trend_attributes_filter_filters_the_chart(site: Any) -> None:
+    """A filter picks the segment the chart shows, and the list shows what the heading says."""
+    def shown(**params: str) -> tuple[str, str, str]:
+        page = get(site, "/rules/faithfulness_drop/trend", params={"range": "1h", **params})
+        heading = re.search(r'class="segment-name">([^<]*)<', page.text)
+        selected = re.search(r"<option selected>([^<]*)</option>", page.text)
+        mean = re.search(r'id="judge-mean">([0-9.]+)<', page.text)
+        assert heading and selected and mean, page.text[:2000]
+        return heading.group(1), selected.group(1), mean.group(1)
+
+    everyone = shown()
+    assert everyone[:2] == ("(all)", "(all)")
+    filtered = shown(filter="app=support-bot")
+    assert filtered == shown(segment="app=support-bot")
+    assert filtered[:2] == ("app=support-bot", "app=support-bot")
+    assert shown(filter="app=nobody")[:2] == ("(all)", "(all)")
+
+
+@pytest.mark.parametrize("alert_database", ["sqlite"], indirect=True)
+def test_fleet_health_explains_what_it_does_not_know(site: Any) -> None:
+    page = get(site, "/health").text
+    assert "<td>?</td>" in page and "<td>unknown</td>" in page  # the embedded broker
+    assert 'id="queue-notes"' in page and "cannot count a queue's jobs" in page
+    assert 'id="coverage-unknown"' in page
+
+
+def test_fleet_health_durations_are_in_human_units() -> None:
+    page = _environment().get_template("health.html").render(
+        queues=[{"queue": "eval.rag_qa", "waiting_jobs": 3, "in_flight_jobs": 0,
+                 "oldest_job_age_s": 75.0, "completed_per_s": 1.5, "lag_mean_s": 498294.9,
+                 "failures": []}], coverage=[], queue_error=None, request=None)
+    assert "<td>5d18h</td>" in page and "<td>1m15s</td>" in page
+    assert "498294" not in page
+
+
+@pytest.mark.parametrize("alert_database", ["sqlite"], indirect=True)
+def test_the_alert_page_says_what_lam_is(site: Any) -> None:
+    alert = get(site, "/alerts/faithfulness_drop", params={"segment": "app=support-bot"}).text
+    assert 'id="lam-heading"' in alert and "lam (judge weight)" in alert
+    assert "lam is how much each correction leans on the judge's scores" in alert
+
+
+@pytest.mark.parametrize("alert_database", ["sqlite"], indirect=True)
+def test_overview_and_alert_pages_say_when_scores_are_simulated(
+        site: Any, alert_database: str, tmp_path: Path, serve: Callable[..., Any]) -> None:
+    def banner(app_site: Any) -> list[bool]:
+        return ['id="simulated"' in get(app_site, path, params=params).text
+                for path, params in (("/", {}), ("/alerts/faithfulness_drop",
+                                                 {"segment": "app=support-bot"}))]
+
+    assert banner(site) == [False, False]  # no verdict here says who judged it
+    store = open_store(alert_database)
+    store.save(verdicts=[record(VerdictKey("sim-1", "rag_qa", "v", "gpt-4o-mini"),
+                                created_at=datetime.now(UTC),
+                                judge_fingerprint=SIMULATOR_NAME)], owner="t")
+    store.close()
+    settings = Settings(database_url=alert_database, data_dir=tmp_path,
+                        alert_rules_file=tmp_path / "rules.yaml")
+    assert banner(serve(build_ui_app(settings, token=None))) == [True, True]
+
+
+@pytest.mark.parametrize("alert_database", ["sqlite"], indirect=True)
+def test_pages_write_time_as_the_terminal_does(site: Any) -> None:
+    overview = get(site, "/").text
+    assert re.search(r"<td>\d{4}-\d\d-\d\dT\d\d:\d\dZ</td>", overview)
+    assert " UTC<" not in overview

@@ -154,7 +154,7 @@ def test_bad_times(sqlite_env: dict[str, str], value: str) -> None:
 
 def test_invalid_settings_exit_2() -> None:
     assert_one_line(run({"EVALFLEET_WORKER_CONCURRENCY": "-5"}, "export"),
-                    "invalid settings", "worker_concurrency")
+                    "EVALFLEET_WORKER_CONCURRENCY", "greater than or equal to 1")
 
 
 def console(env: dict[str, str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

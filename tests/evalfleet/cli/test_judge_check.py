@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from evalfleet.cli import main
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
+from evalfleet.localfleet import SIMULATOR_MODEL
 
 
 def judge_check(settings: Settings, *args: str) -> tuple[int, dict[str, Any], str]:
@@ -23,7 +24,8 @@ def judge_check(settings: Settings, *args: str) -> tuple[int, dict[str, Any], st
 
 @pytest.fixture
 def sim_settings(settings: Settings) -> Settings:
-    return settings.model_copy(update={"judge_model": "judge-sim"})
+    # The name the demo's verdicts carry is the one the simulator lists.
+    return settings.model_copy(update={"judge_model": SIMULATOR_MODEL})
 
 
 def probes(report: dict[str, Any]) -> dict[str, dict[str, Any]]:

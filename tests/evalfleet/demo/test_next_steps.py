@@ -1,0 +1,110 @@
+"""The demo's closing commands work when pasted into a fresh shell, as README command 1
+left it: in the folder it ran in, the virtual environment never activated."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from evalfleet.cli.demo import own_command
+from evalfleet.localfleet import SIMULATOR_MODEL
+
+#: Longest the page may take to answer once started, in seconds.
+UI_START_S = 60.0
+
+
+@pytest.mark.parametrize(("argv0", "expected"), [
+    (".venv/bin/evalfleet", ".venv/bin/evalfleet"),
+    ("/opt/my tools/bin/evalfleet", "'/opt/my tools/bin/evalfleet'"),
+    ("evalfleet", "evalfleet"),
+    ("/x/site-packages/evalfleet/__main__.py", "/v/bin/python -m evalfleet"),
+])
+def test_the_command_is_the_one_the_user_ran(argv0: str, expected: str) -> None:
+    assert own_command(argv0, executable="/v/bin/python") == expected
+
+
+def fresh_shell_env(home: Path) -> dict[str, str]:
+    """A new terminal's environment: no virtual environment on the PATH, no settings."""
+    venv_bin = str(Path(sys.executable).parent)
+    path = [p for p in os.environ.get("PATH", "/usr/bin:/bin").split(":") if p != venv_bin]
+    return {"PATH": ":".join(path), "HOME": str(home), "LANG": "C.UTF-8"}
+
+
+def readme_excerpt() -> list[str]:
+    """The demo output the README shows (the block that starts with a FIRING line)."""
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```\nFIRING at", 1)[1].split("```", 1)[0]
+    return ("FIRING at" + block).splitlines()
+
+
+def printed_commands(out: str) -> list[str]:
+    block = out.split("Look closer (the same data, nothing else to configure):\n", 1)[1]
+    return [line.strip() for line in block.splitlines() if line.startswith("  ")]
+
+
+def test_the_printed_next_steps_run_as_printed(tmp_path: Path) -> None:
+    # README command 1 leaves `.venv/bin/evalfleet` in the folder the user is in.
+    (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    env = fresh_shell_env(tmp_path)
+    demo = subprocess.run(["bash", "-c", ".venv/bin/evalfleet demo"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    printed = demo.stdout.splitlines()
+    for line in readme_excerpt():
+        if line.strip() != "...":  # the README leaves out lines and line ends
+            shown = line.removesuffix(" ...")
+            assert any(out.startswith(shown) for out in printed), line
+    setup, show, ui = printed_commands(demo.stdout)
+    assert setup.startswith("export ") and show.startswith(".venv/bin/evalfleet alerts show ")
+    assert ui.startswith(".venv/bin/evalfleet ui ")
+
+    shown = subprocess.run(["bash", "-c", f"{setup}\n{show}"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("support_faithfulness_drop  prompt_version=v12,app=support-bot")
+    as_json = subprocess.run(["bash", "-c", f"{setup}\n{show} --json"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120, check=True)
+    view = json.loads(as_json.stdout)
+    assert (view["state"], view["since"]) == ("firing", "2026-11-21T13:30:00Z")
+    assert [row["sample_id"] for row in view["worst"]][:1] == ["demo-0199"]
+    assert all(row["sample_ts"].endswith("Z") for row in view["worst"])
+
+    # The verdicts say the simulator judged them, under its one name.
+    exported = subprocess.run(["bash", "-c", f"{setup}\n.venv/bin/evalfleet export"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120, check=True)
+    rows = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert len(rows) == 480
+    assert {(row["judge_model"], row["judge_simulated"]) for row in rows} == {
+        (SIMULATOR_MODEL, True)}
+
+    page = subprocess.Popen(["bash", "-c", f"{setup}\nexec {ui}"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        assert "FIRING" in wait_for_page("http://127.0.0.1:8500/", page)
+    finally:
+        os.killpg(page.pid, signal.SIGTERM)
+        page.wait(timeout=30)
+
+
+def wait_for_page(url: str, page: subprocess.Popen[bytes]) -> str:
+    deadline = time.monotonic() + UI_START_S
+    while time.monotonic() < deadline:
+        if page.poll() is not None:
+            _, err = page.communicate()
+            raise AssertionError(f"evalfleet ui exited {page.returncode}: {err.decode()}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return str(response.read().decode("utf-8"))
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer within {UI_START_S:.0f} s")
