@@ -7,12 +7,14 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
 from tests.helpers import WorkerProcess, wait_until
 from tests.test_fleet import cli, export, make_samples, write_jsonl
-from tests.workers.checks.builders import contract_metrics
+from tests.workers.checks.builders import contract_metrics, install_team_package
 
 
 def test_a_check_metric_and_a_judged_metric_on_the_same_samples(
@@ -44,3 +46,39 @@ def test_a_check_metric_and_a_judged_metric_on_the_same_samples(
     judged = export(settings, "--metric", "rag_qa")
     assert len(judged) == 40 and {v["status"] for v in judged} == {"ok"}
     assert sim.stats()["requests"] == 40  # one per judged verdict, none for the checks
+
+
+TEAM_METRIC = """\
+name: team_checks
+kind: check
+checks:
+  polite: {check: team, entry_point: polite}
+  spins: {check: team, entry_point: spins, timeout_s: 0.5}
+  raises: {check: team, entry_point: raises}
+  seven: {check: team, entry_point: seven}
+"""
+
+
+def test_team_checks_in_a_worker_fail_by_name_and_the_worker_serves_on(
+    settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(install_team_package(tmp_path / "site")))
+    folder = tmp_path / "metrics"
+    folder.mkdir()
+    (folder / "team_checks.yaml").write_text(TEAM_METRIC)
+    settings = settings.model_copy(update={"metrics_dir": folder})
+    start_worker(settings, queues=["team_checks"], concurrency=4)
+    for batch in ("a", "b"):  # the second batch finds the worker serving
+        samples = make_samples(3, prefix=batch)
+        result = cli(settings, "produce", str(write_jsonl(tmp_path / f"{batch}.jsonl", samples)),
+                     "--metric", "team_checks")
+        assert result.exit_code == 0, result.output
+        wanted = 3 * 4 * (2 if batch == "b" else 1)
+        wait_until(lambda: len(export(settings)) == wanted,  # noqa: B023 - waited for here
+                   timeout_s=120, what=f"{wanted} team check verdicts")
+    found = {(v["judge_model"], v["status"], v["error_class"]) for v in export(settings)}
+    assert found == {("check:polite", "ok", None), ("check:spins", "failed", "check_timeout"),
+                     ("check:raises", "failed", "check_raised"),
+                     ("check:seven", "failed", "check_off_scale")}
+    assert sim.stats()["requests"] == 0
