@@ -3,6 +3,7 @@ judged metric on the same samples, with no judge call for the checks."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +47,13 @@ def test_a_check_metric_and_a_judged_metric_on_the_same_samples(
     judged = export(settings, "--metric", "rag_qa")
     assert len(judged) == 40 and {v["status"] for v in judged} == {"ok"}
     assert sim.stats()["requests"] == 40  # one per judged verdict, none for the checks
+    status = json.loads(cli(settings, "status", "--json", "--sample", "0", "--window", "1h",
+                            "--metric", "output_contract", "--metric", "rag_qa").stdout)
+    models = {queue["metric"]: queue["judge_model"] for queue in status["queues"]}
+    assert models == {"output_contract": "check:*", "rag_qa": settings.judge.judge_model}
+    cost = cli(settings, "cost").stdout.splitlines()
+    (row,) = [line.split() for line in cost if " output_contract " in line]
+    assert row[2:7] == ["200", "0", "-", "0", "0.0000"]  # verdicts, tokens, cached, cost
 
 
 TEAM_METRIC = """\

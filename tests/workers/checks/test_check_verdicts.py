@@ -4,6 +4,7 @@ stored together, idempotent, and no judge call."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,13 @@ import yaml
 
 from evalfleet.core.message import Job, new_job
 from evalfleet.core.metric import load_registry
+from evalfleet.core.review import MetricSlice, ReviewSlice
 from evalfleet.core.sample import parse_sample
 from evalfleet.judgesim import RunningSim
-from evalfleet.store import SqlStore, VerdictRecord
+from evalfleet.review.estimate import CHECK_SCORE, estimate_score
+from evalfleet.store import SqlStore, VerdictRecord, VerdictStore, open_store
+from evalfleet.store.estimate import EstimateReads
+from evalfleet.store.review import ReviewQueue
 from tests.helpers import evaluator_options
 from tests.workers.checks.builders import contract_metrics
 from workers.evaluation import Evaluator
@@ -35,7 +40,7 @@ def judge(sim: RunningSim) -> Iterator[JudgeClient]:
     client.close()
 
 
-def evaluator(store: SqlStore, judge: JudgeClient, metrics_dir: Path) -> Evaluator:
+def evaluator(store: VerdictStore, judge: JudgeClient, metrics_dir: Path) -> Evaluator:
     return Evaluator(registry=load_registry(metrics_dir), store=store, judge=judge,
                      options=evaluator_options(judge_model="judge-sim", keep_samples=True))
 
@@ -112,3 +117,25 @@ def test_a_job_missing_the_checked_value_gets_named_failed_verdicts(
         assert (verdict.status, verdict.error_class) == ("failed", "missing_input")
         assert verdict.error == f"the sample has no {field}"
         assert verdict.scores == {name: None} and verdict.raw_scores == {}
+
+
+def test_check_verdicts_stay_out_of_the_review_slice_and_are_not_corrected(
+    any_store: SqlStore, judge: JudgeClient, metrics_dir: Path,
+) -> None:
+    url = any_store.engine.url.render_as_string(hide_password=False)
+    reviewed = open_store(url, pool_size=1,
+                          review=ReviewSlice({"output_contract": MetricSlice(rate=1.0)}))
+    try:
+        run = evaluator(reviewed, judge, metrics_dir)
+        run.run_batch([contract_job(n, LEAKY if n % 2 else GOOD) for n in range(10)],
+                      owner="m1")
+    finally:
+        reviewed.close()
+    assert any_store.counts().verdicts == 50
+    assert list(ReviewQueue(any_store).iter_items(metric="output_contract")) == []
+    now = datetime.now(UTC)
+    found = estimate_score(EstimateReads(any_store), metric=run.registry.get("output_contract"),
+                           score="no_api_key", segment={}, start=now - timedelta(hours=1),
+                           end=now + timedelta(hours=1), label_start=now - timedelta(days=1))
+    assert found.status == CHECK_SCORE and found.corrected is None
+    assert found.raw is not None and found.raw.value == 0.5 and found.verdicts == 10
