@@ -98,6 +98,8 @@ class _Child:
     def __init__(self, process: Any, connection: Connection) -> None:
         self.process = process
         self.connection = connection
+        self.loaded: set[str] = set()
+        """Functions this process has imported (the import is not timed with a call)."""
 
     @classmethod
     def start(cls, context: Any) -> _Child | None:
@@ -120,8 +122,12 @@ class _Child:
     def call(self, target: str, sample: Sample, params: dict[str, Any], *,
              timeout_s: float) -> tuple[CheckResult, bool]:
         """The call's result, and whether this process may serve another."""
+        if target not in self.loaded:
+            failure = self._load(target)
+            if failure is not None:
+                return failure, failure.error_class != CHECK_CRASHED
         try:
-            self.connection.send((target, sample, params))
+            self.connection.send(("call", target, sample, params))
         except (OSError, ValueError) as exc:  # a parameter that does not pickle, or a dead pipe
             return CheckResult.failure(CHECK_CRASHED, f"cannot send the call: {exc}"), False
         if not self.connection.poll(timeout_s):
@@ -135,6 +141,22 @@ class _Child:
             return CheckResult.failure(
                 CHECK_CRASHED, f"its process died (exit code {self.process.exitcode})"), False
         return _answer(kind, value), True
+
+    def _load(self, target: str) -> CheckResult | None:
+        """Import ``target`` in the child, allowed as long as a start (a team module may
+        import much on first use); a failure, or None once it is loaded."""
+        try:
+            self.connection.send(("load", target))
+            if not self.connection.poll(START_TIMEOUT_S):
+                return CheckResult.failure(CHECK_CRASHED, f"importing {target} took over "
+                                           f"{START_TIMEOUT_S:g} s")
+            kind, value = self.connection.recv()
+        except (EOFError, OSError) as exc:
+            return CheckResult.failure(CHECK_CRASHED, f"its process died importing: {exc}")
+        if kind != "loaded":
+            return _answer(kind, value)
+        self.loaded.add(target)
+        return None
 
     def kill(self) -> None:
         self.process.kill()
@@ -156,19 +178,24 @@ def serve(connection: Connection) -> None:
     connection.send("ready")
     while True:
         try:
-            target, sample, params = connection.recv()
+            kind, target, *arguments = connection.recv()
         except (EOFError, OSError):
             return
-        connection.send(_run(functions, target, sample, params))
+        if kind == "load":
+            connection.send(_import(functions, target))
+        else:
+            connection.send(_run(functions[target], *arguments))
 
 
-def _run(functions: dict[str, Callable[..., Any]], target: str, sample: Sample,
-         params: dict[str, Any]) -> tuple[str, Any]:
+def _import(functions: dict[str, Callable[..., Any]], target: str) -> tuple[str, Any]:
     try:
-        function = functions.get(target) or _load(target)
-    except Exception as exc:
+        functions[target] = _load(target)
+    except BaseException as exc:  # an import that exits is a missing check too
         return "not_found", f"cannot load {target}: {type(exc).__name__}: {exc}"
-    functions[target] = function
+    return "loaded", None
+
+
+def _run(function: Callable[..., Any], sample: Sample, params: dict[str, Any]) -> tuple[str, Any]:
     try:
         answer = function(sample, **params)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt from a check are failures too
