@@ -35,9 +35,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evalfleet.core.errors import InvalidSamplingConfig
+from evalfleet.core.regex import LinearPattern, compile_linear
 from evalfleet.core.settings import Settings
 from producers.redact import BUILTIN_KINDS, MAX_REDACT_CHARS, RedactionRules, Redactor
-from producers.regex import LinearPattern, compile_linear
 from producers.traces.config import TraceSpec
 
 ShedPolicy = Literal["drop_new", "lower_rate"]

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalfleet.core.regex import LinearPattern, compile_linear
 from evalfleet.core.sample import Sample
-from producers.regex import LinearPattern, compile_linear
 
 #: The kinds redacted when the config does not say otherwise.
 BUILTIN_KINDS = ("email", "phone", "card")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -49,6 +50,7 @@ from evalfleet.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, V
 from evalfleet.store.batchspool import BatchSpool, SpoolEntry
 from evalfleet.store.evidence import sample_content
 from workers.batchjudge.provider import with_first_reply
+from workers.checks import CheckOutcome, CheckResult, CheckRunner, PreparedCheck
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.base import prompt_cache_key
 from workers.judge.status import prompt_too_long
@@ -85,6 +87,9 @@ ANSWER_GATHER_S = 0.02
 
 #: Error class of a job whose run failed unexpectedly (a bug): kept for replay.
 INTERNAL_ERROR = "internal_error"
+
+#: The ``judge_mode`` of a verdict a check gave (no judge was called).
+CHECK_MODE = "check"
 
 #: Seconds a worker stops taking a queue whose jobs could not reach the database.
 STORE_PAUSE_S = 10.0
@@ -220,13 +225,19 @@ class Outcome:
 
 
 @dataclass
-class _Pending:
-    """A claimed job on its way through the judge."""
+class _Claimed:
+    """A claimed verdict key of one job of the batch (a check job has one per check)."""
 
     index: int
     job: Job
     metric: Metric
     key: VerdictKey
+
+
+@dataclass
+class _Pending(_Claimed):
+    """A claimed job on its way through the judge."""
+
     request: JudgeRequest
     replies: list[JudgeReply] = field(default_factory=list)
     result: Verdict | ParseFailure | None = None
@@ -283,8 +294,11 @@ class Evaluator:
         options: EvaluatorOptions, clock: Callable[[], datetime] | None = None,
         jitter: Callable[[], float] = random.random, spend: SpendLedger | None = None,
         telemetry: Telemetry | None = None, spool: BatchSpool | None = None,
+        checks: CheckRunner | None = None,
     ) -> None:
         self.registry = registry
+        self.checks = checks or CheckRunner()
+        """Runs the metrics of kind ``check`` (no judge call)."""
         self.spool = spool
         """Where batch-mode jobs go; None judges every job while the worker waits."""
         self.store = store
@@ -365,10 +379,22 @@ class Evaluator:
             StoreUnavailable: The database cannot be reached and nothing was kept.
         """
         batch = _Batch(outcomes=[None] * len(jobs))
+        save = _Saving(owner=owner, keep=keep)
+        checked = self._run_checks(jobs, batch, owner=owner)
+        self._save(batch, checked, save, final=False)
         pending = self._claim_and_render(jobs, batch, owner=owner)
         if self.spool is not None:
             pending = self._spool_batch_mode(pending, batch, owner=owner)
-        save = _Saving(owner=owner, keep=keep)
+        if pending:
+            self._judge(pending, batch, save)
+        self._save(batch, [*checked, *pending], save, final=True)
+        self._observe_errors(pending)
+        assert all(outcome is not None for outcome in batch.outcomes)
+        return [outcome for outcome in batch.outcomes if outcome is not None]
+
+    def _judge(self, pending: list[_Pending], batch: _Batch, save: _Saving) -> None:
+        """Call the judge for ``pending``, re-ask once where a reply is unusable, and
+        save the verdicts as the answers arrive."""
         reask: list[_Pending] = []
         for answered in self.judge.answers([item.request for item in pending],
                                            gather_s=ANSWER_GATHER_S):
@@ -391,10 +417,76 @@ class Evaluator:
                 reask[index].take(answer)
                 self._conclude(reask[index], batch)
             self._save(batch, pending, save, final=False)
-        self._save(batch, pending, save, final=True)
-        self._observe_errors(pending)
-        assert all(outcome is not None for outcome in batch.outcomes)
-        return [outcome for outcome in batch.outcomes if outcome is not None]
+
+    def _run_checks(self, jobs: Sequence[Job], batch: _Batch, *, owner: str) -> list[_Claimed]:
+        """Run the jobs of check metrics: claim one key per check of each job (one round
+        trip), run the claimed checks and add their verdicts to ``batch``. No judge call,
+        rate limit or breaker. Returns the claimed keys (to save them by)."""
+        keyed: list[tuple[_Claimed, PreparedCheck]] = []
+        for index, job in enumerate(jobs):
+            metric = self._check_metric(job)
+            if metric is None:
+                continue
+            batch.outcomes[index] = Outcome.duplicate()  # unless a check is claimed below
+            keyed.extend((_Claimed(index, job, metric, VerdictKey(
+                job.sample.id, metric.name, check.version, check.judge_model)), check)
+                for check in self.checks.prepare(metric))
+        if not keyed:
+            return []
+        claims = self.store.claim(list(dict.fromkeys(item.key for item, _ in keyed)),
+                                  owner=owner, lease_s=self.options.claim_lease_s,
+                                  now=self._clock())
+        by_key = dict(zip(dict.fromkeys(item.key for item, _ in keyed), claims, strict=True))
+        claimed: list[_Claimed] = []
+        for item, check in keyed:
+            claim = by_key.pop(item.key, None)  # the same job twice in a message: once
+            if claim is None or claim.state is ClaimState.DONE:
+                continue
+            if claim.state is ClaimState.BUSY:
+                batch.outcomes[item.index] = Outcome.retry(
+                    item.job, countdown_s=min(BUSY_RETRY_MAX_S, claim.retry_in_s + 1.0),
+                    reason="claimed by another worker")
+                continue
+            record = self._check_record(item, check)
+            batch.verdicts.append(record)
+            claimed.append(item)
+            current = batch.outcomes[item.index]
+            if current is None or current.kind == "duplicate":  # a retry stays a retry
+                batch.outcomes[item.index] = Outcome.stored(record)
+        return claimed
+
+    def _check_metric(self, job: Job) -> Metric | None:
+        """The metric of ``job`` if it is a check metric (an unknown metric is left to
+        the judged path, which dead-letters it)."""
+        try:
+            metric = self.registry.get(job.metric)
+        except UnknownMetric:
+            return None
+        return metric if metric.spec.kind == "check" else None
+
+    def _check_record(self, item: _Claimed, check: PreparedCheck) -> VerdictRecord:
+        """The verdict one check gives one job's sample."""
+        job = item.job
+        started = time.perf_counter()
+        try:
+            outcome = self.checks.run(check, job.sample)
+        except Exception as exc:  # a bug in a check: a named verdict, never a lost job
+            logger.exception("check %s of %s failed unexpectedly", check.name, item.key.metric)
+            outcome = CheckOutcome(check, CheckResult.failure(
+                INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"))
+        result = outcome.result
+        failed = result.error_class is not None
+        return VerdictRecord(
+            key=item.key, status="failed" if failed else "ok", error_class=result.error_class,
+            error=result.reason if failed else None, reason=None if failed else result.reason,
+            scores=outcome.scores,
+            raw_scores={} if failed else {check.name: result.score}, raw_output=None,
+            attempts=job.attempt, latency_ms=round((time.perf_counter() - started) * 1000),
+            prompt_tokens=None, completion_tokens=None, attributes=dict(job.sample.attributes),
+            sample_ts=job.sample.timestamp or job.enqueued_at, created_at=self._clock(),
+            cost_usd=0.0, purpose=job.purpose, judge_mode=CHECK_MODE,
+            sample=sample_content(job.sample.to_json()) if self.options.keep_samples else None,
+        )
 
     def _spool_batch_mode(self, pending: list[_Pending], batch: _Batch, *,
                           owner: str) -> list[_Pending]:
@@ -431,7 +523,7 @@ class Evaluator:
         return (self.options.reask_on_invalid and item.first_failure is None
                 and item.error is None and isinstance(item.result, ParseFailure))
 
-    def _save(self, batch: _Batch, pending: Sequence[_Pending], save: _Saving, *,
+    def _save(self, batch: _Batch, pending: Sequence[_Claimed], save: _Saving, *,
               final: bool) -> None:
         """Store what the batch has judged since the last save, in one transaction.
 
@@ -454,7 +546,7 @@ class Evaluator:
         self._observe(batch.verdicts)
         batch.verdicts, batch.dead_letters, batch.release = [], [], []
 
-    def _keep_unsaved(self, batch: _Batch, pending: Sequence[_Pending], save: _Saving, *,
+    def _keep_unsaved(self, batch: _Batch, pending: Sequence[_Claimed], save: _Saving, *,
                       error: StoreUnavailable) -> None:
         """The store is unavailable: hand the judged rows to ``save.keep`` so they are not
         judged again, or raise ``error`` when nothing of this batch was judged (the jobs
@@ -550,6 +642,8 @@ class Evaluator:
         resolved: list[tuple[int, Job, Metric, VerdictKey]] = []
         seen: set[VerdictKey] = set()
         for index, job in enumerate(jobs):
+            if batch.outcomes[index] is not None:  # a check metric's job: decided already
+                continue
             try:
                 metric = self.registry.get(job.metric)
             except UnknownMetric as exc:
@@ -658,7 +752,7 @@ class Evaluator:
         return DeadLetter.of_job(job, error_class=error_class, error=error, at=self._clock(),
                                  key=key)
 
-    def _unstorable(self, batch: _Batch, pending: Sequence[_Pending],
+    def _unstorable(self, batch: _Batch, pending: Sequence[_Claimed],
                     ) -> Callable[[VerdictRecord, StoreRejected], DeadLetter]:
         """What the store calls for a judged verdict the database refuses: the job is
         kept as a dead letter under the verdict's key, so no redelivery judges it again."""

@@ -106,7 +106,9 @@ def monitor_options(settings: Settings, *, metrics: tuple[str, ...], window_s: f
     Raises:
         click.UsageError: For an unknown metric.
     """
+    from evalfleet.core.checkspec import check_model, is_check_model
     from evalfleet.core.metric import load_registry
+    from evalfleet.core.ratelimit import RateLimit
     from evalfleet.ops.monitor import MonitorOptions
 
     registry = load_registry(settings.metrics_dir)
@@ -114,10 +116,12 @@ def monitor_options(settings: Settings, *, metrics: tuple[str, ...], window_s: f
         chosen = [registry.get(name) for name in metrics] if metrics else list(registry)
     except EvalfleetError as exc:
         raise click.UsageError(str(exc)) from None
-    models = {metric.name: settings.judge_model_for(metric.name,
-                                                    metric_default=metric.spec.judge.model)
+    # A check metric calls no judge: it shares no judge's rate limit or capacity.
+    models = {metric.name: check_model("*") if metric.spec.kind == "check" else
+              settings.judge_model_for(metric.name, metric_default=metric.spec.judge.model)
               for metric in chosen}
-    limits = {model: settings.rate_limit_for(model) for model in set(models.values())}
+    limits = {model: RateLimit() if is_check_model(model) else settings.rate_limit_for(model)
+              for model in set(models.values())}
     return MonitorOptions(metrics=tuple(models), models=models, limits=limits,
                           window_s=window_s, concurrency=concurrency, drain_s=drain_s)
 

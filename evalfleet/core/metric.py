@@ -22,9 +22,18 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+import orjson
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from evalfleet.core.checkspec import (
+    CheckSpec,
+    JsonSchema,
+    LoadedCheck,
+    check_schema_document,
+    check_version,
+    derive_check_scores,
+)
 from evalfleet.core.errors import InvalidMetricSpec, InvalidSample, UnknownMetric
 from evalfleet.core.message import queue_for
 from evalfleet.core.sample import Sample
@@ -274,7 +283,14 @@ class MetricFile(_Model):
     examples: dict[str, ExamplesSpec] = Field(default_factory=dict)
     """Template variables filled from few-shot files."""
 
-    messages: tuple[MessageSpec, ...] = Field(min_length=1)
+    kind: Literal["judge", "check"] = "judge"
+    """``judge``: scored by the judge from ``messages``; ``check``: scored by code, one
+    score per entry of ``checks`` (evalfleet.core.checkspec)."""
+
+    checks: dict[str, CheckSpec] = Field(default_factory=dict)
+    """``kind: check``: the checks by name; each is a score and its own verdict."""
+
+    messages: tuple[MessageSpec, ...] = ()
     """The messages sent to the judge, in order."""
 
     output: OutputSpec
@@ -286,8 +302,16 @@ class MetricFile(_Model):
     judge: JudgeOptions = JudgeOptions()
     """Judge options for this metric."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _check_scores(cls, data: Any) -> Any:
+        return derive_check_scores(data) if isinstance(data, dict) else data
+
     @model_validator(mode="after")
     def _scores_read_fields(self) -> MetricFile:
+        if (self.kind == "judge") == (not self.messages):
+            raise ValueError("a judged metric needs 'messages'" if self.kind == "judge"
+                             else "a check metric has no 'messages'")
         for name, score in self.scores.items():
             if score.source not in self.output.fields:
                 raise ValueError(f"score {name!r} reads {score.source!r}, not a verdict field")
@@ -309,6 +333,9 @@ class Metric:
 
     path: str
     """Where it was loaded from."""
+
+    checks: tuple[LoadedCheck, ...] = ()
+    """``kind: check``: its checks, in file order."""
 
     @property
     def name(self) -> str:
@@ -413,19 +440,40 @@ def load_metric_file(path: Path) -> Metric:
         spec = MetricFile.model_validate(_substitute_constants(data))
     except yaml.YAMLError as exc:
         raise InvalidMetricSpec(f"not valid YAML: {exc}", path=str(path)) from None
+    except RecursionError:
+        raise InvalidMetricSpec("nested too deeply to read", path=str(path)) from None
     except ValidationError as exc:
         raise InvalidMetricSpec(_describe(exc), path=str(path)) from None
     if spec.name != path.stem:
         raise InvalidMetricSpec(f"name {spec.name!r} differs from the file name", path=str(path))
     examples_text = {}
     for variable, examples in spec.examples.items():
-        example_bytes = _examples_file(path, examples.file).read_bytes()
+        example_bytes = _beside(path, examples.file, what="examples file").read_bytes()
         digest.update(example_bytes)
         examples_text[variable] = _render_examples(examples, example_bytes, path=path)
+    checks = tuple(_load_check(name, check, path=path, digest=digest)
+                   for name, check in spec.checks.items())
     return Metric(
         spec=spec, version=digest.hexdigest()[:VERSION_LENGTH], examples_text=examples_text,
-        path=str(path),
+        path=str(path), checks=checks,
     )
+
+
+def _load_check(name: str, spec: Any, *, path: Path, digest: Any) -> LoadedCheck:
+    """One check with the file it reads (a schema), which its version covers too."""
+    if not (isinstance(spec, JsonSchema) and spec.schema_file is not None):
+        return LoadedCheck(name, spec, check_version(spec, length=VERSION_LENGTH),
+                           spec.schema_ if isinstance(spec, JsonSchema) else None)
+    raw = _beside(path, spec.schema_file, what="schema file").read_bytes()
+    digest.update(raw)
+    try:
+        schema = orjson.loads(raw)
+        check_schema_document(schema)
+    except (orjson.JSONDecodeError, ValueError) as exc:
+        raise InvalidMetricSpec(f"checks.{name}: schema file {spec.schema_file!r}: {exc}",
+                                path=str(path)) from None
+    return LoadedCheck(name, spec, check_version(spec, files=raw, length=VERSION_LENGTH),
+                       schema)
 
 
 class MetricRegistry:
@@ -515,16 +563,17 @@ def _substitute_constants(data: Any) -> Any:
     return {**data, "output": output, "scores": scores}
 
 
-def _examples_file(path: Path, name: str) -> Path:
-    """The examples file ``name`` beside the metric file ``path``, which it may not leave
-    (no absolute path, no ``..`` out of the folder, no symbolic link out of it)."""
+def _beside(path: Path, name: str, *, what: str) -> Path:
+    """The file ``name`` (an examples or schema file) beside the metric file ``path``,
+    which it may not leave (no absolute path, no ``..`` out of the folder, no symbolic
+    link out of it)."""
     folder = path.parent.resolve()
     target = (folder / name).resolve()
     if Path(name).is_absolute() or not target.is_relative_to(folder):
-        raise InvalidMetricSpec(f"examples file {name!r} is outside the metric's folder",
+        raise InvalidMetricSpec(f"{what} {name!r} is outside the metric's folder",
                                 path=str(path))
     if not target.is_file():
-        raise InvalidMetricSpec(f"examples file {name!r} does not exist", path=str(path))
+        raise InvalidMetricSpec(f"{what} {name!r} does not exist", path=str(path))
     return target
 
 

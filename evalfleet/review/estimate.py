@@ -61,6 +61,9 @@ OK = "ok"
 NOT_ENOUGH_LABELS = "not enough labels"
 #: Status when the window has no verdicts.
 NO_VERDICTS = "no verdicts"
+#: Status of a check metric's score: computed by code, there is no judge error to correct
+#: (its verdicts never enter the random review slice).
+CHECK_SCORE = "a check: no correction"
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,8 @@ def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
         min_stratum_labels=min_stratum_labels)
     if window.n == 0:
         return empty
+    if metric.spec.kind == "check":
+        return replace(empty, raw=raw_mean(window, confidence=confidence), status=CHECK_SCORE)
     pool = _moments(reads.score_sums(metric=metric.name, score=score, start=label_start,
                                      end=end, segment=segment, filters=filters))
     found = pool_labels(reads.pool_items(metric=metric.name, start=label_start, end=end),

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DatabaseError
 
+from evalfleet.core.checkspec import is_check_model
 from evalfleet.core.review import RANDOM_REASON, ReviewSlice
 from evalfleet.store.base import VerdictRecord
 from evalfleet.store.dialect import upsert
@@ -26,15 +27,17 @@ _log = logging.getLogger(__name__)
 
 def queue_random(conn: Connection, records: Sequence[VerdictRecord], *,
                  review: ReviewSlice) -> int:
-    """Queue the verdicts the random slice chooses (production and ``ok`` only), in the
-    caller's transaction; each item is created at its verdict's creation time.
+    """Queue the verdicts the random slice chooses (production and ``ok`` only, and never
+    a check's: its score is what its code computed, with nothing for people to correct),
+    in the caller's transaction; each item is created at its verdict's creation time.
 
     Returns:
         How many items were new.
     """
     rows = []
     for record in records:
-        if record.purpose != "production" or record.status != "ok":
+        if (record.purpose != "production" or record.status != "ok"
+                or is_check_model(record.key.judge_model)):
             continue
         choice = review.choose(sample_id=record.key.sample_id, metric=record.key.metric,
                                scores=record.scores)

@@ -1,11 +1,11 @@
 """Regular expressions from configuration, compiled for linear time. Pure.
 
 Patterns an operator writes (redaction kinds, ``where`` conditions of the sampling
-config) run over production text. Python's ``re`` backtracks, so a pattern such as
-``(\\w+\\s?)+$`` takes exponential time on the wrong input. These are compiled with
-RE2 (``google-re2``), whose matching time is linear in the text whatever the
-pattern; the price is that RE2 has no lookaround and no backreferences, and a
-pattern using them is refused at load, with a message saying so.
+config, the pattern checks of a metric file) run over production text. Python's ``re``
+backtracks, so a pattern such as ``(\\w+\\s?)+$`` takes exponential time on the wrong
+input. These are compiled with RE2 (``google-re2``), whose matching time is linear in
+the text whatever the pattern; the price is that RE2 has no lookaround and no
+backreferences, and a pattern using them is refused at load, with a message saying so.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import re2  # type: ignore[import-untyped]
 
 
 class LinearPattern(Protocol):
-    """The part of a compiled pattern the producers use (``re`` and RE2 both have it)."""
+    """The part of a compiled pattern evalfleet uses (``re`` and RE2 both have it)."""
 
     def sub(self, repl: Any, string: str) -> str:
         """Replace every match."""
@@ -26,6 +26,9 @@ class LinearPattern(Protocol):
 
     def fullmatch(self, string: str) -> Any:
         """A match of the whole string, or None."""
+
+    def finditer(self, string: str) -> Any:
+        """Every match, in order."""
 
 
 def compile_linear(source: str) -> LinearPattern:

@@ -1,0 +1,178 @@
+"""Check verdicts against judged ones: verdicts/s and worker CPU per verdict, one run.
+
+Setup: a fresh Postgres database and Redis database, the judge simulator in its own
+process, one ``evalfleet worker`` process at a time (one core at most), messages of the
+default batch size (16 jobs), samples with 2 KB outputs. Three phases in one run, each
+draining jobs enqueued before its worker starts:
+
+- ``check``: one built-in check per sample (a ``never_matches`` pattern over the output);
+- ``judged``: rag_qa on the same samples, through the simulator at ``--latency-ms``;
+- ``team``: one team check per sample (:func:`short_enough` below, by ``module:function``)
+  in the worker's check process pool; its CPU counts the pool's processes too.
+
+CPU is the worker process's (and its children's) user + system time over the steady part
+of the drain, divided by the verdicts stored in it.
+
+    python -m bench.check_throughput --jobs 20000 --judged-jobs 2000 --team-jobs 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from celery import Celery
+
+from bench.worker_throughput import (
+    cpu_s,
+    fresh_services,
+    release_services,
+    start_simulator,
+    start_worker,
+)
+from evalfleet.core.message import EVALUATE_TASK, Job, encode_batch, new_job
+from evalfleet.core.sample import Sample, parse_sample
+from evalfleet.core.settings import Settings
+from evalfleet.store import open_store
+
+#: Characters of each sample's output.
+OUTPUT_CHARS = 2048
+
+CHECK_METRICS = {
+    "bench_check": """\
+name: bench_check
+kind: check
+checks:
+  no_api_key: {check: never_matches, pattern: 'sk-[A-Za-z0-9_-]{20,}'}
+""",
+    "bench_team": """\
+name: bench_team
+kind: check
+checks:
+  short_enough: {check: team, function: "bench.check_throughput:short_enough"}
+""",
+}
+
+
+def short_enough(sample: Sample) -> tuple[float, str]:
+    """The team check the bench runs: the answer's share of a 4,000-character budget left."""
+    used = min(len(sample.output), 4000)
+    return 1 - used / 4000, f"{used} of 4000 characters"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=20000, help="Built-in check jobs.")
+    parser.add_argument("--judged-jobs", type=int, default=2000, help="rag_qa jobs.")
+    parser.add_argument("--team-jobs", type=int, default=2000, help="Team check jobs.")
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--latency-ms", type=float, default=100)
+    args = parser.parse_args()
+    print(f"setup: {platform.machine()}, {os.cpu_count()} cores, python "
+          f"{platform.python_version()}; one worker process, concurrency "
+          f"{args.concurrency}, messages of 16 jobs, {OUTPUT_CHARS:,}-character outputs, "
+          f"Postgres and Redis on this machine; judge simulator at {args.latency_ms:g} ms")
+    sim, base_url = start_simulator(args.latency_ms)
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            metrics_dir = Path(folder)
+            for name, text in CHECK_METRICS.items():
+                (metrics_dir / f"{name}.yaml").write_text(text)
+            rows = [("check (1 built-in check a sample)", "bench_check", args.jobs),
+                    ("judged (rag_qa)", "rag_qa", args.judged_jobs),
+                    ("team check (process pool)", "bench_team", args.team_jobs)]
+            print(f"{'phase':<36} {'verdicts':>9} {'verdicts/s':>11} {'CPU ms/verdict':>15}")
+            results = {}
+            for label, metric, jobs in rows:
+                settings = fresh_services(base_url).model_copy(
+                    update={"metrics_dir": metrics_dir})
+                rate, cpu_ms = drain(settings, metric=metric, jobs=jobs,
+                                     concurrency=args.concurrency)
+                results[metric] = cpu_ms
+                print(f"{label:<36} {jobs:>9,} {rate:>11,.0f} {cpu_ms:>15.3f}")
+            print(f"a check verdict costs {results['bench_check'] / results['rag_qa']:.1%} "
+                  f"of a judged verdict's worker CPU; a team check "
+                  f"{results['bench_team'] / results['rag_qa']:.1%}")
+    finally:
+        sim.terminate()
+        sim.wait()
+        release_services()
+
+
+def drain(settings: Settings, *, metric: str, jobs: int, concurrency: int) -> tuple[float, float]:
+    """Enqueue ``jobs`` of ``metric``, drain them with one worker; (verdicts/s, CPU ms per
+    verdict) over the steady part (from the first verdict stored)."""
+    enqueue(settings, metric=metric, jobs=jobs, sample=bench_output_sample)
+    store = open_store(settings.resolved_database_url())
+    worker = start_worker(settings, concurrency=concurrency, name=f"checks-{metric}",
+                          queue=metric)
+    try:
+        while store.counts().verdicts == 0:
+            if worker.poll() is not None:
+                raise RuntimeError(f"the worker exited, see /tmp/evalfleet-bench-worker-"
+                                   f"checks-{metric}.log")
+            time.sleep(0.01)
+        started, done_start = time.monotonic(), store.counts().verdicts
+        cpu_start = tree_cpu_s(worker.pid)
+        while store.counts().verdicts < jobs:
+            time.sleep(0.05)
+            if worker.poll() is not None:
+                raise RuntimeError("the worker exited")
+        cpu_used = tree_cpu_s(worker.pid) - cpu_start
+        elapsed = time.monotonic() - started
+    finally:
+        worker.terminate()
+        worker.wait()
+        store.close()
+    measured = jobs - done_start
+    return measured / elapsed, cpu_used * 1000 / measured
+
+
+def enqueue(settings: Settings, *, metric: str, jobs: int,
+            sample: Callable[[int], Sample]) -> None:
+    """Publish ``jobs`` jobs of ``metric`` as the producers do, in messages of the
+    settings' batch size."""
+    app = Celery("bench-producer", broker=settings.resolved_broker_url(), set_as_current=False)
+    batch: list[Job] = []
+    with app.producer_or_acquire() as producer:
+        for n in range(jobs):
+            batch.append(new_job(metric, sample(n)))
+            if len(batch) == settings.batch_size or n == jobs - 1:
+                app.send_task(EVALUATE_TASK, args=[encode_batch(batch)],
+                              queue=f"eval.{metric}", producer=producer)
+                batch = []
+    app.close()
+
+
+def bench_output_sample(n: int) -> Sample:
+    """The ``n``-th sample: a rag_qa question with a 2 KB answer."""
+    answer = f"You have 30 days from delivery to return order {n}. "
+    return parse_sample({
+        "id": f"bench-{n}", "input": f"How long is the return window for order {n}?",
+        "output": (answer * (OUTPUT_CHARS // len(answer) + 1))[:OUTPUT_CHARS],
+        "context": ["Returns: 30 days from delivery."], "reference": "30 days",
+        "attributes": {"app": "bench", "route": "/chat"},
+    })
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of ``pid`` and its living descendants (the team check processes)."""
+    total, stack = 0.0, [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            total += cpu_s(current)
+            for task in Path(f"/proc/{current}/task").iterdir():
+                stack.extend(int(child) for child in (task / "children").read_text().split())
+        except FileNotFoundError:  # ended meanwhile
+            continue
+    return total
+
+
+if __name__ == "__main__":
+    main()

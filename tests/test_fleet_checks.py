@@ -1,0 +1,92 @@
+"""Check metrics end to end on real services: produce, worker, Postgres, export, beside a
+judged metric on the same samples, with no judge call for the checks."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from evalfleet.core.metric import load_registry
+from evalfleet.core.settings import Settings
+from evalfleet.judgesim import RunningSim
+from tests.helpers import WorkerProcess, wait_until
+from tests.test_fleet import cli, export, make_samples, write_jsonl
+from tests.workers.checks.builders import contract_metrics, install_team_package
+
+
+def test_a_check_metric_and_a_judged_metric_on_the_same_samples(
+    settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
+    tmp_path: Path,
+) -> None:
+    settings = settings.model_copy(update={"metrics_dir": contract_metrics(tmp_path)})
+    samples = make_samples(40)
+    for n, sample in enumerate(samples):  # every fourth answer leaks a key
+        leak = " sk-" + "x" * 24 if n % 4 == 0 else ""
+        sample["output"] = f'{{"answer": "{sample["output"]}{leak}", "sources": ["p.md"]}}'
+    result = cli(settings, "produce", str(write_jsonl(tmp_path / "s.jsonl", samples)),
+                 "--metric", "rag_qa", "--metric", "output_contract")
+    assert result.exit_code == 0, result.output
+    start_worker(settings, queues=["rag_qa", "output_contract"], concurrency=8)
+    wait_until(lambda: len(export(settings)) == 40 * 6, timeout_s=120, what="240 verdicts")
+    checks = {check.name: check for check in
+              load_registry(settings.metrics_dir).get("output_contract").checks}
+    verdicts = export(settings, "--metric", "output_contract")
+    assert Counter(v["judge_model"] for v in verdicts) == {f"check:{n}": 40 for n in checks}
+    for verdict in verdicts:
+        name = verdict["judge_model"].removeprefix("check:")
+        assert verdict["prompt_version"] == checks[name].version
+        assert verdict["status"] == "ok" and verdict["reason"], verdict
+        assert verdict["prompt_tokens"] is None and verdict["attributes"]["prompt_version"] == "v12"
+        leaked = int(verdict["sample_id"].split("-")[1]) % 4 == 0
+        expected = 0.0 if name == "no_api_key" and leaked else 1.0
+        assert verdict["scores"] == {name: expected}, verdict
+    judged = export(settings, "--metric", "rag_qa")
+    assert len(judged) == 40 and {v["status"] for v in judged} == {"ok"}
+    assert sim.stats()["requests"] == 40  # one per judged verdict, none for the checks
+    status = json.loads(cli(settings, "status", "--json", "--sample", "0", "--window", "1h",
+                            "--metric", "output_contract", "--metric", "rag_qa").stdout)
+    models = {queue["metric"]: queue["judge_model"] for queue in status["queues"]}
+    assert models == {"output_contract": "check:*", "rag_qa": settings.judge.judge_model}
+    cost = cli(settings, "cost").stdout.splitlines()
+    (row,) = [line.split() for line in cost if " output_contract " in line]
+    assert row[2:7] == ["200", "0", "-", "0", "0.0000"]  # verdicts, tokens, cached, cost
+
+
+TEAM_METRIC = """\
+name: team_checks
+kind: check
+checks:
+  polite: {check: team, entry_point: polite}
+  spins: {check: team, entry_point: spins, timeout_s: 0.5}
+  raises: {check: team, entry_point: raises}
+  seven: {check: team, entry_point: seven}
+"""
+
+
+def test_team_checks_in_a_worker_fail_by_name_and_the_worker_serves_on(
+    settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(install_team_package(tmp_path / "site")))
+    folder = tmp_path / "metrics"
+    folder.mkdir()
+    (folder / "team_checks.yaml").write_text(TEAM_METRIC)
+    settings = settings.model_copy(update={"metrics_dir": folder})
+    start_worker(settings, queues=["team_checks"], concurrency=4)
+    for batch in ("a", "b"):  # the second batch finds the worker serving
+        samples = make_samples(3, prefix=batch)
+        result = cli(settings, "produce", str(write_jsonl(tmp_path / f"{batch}.jsonl", samples)),
+                     "--metric", "team_checks")
+        assert result.exit_code == 0, result.output
+        wanted = 3 * 4 * (2 if batch == "b" else 1)
+        wait_until(lambda: len(export(settings)) == wanted,  # noqa: B023 - waited for here
+                   timeout_s=120, what=f"{wanted} team check verdicts")
+    found = {(v["judge_model"], v["status"], v["error_class"]) for v in export(settings)}
+    assert found == {("check:polite", "ok", None), ("check:spins", "failed", "check_timeout"),
+                     ("check:raises", "failed", "check_raised"),
+                     ("check:seven", "failed", "check_off_scale")}
+    assert sim.stats()["requests"] == 0
