@@ -45,7 +45,7 @@ docs/alerts.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -53,7 +53,7 @@ from evalfleet.alerts.statistic import Direction, Summary
 
 #: Multiples of the bet tuned to ``min_effect``: one grid, fixed for every cycle, so a
 #: drop larger or smaller than the design size is still met by a bet near its best.
-BET_MULTIPLIERS = (0.25, 0.5, 1.0, 2.0)
+BET_MULTIPLIERS = (0.5, 1.0, 2.0, 4.0, 8.0)
 
 #: Largest bet as a share of the one that could lose everything on a single sample
 #: (``1 / (1 - b)``): a payoff is never below one half.
@@ -383,13 +383,3 @@ def _log_mean_exp(values: Sequence[float]) -> float:
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
-
-def state_map(data: Mapping[str, Any] | None) -> dict[str, DetectorState]:
-    """The detectors of one stream by test (``baseline``, ``threshold``) from stored data;
-    unreadable entries are left out (they start again)."""
-    found: dict[str, DetectorState] = {}
-    for name, stored in (data or {}).items():
-        state = DetectorState.from_json(stored)
-        if state is not None:
-            found[str(name)] = state
-    return found

@@ -127,7 +127,8 @@ def test_bets_never_risk_more_than_half_and_none_when_no_drop_is_possible() -> N
     reference = baseline_reference(Summary.of_values([0.99, 1.0] * 500), min_effect=0.05)
     assert len(reference.bets) == len(BET_MULTIPLIERS)
     assert all(bet * (1 - reference.boundary) <= 0.5 + 1e-12 for bet in reference.bets)
-    assert threshold_reference(0.0, min_effect=0.05, variance=0.1).bets == (0.0,) * 4
+    assert threshold_reference(0.0, min_effect=0.05, variance=0.1).bets == (0.0,) * len(
+        BET_MULTIPLIERS)
 
 
 def test_an_increase_rule_reads_values_upside_down() -> None:
@@ -157,8 +158,9 @@ def test_evidence_estimates_the_drop_and_its_start() -> None:
 @pytest.mark.parametrize("stored", [
     None, {}, {"bets": "x", "read_until": 0, "updates": 0},
     {"bets": [[0, None, 0, 0]], "read_until": 0, "updates": 0},            # wrong grid
-    {"bets": [[float("nan"), None, 0, 0]] * 4, "read_until": 0, "updates": 0},
-    {"bets": [[0, None, 0, 0]] * 4, "read_until": "soon", "updates": 0},
+    {"bets": [[float("nan"), None, 0, 0]] * len(BET_MULTIPLIERS), "read_until": 0,
+     "updates": 0},
+    {"bets": [[0, None, 0, 0]] * len(BET_MULTIPLIERS), "read_until": "soon", "updates": 0},
 ])
 def test_a_damaged_stored_state_starts_again(stored: object) -> None:
     assert DetectorState.from_json(stored) is None
