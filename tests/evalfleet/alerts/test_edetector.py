@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from bench.alert_simulation import segment_stream
 from evalfleet.alerts.edetector import (
     BET_MULTIPLIERS,
     DetectorState,
@@ -27,40 +28,14 @@ from evalfleet.alerts.statistic import Summary
 WEEK = 7 * 24 * 60
 #: The engine's trailing baseline, in cycles: one day, ending a window and a gap back.
 BASELINE, BASELINE_END = 24 * 60, 20
-#: Normalised 1-5 rubric values, and a rubric's shares of each before a drop.
-RUBRIC = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
-RUBRIC_SHARES = np.array([0.02, 0.05, 0.13, 0.35, 0.45])
 
 
 def simulate(kind: str, *, rate: float, cycles: int, seed: int, drop: float = 0.0,
              start: int | None = None) -> list[Summary]:
-    """One segment's per-cycle summaries: Poisson traffic at ``rate`` samples a cycle, a
-    skewed Beta(4, 1) continuous score, a yes/no score at 0.85 or a rubric, with the
-    mean lowered by ``drop`` from cycle ``start`` on."""
-    rng = np.random.default_rng(seed)
-    counts = rng.poisson(rate, cycles)
-    lowered = np.where(np.arange(cycles) >= (cycles if start is None else start), drop, 0.0)
-    if kind == "continuous":
-        mean = np.repeat(0.8 - lowered, counts)
-        values = rng.beta(5 * mean, 5 * (1 - mean))
-        cycle = np.repeat(np.arange(cycles), counts)
-        totals = np.bincount(cycle, values, cycles)
-        squares = np.bincount(cycle, values * values, cycles)
-        return [Summary(n=int(n), total=float(t), total_sq=float(s))
-                for n, t, s in zip(counts, totals, squares, strict=True)]
-    if kind == "binary":
-        ones = rng.binomial(counts, 0.85 - lowered)
-        return [Summary(n=int(n), total=float(k), total_sq=float(k),
-                        levels=((0.0, int(n - k)), (1.0, int(k))))
-                for n, k in zip(counts, ones, strict=True)]
-    shares = np.tile(RUBRIC_SHARES, (cycles, 1))
-    shares[:, 4] -= lowered  # a drop turns top answers into the worst
-    shares[:, 0] += lowered
-    per_level = np.array([rng.multinomial(n, p) for n, p in zip(counts, shares, strict=True)])
-    return [Summary(n=int(row.sum()), total=float(row @ RUBRIC), total_sq=float(row @ RUBRIC**2),
-                    levels=tuple((float(v), int(c)) for v, c in zip(RUBRIC, row, strict=True)
-                                 if c))
-            for row in per_level]
+    """One segment's per-cycle summaries (the bench's streams: a skewed continuous score,
+    a yes/no score, a rubric), the mean lowered by ``drop`` from cycle ``start`` on."""
+    stream = segment_stream(kind, rate=rate, cycles=cycles, seed=seed, drop=drop, start=start)
+    return [stream.summary(t) for t in range(cycles)]
 
 
 def watch(cycles: list[Summary], *, level: float, min_effect: float = 0.05,
