@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from evalfleet.alerts.evidence import EVIDENCE_SAMPLES
+from evalfleet.alerts.incident import cause_line
 from evalfleet.alerts.judgecheck import check_line
 from evalfleet.alerts.rule import Rule
 from evalfleet.alerts.segment import Segment
@@ -48,6 +49,10 @@ def build_alert(
         "metric": spec.metric, "score": spec.score, "severity": spec.severity,
         **spec.labels, **segment.as_dict(),
     }
+    incident = details.get("incident")
+    if isinstance(incident, dict) and not no_data:
+        # Alertmanager groups a sequential rule's alerts of one cause by this label.
+        labels.setdefault("incident", str(incident.get("head")))
     resolved = event in ("resolved", "data_back")
     started = (state.since if event == "no_data" else state.fired_at) or at
     # A firing alert stays up in Alertmanager until the next renotify is overdue, so it
@@ -122,6 +127,10 @@ def _annotations(rule: Rule, segment: Segment, details: dict[str, Any], *,
     if spec.threshold is not None:
         annotations["threshold"] = _text(spec.threshold)
     annotations.update(_sequential_annotations(details.get("sequential")))
+    if isinstance(incident := details.get("incident"), dict) and not no_data:
+        annotations["incident_cause"] = str(incident.get("cause"))
+        annotations["incident_detail"] = cause_line(incident)
+        annotations["description"] = f"{cause_line(incident)}. {annotations['description']}"
     for number, item in enumerate(details.get("evidence", [])[:EVIDENCE_SAMPLES], start=1):
         annotations[f"worst_sample_{number}"] = evidence_line(item)
     return annotations
@@ -211,6 +220,15 @@ def sequential_lines(sequential: Any) -> list[str]:
     return [*(sequential_line(against, evidence) for against, evidence in found),
             f"sequential test: a false alarm once in {sequential.get('run_length')} on average "
             f"or less often, all segments of the rule together"]
+
+
+def detector_lines(finding: dict[str, Any]) -> list[str]:
+    """What a sequential rule's numbers say beyond the window and baseline: its detectors
+    (:func:`sequential_lines`) and the incident the segment belongs to."""
+    lines = sequential_lines(finding.get("sequential"))
+    if isinstance(finding.get("incident"), dict):
+        lines.append(cause_line(finding["incident"]))
+    return lines
 
 
 def _detectors(sequential: Any) -> list[tuple[str, dict[str, Any]]]:

@@ -57,6 +57,7 @@ from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.sequential import (
     Watch,
     after_events,
+    incidents_of,
     parse_stored,
     read_start,
     untested,
@@ -333,12 +334,16 @@ class AlertEngine:
             stored = {segment: s.state for segment, s in loaded.items()}
             checks = {segment: s.finding.get("judge_check") for segment, s in loaded.items()}
             watches = self._watch(conn, rule, judgements, loaded, at=at)
+            incidents = incidents_of(
+                rule, {j.finding.segment: j.finding for j in judgements}, watches,
+                {segment for segment, state in stored.items() if state.state == "firing"})
             seen = {j.finding.segment for j in judgements}
             for judgement in judgements:
                 segment = judgement.finding.segment
                 rows.append(self._step(conn, rule, segment, judgement, stored.get(segment),
                                        policy, at, now, points, suspicion,
-                                       checks.get(segment), watches.get(segment)))
+                                       checks.get(segment), watches.get(segment),
+                                       incident=incidents.get(segment)))
             # Segments known from earlier cycles with no samples now: too little data.
             for segment in sorted(set(stored) - seen):
                 kept = loaded[segment].detector
@@ -378,6 +383,7 @@ class AlertEngine:
         points: list[dict[str, Any]], suspicion: dict[str, Any],
         last_check: dict[str, Any] | None = None, watched: Watch | None = None,
         kept_detector: dict[str, Any] | None = None,
+        incident: dict[str, Any] | None = None,
     ) -> ReportRow:
         if judgement is not None and watched is not None:
             judgement = replace(judgement, observation=watched.observation)
@@ -386,6 +392,8 @@ class AlertEngine:
                                    {"n": 0, "mean": None, "observation": observation})
         if watched is not None:
             details["sequential"] = watched.details
+        if incident is not None:
+            details["incident"] = incident
         if suspicion:
             details["judge_drift"] = suspicion
         current = previous or AlertState.initial(at)

@@ -39,6 +39,7 @@ from evalfleet.alerts.edetector import (
     threshold_reference,
     update,
 )
+from evalfleet.alerts.incident import group, incident_details
 from evalfleet.alerts.rule import Rule
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.statistic import Summary
@@ -211,3 +212,31 @@ def _shown(found: Evidence, direction: str) -> dict[str, Any]:
     details["direction"] = direction
     return details
 
+
+
+def incidents_of(rule: Rule, findings: Mapping[Segment, Finding],
+                 watches: Mapping[Segment, Watch],
+                 firing: set[Segment]) -> dict[Segment, dict[str, Any]]:
+    """Each firing or breaching segment's incident (``incident``), as plain data.
+
+    Args:
+        rule: A sequential rule.
+        findings: This cycle's findings by segment.
+        watches: Their detectors' verdicts.
+        firing: Segments firing before the cycle.
+
+    Returns:
+        The incident of every member, by segment.
+    """
+    direction = rule.spec.direction
+    members = {
+        segment: (oriented(finding.current, direction), oriented(finding.baseline, direction))
+        for segment, finding in findings.items()
+        if finding.baseline is not None and segment in watches
+        and (watches[segment].observation == "breach" or segment in firing)
+    }
+    found: dict[Segment, dict[str, Any]] = {}
+    for incident in group(members):
+        details = incident_details(incident)
+        found.update({segment: details for segment in incident.members})
+    return found

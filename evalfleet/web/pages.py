@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from evalfleet.alerts.alert import drift_line, sequential_lines
+from evalfleet.alerts.alert import detector_lines, drift_line
 from evalfleet.alerts.rule import (
     CalibrationBaseline,
     PinnedBaseline,
@@ -128,7 +128,7 @@ class PageData:
         return {
             "rule": rule, "spec": rule.spec, "segment": str(parsed), "view": view,
             "finding": view.finding, "tests": view.finding.get("tests", []),
-            "detectors": sequential_lines(view.finding.get("sequential")),
+            "detectors": detector_lines(view.finding),
             "judge_drift": (drift_line(view.finding["judge_drift"])
                             if view.finding.get("judge_drift") else None),
             "window_bars": histogram(window_values, width=HIST_W, height=HIST_H),
