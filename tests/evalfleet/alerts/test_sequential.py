@@ -6,19 +6,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from evalfleet.alerts import AlertEngine, CycleReport
 from evalfleet.alerts.ledger import load_states
-from evalfleet.alerts.rule import AlertRule
+from evalfleet.alerts.rule import AlertRule, load_rules
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.sequential import parse_stored
 from evalfleet.alerts.terminal import render_alert_view
 from evalfleet.alerts.view import load_alert_view
+from evalfleet.core.errors import InvalidAlertRule
+from evalfleet.core.metric import load_registry
 from tests.evalfleet.alerts import stream
-from tests.evalfleet.alerts.conftest import BOTH_DATABASES
+from tests.evalfleet.alerts.conftest import BOTH_DATABASES, write_rules
 from tests.evalfleet.alerts.receiver import Receiver
 
 T0 = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -117,3 +120,18 @@ def test_a_damaged_detector_state_starts_again(
     with engine.engine.connect() as conn:
         states = load_states(conn, RULE["name"])
     assert all(parse_stored(s.detector)["baseline"].updates == 1 for s in states)
+
+
+@pytest.mark.parametrize("fields,field,words", [
+    ({"test": "bayesian"}, "test", "sequential"),
+    ({"run_length": "30s"}, None, "'run_length' must be at least one 'interval'"),
+    ({"run_length": "soon"}, "run_length", "soon"),
+])
+def test_a_bad_sequential_setting_is_named(tmp_path: Path, fields: dict[str, Any],
+                                           field: str | None, words: str) -> None:
+    path = write_rules(tmp_path / "rules.yaml", {**RULE, **fields})
+    with pytest.raises(InvalidAlertRule) as caught:
+        load_rules(path, registry=load_registry())
+    assert words in str(caught.value)
+    if field is not None:
+        assert field in str(caught.value)
