@@ -272,11 +272,12 @@ def alerts_plan(state: CliState, rule_name: str, drop: float, within_text: str,
     verdicts = sum(row.verdicts for row in spent)
     per_call = sum(row.cost_usd for row in spent) / verdicts if verdicts else None
     spec = rule.spec
-    click.echo(f"{spec.name}: {spec.score} of {spec.metric}, test {spec.test or 'default'} "
-               f"({'sequential' if spec.sequential else 'fixed'}), run length "
-               f"{format_duration(spec.run_length)}: at most "
-               f"{rule_false_alarms_per_month(rule):.2g} false alarms a month, all segments "
-               f"together")
+    click.echo(f"{spec.name}: {spec.score} of {spec.metric}, run length "
+               f"{format_duration(spec.run_length)}: false alarms a month, all segments "
+               f"together, at most {rule_false_alarms_per_month(rule):.2g} on average")
+    if not spec.sequential:
+        click.echo("the rule uses `test: fixed`, whose false alarms are not bounded over "
+                   "time: these are the figures it would have with `test: sequential`")
     rows = []
     for segment, summary in sorted(recent.items(), key=lambda item: -item[1].n):
         plan = plan_segment(rule, summary, span=span, drop=drop, within=within)
