@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from evalfleet.alerts.evidence import EVIDENCE_SAMPLES
+from evalfleet.alerts.incident import cause_line
 from evalfleet.alerts.judgecheck import check_line
 from evalfleet.alerts.rule import Rule
 from evalfleet.alerts.segment import Segment
@@ -48,6 +49,10 @@ def build_alert(
         "metric": spec.metric, "score": spec.score, "severity": spec.severity,
         **spec.labels, **segment.as_dict(),
     }
+    incident = details.get("incident")
+    if isinstance(incident, dict) and not no_data:
+        # Alertmanager groups a sequential rule's alerts of one cause by this label.
+        labels.setdefault("incident", str(incident.get("head")))
     resolved = event in ("resolved", "data_back")
     started = (state.since if event == "no_data" else state.fired_at) or at
     # A firing alert stays up in Alertmanager until the next renotify is overdue, so it
@@ -121,6 +126,11 @@ def _annotations(rule: Rule, segment: Segment, details: dict[str, Any], *,
             annotations["baseline_wilson_interval"] = _interval(test["baseline_interval"])
     if spec.threshold is not None:
         annotations["threshold"] = _text(spec.threshold)
+    annotations.update(_sequential_annotations(details.get("sequential")))
+    if isinstance(incident := details.get("incident"), dict) and not no_data:
+        annotations["incident_cause"] = str(incident.get("cause"))
+        annotations["incident_detail"] = cause_line(incident)
+        annotations["description"] = f"{cause_line(incident)}. {annotations['description']}"
     for number, item in enumerate(details.get("evidence", [])[:EVIDENCE_SAMPLES], start=1):
         annotations[f"worst_sample_{number}"] = evidence_line(item)
     return annotations
@@ -182,7 +192,67 @@ def _describe(details: dict[str, Any], values: dict[str, str], *, no_data: bool)
     for test in details.get("tests", []):
         parts.append(f"{test['test']}: effect {_text(test['effect'])}, "
                      f"p {_text(test['p_value'])}, q {_text(test['q_value'])}")
+    parts += [sequential_line(against, found)
+              for against, found in _detectors(details.get("sequential"))]
     return "; ".join(parts)
+
+
+def sequential_line(against: str, found: dict[str, Any]) -> str:
+    """One e-detector's evidence as one line: its e-value and alarm level, the estimated
+    drop with its confidence sequence, and since when."""
+    line = (f"e-detector ({against}): e-value {_large(found.get('e_value'))} of "
+            f"{_large(found.get('alarm_level'))}")
+    if found.get("drop") is not None:
+        line += f", drop {_text(found['drop'])}"
+        if found.get("drop_interval"):
+            line += f" {_interval(found['drop_interval'])}"
+        line += f" since {found.get('change_started_at')}"
+    return line
+
+
+def sequential_lines(sequential: Any) -> list[str]:
+    """A sequential rule's detectors as lines (``alerts show``, the page): each one's
+    evidence, then the guarantee it runs under."""
+    found = _detectors(sequential)
+    if not found:
+        return []
+    assert isinstance(sequential, dict)
+    return [*(sequential_line(against, evidence) for against, evidence in found),
+            f"sequential test: a false alarm once in {sequential.get('run_length')} on average "
+            f"or less often, all segments of the rule together"]
+
+
+def detector_lines(finding: dict[str, Any]) -> list[str]:
+    """What a sequential rule's numbers say beyond the window and baseline: its detectors
+    (:func:`sequential_lines`) and the incident the segment belongs to."""
+    lines = sequential_lines(finding.get("sequential"))
+    if isinstance(finding.get("incident"), dict):
+        lines.append(cause_line(finding["incident"]))
+    return lines
+
+
+def _detectors(sequential: Any) -> list[tuple[str, dict[str, Any]]]:
+    if not isinstance(sequential, dict):
+        return []
+    return [(name, sequential[name]) for name in ("baseline", "threshold")
+            if isinstance(sequential.get(name), dict)]
+
+
+def _sequential_annotations(sequential: Any) -> dict[str, str]:
+    found = _detectors(sequential)
+    if not found:
+        return {}
+    assert isinstance(sequential, dict)
+    annotations = {"test": "sequential", "run_length": str(sequential.get("run_length"))}
+    for against, evidence in found:
+        for name in ("e_value", "alarm_level"):
+            annotations[f"{against}_{name}"] = _large(evidence.get(name))
+        for name in ("drop", "change_started_at"):
+            if evidence.get(name) is not None:
+                annotations[f"{against}_{name}"] = _text(evidence[name])
+        if evidence.get("drop_interval"):
+            annotations[f"{against}_drop_interval"] = _interval(evidence["drop_interval"])
+    return annotations
 
 
 def _fill(template: str, values: dict[str, str]) -> str:
@@ -206,6 +276,13 @@ def _text(value: Any) -> str:
         return f"{value:.3g}" if abs(value) < 1e-3 and value != 0 else f"{value:.4f}".rstrip(
             "0").rstrip(".") or "0"
     return str(value)
+
+
+def _large(value: Any) -> str:
+    """An e-value: three significant digits at any size."""
+    if isinstance(value, int | float) and math.isfinite(value):
+        return f"{value:.3g}"
+    return "n/a"
 
 
 def _interval(bounds: Any) -> str:

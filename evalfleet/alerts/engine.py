@@ -54,6 +54,15 @@ from evalfleet.alerts.rule import (
     TrailingBaseline,
 )
 from evalfleet.alerts.segment import Segment
+from evalfleet.alerts.sequential import (
+    Watch,
+    after_events,
+    incidents_of,
+    parse_stored,
+    read_start,
+    untested,
+    watch,
+)
 from evalfleet.alerts.state import AlertState, Policy, Step, advance
 from evalfleet.alerts.statistic import Summary
 from evalfleet.alerts.telemetry import AgreementSample, AlertTelemetry, SegmentSample
@@ -202,7 +211,11 @@ class AlertEngine:
             else:
                 report.skipped.append(rule.name)
         findings = [(rule, finding) for rule in due for finding in self._examine(rule, at)]
-        judgements = judge(findings, false_discovery_rate=self.rules.false_discovery_rate)
+        # Fixed-sample tests share the cycle's adjustment; a sequential rule's segments are
+        # judged by their detectors, under the rule's lock (``_advance``).
+        judgements = judge([(r, f) for r, f in findings if not r.spec.sequential],
+                           false_discovery_rate=self.rules.false_discovery_rate)
+        judgements += [Judgement(r, f, (), "hold") for r, f in findings if r.spec.sequential]
         # Drift first, so an app alert of this very cycle knows of it; rows in file order.
         rows = {rule.name: self._advance(rule, [j for j in judgements if j.rule is rule], at=at)
                 for rule in sorted(due, key=lambda rule: rule.spec.kind != "judge_drift")}
@@ -226,6 +239,9 @@ class AlertEngine:
         kept = _largest(current, limit=spec.max_segments)
         kept.setdefault(ROOT, Summary(n=0))  # the whole is always judged: no data is news
         paired = pair_baselines(rule, current=kept, reference=reference)
+        if spec.sequential:
+            return [untested(segment, summary, paired.get(segment))
+                    for segment, summary in sorted(kept.items())]
         return [
             examine(rule, segment=segment, current=summary, baseline=paired.get(segment),
                     confidence=confidence)
@@ -317,28 +333,67 @@ class AlertEngine:
             loaded = {s.segment: s for s in ledger.load_states(conn, rule.name)}
             stored = {segment: s.state for segment, s in loaded.items()}
             checks = {segment: s.finding.get("judge_check") for segment, s in loaded.items()}
+            watches = self._watch(conn, rule, judgements, loaded, at=at)
+            incidents = incidents_of(
+                rule, {j.finding.segment: j.finding for j in judgements}, watches,
+                {segment for segment, state in stored.items() if state.state == "firing"})
             seen = {j.finding.segment for j in judgements}
             for judgement in judgements:
                 segment = judgement.finding.segment
                 rows.append(self._step(conn, rule, segment, judgement, stored.get(segment),
                                        policy, at, now, points, suspicion,
-                                       checks.get(segment)))
+                                       checks.get(segment), watches.get(segment),
+                                       incident=incidents.get(segment)))
             # Segments known from earlier cycles with no samples now: too little data.
             for segment in sorted(set(stored) - seen):
+                kept = loaded[segment].detector
                 rows.append(self._step(conn, rule, segment, None, stored[segment], policy,
-                                       at, now, points, suspicion, checks.get(segment)))
+                                       at, now, points, suspicion, checks.get(segment),
+                                       kept_detector=kept))
             ledger.record_points(conn, rule=rule.name, at=at, points=points)
         return rows
+
+    def _watch(self, conn: Connection, rule: Rule, judgements: list[Judgement],
+               loaded: Mapping[Segment, ledger.StoredState], *,
+               at: datetime) -> dict[Segment, Watch]:
+        """A sequential rule's detectors after this cycle's new samples, by segment; read
+        under the rule's lock, so two evaluators never read the same samples twice."""
+        if not rule.spec.sequential or not judgements:
+            return {}
+        stored = {segment: parse_stored(s.detector) for segment, s in loaded.items()}
+        every = {f"{segment.key}/{name}": state for segment, states in stored.items()
+                 for name, state in states.items()}
+        start = read_start(every, rule=rule, at=at)
+        increments = fetch_summaries(conn, WindowQuery.for_rule(rule), start=start, end=at)
+        confidence = 1 - self.rules.false_discovery_rate
+        watches = {}
+        for judgement in judgements:
+            segment = judgement.finding.segment
+            previous = loaded.get(segment)
+            firing = previous is not None and previous.state.state == "firing"
+            watches[segment] = watch(
+                rule, judgement.finding, stored=stored.get(segment, {}),
+                increment=increments.get(segment, Summary(n=0)), start=start, at=at,
+                firing=firing, confidence=confidence)
+        return watches
 
     def _step(
         self, conn: Connection, rule: Rule, segment: Segment, judgement: Judgement | None,
         previous: AlertState | None, policy: Policy, at: datetime, now: datetime,
         points: list[dict[str, Any]], suspicion: dict[str, Any],
-        last_check: dict[str, Any] | None = None,
+        last_check: dict[str, Any] | None = None, watched: Watch | None = None,
+        kept_detector: dict[str, Any] | None = None,
+        incident: dict[str, Any] | None = None,
     ) -> ReportRow:
+        if judgement is not None and watched is not None:
+            judgement = replace(judgement, observation=watched.observation)
         observation = judgement.observation if judgement else "insufficient_data"
         details: dict[str, Any] = (finding_details(judgement) if judgement else
                                    {"n": 0, "mean": None, "observation": observation})
+        if watched is not None:
+            details["sequential"] = watched.details
+        if incident is not None:
+            details["incident"] = incident
         if suspicion:
             details["judge_drift"] = suspicion
         current = previous or AlertState.initial(at)
@@ -351,8 +406,12 @@ class AlertEngine:
         check = self._check_labels(conn, rule, judgement, step, at=at, last=last_check)
         if check is not None:
             details["judge_check"] = check
+        detector = kept_detector
+        if watched is not None:
+            detector = {name: state.to_json() for name, state in
+                        after_events(watched.detectors, step.events).items()}
         ledger.save_state(conn, rule=rule.name, segment=segment, state=step.state, at=at,
-                          finding=details)
+                          finding=details, detector=detector)
         was = current.state if previous else "new"
         points.append({"segment_key": segment.key, "n": int(str(details.get("n") or 0)),
                        "mean": details.get("mean"), "baseline_n": details.get("baseline_n"),

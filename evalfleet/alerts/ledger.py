@@ -49,6 +49,8 @@ class StoredState:
     """When it was last evaluated."""
     finding: dict[str, Any]
     """The numbers of that evaluation (see ``detector.finding_details``)."""
+    detector: dict[str, Any] | None = None
+    """A sequential rule's detector states by test (``edetector``); None for others."""
 
 
 def claim_slot(engine: Engine, *, rule: str, slot: int, at: datetime) -> bool:
@@ -101,15 +103,16 @@ def load_states(conn: Connection, rule: str | None = None) -> list[StoredState]:
 
 def save_state(
     conn: Connection, *, rule: str, segment: Segment, state: AlertState, at: datetime,
-    finding: dict[str, Any],
+    finding: dict[str, Any], detector: dict[str, Any] | None = None,
 ) -> None:
-    """Insert or replace the state of one rule and segment."""
+    """Insert or replace the state of one rule and segment (and a sequential rule's
+    detector states, ``detector``)."""
     values = {
         "state": state.state, "since": state.since, "breaches": state.breaches,
         "clears": state.clears, "breach_started_at": state.breach_started_at,
         "fired_at": state.fired_at, "notified_at": state.notified_at,
         "transitions": state.transitions, "announced": state.announced,
-        "evaluated_at": at, "finding": finding,
+        "evaluated_at": at, "finding": finding, "detector": detector,
         "segment": [list(pair) for pair in segment.labels],
     }
     statement = upsert(conn, alert_states).values(rule=rule, segment_key=segment.key, **values)
@@ -194,7 +197,8 @@ def _stored(row: Any) -> StoredState:
         transitions=row["transitions"], announced=row["announced"],
     )
     return StoredState(rule=row["rule"], segment=segment, state=state,
-                       evaluated_at=to_utc(row["evaluated_at"]), finding=row["finding"])
+                       evaluated_at=to_utc(row["evaluated_at"]), finding=row["finding"],
+                       detector=row.get("detector"))
 
 
 def _utc(moment: datetime | None) -> datetime | None:

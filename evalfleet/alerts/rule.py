@@ -62,6 +62,7 @@ RESERVED_LABELS = frozenset({"alertname", "rule", "metric", "score", "severity",
 RuleKind = Literal["app", "judge_drift", "review_agreement"]
 Direction = Literal["decrease", "increase"]
 Mode = Literal["threshold", "baseline", "both"]
+Test = Literal["sequential", "fixed"]
 NoData = Literal["no_data", "ok", "keep_state"]
 
 
@@ -270,6 +271,17 @@ class AlertRule(_Model):
     judge_check: JudgeCheck = JudgeCheck()
     """Whether people's labels confirm a firing app alert (see :class:`JudgeCheck`)."""
 
+    test: Test | None = None
+    """How a drop is decided. ``sequential`` (the default of an app rule): an e-detector
+    per segment and test reads each cycle's new samples (``evalfleet.alerts.edetector``)
+    and bounds the rule's false alarms over time (:attr:`run_length`). ``fixed`` (the only
+    choice of judge_drift and review_agreement rules): a fixed-sample test of the window
+    every cycle, all of a cycle's tests adjusted together (Benjamini-Hochberg)."""
+
+    run_length: Duration = timedelta(days=30)
+    """A sequential rule's average time to a false alarm, all its segments and tests
+    together, while nothing drops."""
+
     @model_validator(mode="before")
     @classmethod
     def _drift_defaults(cls, data: Any) -> Any:
@@ -288,6 +300,10 @@ class AlertRule(_Model):
                              "'filters'")
         if self.kind == "review_agreement":
             self._check_review_agreement()
+        if self.kind != "app" and self.test == "sequential":
+            raise ValueError(f"a {self.kind} rule's test is 'fixed'")
+        if self.run_length < self.interval:
+            raise ValueError("'run_length' must be at least one 'interval'")
         if self.mode in ("threshold", "both") and self.threshold is None:
             raise ValueError(f"mode {self.mode!r} needs a 'threshold'")
         if len(set(self.segment_by)) != len(self.segment_by):
@@ -334,6 +350,11 @@ class AlertRule(_Model):
     def bias_series(self) -> str | None:
         """A judge_drift rule's canary bias series; None for an app rule."""
         return canary_series_names(self.score)[1] if self.kind == "judge_drift" else None
+
+    @property
+    def sequential(self) -> bool:
+        """True when the rule's segments are watched by the sequential detector."""
+        return (self.test or ("sequential" if self.kind == "app" else "fixed")) == "sequential"
 
     @property
     def uses_threshold(self) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evalfleet.alerts.alert import drift_line
+from evalfleet.alerts.alert import detector_lines, drift_line
 from evalfleet.alerts.evidence import plain_text
 from evalfleet.alerts.judgecheck import check_line
 from evalfleet.alerts.segment import Segment
@@ -87,7 +87,9 @@ def _comparison(finding: dict[str, Any], clean: Any) -> list[str]:
         lines.append(f"{test['against']} test {test['test']}: "
                      f"effect {format_number(test['effect'])}, "
                      f"p {format_number(test['p_value'])}, q {format_number(test['q_value'])}")
-    if not finding.get("tests"):
+    detectors = detector_lines(finding)
+    lines += detectors
+    if not finding.get("tests") and not detectors:
         lines.append(f"no test ran: {finding.get('observation', 'never evaluated')}")
     return lines
 

@@ -263,3 +263,77 @@ def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=True))
              .rstrip() for line in (header, *rows)]
     return "\n".join(lines)
+
+
+@alerts.command("plan")
+@click.argument("rule_name", metavar="RULE")
+@click.option("--drop", type=click.FloatRange(0.001, 1.0), default=0.05, show_default=True,
+              help="The drop to plan for, on the 0..1 scale.")
+@click.option("--within", "within_text", default="1h", show_default=True,
+              help="How soon it should be detected (a duration: 30m, 1h, 1d).")
+@click.option("--traffic", "traffic_text", default="1d", show_default=True,
+              help="How far back the segments' traffic is measured.")
+@click.option("--at", "at_text", default=None,
+              help="Measure the traffic up to here (ISO 8601, or 15m/2h ago); default: now.")
+@pass_state
+def alerts_plan(state: CliState, rule_name: str, drop: float, within_text: str,
+                traffic_text: str, at_text: str | None) -> None:
+    """What a rule can see at each segment's recent traffic: expected false alarms a
+    month, the smallest drop detected within an hour and within a day, and the judged
+    samples a minute (judge calls and cost a day) that would detect --drop within
+    --within. Figures of the sequential detector, whatever the rule's test."""
+    from datetime import UTC, datetime, timedelta
+
+    from evalfleet.alerts.planner import plan_segment, rule_false_alarms_per_month
+    from evalfleet.alerts.window import WindowQuery, fetch_summaries
+    from evalfleet.core.durations import format_duration, parse_duration
+    from evalfleet.store import open_store
+
+    try:
+        within, span = parse_duration(within_text), parse_duration(traffic_text)
+        now = parse_time(at_text) or datetime.now(UTC)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    rule = find_rule(state, rule_name)
+    store = open_store(state.settings.resolved_read_database_url(), pool_size=1)
+    try:
+        with store.connect() as conn:
+            recent = fetch_summaries(conn, WindowQuery.for_rule(rule), start=now - span,
+                                     end=now)
+        costs = store.daily_costs(since=now - timedelta(days=7))
+    finally:
+        store.close()
+    spent = [row for row in costs if row.metric == rule.spec.metric]
+    verdicts = sum(row.verdicts for row in spent)
+    per_call = sum(row.cost_usd for row in spent) / verdicts if verdicts else None
+    spec = rule.spec
+    click.echo(f"{spec.name}: {spec.score} of {spec.metric}, run length "
+               f"{format_duration(spec.run_length)}: false alarms a month, all segments "
+               f"together, at most {rule_false_alarms_per_month(rule):.2g} on average")
+    if not spec.sequential:
+        click.echo("the rule uses `test: fixed`, whose false alarms are not bounded over "
+                   "time: these are the figures it would have with `test: sequential`")
+    rows = []
+    for segment, summary in sorted(recent.items(), key=lambda item: -item[1].n):
+        plan = plan_segment(rule, summary, span=span, drop=drop, within=within)
+        needed = plan.needed_per_minute
+        calls = needed * 1440 if needed is not None else None
+        rows.append([
+            str(segment), f"{plan.samples_per_minute:.3g}", f"{plan.mean:.3f}",
+            f"{plan.false_alarms_per_month:.2g}", _drop_text(plan.smallest_drop_hour),
+            _drop_text(plan.smallest_drop_day),
+            "never" if needed is None else f"{needed:.3g}",
+            "-" if calls is None else f"{calls:,.0f}",
+            "-" if calls is None or per_call is None else f"{calls * per_call:,.2f}",
+        ])
+    if not rows:
+        click.echo(f"no scored samples in the last {format_duration(span)}")
+        return
+    click.echo(render_table(
+        ["segment", "samples/min", "mean", "false alarms/month", "drop seen in 1h",
+         "in 1d", f"samples/min for {drop:g} in {format_duration(within)}",
+         "judge calls/day", "USD/day"], rows))
+
+
+def _drop_text(drop: float | None) -> str:
+    return "none" if drop is None else f"{drop:.3f}"

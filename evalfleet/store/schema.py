@@ -195,6 +195,9 @@ alert_states = Table(
     Column("transitions", Integer, nullable=False),
     Column("announced", Boolean, nullable=False),
     Column("finding", JsonDocument, nullable=False),
+    # The sequential detector's state per test (``edetector.DetectorState``), null for
+    # fixed-test rules.
+    Column("detector", JsonDocument),
 )
 
 calibration_runs = Table(

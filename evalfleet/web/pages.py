@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from evalfleet.alerts.alert import drift_line
+from evalfleet.alerts.alert import detector_lines, drift_line
 from evalfleet.alerts.rule import (
     CalibrationBaseline,
     PinnedBaseline,
@@ -150,6 +150,7 @@ class PageData:
             "simulated": self.simulated(),
             "rule": rule, "spec": rule.spec, "segment": str(parsed), "view": view,
             "finding": view.finding, "tests": view.finding.get("tests", []),
+            "detectors": detector_lines(view.finding),
             "judge_drift": (drift_line(view.finding["judge_drift"])
                             if view.finding.get("judge_drift") else None),
             "window_bars": histogram(window_values, width=HIST_W, height=HIST_H),

@@ -24,8 +24,9 @@ def receiver() -> Iterator[Receiver]:
 
 
 def write_rules(path: Path, *rules: dict[str, Any], **document: Any) -> Path:
-    """A rules file with these rules (rules default to rag_qa faithfulness)."""
-    base = {"metric": "rag_qa", "score": "faithfulness"}
+    """A rules file with these rules (rules default to rag_qa faithfulness, tested with
+    the fixed-sample tests most alert tests are about: ``test: sequential`` to change)."""
+    base = {"metric": "rag_qa", "score": "faithfulness", "test": "fixed"}
     document["rules"] = [{**base, **rule} for rule in rules]
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path

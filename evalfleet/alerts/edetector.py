@@ -1,0 +1,385 @@
+"""A sequential drop detector per rule and segment, whose false alarms are bounded over
+time. Pure: plain numbers in, plain state out.
+
+**What it tests.** Scores are read on a scale where lower is worse (an ``increase`` rule's
+values x become 1 - x) and lie in 0..1 (a 1-5 rubric is stored as (s - 1) / 4, a yes/no
+score as 0 or 1). Before each cycle a *boundary* b is fixed: the baseline's mean less its
+one-sided bound (:func:`baseline_reference`), or a rule's threshold
+(:func:`threshold_reference`). The null hypothesis is "every sample of this cycle has a
+mean of at least b". A bet of size λ on one sample x pays ``1 + λ (b - x)``: under the null
+its expectation is at most 1, so the product of the payoffs is a nonnegative
+supermartingale (a betting e-process, Waudby-Smith and Ramdas 2023), and a drop makes it
+grow at about ``δ² / (2 σ²)`` per sample for a drop δ.
+
+**The e-detector.** Each of a small fixed grid of bets (multiples of the bet that grows
+fastest for a drop of the rule's ``min_effect``, fixed from the baseline before the cycle)
+runs a CUSUM of its e-process: ``M_t = max(M_{t-1}, 1) · L_t``, ``L_t`` the cycle's product
+of payoffs. The detector's statistic is the mean of the grid's ``M``; it alarms at
+:func:`alarm_level`. Each CUSUM is at most the Shiryaev-Roberts sum of e-processes started
+at every cycle (``R_t = L_t (R_{t-1} + 1)``), whose null mean grows by at most one a cycle,
+so the mean of the grid is dominated by an e-detector (Shin, Ramdas and Rinaldo,
+"E-detectors"): under the null its average run length to a false alarm is at least the
+alarm level, counted in cycles (a cycle without samples counts too, and changes nothing).
+
+**Per-cycle aggregates, never history.** A cycle's payoffs need only its own samples'
+aggregates (:class:`~evalfleet.alerts.statistic.Summary`): for yes/no and rubric scores
+the count per value gives the exact ``sum of log(1 + λ (b - x))``; for a continuous score
+the count, sum and sum of squares give a lower bound of it (Fan, Grama and Liu 2015:
+``log(1 + u) >= u - u² ψ(c) / c²`` for ``u >= -c``, ``ψ(c) = -log(1 - c) - c``), which is
+still dominated by the exact e-process and so keeps the guarantee, at a small loss of speed.
+
+**Many streams.** With K streams (rule, segment and test) alarming at ``K · R`` each, the
+first alarm of any of them comes after at least R cycles on average: the sum of their
+Shiryaev-Roberts statistics grows by at most K a cycle and is at least ``K · R`` at an
+alarm. K is the most streams that can be watched at once (the rule's ``max_segments``
+times its tests), so segments that appear later need no new budget.
+
+**The baseline's own error** enters through its lower bound: b is the baseline mean less
+``BASELINE_Z`` standard errors (a normal approximation over at least ``min_samples``
+values). The guarantee holds while the pre-change mean is at least b; a baseline that
+runs high by less than its bound costs nothing, and one that runs high by more makes the
+e-process grow only when the excess outweighs the variance term of the bet (see
+docs/alerts.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from evalfleet.alerts.statistic import Direction, Summary
+
+#: Multiples of the bet tuned to ``min_effect``: one grid, fixed for every cycle, so a
+#: drop larger or smaller than the design size is still met by a bet near its best.
+BET_MULTIPLIERS = (0.5, 1.0, 2.0, 4.0, 8.0)
+
+#: Largest bet as a share of the one that could lose everything on a single sample
+#: (``1 / (1 - b)``): a payoff is never below one half.
+BET_CAP = 0.5
+
+#: Standard errors between the baseline's mean and the boundary the detector tests.
+BASELINE_Z = 2.33
+
+#: Normal-mixture tuning of the drop's confidence sequence: tightest near this many samples.
+_CS_TUNED_N = 100
+
+#: The sub-Gaussian scale of a score in 0..1.
+_SCORE_SCALE = 0.5
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What one cycle's samples are compared with, fixed before the cycle."""
+
+    boundary: float
+    """The null hypothesis: every sample's mean is at least this (lower is worse)."""
+    mean: float
+    """The baseline's mean (the threshold itself for a threshold test)."""
+    half_width: float
+    """``mean - boundary``: the baseline's one-sided bound (0 for a threshold)."""
+    bets: tuple[float, ...]
+    """One bet size per entry of :data:`BET_MULTIPLIERS`."""
+
+
+@dataclass(frozen=True)
+class BetState:
+    """One bet's CUSUM and the samples since it last restarted."""
+
+    log_value: float = 0.0
+    """``log M`` (0 at start: ``M = 1`` and ``max(M, 1)`` restart alike)."""
+    started_at: float | None = None
+    """POSIX start of the cycle it last restarted in: the estimated change start."""
+    n: int = 0
+    """Samples since then."""
+    total: float = 0.0
+    """Their sum (on the lower-is-worse scale)."""
+
+
+@dataclass(frozen=True)
+class DetectorState:
+    """One stream's detector: its bets, and up to when it has read samples."""
+
+    bets: tuple[BetState, ...]
+    """One per entry of :data:`BET_MULTIPLIERS`."""
+    read_until: float
+    """POSIX time up to which samples were read (the next cycle reads from here)."""
+    updates: int = 0
+    """Cycles read."""
+
+    @classmethod
+    def start(cls, at: float) -> DetectorState:
+        """A detector that has seen nothing, reading from ``at`` on."""
+        return cls(bets=tuple(BetState() for _ in BET_MULTIPLIERS), read_until=at)
+
+    @property
+    def log_statistic(self) -> float:
+        """``log`` of the mean of the bets' CUSUMs: the e-detector's statistic."""
+        return _log_mean_exp([bet.log_value for bet in self.bets])
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON data, for the store."""
+        return {"read_until": self.read_until, "updates": self.updates,
+                "bets": [[b.log_value, b.started_at, b.n, b.total] for b in self.bets]}
+
+    @classmethod
+    def from_json(cls, data: Any) -> DetectorState | None:
+        """The state stored by :meth:`to_json`; None when it is not one (the detector then
+        starts again: a lost state delays an alarm, never causes one)."""
+        try:
+            bets = tuple(BetState(float(v), None if s is None else float(s), int(n), float(t))
+                         for v, s, n, t in data["bets"])
+            state = cls(bets=bets, read_until=float(data["read_until"]),
+                        updates=int(data["updates"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+        numbers = [state.read_until, *(v for b in bets for v in (b.log_value, b.total))]
+        if len(bets) != len(BET_MULTIPLIERS) or not all(map(math.isfinite, numbers)):
+            return None
+        return state
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a detector says about a stream, for people."""
+
+    e_value: float
+    """The statistic (mean of the bets' CUSUMs); it alarms at the alarm level."""
+    alarm_level: float
+    """Where it alarms."""
+    drop: float | None
+    """Estimated drop of the mean since the change start (positive is worse)."""
+    drop_interval: tuple[float, float] | None
+    """Anytime-valid interval of that drop (the baseline's bound included)."""
+    change_started_at: float | None
+    """POSIX time the change is estimated to have started (None: no sign of one)."""
+    samples_since_change: int
+    """Samples read since then."""
+
+
+def oriented(summary: Summary, direction: Direction) -> Summary:
+    """``summary`` on the lower-is-worse scale: an ``increase`` rule's values x as 1 - x."""
+    if direction == "decrease":
+        return summary
+    return Summary(n=summary.n, total=summary.n - summary.total,
+                   total_sq=summary.n - 2 * summary.total + summary.total_sq,
+                   levels=tuple(sorted((1.0 - v, c) for v, c in summary.levels)),
+                   first_seen_ts=summary.first_seen_ts)
+
+
+def growth_bets(*, boundary: float, min_effect: float, variance: float) -> tuple[float, ...]:
+    """The grid of bet sizes for one cycle.
+
+    Args:
+        boundary: The null boundary b.
+        min_effect: The drop the bets are tuned to.
+        variance: The score's variance before the change (the baseline's).
+
+    Returns:
+        One bet per multiplier; all zero when no drop below b is possible (b <= 0).
+    """
+    if boundary <= 0.0:
+        return tuple(0.0 for _ in BET_MULTIPLIERS)
+    effect = max(min_effect, 1e-3)
+    # Kelly for small bets: the expected payoff over its second moment after the drop.
+    tuned = effect / (max(variance, 0.0) + effect * effect)
+    cap = BET_CAP / (1.0 - boundary) if boundary < 1.0 else math.inf
+    return tuple(min(m * tuned, cap) for m in BET_MULTIPLIERS)
+
+
+def baseline_reference(baseline: Summary, *, min_effect: float,
+                       z: float = BASELINE_Z) -> Reference:
+    """The reference of a baseline test, from the baseline's summary (oriented).
+
+    Args:
+        baseline: The baseline's values on the lower-is-worse scale (at least 2).
+        min_effect: The drop the bets are tuned to.
+        z: Standard errors between the baseline's mean and the boundary.
+
+    Returns:
+        The boundary (mean less its bound), the mean and the bets.
+    """
+    half = z * math.sqrt(baseline.variance / baseline.n) if baseline.n else math.inf
+    mean = baseline.mean
+    boundary = mean - half
+    return Reference(boundary=boundary, mean=mean, half_width=half,
+                     bets=growth_bets(boundary=boundary, min_effect=min_effect,
+                                      variance=baseline.variance))
+
+
+def threshold_reference(threshold: float, *, min_effect: float, variance: float) -> Reference:
+    """The reference of a threshold test (oriented): the threshold is known exactly.
+
+    Args:
+        threshold: The line, on the lower-is-worse scale.
+        min_effect: The drop below it the bets are tuned to.
+        variance: The score's variance (the window's, or 1/4 when unknown).
+
+    Returns:
+        The reference.
+    """
+    return Reference(boundary=threshold, mean=threshold, half_width=0.0,
+                     bets=growth_bets(boundary=threshold, min_effect=min_effect,
+                                      variance=variance))
+
+
+def log_payoff(increment: Summary, *, boundary: float, bet: float) -> float:
+    """``log`` of one cycle's product of payoffs ``1 + bet (b - x)`` (or a lower bound).
+
+    Args:
+        increment: The cycle's samples, oriented; levels when the values are few.
+        boundary: The null boundary b.
+        bet: The bet size (at most ``BET_CAP / (1 - b)``).
+
+    Returns:
+        Exact from the counts per value; from count, sum and sum of squares a lower bound
+        (see the module docstring). 0 for no samples or no bet.
+    """
+    if increment.n == 0 or bet <= 0.0:
+        return 0.0
+    if increment.levels:
+        return sum(count * math.log1p(bet * (boundary - value))
+                   for value, count in increment.levels)
+    n, total, total_sq = increment.n, increment.total, increment.total_sq
+    first = n * boundary - total                                # sum of (b - x)
+    second = max(0.0, n * boundary * boundary - 2 * boundary * total + total_sq)
+    c = bet * max(0.0, 1.0 - boundary)                          # bet (b - x) >= -c
+    coefficient = (-math.log1p(-c) - c) / (c * c) if c > 1e-6 else 0.5 + c / 3
+    return bet * first - coefficient * bet * bet * second
+
+
+def update(state: DetectorState, increment: Summary, reference: Reference, *,
+           cycle_start: float, cycle_end: float) -> DetectorState:
+    """The detector after one cycle.
+
+    Args:
+        state: Before the cycle.
+        increment: The cycle's new samples (read from ``state.read_until``), oriented.
+        reference: The boundary and bets, fixed before the cycle.
+        cycle_start: POSIX start of the samples read (the estimated change start if a bet
+            restarts here).
+        cycle_end: POSIX end of the samples read.
+
+    Returns:
+        The new state.
+    """
+    bets = []
+    for bet, size in zip(state.bets, reference.bets, strict=True):
+        gain = log_payoff(increment, boundary=reference.boundary, bet=size)
+        if bet.log_value <= 0.0:  # max(M, 1): the CUSUM starts again here
+            bets.append(BetState(gain, cycle_start, increment.n, increment.total))
+        else:
+            bets.append(BetState(bet.log_value + gain, bet.started_at,
+                                 bet.n + increment.n, bet.total + increment.total))
+    return DetectorState(bets=tuple(bets), read_until=cycle_end, updates=state.updates + 1)
+
+
+def reset(state: DetectorState) -> DetectorState:
+    """The detector after an alarm was handled (resolved): every CUSUM starts again."""
+    return replace(state, bets=tuple(BetState() for _ in state.bets))
+
+
+def alarm_level(*, run_length_cycles: float, streams: int) -> float:
+    """Where one stream's statistic alarms so that K streams together wait at least
+    ``run_length_cycles`` on average before their first false alarm.
+
+    Args:
+        run_length_cycles: The stated average run length, in cycles.
+        streams: K, the most streams watched at once.
+
+    Returns:
+        The alarm level ``K · R`` (at least 1).
+    """
+    return max(1.0, float(streams) * run_length_cycles)
+
+
+def evidence(state: DetectorState, reference: Reference | None, *,
+             level: float, confidence: float) -> Evidence:
+    """The detector's evidence: its statistic, and the drop since the estimated start.
+
+    Args:
+        state: The detector.
+        reference: The last cycle's reference (None: no drop estimate).
+        level: The alarm level.
+        confidence: Coverage of the drop's anytime-valid interval.
+
+    Returns:
+        The evidence; the change start and drop come from the bet with the largest
+        CUSUM, when it is above 1.
+    """
+    best = max(state.bets, key=lambda bet: bet.log_value)
+    e_value = math.exp(min(state.log_statistic, 700.0))
+    if reference is None or best.log_value <= 0.0 or best.n == 0:
+        return Evidence(e_value, level, None, None, None, 0)
+    mean = best.total / best.n
+    width = _mean_radius(best.n, alpha=1 - confidence)
+    drop = reference.mean - mean
+    interval = (drop - width - reference.half_width, drop + width + reference.half_width)
+    return Evidence(e_value, level, drop, interval, best.started_at, best.n)
+
+
+def evidence_details(found: Evidence) -> dict[str, Any]:
+    """The evidence as plain JSON data (stored with the state, shown and notified)."""
+    return {
+        "e_value": _finite(found.e_value), "alarm_level": _finite(found.alarm_level),
+        "drop": found.drop,
+        "drop_interval": list(found.drop_interval) if found.drop_interval else None,
+        "change_started_at": found.change_started_at,
+        "samples_since_change": found.samples_since_change,
+    }
+
+
+def detection_cycles(*, drop: float, mean: float, variance: float, samples_per_cycle: float,
+                     level: float, min_effect: float, half_width: float = 0.0) -> float:
+    """About how many cycles a sustained drop takes to alarm (for planning).
+
+    Args:
+        drop: The drop below the baseline's mean.
+        mean: The baseline's mean (oriented).
+        variance: The score's variance.
+        samples_per_cycle: Samples a cycle.
+        level: The alarm level.
+        min_effect: The drop the bets are tuned to.
+        half_width: The baseline's bound (the boundary's distance below its mean).
+
+    Returns:
+        Cycles until the best bet of the grid crosses ``level``; ``inf`` when no bet grows.
+    """
+    past = drop - half_width
+    if past <= 0 or samples_per_cycle <= 0:
+        return math.inf
+    rates = []
+    for size in growth_bets(boundary=mean - half_width, min_effect=min_effect,
+                            variance=variance):
+        # Expected log payoff per sample, to second order: λδ - λ²(σ² + δ²)/2.
+        rates.append(size * past - size * size * (variance + past * past) / 2)
+    rate = max(rates) * samples_per_cycle
+    # The grid's mean is at least its best member over the grid's size.
+    needed = math.log(level) + math.log(len(BET_MULTIPLIERS))
+    return needed / rate if rate > 0 else math.inf
+
+
+def fleet_streams(*, segments: int, tests: int) -> int:
+    """K: the streams that may be watched at once (segments times tests, at least 1)."""
+    return max(1, segments) * max(1, tests)
+
+
+def _mean_radius(n: int, *, alpha: float) -> float:
+    """Half-width of a two-sided normal-mixture confidence sequence for a mean of values
+    in 0..1 (sub-Gaussian with scale 1/2; Howard et al. 2021), valid at every n at once."""
+    variance = _SCORE_SCALE**2 * n
+    rho = _SCORE_SCALE**2 * _CS_TUNED_N
+    boundary = math.sqrt(2 * (variance + rho)
+                         * math.log(math.sqrt((variance + rho) / rho) / (alpha / 2)))
+    return boundary / n
+
+
+def _log_mean_exp(values: Sequence[float]) -> float:
+    top = max(values)
+    return top + math.log(sum(math.exp(v - top) for v in values) / len(values))
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+

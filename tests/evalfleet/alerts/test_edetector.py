@@ -1,0 +1,157 @@
+"""The sequential detector: its payoffs, its state, and seeded week-long simulations of
+null segments (false alarms within the guarantee) and planted drops (detected)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from bench.alert_simulation import segment_stream
+from evalfleet.alerts.edetector import (
+    BET_MULTIPLIERS,
+    DetectorState,
+    alarm_level,
+    baseline_reference,
+    detection_cycles,
+    evidence,
+    log_payoff,
+    oriented,
+    reset,
+    threshold_reference,
+    update,
+)
+from evalfleet.alerts.statistic import Summary
+
+#: One simulated week of one-minute cycles.
+WEEK = 7 * 24 * 60
+#: The engine's trailing baseline, in cycles: one day, ending a window and a gap back.
+BASELINE, BASELINE_END = 24 * 60, 20
+
+
+def simulate(kind: str, *, rate: float, cycles: int, seed: int, drop: float = 0.0,
+             start: int | None = None) -> list[Summary]:
+    """One segment's per-cycle summaries (the bench's streams: a skewed continuous score,
+    a yes/no score, a rubric), the mean lowered by ``drop`` from cycle ``start`` on."""
+    stream = segment_stream(kind, rate=rate, cycles=cycles, seed=seed, drop=drop, start=start)
+    return [stream.summary(t) for t in range(cycles)]
+
+
+def watch(cycles: list[Summary], *, level: float, min_effect: float = 0.05,
+          first_only: bool = False) -> list[int]:
+    """Cycles at which a detector over these summaries alarms (started again after each),
+    against the engine's trailing baseline of the same segment."""
+    running = np.cumsum([[0, 0, 0]] + [[c.n, c.total, c.total_sq] for c in cycles], axis=0)
+    state, alarms = DetectorState.start(0.0), []
+    for t, increment in enumerate(cycles):
+        end = t - BASELINE_END
+        n, total, total_sq = running[max(end, 0)] - running[max(end - BASELINE, 0)]
+        if n < 30:
+            continue
+        reference = baseline_reference(Summary(n=int(n), total=total, total_sq=total_sq),
+                                       min_effect=min_effect)
+        state = update(state, increment, reference, cycle_start=60.0 * t,
+                       cycle_end=60.0 * (t + 1))
+        if state.log_statistic >= math.log(level):
+            alarms.append(t)
+            if first_only:
+                break
+            state = reset(state)
+    return alarms
+
+
+KINDS = ["continuous", "binary", "ordinal"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("rate", [1, 10, 100])
+def test_a_null_week_stays_within_the_run_length(kind: str, rate: int) -> None:
+    # A run length of 500 cycles allows about 20 false alarms in a week; at 300 segments
+    # and 30 days (the level of a real fleet) none at all is expected.
+    cycles = simulate(kind, rate=rate, cycles=WEEK, seed=rate)
+    assert len(watch(cycles, level=alarm_level(run_length_cycles=500, streams=1))) <= WEEK / 500
+    assert watch(cycles, level=alarm_level(run_length_cycles=30 * 24 * 60, streams=300)) == []
+
+
+@pytest.mark.parametrize("kind,rate,drop,within", [
+    ("continuous", 100, 0.03, 60), ("continuous", 100, 0.05, 15), ("continuous", 10, 0.05, 180),
+    ("continuous", 10, 0.10, 60), ("binary", 100, 0.03, 180), ("binary", 100, 0.05, 60),
+    ("binary", 10, 0.10, 120), ("ordinal", 100, 0.03, 60), ("ordinal", 100, 0.05, 30),
+    ("ordinal", 10, 0.10, 120),
+])
+def test_a_planted_drop_is_detected(kind: str, rate: int, drop: float, within: int) -> None:
+    start = 2 * 24 * 60
+    cycles = simulate(kind, rate=rate, cycles=start + 24 * 60, seed=7, drop=drop, start=start)
+    level = alarm_level(run_length_cycles=30 * 24 * 60, streams=300)
+    alarms = watch(cycles, level=level, first_only=True)
+    assert alarms and start <= alarms[0] < start + within
+
+
+def test_exact_payoffs_from_counts_and_a_bound_from_sums() -> None:
+    values = [0.1, 0.5, 0.9, 1.0, 0.3]
+    exact = sum(math.log1p(0.8 * (0.7 - v)) for v in values)
+    with_levels = Summary.of_values(values, with_levels=True)
+    assert log_payoff(with_levels, boundary=0.7, bet=0.8) == pytest.approx(exact)
+    bound = log_payoff(Summary.of_values(values), boundary=0.7, bet=0.8)
+    assert exact - 0.1 < bound <= exact
+    assert log_payoff(Summary(n=0), boundary=0.7, bet=0.8) == 0.0
+
+
+def test_bets_never_risk_more_than_half_and_none_when_no_drop_is_possible() -> None:
+    reference = baseline_reference(Summary.of_values([0.99, 1.0] * 500), min_effect=0.05)
+    assert len(reference.bets) == len(BET_MULTIPLIERS)
+    assert all(bet * (1 - reference.boundary) <= 0.5 + 1e-12 for bet in reference.bets)
+    assert threshold_reference(0.0, min_effect=0.05, variance=0.1).bets == (0.0,) * len(
+        BET_MULTIPLIERS)
+
+
+def test_an_increase_rule_reads_values_upside_down() -> None:
+    summary = oriented(Summary.of_values([0.2, 0.4], with_levels=True), "increase")
+    assert summary.total == pytest.approx(1.4)
+    assert summary.total_sq == pytest.approx(0.64 + 0.36)
+    assert summary.levels == ((0.6, 1), (0.8, 1))
+
+
+def test_evidence_estimates_the_drop_and_its_start() -> None:
+    cycles = simulate("continuous", rate=100, cycles=3 * 24 * 60, seed=3, drop=0.1,
+                      start=2 * 24 * 60)
+    state = DetectorState.start(0.0)
+    baseline = Summary.of_values([0.8 - 0.2, 0.8 + 0.2] * 2000)
+    reference = baseline_reference(baseline, min_effect=0.05)
+    for t, increment in enumerate(cycles[: 2 * 24 * 60 + 30]):
+        state = update(state, increment, reference, cycle_start=60.0 * t,
+                       cycle_end=60.0 * (t + 1))
+    found = evidence(state, reference, level=1e6, confidence=0.95)
+    assert found.e_value > 1e6
+    assert found.drop is not None and found.drop_interval is not None
+    assert found.drop_interval[0] < 0.1 < found.drop_interval[1]
+    assert found.change_started_at is not None
+    assert abs(found.change_started_at - 60.0 * 2 * 24 * 60) <= 60.0 * 10
+
+
+@pytest.mark.parametrize("stored", [
+    None, {}, {"bets": "x", "read_until": 0, "updates": 0},
+    {"bets": [[0, None, 0, 0]], "read_until": 0, "updates": 0},            # wrong grid
+    {"bets": [[float("nan"), None, 0, 0]] * len(BET_MULTIPLIERS), "read_until": 0,
+     "updates": 0},
+    {"bets": [[0, None, 0, 0]] * len(BET_MULTIPLIERS), "read_until": "soon", "updates": 0},
+])
+def test_a_damaged_stored_state_starts_again(stored: object) -> None:
+    assert DetectorState.from_json(stored) is None
+
+
+def test_a_state_survives_its_json() -> None:
+    state = update(DetectorState.start(0.0), Summary.of_values([0.2] * 40),
+                   baseline_reference(Summary.of_values([0.7, 0.9] * 500), min_effect=0.05),
+                   cycle_start=0.0, cycle_end=60.0)
+    assert DetectorState.from_json(state.to_json()) == state
+
+
+def test_planning_figures_grow_with_the_level_and_shrink_with_traffic() -> None:
+    common = {"drop": 0.05, "mean": 0.8, "variance": 0.03, "min_effect": 0.05}
+    slow = detection_cycles(samples_per_cycle=10, level=1e7, **common)
+    assert detection_cycles(samples_per_cycle=100, level=1e7, **common) < slow
+    assert detection_cycles(samples_per_cycle=10, level=1e3, **common) < slow
+    assert math.isinf(detection_cycles(samples_per_cycle=10, level=1e7, half_width=0.06,
+                                       **common))
