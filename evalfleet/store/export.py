@@ -15,7 +15,9 @@ def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str,
     the judge left out or wrote off-spec), what the judge reported about itself
     (``judge_reported_model``, ``judge_fingerprint``; null when it did not say),
     ``cached_tokens`` (of ``prompt_tokens``, those served from the provider's prompt
-    cache; null when the judge did not report them) and, with
+    cache; null when the judge did not report them), ``compaction`` (what was cut from a
+    trajectory to fit the metric's budget: ``original_chars``, ``cut_chars``,
+    ``pieces_cut``; null when nothing was) and, with
     ``with_sample``, ``sample``: the content judged (null when none was kept).
     """
     row = {
@@ -44,6 +46,7 @@ def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str,
         "purpose": record.purpose,
         "judge_mode": record.judge_mode,
         "cached_tokens": record.cached_tokens,
+        "compaction": record.compaction,
     }
     if with_sample:
         row["sample"] = record.sample

@@ -64,7 +64,7 @@ def build_trajectory(spans: Sequence[Span], *, final_answer: str | None,
         documents: Each span's retrieved documents (None for a span that retrieved
             nothing), as the sample's mapping read them.
     """
-    if not any(_has_agent_marks(span.attributes) for span in spans):
+    if not any(has_agent_marks(span.attributes) for span in spans):
         return None
     steps: list[Step] = []
     tools: dict[str, ToolSpec] = {}
@@ -94,7 +94,7 @@ def build_trajectory(spans: Sequence[Span], *, final_answer: str | None,
     return Trajectory(steps=steps, tools=list(tools.values()), final_answer=final_answer)
 
 
-def _has_agent_marks(attributes: Mapping[str, Any]) -> bool:
+def has_agent_marks(attributes: Mapping[str, Any]) -> bool:
     """A cheap test, before any message is decoded: a tool or agent span, offered tools,
     or a tool call in a model's output."""
     if (attributes.get("gen_ai.operation.name") in ("execute_tool", "invoke_agent")
