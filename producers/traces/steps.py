@@ -53,6 +53,11 @@ _MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 
 Step = ModelStep | ToolStep | RetrievalStep | HandoffStep
 
+#: Deepest nesting of an argument, result or schema kept as JSON: a step's arguments sit
+#: at level 9 of a sample record (inside a message's tool call), and the record may
+#: nest 16 levels by default (``EVALFLEET_SAMPLE_MAX_DEPTH``).
+MAX_VALUE_DEPTH = 6
+
 
 def build_trajectory(spans: Sequence[Span], *, final_answer: str | None,
                      documents: Sequence[Sequence[str] | None]) -> Trajectory | None:
@@ -132,15 +137,15 @@ def _genai(attributes: Mapping[str, Any], tools: dict[str, ToolSpec]) -> Step | 
                         error=_text(attributes.get("error.type")))
     if operation in ("invoke_agent", "create_agent"):
         return _text(attributes.get("gen_ai.agent.name")) or None
-    for definition in _as_list(_value(attributes.get("gen_ai.tool.definitions"))):
+    for definition in _as_list(_decoded(attributes.get("gen_ai.tool.definitions"))):
         _offer(tools, definition)
     if operation not in _MODEL_OPERATIONS and "gen_ai.output.messages" not in attributes:
         return None
     return ModelStep(
         model=_text(attributes.get("gen_ai.response.model")
                     or attributes.get("gen_ai.request.model")),
-        input=_genai_messages(_value(attributes.get("gen_ai.input.messages"))),
-        output=_genai_messages(_value(attributes.get("gen_ai.output.messages"))))
+        input=_genai_messages(_decoded(attributes.get("gen_ai.input.messages"))),
+        output=_genai_messages(_decoded(attributes.get("gen_ai.output.messages"))))
 
 
 def _genai_messages(raw: Any) -> list[Message]:
@@ -192,7 +197,7 @@ def _openinference(attributes: Mapping[str, Any], tools: dict[str, ToolSpec]) ->
         return None
     for key, value in attributes.items():
         if _OI_TOOL.fullmatch(key):
-            _offer(tools, _value(value))
+            _offer(tools, _decoded(value))
     lists = indexed(attributes, _MESSAGE_LISTS)
     return ModelStep(model=_text(attributes.get("llm.model_name")),
                      input=[_oi_message(m) for m in lists["llm.input_messages"]],
@@ -293,17 +298,38 @@ def _keep_new_messages(steps: list[Step]) -> list[Step]:
 
 
 def _value(raw: Any) -> Any:
-    """A JSON string decoded (nesting bounded); other text as it is; structured values
-    (an OTLP array or map) as they are."""
+    """An argument, result or schema: JSON text decoded, as long as it nests at most
+    :data:`MAX_VALUE_DEPTH` levels (deeper, it stays text, which a judge reads as well,
+    so the sample stays within the record's nesting limit); other text as it is."""
+    value = _decoded(raw, max_depth=MAX_VALUE_DEPTH)
+    if value is not raw or isinstance(raw, str):
+        return value
+    return raw if _depth(raw) <= MAX_VALUE_DEPTH else json.dumps(raw, ensure_ascii=False)
+
+
+def _decoded(raw: Any, *, max_depth: int = jsontext.HARD_MAX_DEPTH) -> Any:
+    """JSON text decoded (text that is not JSON, or nests deeper, as it is)."""
     if not isinstance(raw, str):
         return raw
-    stripped = raw.lstrip()
-    if not stripped.startswith(("[", "{", '"')):
+    if not raw.lstrip().startswith(("[", "{", '"')):
         return raw
     try:
-        return jsontext.loads_strict(raw)
+        return jsontext.loads_strict(raw, max_depth=max_depth)
     except ValueError:
         return raw
+
+
+def _depth(value: Any) -> int:
+    """Levels of arrays and objects in a structured value (an OTLP array or map)."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in
+                         (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _as_text(value: Any) -> str:

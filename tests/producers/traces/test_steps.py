@@ -158,3 +158,22 @@ def test_the_trajectory_passes_the_sample_check() -> None:
     (sample,) = map_trace(spans, spec=TraceSpec()).samples
     parsed = parse_sample(sample.record)
     assert parsed.trajectory is not None and parsed.trajectory.steps[1].type == "tool"
+
+
+def test_values_nested_past_the_records_limit_stay_text_and_the_sample_passes() -> None:
+    from evalfleet.core.sample import DEFAULT_LIMITS, parse_sample
+    deep_text = "[" * 30 + "]" * 30
+    deep_value: Any = []
+    for _ in range(29):
+        deep_value = [deep_value]
+    spans = [root({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}),
+             span("b1", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t",
+                         "gen_ai.tool.call.arguments": deep_text,
+                         "gen_ai.tool.call.result": deep_value}, start=1, end=2),
+             span("b2", genai_chat([USER], [{"role": "assistant", "parts": [
+                 {"type": "tool_call", "name": "t", "arguments": deep_value},
+                 {"type": "text", "content": "done"}]}]), start=3, end=4)]
+    (sample,) = map_trace(spans, spec=TraceSpec()).samples
+    tool = sample.record["trajectory"]["steps"][0]
+    assert tool["arguments"] == deep_text and tool["result"] == json.dumps(deep_value)
+    parse_sample(sample.record, limits=DEFAULT_LIMITS)
