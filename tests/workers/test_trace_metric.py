@@ -69,15 +69,17 @@ def sample(trajectory: Any, **more: Any) -> Any:
                          "output": "4 C and rain in Oslo.", "trajectory": trajectory, **more})
 
 
+@pytest.mark.parametrize(("metric", "score"), [(METRIC, "task_completion"),
+                                               ("agent_tool_use", "tool_use")])
 def test_a_trace_is_judged_with_its_tool_calls_and_offered_tools(
-        make_evaluator: Any, store: SqlStore, sim: RunningSim) -> None:
+        make_evaluator: Any, store: SqlStore, sim: RunningSim, metric: str, score: str) -> None:
     registry = load_registry()
-    outcome = make_evaluator(registry).run(new_job(METRIC, sample(RUN)), owner="w1")
+    outcome = make_evaluator(registry).run(new_job(metric, sample(RUN)), owner="w1")
     assert (outcome.kind, outcome.detail) == ("stored", "ok")
     (verdict,) = store.iter_verdicts()
     assert verdict.key.sample_id == "5b8efff798038103d269b633813fc60c"
-    assert verdict.scores["task_completion"] is not None and verdict.compaction is None
-    messages = render(registry.get(METRIC), sample(RUN)).messages
+    assert verdict.scores[score] is not None and verdict.compaction is None
+    messages = render(registry.get(metric), sample(RUN)).messages
     assert sim.requests_for(messages) == 1
     prompt = messages[0]["content"]
     assert 'asks for tool get_weather (call c1) with arguments {"city": "Oslo"}' in prompt
