@@ -75,9 +75,11 @@ def build_trajectory(spans: Sequence[Span], *, final_answer: str | None,
     tools: dict[str, ToolSpec] = {}
     agentic = False
     agent: str | None = None
+    model_seen = False
     for span, retrieved in zip(spans, documents, strict=True):
         attributes = span.attributes
-        read = _read(attributes, tools)
+        read = _read(attributes, tools, later=model_seen)
+        model_seen = model_seen or isinstance(read, ModelStep)
         if isinstance(read, str):  # an agent span
             agentic = True
             if agent is not None and read != agent:
@@ -95,7 +97,6 @@ def build_trajectory(spans: Sequence[Span], *, final_answer: str | None,
         agentic = agentic or any(isinstance(s, ToolStep) for s in steps)
     if not agentic:
         return None
-    steps = _keep_new_messages(steps)
     return Trajectory(steps=steps, tools=list(tools.values()), final_answer=final_answer)
 
 
@@ -113,19 +114,22 @@ def has_agent_marks(attributes: Mapping[str, Any]) -> bool:
     return any(".tool_calls." in key for key in attributes if key.startswith("llm.output"))
 
 
-def _read(attributes: Mapping[str, Any], tools: dict[str, ToolSpec]) -> Step | str | None:
-    """A span's step, its agent's name (a str), or None."""
+def _read(attributes: Mapping[str, Any], tools: dict[str, ToolSpec], *,
+          later: bool) -> Step | str | None:
+    """A span's step, its agent's name (a str), or None; ``later`` for a span after the
+    trace's first model call (whose input is cut to what is new)."""
     if "openinference.span.kind" in attributes:
-        return _openinference(attributes, tools)
+        return _openinference(attributes, tools, later=later)
     if "gen_ai.operation.name" in attributes or "gen_ai.input.messages" in attributes:
-        return _genai(attributes, tools)
+        return _genai(attributes, tools, later=later)
     if "traceloop.span.kind" in attributes or any(k.startswith("gen_ai.prompt.")
                                                   for k in attributes):
-        return _traceloop(attributes)
+        return _traceloop(attributes, later=later)
     return None
 
 
-def _genai(attributes: Mapping[str, Any], tools: dict[str, ToolSpec]) -> Step | str | None:
+def _genai(attributes: Mapping[str, Any], tools: dict[str, ToolSpec], *,
+           later: bool) -> Step | str | None:
     operation = _text(attributes.get("gen_ai.operation.name")) or ""
     if operation == "execute_tool" or "gen_ai.tool.call.id" in attributes:
         name = _text(attributes.get("gen_ai.tool.name"))
@@ -144,7 +148,8 @@ def _genai(attributes: Mapping[str, Any], tools: dict[str, ToolSpec]) -> Step | 
     return ModelStep(
         model=_text(attributes.get("gen_ai.response.model")
                     or attributes.get("gen_ai.request.model")),
-        input=_genai_messages(_decoded(attributes.get("gen_ai.input.messages"))),
+        input=_genai_messages(_new(_as_list(_decoded(attributes.get("gen_ai.input.messages"))),
+                                   role="role", later=later)),
         output=_genai_messages(_decoded(attributes.get("gen_ai.output.messages"))))
 
 
@@ -177,7 +182,8 @@ def _genai_messages(raw: Any) -> list[Message]:
     return messages
 
 
-def _openinference(attributes: Mapping[str, Any], tools: dict[str, ToolSpec]) -> Step | str | None:
+def _openinference(attributes: Mapping[str, Any], tools: dict[str, ToolSpec], *,
+                   later: bool) -> Step | str | None:
     kind = str(attributes["openinference.span.kind"]).upper()
     if kind == "TOOL":
         name = _text(attributes.get("tool.name"))
@@ -200,7 +206,8 @@ def _openinference(attributes: Mapping[str, Any], tools: dict[str, ToolSpec]) ->
             _offer(tools, _decoded(value))
     lists = indexed(attributes, _MESSAGE_LISTS)
     return ModelStep(model=_text(attributes.get("llm.model_name")),
-                     input=[_oi_message(m) for m in lists["llm.input_messages"]],
+                     input=[_oi_message(m) for m in _new(lists["llm.input_messages"],
+                                                         role="message.role", later=later)],
                      output=[_oi_message(m) for m in lists["llm.output_messages"]])
 
 
@@ -219,7 +226,7 @@ def _oi_message(flat: Mapping[str, Any]) -> Message:
                    tool_call_id=_id(flat.get("message.tool_call_id")))
 
 
-def _traceloop(attributes: Mapping[str, Any]) -> Step | str | None:
+def _traceloop(attributes: Mapping[str, Any], *, later: bool) -> Step | str | None:
     kind = _text(attributes.get("traceloop.span.kind"))
     name = _text(attributes.get("traceloop.entity.name"))
     if kind == "tool" and name:
@@ -234,7 +241,8 @@ def _traceloop(attributes: Mapping[str, Any]) -> Step | str | None:
     return ModelStep(
         model=_text(attributes.get("gen_ai.response.model")
                     or attributes.get("gen_ai.request.model")),
-        input=[_plain_message(m) for m in lists["gen_ai.prompt"]],
+        input=[_plain_message(m) for m in _new(lists["gen_ai.prompt"], role="role",
+                                               later=later)],
         output=[_plain_message(m) for m in lists["gen_ai.completion"]])
 
 
@@ -281,20 +289,14 @@ def _tool_steps_from_messages(steps: list[Step]) -> list[Step]:
     return out
 
 
-def _keep_new_messages(steps: list[Step]) -> list[Step]:
-    """Each model step after the first cut to its input after the last assistant
-    message (see the module docstring)."""
-    out: list[Step] = []
-    seen_model = False
-    for step in steps:
-        if isinstance(step, ModelStep):
-            if seen_model:
-                last = max((n for n, m in enumerate(step.input) if m.role == "assistant"),
-                           default=-1)
-                step = step.model_copy(update={"input": step.input[last + 1:]})
-            seen_model = True
-        out.append(step)
-    return out
+def _new(messages: list[Any], *, role: str, later: bool) -> list[Any]:
+    """A later model call's input after its last assistant message (see the module
+    docstring), cut before any message is built; the first call's whole."""
+    if not later:
+        return messages
+    last = max((n for n, m in enumerate(messages)
+                if isinstance(m, dict) and m.get(role) == "assistant"), default=-1)
+    return messages[last + 1:]
 
 
 def _value(raw: Any) -> Any:
