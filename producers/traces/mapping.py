@@ -26,7 +26,7 @@ from typing import Any
 
 from producers.traces.config import SpanSelector, TraceSpec
 from producers.traces.span import SPAN_KINDS, Span
-from producers.traces.steps import build_trajectory
+from producers.traces.steps import build_trajectory, first_agent
 from producers.traces.values import as_list as _as_list
 from producers.traces.values import indexed
 from producers.traces.values import json_value as _json
@@ -118,6 +118,9 @@ def map_trace(spans: Sequence[Span], *, spec: TraceSpec) -> TraceMapping:
                                           documents=[r.documents for r in readings])
             if trajectory is not None:
                 record["trajectory"] = trajectory.model_dump(mode="json")
+                agent = first_agent(ordered)
+                if agent is not None:  # a segment, unless traces.segments names one
+                    record["attributes"].setdefault("agent", agent)
         samples.append(MappedSample(record, sampling_key=span.trace_id))
     return TraceMapping(samples, None if samples else "no_question_or_answer")
 

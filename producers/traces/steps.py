@@ -100,6 +100,24 @@ def build_trajectory(spans: Sequence[Span], *, final_answer: str | None,
     return Trajectory(steps=steps, tools=list(tools.values()), final_answer=final_answer)
 
 
+def first_agent(spans: Sequence[Span]) -> str | None:
+    """The name of the trace's first agent (``gen_ai.agent.name`` of ``invoke_agent``,
+    ``agent.name`` of an OpenInference ``AGENT``, a Traceloop ``agent``'s entity name)."""
+    for span in spans:
+        attributes = span.attributes
+        if attributes.get("gen_ai.operation.name") == "invoke_agent":
+            name = _text(attributes.get("gen_ai.agent.name"))
+        elif str(attributes.get("openinference.span.kind", "")).upper() == "AGENT":
+            name = _text(attributes.get("agent.name"))
+        elif attributes.get("traceloop.span.kind") == "agent":
+            name = _text(attributes.get("traceloop.entity.name"))
+        else:
+            continue
+        if name:
+            return name
+    return None
+
+
 def has_agent_marks(attributes: Mapping[str, Any]) -> bool:
     """A cheap test, before any message is decoded: a tool or agent span, offered tools,
     or a tool call in a model's output."""

@@ -64,6 +64,8 @@ def test_genai_agent_with_execute_tool_spans() -> None:
     assert trajectory["tools"] == [{"name": "weather", "description": "Weather now",
                                     "parameters": WEATHER_SCHEMA}]
     assert trajectory["final_answer"] == "4 C and rain."
+    (sample,) = map_trace(spans, spec=TraceSpec()).samples
+    assert sample.record["attributes"]["agent"] == "helper"
 
 
 def test_genai_structured_arguments_and_a_response_under_either_key() -> None:
@@ -123,6 +125,8 @@ def test_openinference_tool_and_agent_spans() -> None:
     assert (steps[1]["name"], steps[1]["arguments"], steps[1]["result"]) == (
         "weather", {"city": "Oslo"}, "4 C, rain")
     assert steps[2] == {"type": "handoff", "agent": "stylist"}
+    (sample,) = map_trace(spans, spec=TraceSpec()).samples
+    assert sample.record["attributes"]["agent"] == "triage"
     assert trajectory["tools"] == [{"name": "weather", "description": None,
                                     "parameters": WEATHER_SCHEMA}]
 
