@@ -280,20 +280,22 @@ def _text(rng: random.Random, words: int) -> str:
     return " ".join(rng.choice(_WORDS) for _ in range(words))
 
 
-def _registry_with_bench_metric() -> MetricRegistry:
+def _registry_with_bench_metric(base_name: str = "rag_qa", name: str = METRIC) -> MetricRegistry:
+    """The built-in metrics and a copy of ``base_name`` called ``name`` (its own queue)."""
     registry = load_registry()
-    base = registry.get("rag_qa")
-    bench = Metric(spec=base.spec.model_copy(update={"name": METRIC}), version=base.version,
+    base = registry.get(base_name)
+    bench = Metric(spec=base.spec.model_copy(update={"name": name}), version=base.version,
                    examples_text=base.examples_text, path=base.path)
     return MetricRegistry([*registry, bench])
 
 
-def _clean(client: redis.Redis) -> None:
+def _clean(client: redis.Redis, metric: str = METRIC) -> None:
+    """Delete the trace buffer's keys and ``metric``'s queue and deduplication keys."""
     keys = list(client.scan_iter("evalfleet:otlp:*", count=1000))
-    keys += list(client.scan_iter(f"{DEDUPE_PREFIX}{METRIC}:*", count=1000))
+    keys += list(client.scan_iter(f"{DEDUPE_PREFIX}{metric}:*", count=1000))
     for start in range(0, len(keys), 1000):
         client.delete(*keys[start:start + 1000])
-    client.delete(f"eval.{METRIC}")
+    client.delete(f"eval.{metric}")
 
 
 def _print_setup(args: argparse.Namespace, *, traces: list[list[ProtoSpan]],

@@ -17,9 +17,11 @@ from typing import Any
 from evalfleet.core.errors import InvalidSample
 from evalfleet.core.sample import DEFAULT_LIMITS, Sample, SampleLimits
 from evalfleet.core.settings import Settings
+from evalfleet.core.trajectory import Trajectory, text_sizes
 
 #: Fields whose limit can be set on its own.
-LIMITED_FIELDS = ("input", "output", "reference", "context", "attributes", "fields")
+LIMITED_FIELDS = ("input", "output", "reference", "context", "attributes", "fields",
+                  "trajectory")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +36,14 @@ class FieldLimits:
 
     max_context_items: int = 256
     """Most items in ``context``."""
+
+    max_trajectory_steps: int = 1000
+    """Most steps in a trajectory (also the most messages of one model step, documents
+    of one retrieval and tools offered)."""
+
+    max_trajectory_chars: int = 4_194_304
+    """Most characters in a trajectory's texts together (each text is also held to
+    the ``trajectory`` field limit)."""
 
     structure: SampleLimits = DEFAULT_LIMITS
     """Nesting depth and keys, checked while the record is parsed."""
@@ -72,6 +82,8 @@ def check_limits(sample: Sample, *, limits: FieldLimits, record: str = "") -> No
             f"{len(sample.context):,} items, over the limit of {limits.max_context_items:,}",
             record=record, sample_id=sample.id, field="context",
         )
+    if sample.trajectory is not None:
+        _check_trajectory(sample.trajectory, limits=limits, record=record, sample_id=sample.id)
     # A field within the lowest limit of all needs no path built nor limit looked up.
     lowest = min([limits.max_chars, *limits.per_field.values()])
     for name, key, size in _field_sizes(sample):
@@ -83,6 +95,29 @@ def check_limits(sample: Sample, *, limits: FieldLimits, record: str = "") -> No
         if size > limit:
             raise InvalidSample(f"{size:,} characters, over the limit of {limit:,}",
                                 record=record, sample_id=sample.id, field=path)
+
+
+def _check_trajectory(trajectory: Trajectory, *, limits: FieldLimits, record: str,
+                      sample_id: str) -> None:
+    """Counts first (so 100,000 steps cost no size walk), then each text and the total."""
+    most = limits.max_trajectory_steps
+    counts = [("trajectory.steps", len(trajectory.steps)),
+              ("trajectory.tools", len(trajectory.tools))]
+    for n, step in enumerate(trajectory.steps[:most]):
+        for part in ("input", "output", "documents"):
+            counts.append((f"trajectory.steps[{n}].{part}", len(getattr(step, part, ()))))
+    for path, count in counts:
+        if count > most:
+            raise InvalidSample(f"{count:,} items, over the limit of {most:,}", record=record,
+                                sample_id=sample_id, field=path)
+    limit = limits.limit_for("trajectory")
+    total = 0
+    for path, size in text_sizes(trajectory):
+        total += size
+        if size > limit or total > limits.max_trajectory_chars:
+            over = (f"{size:,} characters, over the limit of {limit:,}" if size > limit else
+                    f"the trajectory's texts pass {limits.max_trajectory_chars:,} characters")
+            raise InvalidSample(over, record=record, sample_id=sample_id, field=path)
 
 
 def _field_sizes(sample: Sample) -> Iterator[tuple[str, int | str | None, int]]:

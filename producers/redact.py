@@ -6,8 +6,9 @@ regular expressions from the sampling config. Each match is replaced with its
 kind in brackets (``[EMAIL]``, ``[EMPLOYEE_ID]``), which a judge still reads as
 "an address was here", and counted per kind.
 
-Redaction covers ``input``, ``output``, ``context``, ``reference`` and every
-string inside ``fields``; ``attributes`` and the id only when the rules say so,
+Redaction covers ``input``, ``output``, ``context``, ``reference``, every string
+inside ``fields`` and every string of a ``trajectory`` (messages, arguments, results,
+documents, schemas, the final answer); ``attributes`` and the id only when the rules say so,
 since they are segment labels and the verdict key.
 """
 
@@ -156,6 +157,11 @@ def redact_sample(sample: Sample, *, redactor: Redactor) -> tuple[Sample, dict[s
         "reference": None if sample.reference is None else text(sample.reference, counts),
         "fields": {key: _redact_value(value, text, counts) for key, value in sample.fields.items()},
     }
+    if sample.trajectory is not None:
+        found = sum(counts.values())
+        redacted = sample.trajectory.map_text(lambda value: text(value, counts))
+        if sum(counts.values()) > found:
+            update["trajectory"] = redacted
     if redactor.rules.attributes:
         update["attributes"] = {k: text(v, counts) for k, v in sample.attributes.items()}
     if redactor.rules.id:

@@ -109,6 +109,7 @@ class ProducerRuntime:
         ``shared``), so every replica sees every span; else this process's memory."""
         settings = self.settings
         timing = Timing(quiet_s=settings.otlp_quiet_s, max_wait_s=settings.otlp_max_wait_s,
+                        agent_max_wait_s=settings.otlp_agent_max_wait_s,
                         max_spans_per_trace=settings.otlp_max_spans_per_trace,
                         max_trace_bytes=settings.otlp_max_trace_bytes,
                         max_open_traces=settings.otlp_max_open_traces)

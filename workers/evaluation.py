@@ -51,10 +51,11 @@ from evalfleet.store.batchspool import BatchSpool, SpoolEntry
 from evalfleet.store.evidence import sample_content
 from workers.batchjudge.provider import with_first_reply
 from workers.checks import CheckOutcome, CheckResult, CheckRunner, PreparedCheck
+from workers.compactor import Compaction, TrajectoryTooLong
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.base import prompt_cache_key
 from workers.judge.status import prompt_too_long
-from workers.renderer import ChatMessage, render_messages
+from workers.renderer import ChatMessage, render
 from workers.save_message import UnsavedBatch
 from workers.telemetry import Telemetry
 from workers.verdicts import (
@@ -78,6 +79,10 @@ UNSTORABLE = "unstorable"
 #: Error class of a verdict the judge could not give: the prompt is longer than its
 #: context. Re-judging it after raising the context: docs/judges.md.
 CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+
+#: Error class of a verdict whose trajectory cannot fit the metric's token budget even
+#: compacted (its tool calls, first question and final answer alone pass it): no call.
+TRAJECTORY_TOO_LONG = "trajectory_too_long"
 
 #: Seconds a batch waits after an answer for more to store with it in one transaction.
 #: A real judge's answers to one batch spread over much of its latency; each save
@@ -243,6 +248,7 @@ class _Pending(_Claimed):
     result: Verdict | ParseFailure | None = None
     first_failure: ParseFailure | None = None
     error: JudgeError | None = None
+    compaction: Compaction | None = None
 
     def take(self, answer: JudgeReply | JudgeError) -> None:
         """Record one judge answer and parse it."""
@@ -671,17 +677,30 @@ class Evaluator:
                     job, countdown_s=countdown_s, reason="claimed by another worker")
             else:
                 try:
-                    request = self._request(metric, job, model=key.judge_model)
+                    request, compaction = self._request(metric, job, model=key.judge_model)
+                except TrajectoryTooLong as exc:
+                    self._too_long(batch, _Pending(index, job, metric, key, _NO_REQUEST), exc)
+                    continue
                 except InvalidSample as exc:
                     self._dead_letter(batch, index, job, "invalid_sample", str(exc), key=key)
                     continue
-                pending.append(_Pending(index, job, metric, key, request))
+                pending.append(_Pending(index, job, metric, key, request,
+                                        compaction=compaction))
         return pending
 
-    def _request(self, metric: Metric, job: Job, *, model: str) -> JudgeRequest:
+    def _too_long(self, batch: _Batch, item: _Pending, error: TrajectoryTooLong) -> None:
+        """A trajectory that cannot be compacted into the budget: a failed verdict, no call."""
+        record = self._record(item, _Judgement("failed", TRAJECTORY_TOO_LONG, str(error), None,
+                                               dict.fromkeys(item.metric.spec.scores), {}))
+        batch.verdicts.append(record)
+        batch.outcomes[item.index] = Outcome.stored(record)
+
+    def _request(self, metric: Metric, job: Job, *,
+                 model: str) -> tuple[JudgeRequest, Compaction | None]:
         options = metric.spec.judge
+        rendered = render(metric, job.sample)
         return JudgeRequest(
-            messages=render_messages(metric, job.sample), model=model,
+            messages=rendered.messages, model=model,
             temperature=options.temperature, max_tokens=options.max_tokens,
             # As the metric asks, up to the configured mode; the judge fleet lowers it to
             # what the endpoint and model accept (workers.judge.gate.StepDown).
@@ -690,7 +709,7 @@ class Evaluator:
             metric=metric.name,
             prompt_cache_key=(prompt_cache_key(metric.name, metric.version)
                               if self.options.prompt_cache_key else None),
-        )
+        ), rendered.compaction
 
     def _conclude(self, item: _Pending, batch: _Batch) -> None:
         if isinstance(item.error, JudgeRejected) and item.error.is_access_problem:
@@ -790,8 +809,13 @@ class Evaluator:
             judge_fingerprint=last.system_fingerprint if last else None, purpose=job.purpose,
             judge_mode=self.options.judge_mode,
             canary_scores=_canary_scores(job, item.metric, judgement),
+            compaction=item.compaction.as_json() if item.compaction else None,
             sample=sample_content(job.sample.to_json()) if self.options.keep_samples else None,
         )
+
+
+#: The request of a job never sent (its prompt could not be rendered within budget).
+_NO_REQUEST = JudgeRequest(messages=(), model="", temperature=0.0, max_tokens=1)
 
 
 class _Judgement(NamedTuple):

@@ -11,6 +11,7 @@ rendering. Either refusal makes that one job a dead letter (``invalid_sample``).
 from __future__ import annotations
 
 import string
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, TypedDict
 
@@ -21,6 +22,11 @@ from jinja2.sandbox import SandboxedEnvironment
 from evalfleet.core.errors import InvalidMetricSpec, InvalidSample
 from evalfleet.core.metric import MessageSpec, Metric
 from evalfleet.core.sample import Sample
+from workers.compactor import Compaction, render_tools, render_trajectory
+
+#: Characters counted per token of a metric's budget: the project's estimate is four, and
+#: JSON (arguments, results, schemas) tokenises denser than prose, so a third of margin.
+BUDGET_CHARS_PER_TOKEN = 3
 
 #: Longest message a Jinja template may render, in characters.
 MAX_MESSAGE_CHARS = 8 * 1024 * 1024
@@ -65,24 +71,55 @@ class ChatMessage(TypedDict):
     content: str
 
 
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """The judge messages of one sample, and what compaction cut from its trajectory."""
+
+    messages: list[ChatMessage]
+    """The messages, in the metric's order."""
+    compaction: Compaction | None = None
+    """What was cut from the trajectory to fit the metric's budget; None when nothing."""
+
+
 def render_messages(metric: Metric, sample: Sample) -> list[ChatMessage]:
-    """The judge messages for ``sample`` under ``metric``.
+    """The judge messages for ``sample`` under ``metric`` (see :func:`render`)."""
+    return render(metric, sample).messages
+
+
+def render(metric: Metric, sample: Sample) -> Rendered:
+    """The judge messages for ``sample`` under ``metric``, its trajectory (when a variable
+    reads it) written by :mod:`workers.compactor` within the metric's token budget.
 
     Args:
         metric: The loaded metric.
         sample: The sample to judge.
 
     Returns:
-        The messages, in the metric's order.
+        The messages and what was cut.
 
     Raises:
+        TrajectoryTooLong: When the trajectory cannot be compacted into the budget.
         InvalidSample: When the sample lacks a value the metric requires.
     """
-    values = metric.resolve_variables(sample)
-    return [
-        ChatMessage(role=message.role, content=_render_one(message, values))
-        for message in metric.spec.messages
-    ]
+    steps = [name for name, v in metric.spec.variables.items() if v.source == "trajectory"]
+    if not steps or sample.trajectory is None:
+        return Rendered(_messages(metric, metric.resolve_variables(sample)))
+    trajectory = sample.trajectory
+    given = {name: render_tools(trajectory.tools) for name, v in metric.spec.variables.items()
+             if v.source == "trajectory.tools"}
+    # The budget left to the steps is what the rest of the prompt leaves.
+    others = _messages(metric, metric.resolve_variables(sample, given={
+        **given, **dict.fromkeys(steps, "")}))
+    budget_chars = (metric.spec.judge.budget_tokens * BUDGET_CHARS_PER_TOKEN
+                    - sum(len(m["content"]) for m in others))
+    text, compaction = render_trajectory(trajectory, budget_chars=max(0, budget_chars))
+    values = metric.resolve_variables(sample, given={**given, **dict.fromkeys(steps, text)})
+    return Rendered(_messages(metric, values), compaction)
+
+
+def _messages(metric: Metric, values: dict[str, str]) -> list[ChatMessage]:
+    return [ChatMessage(role=message.role, content=_render_one(message, values))
+            for message in metric.spec.messages]
 
 
 def check_templates(metric: Metric) -> None:

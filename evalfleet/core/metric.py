@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 import string
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
@@ -44,7 +44,7 @@ VERSION_LENGTH = 12
 _DIGIT_RUN = re.compile(r"[0-9]+")
 
 #: Paths a template variable may read from a sample.
-SAMPLE_PATHS = ("id", "input", "output", "context", "reference", "timestamp")
+SAMPLE_PATHS = ("id", "input", "output", "context", "reference", "timestamp", "trajectory")
 
 
 class _Model(BaseModel):
@@ -99,7 +99,8 @@ class VariableSpec(_Model):
 
     source: str | None = Field(default=None, alias="from")
     """Sample path: ``input``, ``output``, ``context``, ``reference``, ``id``,
-    ``timestamp``, ``fields.<key>`` or ``attributes.<key>``."""
+    ``timestamp``, ``trajectory`` (its steps), ``trajectory.tools`` (the offered tools),
+    ``fields.<key>`` or ``attributes.<key>``."""
 
     value: str | None = None
     """A literal value (used instead of ``from``)."""
@@ -261,6 +262,9 @@ class JudgeOptions(_Model):
     """``call``: judged while the worker waits; ``batch``: through the provider's Batch
     API at its batch price, verdicts arriving within its turnaround (docs/batch.md)."""
 
+    budget_tokens: int = Field(default=32_000, gt=0)
+    """Most tokens of the rendered prompt; a trajectory is compacted into it."""
+
 
 class MetricFile(_Model):
     """The content of one metric file, as written."""
@@ -273,6 +277,10 @@ class MetricFile(_Model):
 
     seed: str | None = None
     """Where the judge prompt came from."""
+
+    unit: Literal["call", "trace"] = "call"
+    """What one verdict judges: ``call``, one question and answer; ``trace``, an agent's
+    whole run (the sample's ``trajectory``; its id is the trace id)."""
 
     constants: dict[str, str] = Field(default_factory=dict)
     """Values usable in templates and in verdict field names (``{VERDICT_KEY}``)."""
@@ -347,8 +355,13 @@ class Metric:
         """The broker queue that carries this metric's jobs."""
         return queue_for(self.spec.name)
 
-    def resolve_variables(self, sample: Sample) -> dict[str, str]:
+    def resolve_variables(self, sample: Sample, *,
+                          given: Mapping[str, str] | None = None) -> dict[str, str]:
         """Every template variable's text for ``sample``: constants, examples, sample values.
+
+        Args:
+            sample: The sample.
+            given: Texts the caller made itself (a compacted trajectory), used as they are.
 
         Raises:
             InvalidSample: When a required value is missing or blank, naming the field.
@@ -356,7 +369,8 @@ class Metric:
         values = dict(self.spec.constants)
         values.update(self.examples_text)
         for name, variable in self.spec.variables.items():
-            values[name] = _variable_text(variable, sample)
+            values[name] = (given[name] if given and name in given
+                            else _variable_text(variable, sample))
         return values
 
     def check_inputs(self, sample: Sample) -> None:
@@ -386,6 +400,8 @@ def _variable_text(variable: VariableSpec, sample: Sample) -> str:
         return _list_text(value, variable.list_style)
     if isinstance(value, str):
         return value
+    if isinstance(value, BaseModel):  # a trajectory the renderer did not compact
+        return value.model_dump_json()
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -407,6 +423,8 @@ def sample_value(sample: Sample, path: str) -> Any:
         return sample.fields.get(key)
     if head == "attributes":
         return sample.attributes.get(key)
+    if head == "trajectory" and key:  # trajectory.tools
+        return getattr(sample.trajectory, key, None)
     value = getattr(sample, head)
     return value.isoformat() if isinstance(value, datetime) else value
 
@@ -527,7 +545,7 @@ def _is_sample_path(path: str) -> bool:
     head, _, key = path.partition(".")
     if head in ("fields", "attributes"):
         return bool(key)
-    return path in SAMPLE_PATHS
+    return path in SAMPLE_PATHS or path == "trajectory.tools"
 
 
 def _substitute_constants(data: Any) -> Any:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from evalfleet.core import jsontext
 from evalfleet.core.errors import InvalidSample
+from evalfleet.core.trajectory import Trajectory
 
 #: Longest sample id accepted, in characters.
 MAX_ID_LENGTH = 256
@@ -89,6 +90,10 @@ class Sample(BaseModel):
     fields: dict[str, Any] = Field(default_factory=dict)
     """Metric-specific inputs, e.g. ``product_title`` or ``evaluation_goal``."""
 
+    trajectory: Trajectory | None = None
+    """An agent run's steps, offered tools and final answer (``evalfleet.core.trajectory``);
+    None for a single call."""
+
     @field_validator("id")
     @classmethod
     def _id_not_blank(cls, value: str) -> str:
@@ -109,8 +114,10 @@ class Sample(BaseModel):
         return [] if value is None else value
 
     def to_json(self) -> dict[str, Any]:
-        """The sample as plain JSON data (the format it was read in)."""
-        return self.model_dump(mode="json")
+        """The sample as plain JSON data (the format it was read in); without a
+        trajectory, no ``trajectory`` key (as before there was one)."""
+        return self.model_dump(mode="json", exclude={"trajectory"} if self.trajectory is None
+                               else None)
 
 
 def parse_sample(data: Any, *, record: str = "", limits: SampleLimits | None = None) -> Sample:
@@ -310,9 +317,15 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed in a sample")
 
 
+#: A step's type, which pydantic puts in the location of an error inside the step.
+_STEP_TAGS = frozenset({"model", "tool", "retrieval", "handoff"})
+
+
 def _field_path(loc: tuple[Any, ...]) -> str | None:
     path = ""
-    for part in loc:
+    for n, part in enumerate(loc):
+        if part in _STEP_TAGS and n >= 3 and loc[n - 2] == "steps" and isinstance(loc[n - 1], int):
+            continue
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
     return path or None
 

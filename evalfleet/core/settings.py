@@ -511,6 +511,11 @@ class IngestSettings(BaseModel):
     otlp_max_wait_s: float = Field(default=60.0, gt=0)
     """A trace is produced this long after its first span at the latest, root or not."""
 
+    otlp_agent_max_wait_s: float = Field(default=600.0, gt=0)
+    """The same for an agent's trace (one with a tool or agent span), whose run may
+    outlast ``otlp_max_wait_s``: it is produced when its root span ends, or this long
+    after its first span at the latest."""
+
 
 class AlertSettings(BaseModel):
     """The alert engine (``evalfleet beat``), drift canaries and the alert page."""

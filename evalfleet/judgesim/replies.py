@@ -34,12 +34,13 @@ from evalfleet.judgesim.mangle import render_json, render_score_tag, render_text
 from evalfleet.judgesim.schema_fill import fill_verdict
 
 #: Which prompt the simulator recognised, and so the format of its answer.
-#: ``rag_qa``, ``context_precision``, ``bbh_match``, ``rec_faithfulness``: the built-in
-#: judge prompts; ``json_schema``: a verdict that satisfies the request's schema;
+#: ``rag_qa``, ``context_precision``, ``bbh_match``, ``rec_faithfulness``,
+#: ``agent_task_completion``, ``agent_tool_use``: the built-in judge prompts;
+#: ``json_schema``: a verdict that satisfies the request's schema;
 #: ``json_object``: ``{"score", "reason"}``; ``text``: one sentence.
 PromptFormat = Literal[
-    "rag_qa", "context_precision", "bbh_match", "rec_faithfulness", "json_schema",
-    "json_object", "text",
+    "rag_qa", "context_precision", "bbh_match", "rec_faithfulness", "agent_task_completion",
+    "agent_tool_use", "json_schema", "json_object", "text",
 ]
 
 #: Characters per token in the usage estimate.
@@ -358,6 +359,10 @@ def _recognise(prompt: Prompt, response_format: Any) -> PromptFormat:
         return "context_precision"
     if "Score- <score>" in text:
         return "rec_faithfulness"
+    if "**Task Completion**" in text and "evaluation_status" in text:
+        return "agent_task_completion"
+    if "**Tool Use**" in text and "evaluation_status" in text:
+        return "agent_tool_use"
     if _schema_of(response_format) is not None:
         return "json_schema"
     return "json_object" if _is_json_mode(response_format) else "text"
@@ -404,6 +409,8 @@ def _simulate(prompt: Prompt, response_format: Any) -> _Simulation:
     elif prompt_format == "rec_faithfulness":
         score = overrides.get("score", _only_value(overrides, _one_to_five(prompt.digest, 0)))
         return _Simulation(prompt_format, {"score": score}, ("score",))
+    elif prompt_format in ("agent_task_completion", "agent_tool_use"):
+        verdict, keys = _agent_verdict(prompt, overrides, prompt_format)
     elif prompt_format == "json_schema":
         verdict, keys = fill_verdict(_schema_of(response_format) or {}, _slots(prompt.digest))
     else:
@@ -436,6 +443,27 @@ def _rag_qa(prompt: Prompt, overrides: dict[str, Any]) -> dict[str, Any]:
             verdict[f"{name}_explanation"] = _explain(_RAG_EXPLANATIONS[name], value)
     verdict.update(evaluation_status="success", reason=None, error=None)
     return verdict
+
+
+#: The agent metrics' score key and explanations, low to high.
+_AGENT_SCORES = {
+    "agent_task_completion": ("task_completion", (
+        "The run did not achieve what the user asked.",
+        "The run achieved part of what the user asked.",
+        "The run achieved what the user asked.")),
+    "agent_tool_use": ("tool_use", (
+        "The tools were misused: wrong tools, arguments or readings of their results.",
+        "Some tool calls were right, others had wrong arguments or misread results.",
+        "The right tools were called with fitting arguments and their results used well.")),
+}
+
+
+def _agent_verdict(prompt: Prompt, overrides: dict[str, Any],
+                   prompt_format: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    key, sentences = _AGENT_SCORES[prompt_format]
+    score = overrides.get(key, _unit(prompt.digest, 0))
+    return ({key: score, f"{key}_explanation": _explain(sentences, score), "failed_step": None,
+             "evaluation_status": "success", "reason": None, "error": None}, (key,))
 
 
 def _explain(sentences: tuple[str, str, str], value: Any) -> str:

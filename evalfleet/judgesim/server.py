@@ -77,6 +77,7 @@ from evalfleet.judgesim.replies import (
     estimate_tokens,
     reply_with,
 )
+from evalfleet.judgesim.tools import ToolTurn, agent_turn, offered_tools
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
                 403: "permission_error", 404: "not_found_error", 429: "requests"}
@@ -220,6 +221,10 @@ class _ChatRequest:
     """The request's ``prompt_cache_key``, if any."""
     parameters: frozenset[str]
     """The request's top-level parameter names."""
+    messages: list[Any]
+    """The request's messages as sent."""
+    tools: list[dict[str, Any]]
+    """The function tools offered (an agent's model call), if any."""
 
 
 def create_app(config: SimConfig | None = None) -> Starlette:
@@ -356,6 +361,10 @@ async def _generate(sim: SimState, counters: _Counters, request: Request,
     if fault.outcome == "hang":
         client_left = await _hang(request, hang_s=config.hang_s)
         fault = Fault.none()
+    if chat.tools:  # an agent's model: call its tools, then answer
+        if not client_left:
+            counters.answered(chat.prompt.key)
+        return JSONResponse(_tool_completion(sim, chat, agent_turn(chat.messages, chat.tools)))
     reply = build_reply(chat.prompt, model=chat.model, response_format=chat.response_format,
                         fault=fault, max_tokens=chat.max_tokens,
                         shift=config.score_shifts.get(chat.model, 0.0),
@@ -434,7 +443,7 @@ def _chat_request_of(payload: Any) -> _ChatRequest:
     if cache_key is not None and not isinstance(cache_key, str):
         raise InvalidChatRequest("'prompt_cache_key' must be a string", param="prompt_cache_key")
     return _ChatRequest(prompt, model, response_format, max_tokens, cache_key,
-                        frozenset(payload))
+                        frozenset(payload), payload["messages"], offered_tools(payload))
 
 
 async def _scripted(sim: SimState, chat: _ChatRequest, scripted: ScriptedReply) -> Response:
@@ -515,6 +524,16 @@ def _completion_body(sim: SimState, chat: _ChatRequest, reply: Reply, *,
                   "completion_tokens": usage.completion_tokens,
                   "total_tokens": usage.total_tokens, **details},
     }
+
+
+def _tool_completion(sim: SimState, chat: _ChatRequest, turn: ToolTurn) -> dict[str, Any]:
+    content = turn.content or ""
+    body = _completion_body(sim, chat, reply_with(chat.prompt, content=content))
+    body["choices"][0]["message"] = {"role": "assistant", "content": turn.content,
+                                     "refusal": None,
+                                     **({"tool_calls": turn.tool_calls} if turn.tool_calls else {})}
+    body["choices"][0]["finish_reason"] = turn.finish_reason
+    return body
 
 
 def _error(

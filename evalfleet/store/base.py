@@ -102,6 +102,9 @@ class VerdictRecord:
     """Canary verdicts only: agreement and bias with the gold labels by series name
     (``canary:<score>``, ``canary_bias:<score>``), stored in the score series beside
     the production ones for the ``judge_drift`` rule; never in the verdict's scores."""
+    compaction: dict[str, int] | None = None
+    """What was cut from the sample's trajectory to fit the metric's budget
+    (``original_chars``, ``cut_chars``, ``pieces_cut``); None when nothing was."""
     sample: dict[str, Any] | None = None
     """The sample content judged (``input``, ``output``, ``context``, ``reference``,
     ``fields``) as the producer accepted it; None when not kept (or purged)."""

@@ -56,8 +56,12 @@ class Evidence:
 
 
 def sample_content(sample: Mapping[str, Any]) -> dict[str, Any]:
-    """The evidence part of a sample's JSON (see :data:`SAMPLE_PARTS`)."""
-    return {part: sample.get(part) for part in SAMPLE_PARTS}
+    """The evidence part of a sample's JSON (see :data:`SAMPLE_PARTS`), and its
+    ``trajectory`` when it has one."""
+    content = {part: sample.get(part) for part in SAMPLE_PARTS}
+    if sample.get("trajectory") is not None:
+        content["trajectory"] = sample["trajectory"]
+    return content
 
 
 def load_samples(conn: Connection, verdict_ids: Sequence[int]) -> dict[int, dict[str, Any]]:

@@ -17,7 +17,9 @@ def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str,
     (``judge_reported_model``, ``judge_fingerprint``; null when it did not say),
     ``cached_tokens`` (of ``prompt_tokens``, those served from the provider's prompt
     cache; null when the judge did not report them), ``judge_simulated`` (true when the
-    judge simulator gave the verdict, whatever model it was asked for) and, with
+    judge simulator gave the verdict, whatever model it was asked for), ``compaction``
+    (what was cut from a trajectory to fit the metric's budget: ``original_chars``,
+    ``cut_chars``, ``pieces_cut``; null when nothing was) and, with
     ``with_sample``, ``sample``: the content judged (null when none was kept).
     """
     row = {
@@ -47,6 +49,7 @@ def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str,
         "judge_mode": record.judge_mode,
         "cached_tokens": record.cached_tokens,
         "judge_simulated": judged_by_simulator(record.judge_fingerprint),
+        "compaction": record.compaction,
     }
     if with_sample:
         row["sample"] = record.sample

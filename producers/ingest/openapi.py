@@ -69,7 +69,10 @@ _STATUS = {
 
 def openapi_spec() -> dict[str, Any]:
     """The OpenAPI document of the ingest service."""
-    sample = Sample.model_json_schema()
+    # The trajectory's models become schemas of their own beside Sample (pydantic nests
+    # them under "$defs", whose "#/$defs/..." references would point at the document root).
+    sample = Sample.model_json_schema(ref_template="#/components/schemas/{model}")
+    nested = sample.pop("$defs", {})
     return {
         "openapi": "3.1.0",
         "info": {
@@ -94,6 +97,7 @@ def openapi_spec() -> dict[str, Any]:
         "components": {
             "schemas": {
                 "Sample": sample,
+                **nested,
                 "Batch": {
                     "type": "object", "required": ["samples"], "additionalProperties": False,
                     "properties": {"samples": {"type": "array", "minItems": 1,

@@ -5,6 +5,8 @@ trace, each trace mapped to samples.
     otlp.py      OTLP/HTTP requests (protobuf, OTLP JSON) in, responses out
     config.py    the sampling config's ``traces`` section
     mapping.py   one trace's spans to sample records (OpenInference, GenAI, OpenLLMetry)
+    steps.py     one trace's spans to an agent trajectory (tool, agent and model spans)
+    values.py    reading attribute values (indexed lists, JSON text), for both
     buffer/      where spans wait for their trace: Redis, or this process's memory
     assembly.py  the sampling decision, buffering, the sweep that produces due traces
     file.py      OTLP JSON lines (the Collector's file exporter) through the same

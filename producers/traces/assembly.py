@@ -161,7 +161,8 @@ class TraceAssembly:
 
     def _metrics_for(self, record: Mapping[str, Any], policy: Policy) -> list[str]:
         """The metrics whose inputs the record carries; a metric that reads the
-        retrieved context is left out of a trace that retrieved nothing (counted)."""
+        retrieved context is left out of a trace that retrieved nothing, and a metric
+        that judges a whole trace out of one without a trajectory (both counted)."""
         kept = []
         for name in self._pipeline.metrics(policy):
             metric = self._metrics.get(name)
@@ -169,6 +170,9 @@ class TraceAssembly:
                 variable.source == "context" for variable in metric.spec.variables.values())
             if reads_context and not record.get("context"):
                 telemetry.OTLP_METRIC_SKIPPED.labels(name, "context").inc()
+                continue
+            if metric is not None and metric.spec.unit == "trace" and not record.get("trajectory"):
+                telemetry.OTLP_METRIC_SKIPPED.labels(name, "trajectory").inc()
                 continue
             kept.append(name)
         return kept

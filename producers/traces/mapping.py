@@ -7,7 +7,8 @@ and ``gen_ai.operation.name``), OpenLLMetry (``gen_ai.prompt.N.*``,
 a model and a prompt version, each when it carries them.
 
 A trace becomes one sample, id the trace id, judged on its root span when that carries a
-question and an answer, else on its last LLM span; or, with a span selector
+question and an answer, else on its last LLM span, with the trace's trajectory when it
+has a tool or an agent (:mod:`producers.traces.steps`); or, with a span selector
 (``traces.judge``), one sample per selected span, id ``<trace id>:<span id>``. Either
 way the context is the documents of the trace's retrieval spans in start order, and the
 sampling key is the trace id, so all samples of a trace share its sampling decision.
@@ -18,19 +19,22 @@ the mapping's CPU).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from evalfleet.core import jsontext
 from producers.traces.config import SpanSelector, TraceSpec
 from producers.traces.span import SPAN_KINDS, Span
+from producers.traces.steps import build_trajectory, first_agent
+from producers.traces.values import as_list as _as_list
+from producers.traces.values import indexed
+from producers.traces.values import json_value as _json
+from producers.traces.values import text as _text
 
-#: ``prefix.N.rest`` flattened list attributes (OpenInference, OpenLLMetry).
-_INDEXED = re.compile(r"(llm\.input_messages|llm\.output_messages|retrieval\.documents"
-                      r"|gen_ai\.prompt|gen_ai\.completion)\.(\d{1,6})\.(.+)")
+#: Flattened list attributes read (``prefix.N.rest``: OpenInference, OpenLLMetry).
+_PREFIXES = ("llm.input_messages", "llm.output_messages", "retrieval.documents",
+             "gen_ai.prompt", "gen_ai.completion")
 
 
 @dataclass(slots=True)  # not frozen, as Span (one per span per sweep)
@@ -107,9 +111,17 @@ def map_trace(spans: Sequence[Span], *, spec: TraceSpec) -> TraceMapping:
         if not reading.question or not reading.answer:
             continue
         sample_id = span.trace_id if spec.judge is None else f"{span.trace_id}:{span.span_id}"
-        samples.append(MappedSample(_record(sample_id, span, reading, root=root, spans=ordered,
-                                            readings=readings, context=context, spec=spec),
-                                    sampling_key=span.trace_id))
+        record = _record(sample_id, span, reading, root=root, spans=ordered,
+                         readings=readings, context=context, spec=spec)
+        if spec.judge is None:
+            trajectory = build_trajectory(ordered, final_answer=reading.answer,
+                                          documents=[r.documents for r in readings])
+            if trajectory is not None:
+                record["trajectory"] = trajectory.model_dump(mode="json")
+                agent = first_agent(ordered)
+                if agent is not None:  # a segment, unless traces.segments names one
+                    record["attributes"].setdefault("agent", agent)
+        samples.append(MappedSample(record, sampling_key=span.trace_id))
     return TraceMapping(samples, None if samples else "no_question_or_answer")
 
 
@@ -283,22 +295,17 @@ def _lookup(spans: Sequence[Span], attribute: str) -> Any:
 
 def _indexed(attributes: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """``prefix.N.rest`` attributes as one list of ``{rest: value}`` per prefix, by N."""
-    grouped: dict[str, dict[int, dict[str, Any]]] = {}
-    for key, value in attributes.items():
-        match = _INDEXED.fullmatch(key)
-        if match is not None:
-            prefix, index, rest = match.groups()
-            grouped.setdefault(prefix, {}).setdefault(int(index), {})[rest] = value
-    return {prefix: [items[n] for n in sorted(items)] for prefix, items in
-            ((p, grouped.get(p, {})) for p in ("llm.input_messages", "llm.output_messages",
-                                              "retrieval.documents", "gen_ai.prompt",
-                                              "gen_ai.completion"))}
+    return indexed(attributes, _PREFIXES)
 
 
 def _last_user(messages: Sequence[Any], *, role: str, content: str) -> str | None:
+    # The last user message with text: a tool's response may come as a user message
+    # holding only a tool-call-response part (pydantic-ai).
     for message in reversed(messages):
         if isinstance(message, dict) and message.get(role) == "user":
-            return _content_text(message.get(content))
+            text = _content_text(message.get(content))
+            if text:
+                return text
     return None
 
 
@@ -367,24 +374,6 @@ def _entity_text(raw: Any) -> str | None:
         if len(strings) == 1:
             return strings[0]
     return value if isinstance(value, str) else _text(raw)
-
-
-def _json(raw: Any) -> Any:
-    """A JSON string decoded (nesting bounded); structured values as they are."""
-    if not isinstance(raw, str):
-        return raw
-    try:
-        return jsontext.loads_strict(raw)
-    except ValueError:
-        return raw if not raw.lstrip().startswith(("[", "{")) else None
-
-
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value.strip() else None
 
 
 def _last(values: Any) -> str | None:

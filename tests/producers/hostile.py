@@ -65,4 +65,22 @@ def hostile_records(n: int) -> list[Hostile]:
               "attributes"),
         _from("nul in a fields key", record(0, id=f"{rid}-l", fields={"a\x00": "v"}), "fields"),
         _from("huge integer", record(0, id=f"{rid}-m", fields={"n": 10 ** 40}), "fields.n"),
+        _from("100,000 trajectory steps",
+              record(0, id=f"{rid}-n", trajectory={
+                  "steps": [{"type": "handoff", "agent": "a"}] * 100_000}),
+              "trajectory.steps"),
+        Hostile("tool arguments nested 10,000 deep",
+                json.dumps(record(0, id=f"{rid}-o"))[:-1]
+                + ', "trajectory": {"steps": [{"type": "tool", "name": "t", "arguments": '
+                + _deep(10_000)[0] + "}]}}",
+                record(0, id=f"{rid}-o", trajectory={"steps": [
+                    {"type": "tool", "name": "t", "arguments": _deep(10_000)[1]}]}),
+                "trajectory"),
+        _from("a 1 MB tool result",
+              record(0, id=f"{rid}-p", trajectory={"steps": [
+                  {"type": "tool", "name": "t", "result": "r" * 1_048_576}]}),
+              "trajectory.steps[0].result"),
+        _from("a step of no known type",
+              record(0, id=f"{rid}-q", trajectory={"steps": [{"type": "dance"}]}),
+              "trajectory.steps[0]"),
     ]

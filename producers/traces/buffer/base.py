@@ -29,6 +29,9 @@ class Timing:
     """Due this long after its last span, once its root span has ended."""
     max_wait_s: float = 60.0
     """Due this long after its first span at the latest."""
+    agent_max_wait_s: float = 600.0
+    """The same for an agent's trace (a span of it has a tool or an agent: see
+    :func:`producers.traces.steps.has_agent_marks`), whose run may last minutes."""
     max_spans_per_trace: int = 1000
     """Spans kept per trace; later ones are rejected."""
     max_trace_bytes: int = 16 * 1024 * 1024
@@ -39,7 +42,11 @@ class Timing:
     @property
     def done_ttl_s(self) -> float:
         """How long a produced trace is remembered, to count late spans."""
-        return max(600.0, 10 * self.max_wait_s)
+        return max(600.0, 10 * self.max_wait_s, 2 * self.agent_max_wait_s)
+
+    def longest_wait_s(self, *, agent: bool) -> float:
+        """How long after its first span a trace is due at the latest."""
+        return self.agent_max_wait_s if agent else self.max_wait_s
 
     def full(self) -> TraceBufferFull:
         """The error of a request that would open too many traces."""

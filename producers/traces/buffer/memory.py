@@ -18,6 +18,7 @@ from producers.traces.buffer.base import (
     TraceBuffer,
 )
 from producers.traces.span import Span
+from producers.traces.steps import has_agent_marks
 
 #: Produced traces remembered at most (to count their late spans), oldest forgotten.
 MAX_DONE = 100_000
@@ -28,6 +29,7 @@ class _Open:
     first_s: float
     due_s: float = 0.0
     root: bool = False
+    agent: bool = False
     spans: list[Span] = field(default_factory=list)
     size_bytes: int = 0
 
@@ -65,7 +67,8 @@ class MemoryTraceBuffer(TraceBuffer):
                 entry.spans.append(span)
                 entry.size_bytes += size
                 entry.root = entry.root or span.is_root
-                entry.due_s = entry.first_s + timing.max_wait_s
+                entry.agent = entry.agent or has_agent_marks(span.attributes)
+                entry.due_s = entry.first_s + timing.longest_wait_s(agent=entry.agent)
                 if entry.root:
                     entry.due_s = min(entry.due_s, now_s + timing.quiet_s)
         return Added(rejections=rejections, late=late)

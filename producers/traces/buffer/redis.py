@@ -1,7 +1,8 @@
 """The trace buffer in Redis, shared by every ingest replica.
 
 Keys (``evalfleet:otlp:`` prefix): ``spans:<trace>`` a list of the trace's spans as
-JSON, ``meta:<trace>`` a hash (first arrival, span count and bytes, whether its root ended),
+JSON, ``meta:<trace>`` a hash (first arrival, span count and bytes, whether its root ended,
+whether it is an agent's),
 ``due`` a sorted set of trace ids by the time each is due, and ``done:<trace>`` an
 expiring mark of a produced trace. Each operation is one Lua script, so replicas adding
 spans and claiming traces at once never see half of another's step, and a trace is in
@@ -27,6 +28,7 @@ from producers.traces.buffer.base import (
     TraceBuffer,
 )
 from producers.traces.span import Span, SpanRejection
+from producers.traces.steps import has_agent_marks
 
 #: Prefix of every key of the buffer.
 KEY_PREFIX = "evalfleet:otlp:"
@@ -34,28 +36,29 @@ KEY_PREFIX = "evalfleet:otlp:"
 #: Seconds a buffered trace's keys live without a sweep (a fleet stopped that long).
 _KEY_TTL_S = 7 * 24 * 3600
 
-# ARGV: prefix, now, quiet, max_wait, max_spans, max_open, ttl, max_bytes, then per
-# trace: trace id, root ended (0/1), span count, spans... Returns {-1} when full, else
+# ARGV: prefix, now, quiet, max_wait, max_spans, max_open, ttl, max_bytes,
+# agent_max_wait, then per trace: trace id, root ended (0/1), an agent's (0/1), span
+# count, spans... Returns {-1} when full, else
 # {late, trace id, spans over the limit, ...}: the spans from the first that does not
 # fit are rejected.
 _ADD = """
 local p, now, quiet, max_wait = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_spans, max_open, ttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local max_bytes = tonumber(ARGV[8])
+local max_bytes, agent_wait = tonumber(ARGV[8]), tonumber(ARGV[9])
 local due = p .. 'due'
-local traces, i, new = {}, 9, 0
+local traces, i, new = {}, 10, 0
 while i <= #ARGV do
-  local tid, root, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local tid, root, agent, n = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
   local done = redis.call('EXISTS', p .. 'done:' .. tid) == 1
   local known = redis.call('EXISTS', p .. 'meta:' .. tid) == 1
   if not done and not known then new = new + 1 end
-  table.insert(traces, {tid, root, n, i + 3, done})
-  i = i + 3 + n
+  table.insert(traces, {tid, root, n, i + 4, done, agent})
+  i = i + 4 + n
 end
 if new > 0 and redis.call('ZCARD', due) + new > max_open then return {-1} end
 local out, late = {}, 0
 for _, t in ipairs(traces) do
-  local tid, root, n, first, done = t[1], t[2], t[3], t[4], t[5]
+  local tid, root, n, first, done, agent = t[1], t[2], t[3], t[4], t[5], t[6]
   if done then
     late = late + n
   else
@@ -72,7 +75,10 @@ for _, t in ipairs(traces) do
     redis.call('HINCRBY', meta, 'count', keep)
     redis.call('HSET', meta, 'bytes', size)
     if root == '1' then redis.call('HSET', meta, 'root', 1) end
-    local deadline = tonumber(redis.call('HGET', meta, 'first')) + max_wait
+    if agent == '1' then redis.call('HSET', meta, 'agent', 1) end
+    local wait = max_wait
+    if redis.call('HGET', meta, 'agent') then wait = agent_wait end
+    local deadline = tonumber(redis.call('HGET', meta, 'first')) + wait
     if redis.call('HGET', meta, 'root') then deadline = math.min(deadline, now + quiet) end
     redis.call('ZADD', due, deadline, tid)
     redis.call('EXPIRE', meta, ttl)
@@ -139,10 +145,11 @@ class RedisTraceBuffer(TraceBuffer):
         timing = self._timing
         args: list[Any] = [KEY_PREFIX, now_s, timing.quiet_s, timing.max_wait_s,
                            timing.max_spans_per_trace, timing.max_open_traces, _KEY_TTL_S,
-                           timing.max_trace_bytes]
+                           timing.max_trace_bytes, timing.agent_max_wait_s]
         for trace_id, members in by_trace.items():
             root = any(span.is_root for span in members)
-            args.extend([trace_id, "1" if root else "0", len(members)])
+            agent = any(has_agent_marks(span.attributes) for span in members)
+            args.extend([trace_id, "1" if root else "0", "1" if agent else "0", len(members)])
             args.extend(span.to_json() for span in members)
         result = self._run(self._add, args)
         if result[0] == -1:

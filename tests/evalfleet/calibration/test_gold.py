@@ -11,7 +11,8 @@ import pytest
 from evalfleet.calibration.gold import bundled_gold, canary_series, load_gold, score_scales
 from evalfleet.core.metric import load_registry
 
-BUILT_IN = ["rag_qa", "context_precision", "bbh_match", "rec_faithfulness"]
+BUILT_IN = ["rag_qa", "context_precision", "bbh_match", "rec_faithfulness",
+            "agent_task_completion", "agent_tool_use"]
 
 
 @pytest.mark.parametrize("name", BUILT_IN)

@@ -38,8 +38,8 @@ def test_a_judge_that_works_passes_with_every_probe(sim_settings: Settings,
     assert (status, report["problems"], problems) == (0, [], "")
     seen = probes(report)
     assert [name for name in seen if name.startswith("metric ")] == [
-        "metric bbh_match", "metric context_precision", "metric rag_qa",
-        "metric rec_faithfulness"]
+        "metric agent_task_completion", "metric agent_tool_use", "metric bbh_match",
+        "metric context_precision", "metric rag_qa", "metric rec_faithfulness"]
     assert all(probe["ok"] for probe in seen.values())
     assert seen["metric rag_qa"]["detail"] == "verdict parsed (json_schema)"
     assert seen["metric rag_qa"]["prompt_tokens"] > 0

@@ -337,3 +337,70 @@ def test_a_trace_whose_sample_is_refused_is_counted_and_finished(
     assert REGISTRY.get_sample_value("evalfleet_producer_otlp_metric_skipped_total",
                                      {"metric": "all", "input": "input"}) == before + 1
     assert replica.buffer.open_traces() == 0 and queued_ids(redis_client, "rag_qa") == []
+
+
+def agent_spans(trace_id: str = TRACE_ID) -> dict[str, dict[str, Any]]:
+    """An agent run as pydantic-ai sends it: the tool and chat spans first, the agent
+    (root) span last, when the run ends."""
+    messages = [{"role": "user", "parts": [{"type": "text", "content": "Weather in Oslo?"}]}]
+    return {
+        "root": json_span(ROOT, trace_id=trace_id, name="invoke_agent agent", start_ns=1,
+                          end_ns=9, attributes={"gen_ai.operation.name": "invoke_agent",
+                                                "gen_ai.agent.name": "agent"}),
+        "tool": json_span(RETRIEVER, trace_id=trace_id, parent=ROOT, name="execute_tool w",
+                          attributes={"gen_ai.operation.name": "execute_tool",
+                                      "gen_ai.tool.name": "weather",
+                                      "gen_ai.tool.call.arguments": '{"city": "Oslo"}',
+                                      "gen_ai.tool.call.result": "4 C, rain"}),
+        "llm": json_span(LLM, trace_id=trace_id, parent=ROOT, name="chat m", attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "m-1",
+            "gen_ai.input.messages": json.dumps(messages),
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+                {"type": "text", "content": "4 C and rain."}]}])}),
+    }
+
+
+TRACE_METRIC = "metrics: {agent_task_completion: {rate: 1.0}, rag_qa: {rate: 1.0}}"
+
+
+def test_an_agent_run_longer_than_the_longest_wait_is_produced_whole_at_its_end(
+    make_replica: Callable[..., Replica], clock: Clock, redis_client: redis.Redis,
+) -> None:
+    replica = make_replica(TRACE_METRIC, otlp_max_wait_s=60, otlp_agent_max_wait_s=600)
+    spans = agent_spans()
+    replica.post(json_request(spans["tool"]))
+    clock.now_s += 90  # past the 60 s of a plain trace: an agent's waits for its root
+    assert replica.assembly.sweep().traces == 0
+    replica.post(json_request(spans["llm"], spans["root"]))
+    clock.now_s += 3
+    assert replica.assembly.sweep().traces == 1
+    (job, _), = queued(redis_client, "agent_task_completion")
+    trajectory = job["sample"]["trajectory"]
+    assert [s["type"] for s in trajectory["steps"]] == ["tool", "model"]
+    assert trajectory["steps"][0]["arguments"] == {"city": "Oslo"}
+    # No retrieval: rag_qa is left out; a trace metric needs a trajectory, which it has.
+    assert queued_ids(redis_client, "rag_qa") == []
+
+
+def test_an_agent_run_whose_root_never_ends_is_produced_at_its_own_longest_wait(
+    make_replica: Callable[..., Replica], clock: Clock, redis_client: redis.Redis,
+) -> None:
+    replica = make_replica(TRACE_METRIC, otlp_max_wait_s=60, otlp_agent_max_wait_s=600)
+    spans = agent_spans()
+    replica.post(json_request(spans["tool"], spans["llm"]))
+    clock.now_s += 599
+    assert replica.assembly.sweep().traces == 0
+    clock.now_s += 1
+    assert replica.assembly.sweep().traces == 1
+    assert queued_ids(redis_client, "agent_task_completion") == [TRACE_ID]
+
+
+def test_a_trace_metric_is_not_produced_for_a_trace_without_a_trajectory(
+    make_replica: Callable[..., Replica], clock: Clock, redis_client: redis.Redis,
+) -> None:
+    replica = make_replica(TRACE_METRIC)
+    replica.post(json_request(*rag_spans().values()))
+    clock.now_s += 3
+    assert replica.assembly.sweep().traces == 1
+    assert queued_ids(redis_client, "rag_qa") == [TRACE_ID]
+    assert queued_ids(redis_client, "agent_task_completion") == []
