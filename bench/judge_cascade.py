@@ -47,9 +47,10 @@ from evalfleet.core.price import ModelPrice, Price, cost_usd
 from evalfleet.core.sample import Sample, parse_sample
 from evalfleet.judgesim import Fault, Prompt, build_reply, simulated_verdict
 from evalfleet.judgesim.quality import JudgeProfile
+from workers.judge.logprobs import read_logprobs
 from workers.renderer import render_messages
 from workers.verdicts import Verdict, parse_verdict
-from workers.verdicts.confidence import logprob_confidences, read_logprobs, verdict_confidence
+from workers.verdicts.confidence import logprob_confidences, verdict_confidence
 from workers.verdicts.schema import response_format_for
 
 PRICES = {
@@ -149,7 +150,7 @@ def run(registry: MetricRegistry, metric_name: str, *, args: argparse.Namespace,
     small_t, large_t = fit.thresholds
     traffic = cases(metric, start=1_000_000, count=args.traffic, profiles=profiles,
                     prices=prices)
-    settled_small = accepted = agreeing = low = 0
+    settled_small = accepted = agreeing = agreeing_small = low = 0
     cascade_usd = large_usd = 0.0
     for case in traffic:
         first, last = case.tiers
@@ -159,6 +160,8 @@ def run(registry: MetricRegistry, metric_name: str, *, args: argparse.Namespace,
         if settles(confidence, small_t):
             settled_small += 1
             kept = first.judgement
+            agreeing_small += bool(kept and item_agrees(kept, case.labels, kinds=kinds,
+                                                        tolerance=guarantee.tolerance))
         else:
             cascade_usd += last.cost_usd * (1 - args.review_rate)
             kept = last.judgement
@@ -175,6 +178,7 @@ def run(registry: MetricRegistry, metric_name: str, *, args: argparse.Namespace,
         "t_large": "-" if large_t is None else f"{large_t:.3f}",
         "bound": fit.tiers[0].guaranteed_agreement,
         "settled_small": settled_small / n, "agreement": agreeing / accepted if accepted else 0.0,
+        "agreement_small": f"{agreeing_small / settled_small:.1%}" if settled_small else "-",
         "low_conf": low / n,
         "usd_cascade": 1000 * cascade_usd / n, "usd_large": 1000 * large_usd / n,
     }
@@ -200,9 +204,10 @@ def main() -> None:
           f"{args.target:.0%}, delta {args.delta:g} per tier (both tiers hold with "
           f">= {1 - 2 * args.delta:.0%}), tolerance {args.tolerance:g}, review rate "
           f"{args.review_rate:.0%}; python {platform.python_version()}")
-    print("| metric | small judge | threshold small / large | bound | settled small "
-          "| agreement accepted | low-conf | $/1k cascade | $/1k large alone | saving |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| metric | small judge | threshold small / large | bound small | settled small "
+          "| agreement settled small | agreement accepted | low-conf | $/1k cascade "
+          "| $/1k large alone | saving |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in metrics:
         for label, small in (
             ("honest", JudgeProfile(error_rate=args.small_error)),
@@ -213,7 +218,8 @@ def main() -> None:
             bound = row["bound"]
             print(f"| {row['metric']} | {row['small']} | {row['t_small']} / {row['t_large']} "
                   f"| {'-' if bound is None else f'{bound:.3f}'} "
-                  f"| {row['settled_small']:.1%} | {row['agreement']:.1%} "
+                  f"| {row['settled_small']:.1%} | {row['agreement_small']} "
+                  f"| {row['agreement']:.1%} "
                   f"| {row['low_conf']:.1%} | {row['usd_cascade']:.4f} "
                   f"| {row['usd_large']:.4f} "
                   f"| {1 - row['usd_cascade'] / row['usd_large']:.0%} |")  # type: ignore[operator]

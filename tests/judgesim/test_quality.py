@@ -21,9 +21,10 @@ from evalfleet.judgesim import (
 )
 from evalfleet.judgesim.quality import JudgeProfile, draw, wrong_value
 from tests.judgesim.builders import JSON_SCHEMA, registry, rendered
+from workers.judge.logprobs import read_logprobs
 from workers.renderer import render_messages
 from workers.verdicts import Verdict, parse_verdict
-from workers.verdicts.confidence import logprob_confidences, read_logprobs, verdict_confidence
+from workers.verdicts.confidence import logprob_confidences, verdict_confidence
 
 METRICS = ("context_precision", "bbh_match", "rec_faithfulness", "rag_qa")
 

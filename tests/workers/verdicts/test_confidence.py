@@ -10,13 +10,11 @@ import pytest
 
 from evalfleet.core.cascade import scores_agree
 from tests.workers.verdicts.builders import bbh, cp, metric, rag, sample
+from workers.judge.logprobs import MAX_TOKENS, TokenLogprob, read_logprobs
 from workers.verdicts import ParseFailure, Verdict, parse_verdict
 from workers.verdicts.confidence import (
-    MAX_TOKENS,
-    TokenLogprob,
     agreement_confidences,
     logprob_confidences,
-    read_logprobs,
     token_share,
     verdict_confidence,
 )
