@@ -12,11 +12,12 @@ review items that every tier judged and people labelled:
   score passes.
 - Tier k is fitted on the items the earlier tiers (with their fitted thresholds) would
   not settle. Candidate thresholds are the confidences seen, highest first, from the
-  first that accepts ``min_labels`` items; each is tested in turn (fixed-sequence
-  testing, no correction needed) against "the accepted verdicts agree with people less
-  often than ``target``" with the exact binomial tail (the Clopper-Pearson bound), and
-  the lowest threshold whose test and every earlier test reject at level ``delta`` is
-  kept. The first one that fails ends the search.
+  first that accepts enough items (:func:`start_size`: at least ``min_labels``, and
+  enough that a judge disagreeing half as often as allowed would pass); each is tested
+  in turn (fixed-sequence testing, no correction needed) against "the accepted verdicts
+  agree with people less often than ``target``" with the exact binomial tail (the
+  Clopper-Pearson bound), and the lowest threshold whose test and every earlier test
+  reject at level ``delta`` is kept. The first one that fails ends the search.
 - So, with probability at least 1 - ``delta`` over the labels drawn, the verdicts a tier
   accepts agree with people at least at ``target``; over all tiers at once with
   probability at least 1 - (sum of the tiers' deltas) (a union bound). It covers
@@ -198,10 +199,11 @@ def fit_threshold(confidences: Sequence[float | None], agrees: Sequence[bool], *
     conf, wrong = conf[order], wrong[order]
     # Candidate j accepts every item with confidence >= its value: the last of its ties.
     last = np.flatnonzero(np.append(conf[1:] != conf[:-1], True))
-    # The sequence starts where a threshold accepts min_labels items: a test on a handful
-    # could never reject, and its failure would end the search before it began. The
-    # start depends on the confidences alone, never on the labels, so the test stays exact.
-    last = last[last + 1 >= guarantee.min_labels]
+    # The sequence starts where a threshold accepts enough items to pass with half the
+    # disagreements allowed: a test on a handful could never reject, and its failure would
+    # end the search before it began. The start depends on the guarantee and the
+    # confidences alone, never on the labels, so the test stays exact.
+    last = last[last + 1 >= start_size(guarantee, limit=len(conf))]
     if not last.size:
         return TierFit(None, n_items, 0, 0, None)
     accepted = last + 1
@@ -215,6 +217,23 @@ def fit_threshold(confidences: Sequence[float | None], agrees: Sequence[bool], *
     n_accepted, n_errors = int(accepted[chosen]), int(errors[chosen])
     return TierFit(float(conf[last[chosen]]), n_items, n_accepted, n_accepted - n_errors,
                    _lower_agreement(n_accepted, n_errors, delta=guarantee.delta))
+
+
+def start_size(guarantee: Guarantee, *, limit: int) -> int:
+    """Items the first tested threshold accepts: at least ``min_labels``, and enough that
+    a judge disagreeing half as often as allowed passes the test.
+
+    Args:
+        guarantee: Target and delta.
+        limit: Labelled items available (the search stops there).
+
+    Returns:
+        The smallest such count, or ``limit`` + 1 when none is within it.
+    """
+    allowed = 1.0 - guarantee.target
+    sizes = np.arange(guarantee.min_labels, max(limit, guarantee.min_labels) + 1)
+    passing = stats.binom.cdf(np.floor(sizes * allowed / 2), sizes, allowed) <= guarantee.delta
+    return int(sizes[np.argmax(passing)]) if passing.any() else limit + 1
 
 
 def _lower_agreement(accepted: int, errors: int, *, delta: float) -> float:

@@ -15,6 +15,7 @@ from evalfleet.calibration.cascade import (
     fit_cascade,
     fit_threshold,
     item_agrees,
+    start_size,
 )
 from evalfleet.core.cascade import settles
 
@@ -47,23 +48,26 @@ def test_too_few_labels_settle_nothing() -> None:
     assert fit.threshold is None and fit.accepted == 0 and fit.labels == 29
 
 
-def test_perfect_confident_labels_pass_the_binomial_test() -> None:
-    # (0.85)^n <= 0.05 needs n >= 19 agreeing items and no error.
-    fit = fit_threshold([0.99] * 19, [True] * 19, guarantee=Guarantee(min_labels=1))
-    assert fit.threshold == pytest.approx(0.99)
+def test_the_first_threshold_tested_accepts_enough_items_to_pass() -> None:
+    # At 85% and delta 0.05: 50 items, of which 3 may disagree (half the allowed 15%).
+    guarantee = Guarantee()
+    assert start_size(guarantee, limit=1000) == 50
+    assert start_size(Guarantee(target=0.8), limit=1000) == 30  # min_labels
+    assert start_size(guarantee, limit=49) == 50  # none within the items: settles nothing
+    fit = fit_threshold([0.99] * 50, [True] * 47 + [False] * 3, guarantee=guarantee)
+    assert fit.threshold == pytest.approx(0.99) and (fit.accepted, fit.agreeing) == (50, 47)
     assert fit.guaranteed_agreement is not None and fit.guaranteed_agreement >= 0.85
-    short = fit_threshold([0.99] * 18, [True] * 18, guarantee=Guarantee(min_labels=1))
-    assert short.threshold is None
+    assert fit_threshold([0.99] * 49, [True] * 49, guarantee=guarantee).threshold is None
 
 
 def test_the_search_stops_at_the_first_failed_test() -> None:
-    # 40 confident right, then 40 less confident mostly wrong, then 40 right again:
+    # 60 confident right, then 40 less confident mostly wrong, then 60 right again:
     # the third block's agreement would pass on its own, but it is never reached.
-    confidences = [0.95] * 40 + [0.8] * 40 + [0.6] * 40
-    agrees = [True] * 40 + [i % 4 == 0 for i in range(40)] + [True] * 40
+    confidences = [0.95] * 60 + [0.8] * 40 + [0.6] * 60
+    agrees = [True] * 60 + [i % 4 == 0 for i in range(40)] + [True] * 60
     fit = fit_threshold(confidences, agrees, guarantee=Guarantee())
     assert fit.threshold == pytest.approx(0.95)
-    assert (fit.accepted, fit.agreeing) == (40, 40)
+    assert (fit.accepted, fit.agreeing) == (60, 60)
 
 
 def test_unknown_confidence_is_never_accepted() -> None:
@@ -75,11 +79,11 @@ def test_later_tiers_fit_on_what_earlier_ones_leave() -> None:
     items = [LabelledItem({"correct": 1.0}, (judged(0.99, correct=1.0), judged(0.9, correct=1.0)))
              for _ in range(60)]
     items += [LabelledItem({"correct": 0.0}, (judged(0.6, correct=1.0), judged(0.95, correct=0.0)))
-              for _ in range(40)]
+              for _ in range(60)]
     fit = fit_cascade(items, kinds=KINDS, guarantee=Guarantee())
     assert fit.thresholds == (pytest.approx(0.99), pytest.approx(0.95))
-    assert [tier.labels for tier in fit.tiers] == [100, 40]
-    assert [tier.accepted for tier in fit.tiers] == [60, 40]
+    assert [tier.labels for tier in fit.tiers] == [120, 60]
+    assert [tier.accepted for tier in fit.tiers] == [60, 60]
     assert fit.low_confidence_share == 0.0
     assert fit.confidence_level == pytest.approx(0.9)
 

@@ -23,26 +23,26 @@ def tier(model: str, score: float, confidence: float | None, cost: float | None)
 
 
 def test_status_of_a_two_tier_cascade() -> None:
-    # 60 items the small judge is sure of and right on; 40 it is unsure of and wrong on,
+    # 60 items the small judge is sure of and right on; 60 it is unsure of and wrong on,
     # which the large judge gets right.
     lines = [line(1.0, tier("nano", 1.0, 0.99, 0.0001), tier("large", 1.0, 0.97, 0.002))] * 60
-    lines += [line(0.0, tier("nano", 1.0, 0.6, 0.0001), tier("large", 0.0, 0.97, 0.002))] * 40
+    lines += [line(0.0, tier("nano", 1.0, 0.6, 0.0001), tier("large", 0.0, 0.97, 0.002))] * 60
     items, problems = read_items(lines)
-    assert problems == [] and len(items) == 100
+    assert problems == [] and len(items) == 120
     status = cascade_status(items, kinds=KINDS, guarantee=Guarantee())
     first, second = status.tiers
     assert (first.model, first.threshold, first.labels, first.accepted) == (
-        "nano", pytest.approx(0.99), 100, 60)
-    assert (second.model, second.labels, second.accepted) == ("large", 40, 40)
-    assert first.settled_share == pytest.approx(0.6)
+        "nano", pytest.approx(0.99), 120, 60)
+    assert (second.model, second.labels, second.accepted) == ("large", 60, 60)
+    assert first.settled_share == pytest.approx(0.5)
     assert status.fit.low_confidence_share == 0.0
-    # Every item pays the small call; 40 of 100 pay the large one too.
-    assert status.usd_per_1000 == pytest.approx(1000 * (0.0001 + 0.4 * 0.002))
+    # Every item pays the small call; half pay the large one too.
+    assert status.usd_per_1000 == pytest.approx(1000 * (0.0001 + 0.5 * 0.002))
     assert status.last_tier_usd_per_1000 == pytest.approx(2.0)
 
 
 def test_an_unknown_cost_on_the_path_makes_the_cost_unknown() -> None:
-    lines = [line(1.0, tier("nano", 1.0, 0.2, None), tier("large", 1.0, 0.99, 0.002))] * 40
+    lines = [line(1.0, tier("nano", 1.0, 0.2, None), tier("large", 1.0, 0.99, 0.002))] * 60
     status = cascade_status(read_items(lines)[0], kinds=KINDS, guarantee=Guarantee())
     assert status.usd_per_1000 is None and status.last_tier_usd_per_1000 == pytest.approx(2.0)
 
