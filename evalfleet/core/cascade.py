@@ -1,14 +1,18 @@
 """The rules a judge cascade shares between the worker and the statistics. Pure.
 
 When two values of one score agree (equal for binary and ordinal scores, within a
-tolerance for continuous ones), each score's kind, and when a verdict's confidence
-settles it at a tier. The worker applies them with no numpy; the threshold fit
-(:mod:`evalfleet.calibration.cascade`) uses the same ones, so what is fitted is what runs.
+tolerance for continuous ones), each score's kind, when a verdict's confidence settles
+it at a tier, and the cascade's identity in the verdict key. The worker applies them
+with no numpy; the threshold fit (:mod:`evalfleet.calibration.cascade`) uses the same
+ones, so what is fitted is what runs.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+from collections.abc import Sequence
 
 from evalfleet.core.metric import Metric, ScoreKind
 
@@ -65,3 +69,32 @@ def settles(confidence: float | None, threshold: float | None) -> bool:
         True only when both are known and the confidence reaches the threshold.
     """
     return confidence is not None and threshold is not None and confidence >= threshold
+
+
+#: Prefix of a cascade's identity where a judge model stands in the verdict key.
+CASCADE_PREFIX = "cascade:"
+
+#: Hex digits of the digest kept in a cascade's identity.
+_IDENTITY_DIGITS = 16
+
+
+def cascade_identity(tiers: Sequence[tuple[str, str]]) -> str:
+    """What stands for the judge model in the verdict key of a cascade's verdicts.
+
+    Its tiers and their prompts make it, cheapest first; its thresholds do not, so a
+    refit (new labels) never re-judges the past, while another tier or prompt does.
+
+    Args:
+        tiers: Each tier's judge model and prompt version, cheapest first.
+
+    Returns:
+        ``cascade:`` and 16 hex digits of a digest over the tiers.
+
+    Raises:
+        ValueError: When there are no tiers.
+    """
+    if not tiers:
+        raise ValueError("a cascade needs at least one tier")
+    text = json.dumps([list(tier) for tier in tiers], ensure_ascii=True)
+    digest = hashlib.sha256(text.encode("ascii")).hexdigest()
+    return CASCADE_PREFIX + digest[:_IDENTITY_DIGITS]

@@ -17,7 +17,6 @@ from evalfleet.calibration.cascade import (
     item_agrees,
     start_size,
 )
-from evalfleet.core.cascade import settles
 
 KINDS = {"correct": "binary", "reasoning": "ordinal", "faithfulness": "continuous"}
 
@@ -95,11 +94,6 @@ def test_later_tiers_fit_on_what_earlier_ones_leave() -> None:
 def test_guarantee_values_are_checked(values: dict[str, float]) -> None:
     with pytest.raises(InvalidGuarantee):
         Guarantee(**values)
-
-
-def test_settles() -> None:
-    assert settles(0.9, 0.9) and not settles(0.89, 0.9)
-    assert not settles(None, 0.5) and not settles(0.99, None)
 
 
 # --- The guarantee, at the estimator level -------------------------------------------------
