@@ -10,6 +10,7 @@ import click
 
 from evalfleet.cli.alerts import render_table
 from evalfleet.cli.boundary import SETUP_EXIT_CODE
+from evalfleet.cli.cascade import cascade
 from evalfleet.cli.context import CliState, pass_state
 
 
@@ -65,3 +66,6 @@ def check(state: CliState, metric_names: tuple[str, ...], as_json: bool) -> None
 
 def _cell(value: int | None) -> str:
     return "-" if value is None else str(value)
+
+
+judge.add_command(cascade)

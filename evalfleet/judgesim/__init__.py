@@ -30,6 +30,7 @@ from evalfleet.judgesim.faults import (
     retry_after_header,
     sample_latency_ms,
 )
+from evalfleet.judgesim.quality import JudgeProfile
 from evalfleet.judgesim.replies import (
     InvalidChatRequest,
     Prompt,
@@ -55,6 +56,7 @@ __all__ = [
     "InvalidChatRequest",
     "InvalidScript",
     "InvalidSimConfig",
+    "JudgeProfile",
     "LatencyKind",
     "MalformedKind",
     "Outcome",

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from evalfleet.core.errors import InvalidInput
 from evalfleet.core.simulator import SIMULATOR_NAME
+from evalfleet.judgesim.quality import JudgeProfile
 
 #: How a malformed verdict is broken. Each kind leaves text that strict JSON rejects.
 MalformedKind = Literal[
@@ -106,6 +107,11 @@ class SimConfig(BaseModel):
     flipped_answers: tuple[str, ...] = ()
     """Model names whose yes/no verdicts (``is_correct``) are inverted: a judge that
     starts to get binary answers backwards when the list changes."""
+
+    judge_profiles: dict[str, JudgeProfile] = Field(default_factory=dict)
+    """Per model name, a judge of known quality (:mod:`evalfleet.judgesim.quality`): its
+    ``error_rate`` (share of prompts it gets wrong) and whether the log-probabilities it
+    returns when asked (``logprobs: true``) are ``honest`` or ``overconfident``."""
 
     system_fingerprint: str = SIMULATOR_NAME
     """The ``system_fingerprint`` every completion reports (change it to play a provider

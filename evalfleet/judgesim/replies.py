@@ -22,7 +22,7 @@ import hashlib
 import itertools
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from evalfleet.core.errors import InvalidInput
@@ -31,6 +31,13 @@ from evalfleet.judgesim.directive import parse_directives
 from evalfleet.judgesim.faults import Fault
 from evalfleet.judgesim.grounding import grounded_scores, read_rag_inputs
 from evalfleet.judgesim.mangle import render_json, render_score_tag, render_text
+from evalfleet.judgesim.quality import (
+    JudgeProfile,
+    draw,
+    score_value_starts,
+    token_logprobs,
+    wrong_value,
+)
 from evalfleet.judgesim.schema_fill import fill_verdict
 
 #: Which prompt the simulator recognised, and so the format of its answer.
@@ -161,6 +168,8 @@ class Reply:
     content: str
     finish_reason: str
     usage: Usage
+    logprobs: dict[str, Any] | None = None
+    """The choice's ``logprobs`` object, when the request asked for it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +262,7 @@ def simulated_verdict(
 def build_reply(
     prompt: Prompt, *, model: str, response_format: Any, fault: Fault,
     max_tokens: int | None = None, shift: float = 0.0, flip: bool = False,
+    profile: JudgeProfile | None = None, top_logprobs: int | None = None,
 ) -> Reply:
     """The simulated judge's answer to one request.
 
@@ -271,17 +281,40 @@ def build_reply(
         shift: Added to every 0..1 score (clamped, two decimals): a judge that scores
             higher or lower than the default one.
         flip: Invert every yes/no score: a judge that gets binary answers backwards.
+        profile: The model's quality (:mod:`evalfleet.judgesim.quality`): wrong on some
+            prompts, and what its log-probabilities say; None: right and sure.
+        top_logprobs: Asked for log-probabilities with this many alternatives per token
+            (``logprobs: true``); None: not asked.
 
     Returns:
-        Content, finish reason and token usage.
+        Content, finish reason, token usage and, when asked, the log-probabilities.
     """
     simulation = _shifted(_simulate(prompt, response_format), shift, flip=flip)
+    quality = draw(profile, model=model, digest=prompt.digest) if profile else None
+    if quality is not None and not quality.right:
+        simulation = _wrong(simulation)
     content, cut_at = _render(simulation, model=model, bare=_is_json_mode(response_format),
                               malformed=fault.malformed_kind)
     finish_reason = "stop"
     if fault.outcome == "truncated":
         content, finish_reason = content[:cut_at], "length"
-    return reply_with(prompt, content=content, finish_reason=finish_reason, max_tokens=max_tokens)
+    reply = reply_with(prompt, content=content, finish_reason=finish_reason,
+                       max_tokens=max_tokens)
+    if top_logprobs is None:
+        return reply
+    starts = score_value_starts(reply.content, keys=simulation.score_keys,
+                                tag=simulation.format == "rec_faithfulness")
+    return replace(reply, logprobs=token_logprobs(
+        reply.content, score_starts=starts, shown=quality.shown if quality else 1.0,
+        top_logprobs=top_logprobs))
+
+
+def _wrong(simulation: _Simulation) -> _Simulation:
+    """The simulation with every score moved far from the people's answer."""
+    verdict = dict(simulation.verdict)
+    for key in simulation.score_keys:
+        verdict[key] = wrong_value(verdict.get(key))
+    return _Simulation(simulation.format, verdict, simulation.score_keys)
 
 
 def _shifted(simulation: _Simulation, shift: float, *, flip: bool = False) -> _Simulation:

@@ -69,6 +69,7 @@ from evalfleet.judgesim.faults import (
     sample_latency_ms,
 )
 from evalfleet.judgesim.prompt_cache import PromptCache
+from evalfleet.judgesim.quality import MAX_TOP_LOGPROBS
 from evalfleet.judgesim.replies import (
     InvalidChatRequest,
     Prompt,
@@ -225,6 +226,9 @@ class _ChatRequest:
     """The request's messages as sent."""
     tools: list[dict[str, Any]]
     """The function tools offered (an agent's model call), if any."""
+    top_logprobs: int | None = None
+    """Alternatives per token when ``logprobs`` is true (0 without ``top_logprobs``);
+    None when log-probabilities were not asked for."""
 
 
 def create_app(config: SimConfig | None = None) -> Starlette:
@@ -368,7 +372,9 @@ async def _generate(sim: SimState, counters: _Counters, request: Request,
     reply = build_reply(chat.prompt, model=chat.model, response_format=chat.response_format,
                         fault=fault, max_tokens=chat.max_tokens,
                         shift=config.score_shifts.get(chat.model, 0.0),
-                        flip=chat.model in config.flipped_answers)
+                        flip=chat.model in config.flipped_answers,
+                        profile=config.judge_profiles.get(chat.model),
+                        top_logprobs=chat.top_logprobs)
     if not client_left:
         counters.answered(chat.prompt.key)
     return _completion(sim, chat, reply, cached_tokens=cached_tokens)
@@ -443,7 +449,23 @@ def _chat_request_of(payload: Any) -> _ChatRequest:
     if cache_key is not None and not isinstance(cache_key, str):
         raise InvalidChatRequest("'prompt_cache_key' must be a string", param="prompt_cache_key")
     return _ChatRequest(prompt, model, response_format, max_tokens, cache_key,
-                        frozenset(payload), payload["messages"], offered_tools(payload))
+                        frozenset(payload), payload["messages"], offered_tools(payload),
+                        _top_logprobs_of(payload))
+
+
+def _top_logprobs_of(payload: dict[str, Any]) -> int | None:
+    """The alternatives asked per token, as OpenAI reads ``logprobs`` and ``top_logprobs``."""
+    asked, top = payload.get("logprobs"), payload.get("top_logprobs")
+    if asked is not None and not isinstance(asked, bool):
+        raise InvalidChatRequest("'logprobs' must be a boolean", param="logprobs")
+    if top is not None and (not isinstance(top, int) or isinstance(top, bool)
+                            or not 0 <= top <= MAX_TOP_LOGPROBS):
+        raise InvalidChatRequest(f"'top_logprobs' must be an integer from 0 to "
+                                 f"{MAX_TOP_LOGPROBS}", param="top_logprobs")
+    if top is not None and not asked:
+        raise InvalidChatRequest("'logprobs' must be true when 'top_logprobs' is set",
+                                 param="top_logprobs")
+    return (top or 0) if asked else None
 
 
 async def _scripted(sim: SimState, chat: _ChatRequest, scripted: ScriptedReply) -> Response:
@@ -517,7 +539,7 @@ def _completion_body(sim: SimState, chat: _ChatRequest, reply: Reply, *,
         "choices": [{
             "index": 0,
             "message": {"role": "assistant", "content": reply.content, "refusal": None},
-            "logprobs": None,
+            "logprobs": reply.logprobs,
             "finish_reason": reply.finish_reason,
         }],
         "usage": {"prompt_tokens": usage.prompt_tokens,
@@ -635,7 +657,9 @@ def _judge_line(sim: SimState, body: Mapping[str, Any]) -> tuple[int, dict[str, 
     reply = build_reply(chat.prompt, model=chat.model, response_format=chat.response_format,
                         fault=fault, max_tokens=chat.max_tokens,
                         shift=sim.config.score_shifts.get(chat.model, 0.0),
-                        flip=chat.model in sim.config.flipped_answers)
+                        flip=chat.model in sim.config.flipped_answers,
+                        profile=sim.config.judge_profiles.get(chat.model),
+                        top_logprobs=chat.top_logprobs)
     sim.counters.answered(chat.prompt.key)
     # Batch lines are served from the prompt cache too (OpenAI reports and discounts
     # cached tokens of batch requests): the first line judged with a prefix fills it.

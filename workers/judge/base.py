@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalfleet.core.errors import JudgeError
+from workers.judge.logprobs import TokenLogprob
 from workers.renderer import ChatMessage
 
 
@@ -30,6 +31,10 @@ class JudgeRequest:
     prompt_cache_key: str | None = None
     """Sent as ``prompt_cache_key`` (:func:`prompt_cache_key`), or None to send none: the
     fleet drops it for an endpoint and model that refuse it."""
+    top_logprobs: int | None = None
+    """Ask for the reply's log-probabilities (``logprobs: true``) with this many
+    alternatives per token (``top_logprobs``, 0 to 20), for a cascade tier's confidence;
+    None asks for none."""
 
     def payload(self) -> dict[str, Any]:
         """The JSON body of ``POST /chat/completions``."""
@@ -41,6 +46,9 @@ class JudgeRequest:
             body["response_format"] = self.response_format
         if self.prompt_cache_key is not None:
             body["prompt_cache_key"] = self.prompt_cache_key
+        if self.top_logprobs is not None:
+            body["logprobs"] = True
+            body["top_logprobs"] = self.top_logprobs
         return body
 
 
@@ -80,6 +88,9 @@ class JudgeReply:
     cached_tokens: int | None = None
     """Prompt tokens served from the provider's prompt cache
     (``usage.prompt_tokens_details.cached_tokens``), when it reports them."""
+    logprobs: tuple[TokenLogprob, ...] | None = None
+    """The reply's token log-probabilities (``choices[0].logprobs.content``), when asked
+    for and returned well-formed (:func:`workers.judge.logprobs.read_logprobs`)."""
 
 
 #: Longest judge-reported model name or fingerprint kept, in characters.

@@ -12,6 +12,7 @@ from __future__ import annotations
 from evalfleet.core import jsontext
 from evalfleet.core.errors import JudgeUnavailable
 from workers.judge.base import JudgeReply, reported
+from workers.judge.logprobs import read_logprobs
 
 #: Largest answer body read from the judge, in bytes, unless configured.
 DEFAULT_MAX_REPLY_BYTES = 1_048_576
@@ -46,6 +47,7 @@ def reply_from_body(raw: bytes, *, latency_ms: int) -> JudgeReply:
             model=reported(data.get("model")),
             system_fingerprint=reported(data.get("system_fingerprint")),
             cached_tokens=_cached(usage.get("prompt_tokens_details")),
+            logprobs=read_logprobs(choice.get("logprobs")),
         )
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise JudgeUnavailable(f"unreadable judge reply ({type(exc).__name__})") from None

@@ -1,0 +1,100 @@
+"""The rules a judge cascade shares between the worker and the statistics. Pure.
+
+When two values of one score agree (equal for binary and ordinal scores, within a
+tolerance for continuous ones), each score's kind, when a verdict's confidence settles
+it at a tier, and the cascade's identity in the verdict key. The worker applies them
+with no numpy; the threshold fit (:mod:`evalfleet.calibration.cascade`) uses the same
+ones, so what is fitted is what runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+
+from evalfleet.core.metric import Metric, ScoreKind
+
+#: Slack on comparisons of normalised scores (0..1), for float rounding.
+_EPSILON = 1e-9
+
+
+def score_kinds(metric: Metric) -> dict[str, ScoreKind]:
+    """Each score's kind, from the field it is read from.
+
+    Args:
+        metric: The metric.
+
+    Returns:
+        By score name: ``binary`` (boolean), ``ordinal`` (integer) or ``continuous``.
+    """
+    kinds: dict[str, ScoreKind] = {}
+    for name, score in metric.spec.scores.items():
+        field_type = metric.spec.output.fields[score.source].type
+        kinds[name] = ("binary" if field_type == "boolean"
+                       else "ordinal" if field_type == "integer" else "continuous")
+    return kinds
+
+
+def scores_agree(first: float | None, second: float | None, *, kind: str,
+                 tolerance: float) -> bool:
+    """Whether two normalised (0..1) values of one score agree.
+
+    Args:
+        first: One value (None: the score is null).
+        second: The other.
+        kind: ``binary``, ``ordinal`` (equal) or ``continuous`` (within ``tolerance``).
+        tolerance: The largest difference that agrees, for continuous scores.
+
+    Returns:
+        True when both are null or they agree under the kind's rule.
+    """
+    if first is None or second is None:
+        return first is None and second is None
+    if kind == "continuous":
+        return abs(first - second) <= tolerance + _EPSILON
+    return math.isclose(first, second, abs_tol=_EPSILON)
+
+
+def settles(confidence: float | None, threshold: float | None) -> bool:
+    """Whether a verdict of this confidence is accepted at a tier with this threshold.
+
+    Args:
+        confidence: The verdict's confidence; None when unknown.
+        threshold: The tier's threshold; None when it settles nothing (too few labels,
+            or no threshold met the guarantee).
+
+    Returns:
+        True only when both are known and the confidence reaches the threshold.
+    """
+    return confidence is not None and threshold is not None and confidence >= threshold
+
+
+#: Prefix of a cascade's identity where a judge model stands in the verdict key.
+CASCADE_PREFIX = "cascade:"
+
+#: Hex digits of the digest kept in a cascade's identity.
+_IDENTITY_DIGITS = 16
+
+
+def cascade_identity(tiers: Sequence[tuple[str, str]]) -> str:
+    """What stands for the judge model in the verdict key of a cascade's verdicts.
+
+    Its tiers and their prompts make it, cheapest first; its thresholds do not, so a
+    refit (new labels) never re-judges the past, while another tier or prompt does.
+
+    Args:
+        tiers: Each tier's judge model and prompt version, cheapest first.
+
+    Returns:
+        ``cascade:`` and 16 hex digits of a digest over the tiers.
+
+    Raises:
+        ValueError: When there are no tiers.
+    """
+    if not tiers:
+        raise ValueError("a cascade needs at least one tier")
+    text = json.dumps([list(tier) for tier in tiers], ensure_ascii=True)
+    digest = hashlib.sha256(text.encode("ascii")).hexdigest()
+    return CASCADE_PREFIX + digest[:_IDENTITY_DIGITS]

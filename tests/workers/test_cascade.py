@@ -1,0 +1,132 @@
+"""A judge cascade through the worker's judge client against the simulator over HTTP:
+thresholds fitted on simulated people, a small judge settling what it is sure of, an
+overconfident one caught, and failures at a cheap tier escalating."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from functools import cache
+
+import pytest
+
+from evalfleet.calibration.cascade import Guarantee, LabelledItem, TierJudgement, fit_cascade
+from evalfleet.core.cascade import score_kinds
+from evalfleet.core.errors import JudgeError
+from evalfleet.core.metric import Metric, load_registry
+from evalfleet.core.sample import Sample, parse_sample
+from evalfleet.judgesim import RunningSim, simulated_verdict
+from workers.cascade import CascadeResult, Tier, cascade_flow, run_cascades
+from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeRequest
+from workers.renderer import render_messages
+from workers.verdicts import Verdict, parse_verdict
+from workers.verdicts.schema import response_format_for
+
+PROFILES = {"small": {"error_rate": 0.1},
+            "sloppy": {"error_rate": 0.2, "logprobs": "overconfident"},
+            "large": {"error_rate": 0.02}}
+
+
+@pytest.fixture
+def client(sim: RunningSim) -> Iterator[JudgeFleet]:
+    sim.configure(judge_profiles=PROFILES)
+    fleet = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key="sk-test", timeout_s=10,
+                                      max_connections=16), concurrency=16)
+    yield fleet
+    fleet.close()
+
+
+@cache
+def metric() -> Metric:
+    return load_registry().get("bbh_match")
+
+
+def job(index: int) -> tuple[Sample, JudgeRequest]:
+    spec = metric()
+    sample = parse_sample({"id": f"c-{index}", "input": f"Is {index} even?",
+                           "output": f"Thinking...\n{'True' if index % 3 else 'False'}",
+                           "reference": "True"})
+    request = JudgeRequest(messages=render_messages(spec, sample), model="unset",
+                           temperature=0.0, max_tokens=512,
+                           response_format=response_format_for(spec, supported="json_schema"))
+    return sample, request
+
+
+def people(sample: Sample, request: JudgeRequest) -> dict[str, float | None]:
+    truth = simulated_verdict([dict(m) for m in request.messages],
+                              response_format=request.response_format)
+    parsed = parse_verdict(json.dumps(truth), metric=metric(), sample=sample)
+    assert isinstance(parsed, Verdict), parsed
+    return dict(parsed.scores)
+
+
+def cascade(client: JudgeFleet, tiers: list[Tier], indexes: range) -> list[CascadeResult]:
+    jobs = [job(index) for index in indexes]
+    return run_cascades([cascade_flow(request, tiers, metric=metric(), sample=sample)
+                         for sample, request in jobs], client)
+
+
+def fitted(client: JudgeFleet, small: str, *,
+           labels: int = 300) -> tuple[float | None, float | None]:
+    """Thresholds from labelled items that every tier judged (thresholds None: every
+    item goes through both). The simulated judges draw by hash: the same every run."""
+    results = cascade(client, [Tier(small, None), Tier("large", None)], range(labels))
+    items = []
+    for index, result in zip(range(labels), results, strict=True):
+        tiers = tuple(TierJudgement(answer.result.scores, answer.confidence)
+                      if isinstance(answer.result, Verdict) else None for answer in result.tried)
+        items.append(LabelledItem(people(*job(index)), tiers))
+    fit = fit_cascade(items, kinds=score_kinds(metric()), guarantee=Guarantee(delta=0.05))
+    small_t, large_t = fit.thresholds
+    return small_t, large_t
+
+
+def agreement(results: list[CascadeResult], indexes: range) -> tuple[float, float]:
+    """Share settled at the first tier, and agreement of the accepted verdicts."""
+    accepted = [(result, index) for result, index in zip(results, indexes, strict=True)
+                if not result.low_confidence]
+    agreeing = sum(1 for result, index in accepted
+                   if isinstance(result.kept.result, Verdict)
+                   and result.kept.result.scores == people(*job(index)))
+    settled = sum(1 for result in results if result.settled_tier == 1)
+    return settled / len(results), agreeing / max(len(accepted), 1)
+
+
+def test_a_calibrated_small_judge_settles_most_and_agrees(client: JudgeFleet) -> None:
+    small_t, large_t = fitted(client, "small")
+    # The large tier sees only what the small one leaves (too few labels for a threshold
+    # of its own here): its verdicts are then kept as low-confidence.
+    assert small_t is not None
+    traffic = range(1000, 1300)
+    results = cascade(client, [Tier("small", small_t), Tier("large", large_t)], traffic)
+    settled, agrees = agreement(results, traffic)
+    assert settled > 0.3
+    assert agrees >= 0.8  # 0.85 guaranteed over all traffic; 300 items vary around it
+    large_calls = sum(len(result.tried) == 2 for result in results)
+    assert large_calls == len(results) - round(settled * len(results))
+
+
+def test_an_overconfident_small_judge_is_caught_and_settles_nothing(client: JudgeFleet) -> None:
+    small_t, large_t = fitted(client, "sloppy", labels=100)
+    assert small_t is None
+    results = cascade(client, [Tier("sloppy", small_t), Tier("large", large_t)], range(20))
+    assert all(result.settled_tier == 2 for result in results)
+
+
+def test_a_cheap_tier_that_fails_escalates_and_the_last_tier_is_kept(
+        client: JudgeFleet, sim: RunningSim) -> None:
+    sim.script([{"match": "Is 1 even", "replies": [{"status": 400, "message": "bad"}]},
+                {"match": "Is 2 even", "replies": [{"content": "no verdict here"}]},
+                {"match": "Is 3 even", "replies": [{"content": "x"}, {"status": 400}]}])
+    one, two, three = cascade(client, [Tier("small", 0.0), Tier("large", 0.0)], range(1, 4))
+    assert isinstance(one.tried[0].answer, JudgeError) and one.settled_tier == 2
+    assert two.tried[0].confidence is None and two.settled_tier == 2
+    assert not one.low_confidence and not two.low_confidence
+    assert isinstance(three.kept.answer, JudgeError) and three.low_confidence
+
+
+def test_a_tier_with_no_threshold_settles_nothing(client: JudgeFleet) -> None:
+    (result,) = cascade(client, [Tier("small", None)], range(1))
+    assert result.settled_tier == 1 and result.low_confidence
+    with pytest.raises(ValueError, match="at least one tier"):
+        next(cascade_flow(job(0)[1], [], metric=metric(), sample=job(0)[0]))
