@@ -16,6 +16,7 @@ import pytest
 
 from evalfleet.cli.demo import own_command
 from evalfleet.localfleet import SIMULATOR_MODEL
+from testkit.judge_server import free_port
 
 #: Longest the page may take to answer once started, in seconds.
 UI_START_S = 60.0
@@ -86,11 +87,15 @@ def test_the_printed_next_steps_run_as_printed(tmp_path: Path) -> None:
     assert {(row["judge_model"], row["judge_simulated"]) for row in rows} == {
         (SIMULATOR_MODEL, True)}
 
-    page = subprocess.Popen(["bash", "-c", f"{setup}\nexec {ui}"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    # As printed, on a port of its own: another server on the printed 8500 must not fail
+    # the test or answer in its place.
+    port = free_port()
+    command = ui.split("#", 1)[0].strip()
+    page = subprocess.Popen(["bash", "-c", f"{setup}\nexec {command} --port {port}"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
     try:
-        assert "FIRING" in wait_for_page("http://127.0.0.1:8500/", page)
+        assert "FIRING" in wait_for_page(f"http://127.0.0.1:{port}/", page)
     finally:
         os.killpg(page.pid, signal.SIGTERM)
         page.wait(timeout=30)
