@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 import redis
 from pydantic import SecretStr
@@ -29,10 +28,15 @@ from evalfleet.core.metric import load_registry
 from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
-from evalfleet.store.schema import metadata
 from producers.traces.buffer.redis import KEY_PREFIX
 from tests.helpers import WorkerProcess, wait_until
-from tests.producers.traces.test_end_to_end import REPOSITORY, TOKEN, Fleet, _otel_environment
+from tests.producers.traces.test_end_to_end import (
+    REPOSITORY,
+    TOKEN,
+    Fleet,
+    _otel_environment,
+    empty_session_services,
+)
 from workers.renderer import render
 
 METRIC = "agent_task_completion"
@@ -45,12 +49,7 @@ TOOLS = ["get_weather", "get_local_time"]
 def fleet(postgres_url: str, redis_session_url: str, sim_session: RunningSim,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     folder = tmp_path_factory.mktemp("agents")
-    with psycopg.connect(postgres_url.replace("+psycopg", ""), autocommit=True) as conn:
-        conn.execute(f"TRUNCATE {', '.join(t.name for t in metadata.sorted_tables)} CASCADE")
-    client = redis.Redis.from_url(redis_session_url)
-    for key in client.scan_iter("*"):
-        if not key.startswith(b"evalfleet-test-session"):
-            client.delete(key)
+    empty_session_services(postgres_url, redis_session_url)
     (folder / "sampling.yaml").write_text(CONFIG)
     settings = Settings(
         database_url=postgres_url, broker_url=redis_session_url,

@@ -126,16 +126,22 @@ def _otel_environment(url: str, settings: Settings) -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="module")
-def fleet(postgres_url: str, redis_session_url: str, sim_session: RunningSim,
-          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    folder = tmp_path_factory.mktemp("otel")
+def empty_session_services(postgres_url: str, redis_session_url: str) -> None:
+    """The session's database and Redis database emptied for a module's fleet (the
+    per-test fixtures empty them per test; a module-wide fleet outlives one test)."""
     with psycopg.connect(postgres_url.replace("+psycopg", ""), autocommit=True) as conn:
         conn.execute(f"TRUNCATE {', '.join(t.name for t in metadata.sorted_tables)} CASCADE")
     client = redis.Redis.from_url(redis_session_url)
     for key in client.scan_iter("*"):
         if not key.startswith(b"evalfleet-test-session"):
             client.delete(key)
+
+
+@pytest.fixture(scope="module")
+def fleet(postgres_url: str, redis_session_url: str, sim_session: RunningSim,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    folder = tmp_path_factory.mktemp("otel")
+    empty_session_services(postgres_url, redis_session_url)
     (folder / "sampling.yaml").write_text(CONFIG)
     settings = Settings(
         database_url=postgres_url, broker_url=redis_session_url,
