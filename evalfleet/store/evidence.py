@@ -110,7 +110,8 @@ def lowest_scoring(
         highest: True for the highest scores (a rule on rising scores).
 
     Returns:
-        Worst first, with their reasons and kept samples.
+        Worst first (ties by sample time, then sample id: the same data lists the same
+        samples however its verdicts were stored), with their reasons and kept samples.
     """
     vs = verdict_scores.c
     order = vs.value.desc() if highest else vs.value.asc()
@@ -122,7 +123,7 @@ def lowest_scoring(
                vs.sample_ts < to_utc(end), vs.created_at >= created_since(to_utc(start)),
                verdicts.c.created_at >= created_since(to_utc(start)),
                *attributes_match(labels, filters, containment=not is_sqlite(conn)))
-        .order_by(order, verdicts.c.id).limit(limit)
+        .order_by(order, vs.sample_ts, verdicts.c.sample_id).limit(limit)
     )
     rows = conn.execute(query).all()
     samples = load_samples(conn, [row[0] for row in rows])
