@@ -215,7 +215,7 @@ def _load(url: str, *, verdicts: int, seed: int) -> datetime:
                 score = {"faithfulness": float(judge[k])}
                 item_copy.write_row((
                     n, f"s-{k}", "rag_qa", f"k-{k}", "v1", "judge-1", "random", 0.01, 1, 1, 0,
-                    at, at + timedelta(days=60), at, Jsonb(score), Jsonb(score),
+                    at, at, at + timedelta(days=60), at, Jsonb(score), Jsonb(score),
                     Jsonb({"app": f"app-{k % 8}"})))
         with cur.copy(_COPY_LABELS) as label_copy:
             for n, k in enumerate(items, start=1):
@@ -241,7 +241,8 @@ _COPY_SCORES = ("COPY verdict_scores (verdict_id, name, metric, value, sample_ts
                 " FROM STDIN")
 _COPY_ITEMS = ("COPY review_items (id, sample_id, metric, verdict_key, prompt_version,"
                " judge_model, reason, probability, labels_wanted, labels_given, skips,"
-               " created_at, expires_at, done_at, judge_scores, judge_raw_scores, attributes)"
+               " created_at, sample_ts, expires_at, done_at, judge_scores, judge_raw_scores,"
+               " attributes)"
                " FROM STDIN")
 _COPY_LABELS = ("COPY review_labels (item_id, reviewer, score, raw_value, value, source,"
                 " created_at) FROM STDIN")

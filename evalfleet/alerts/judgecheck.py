@@ -8,7 +8,8 @@ review items of its own pool (:mod:`evalfleet.review.estimator`):
     corrected change = theta_window - theta_baseline
                      = (raw_window - raw_baseline) - (bias_window - bias_baseline)   (lam 1)
 
-The pools, on queue time (when the verdict was stored, as for every corrected estimate):
+The pools, on sample time as the periods are (whenever the items were queued), bounded by
+:func:`~evalfleet.review.estimate.label_pool` as every corrected estimate is:
 
 - the window's: ``label_window`` ending at the window's end (the window itself by default);
 - the baseline's: ``label_window`` ending at the baseline's end (the baseline itself by
@@ -24,7 +25,9 @@ judge that changed in the window. That is why the default pool is the period its
 
 The verdict, at the alert's own level (one-sided, in the alert's direction):
 
-- ``too few labels``: fewer than ``min_labels`` labelled random items in either pool;
+- ``too few labels``: fewer than ``min_labels`` labelled random items in either pool, or
+  fewer than the estimator's per-stratum minimum (``min_stratum_labels``, at most
+  ``min_labels``) in one of a pool's strata (``lacking`` says which);
 - ``confirmed``: the corrected change's one-sided bound is past zero: people's mean moved
   the way the alert says;
 - ``judge bias changed``: not confirmed, and the judge's bias moved between the pools the
@@ -33,7 +36,7 @@ The verdict, at the alert's own level (one-sided, in the alert's direction):
 
 A threshold-only rule is checked the same way: the corrected window mean against the
 threshold. The raw means are the alert's own (firing periods left out of a trailing
-baseline); the pools' labels are all the pool's random items (queue time, no exclusion).
+baseline); the pools' labels are all the pool's random items (sample time, no exclusion).
 """
 
 from __future__ import annotations
@@ -50,8 +53,9 @@ from evalfleet.alerts.rule import CalibrationBaseline, Direction, PinnedBaseline
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.statistic import Summary
 from evalfleet.core.metric import MetricRegistry
-from evalfleet.review.estimate import pool_labels
+from evalfleet.review.estimate import label_pool, pool_labels
 from evalfleet.review.estimator import (
+    MIN_STRATUM_LABELS,
     Corrected,
     Interval,
     Moments,
@@ -59,6 +63,7 @@ from evalfleet.review.estimator import (
     bias_difference,
     corrected_difference,
     corrected_mean,
+    lacking_labels,
 )
 from evalfleet.store.estimate import EstimateReads
 
@@ -80,7 +85,8 @@ class Span:
     start: datetime
     end: datetime
     labels_from: datetime
-    """Start of the pool (queue time); it ends at ``end``."""
+    """Start of the pool (sample time, :func:`~evalfleet.review.estimate.label_pool`); it
+    ends at ``end``."""
 
     def record(self) -> dict[str, Any]:
         return {"segment": str(self.segment), "start": _iso(self.start), "end": _iso(self.end),
@@ -101,8 +107,8 @@ def spans(rule: Rule, *, segment: Segment, baseline_segment: Segment | None,
     pooled = spec.judge_check.label_window or timedelta(0)
 
     def span(where: Segment, start: datetime, end: datetime) -> Span:
-        return Span(segment=where, start=start, end=end,
-                    labels_from=min(start, end - pooled))
+        pool = label_pool(start=start, end=end, label_start=end - pooled)
+        return Span(segment=where, start=start, end=end, labels_from=pool.start)
 
     window = span(segment, at - spec.window, at)
     baseline = spec.baseline
@@ -188,10 +194,11 @@ class JudgeCheckSource:
                           window: Span, baseline: Span, *, confidence: float
                           ) -> dict[str, Any]:
         assert finding.baseline is not None
-        periods = [self._period(reads, rule, span, summary, other)
-                   for span, summary, other in ((window, finding.current, baseline),
-                                                (baseline, finding.baseline, window))]
-        record = self._base(rule, confidence, [(window, periods[0]), (baseline, periods[1])])
+        found = [self._period(reads, rule, span, summary, other)
+                 for span, summary, other in ((window, finding.current, baseline),
+                                              (baseline, finding.baseline, window))]
+        periods = [period for period, _ in found]
+        record = self._base(rule, confidence, [(window, *found[0]), (baseline, *found[1])])
         record["raw_change"] = finding.current.mean - finding.baseline.mean
         if record["verdict"] == TOO_FEW_LABELS:
             return record
@@ -212,8 +219,8 @@ class JudgeCheckSource:
                            window: Span, *, confidence: float) -> dict[str, Any]:
         spec = rule.spec
         assert spec.threshold is not None
-        period = self._period(reads, rule, window, finding.current, None)
-        record = self._base(rule, confidence, [(window, period)])
+        period, lacking = self._period(reads, rule, window, finding.current, None)
+        record = self._base(rule, confidence, [(window, period, lacking)])
         record["threshold"] = spec.threshold
         if record["verdict"] == TOO_FEW_LABELS:
             return record
@@ -226,21 +233,24 @@ class JudgeCheckSource:
         return record
 
     def _base(self, rule: Rule, confidence: float,
-              periods: Sequence[tuple[Span, Period]]) -> dict[str, Any]:
+              periods: Sequence[tuple[Span, Period, str | None]]) -> dict[str, Any]:
         minimum = rule.spec.judge_check.min_labels
         record: dict[str, Any] = {
             "verdict": None, "confidence": confidence, "min_labels": minimum,
+            "min_stratum_labels": _stratum_minimum(minimum),
             "assumption": ASSUMPTION, "direction": rule.spec.direction}
-        for name, (span, period) in zip(("window", "baseline"), periods, strict=False):
+        for name, (span, period, lacking) in zip(("window", "baseline"), periods, strict=False):
             record[name] = {**span.record(), "labels": len(period.labelled),
-                            "raw": period.window.mean if period.window.n else None}
-        if any(len(period.labelled) < minimum or period.window.n == 0
-               or period.pool.n < len(period.labelled) for _, period in periods):
+                            "raw": period.window.mean if period.window.n else None,
+                            "lacking": lacking}
+        if any(lacking is not None or period.window.n == 0
+               or period.pool.n < len(period.labelled) for _, period, lacking in periods):
             record["verdict"] = TOO_FEW_LABELS
         return record
 
     def _period(self, reads: EstimateReads, rule: Rule, span: Span, summary: Summary,
-                other: Span | None) -> Period:
+                other: Span | None) -> tuple[Period, str | None]:
+        """The period's verdicts, pool and labels, and which labels it lacks (None: enough)."""
         spec = rule.spec
         metric = self.registry.get(spec.metric)
         filters = _filters(spec.filters)
@@ -257,9 +267,18 @@ class JudgeCheckSource:
         found = pool_labels(reads.pool_items(metric=spec.metric, start=span.labels_from,
                                                   end=span.end),
                             metric=metric, score=spec.score, segment=segment, filters=filters)
+        minimum = spec.judge_check.min_labels
+        lacking = lacking_labels(found.strata, min_labels=minimum,
+                                 min_stratum_labels=_stratum_minimum(minimum))
         return Period(window=own, pool=pool, labelled=found.items,
                       lam=1.0 if pooled else None,
-                      inside_other_pool=_inside(span, other))
+                      inside_other_pool=_inside(span, other)), lacking
+
+
+def _stratum_minimum(min_labels: int) -> int:
+    """The estimator's per-stratum minimum, never above the rule's minimum in all (a rule
+    content with fewer labels is not made stricter on a uniform slice)."""
+    return min(MIN_STRATUM_LABELS, min_labels)
 
 
 def _inside(span: Span, other: Span | None) -> float:
@@ -306,6 +325,9 @@ def check_line(check: Mapping[str, Any]) -> str:
         if check.get("shared_labels"):
             counts += f" ({check['shared_labels']} shared)"
     counts += f", at least {check.get('min_labels')} each"
+    lacking = [part["lacking"] for part in (window, baseline) if part.get("lacking")]
+    if lacking:
+        counts += f" (lacking: {'; '.join(lacking)})"
     parts = [f"people's labels: {verdict}"]
     if check.get("corrected_change"):
         parts.append(f"corrected change {_span(check['corrected_change'])} against raw "

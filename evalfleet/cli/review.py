@@ -422,8 +422,8 @@ def _estimates_table(estimates: list[Any]) -> str:
     return "\n".join([
         render_table(["metric", "score", "segment", "verdicts", "judge mean", "corrected mean",
                       "labels", "lam"], rows),
-        f"\nwindow {first.start.isoformat()} to {first.end.isoformat()}; labels of random "
-        f"items since {first.label_start.isoformat()}; {first.confidence:.0%} intervals; "
+        f"\nwindow {first.start.isoformat()} to {first.end.isoformat()} (sample time); "
+        f"{first.pool.text()}; {first.confidence:.0%} intervals; "
         f"fewer than {first.min_labels} labels, or {first.min_stratum_labels} in a stratum: "
         "no corrected mean",
         f"the corrected mean {ASSUMPTION}",

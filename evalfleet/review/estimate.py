@@ -4,7 +4,8 @@ people would say, each with its interval.
 The raw mean is the judge's, over every production verdict of the window (sample time)
 and segment. The corrected mean (:mod:`evalfleet.review.estimator`) adds the judge's
 error as measured on the random review items of a longer pool that ends with the window
-(queue time, same metric and segment), which assumes the judge's bias is steady over the
+(:func:`label_pool`: on sample time, like the window, whenever the items were queued;
+same metric and segment), which assumes the judge's bias is steady over the
 pool (:data:`ASSUMPTION`, shown wherever the number is).
 
 Which items count: random items with at least one label for the score (labels of
@@ -78,7 +79,7 @@ class ScoreEstimate:
     end: datetime
     """Window end (exclusive); the label pool ends here too."""
     label_start: datetime
-    """Start of the pool whose labels correct the window (queue time)."""
+    """Start of the pool whose labels correct the window (sample time, :func:`label_pool`)."""
     verdicts: int
     """Verdicts in the window."""
     raw: Interval | None
@@ -104,6 +105,35 @@ class ScoreEstimate:
     lacking: str | None = None
     """With :data:`NOT_ENOUGH_LABELS`: which labels are missing (``64 of 100 labels``,
     ``stratum 'rest' at rate 0.06 has 12 of 30 labels``)."""
+
+
+    @property
+    def pool(self) -> LabelPool:
+        """Where the labels behind the corrected mean come from."""
+        return LabelPool(start=self.label_start, end=self.end)
+
+
+@dataclass(frozen=True, slots=True)
+class LabelPool:
+    """The review items whose labels correct a window: those whose samples were taken in
+    ``[start, end)``, the time the window's verdicts are chosen on (not when the item was
+    queued: items queued for older samples correct the windows of those samples)."""
+
+    start: datetime
+    end: datetime
+
+    def text(self) -> str:
+        """The pool's bounds, as every place that shows a corrected number says them."""
+        return (f"labels of random items sampled from {self.start.isoformat()} to "
+                f"{self.end.isoformat()}")
+
+
+def label_pool(*, start: datetime, end: datetime, label_start: datetime) -> LabelPool:
+    """The label pool of the window ``[start, end)``: samples taken from ``label_start``
+    (or the window's start, if earlier) up to the window's end. The one place that says
+    which labels correct a window: the estimates, ``review status``, the alert page and
+    the alert's judge check all take their pool from here. Pure."""
+    return LabelPool(start=min(label_start, start), end=end)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +214,7 @@ def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
         filters: Attributes they must have one of the values of (a rule's filters).
         start: Window start (sample time).
         end: Window end; the pool ends here too.
-        label_start: Pool start (the earlier of it and ``start`` is used).
+        label_start: Pool start on sample time (:func:`label_pool`).
         min_labels: Fewest labelled random items for a corrected mean.
         min_stratum_labels: Fewest in each stratum of the pool.
         confidence: Coverage of both intervals.
@@ -192,7 +222,7 @@ def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
     Returns:
         The estimate; its status (and ``lacking``) says why a number is missing.
     """
-    label_start = min(label_start, start)
+    label_start = label_pool(start=start, end=end, label_start=label_start).start
     window = _moments(reads.score_sums(metric=metric.name, score=score, start=start, end=end,
                                        segment=segment, filters=filters))
     empty = ScoreEstimate(
@@ -232,6 +262,7 @@ def estimate_record(estimate: ScoreEstimate) -> dict[str, Any]:
     record = asdict(estimate)
     for name in ("start", "end", "label_start"):
         record[name] = record[name].isoformat()
+    record["pool"] = estimate.pool.text()
     return record
 
 

@@ -4,8 +4,9 @@ The judge's side is three sums (count, sum, sum of squares of the stored normali
 score) over the production verdicts of a metric's segment, read from ``verdict_scores``
 along its ``(metric, name, sample_ts)`` index, joined to ``verdicts`` for the segment's
 attributes only when there is a segment; ``created_at`` is bound too, so Postgres reads
-only the partitions of the range. People's side is the review items queued in the pool
-(random and chosen: the caller uses the first and counts the second) with their labels.
+only the partitions of the range. People's side is the review items whose samples were
+taken in the pool, on sample time like the verdicts (random and chosen: the caller uses
+the first and counts the second), with their labels.
 Postgres and SQLite alike.
 """
 
@@ -106,19 +107,28 @@ class EstimateReads:
             n, total, squares = conn.execute(query).one()
         return ScoreSums(n=int(n or 0), total=float(total or 0.0), squares=float(squares or 0.0))
 
+    def labels_mark(self) -> tuple[int, datetime | None]:
+        """How many labels there are and when the last was given: changes whenever a
+        label is given, so a kept estimate can tell it is out of date."""
+        lab = review_labels.c
+        with self._connect() as conn:
+            count, last = conn.execute(select(func.count(), func.max(lab.created_at))).one()
+        return int(count or 0), last
+
     def pool_items(self, *, metric: str, start: datetime, end: datetime) -> list[PoolItem]:
-        """The metric's review items queued in ``[start, end)``, with their labels.
+        """The metric's review items whose samples were taken in ``[start, end)``, with
+        their labels.
 
         Args:
             metric: The metric.
-            start: First queue time (inclusive).
-            end: Last queue time (exclusive).
+            start: First sample time (inclusive).
+            end: Last sample time (exclusive).
 
         Returns:
             Every item, random or chosen, in queue order.
         """
         i, lab = review_items.c, review_labels.c
-        where = (i.metric == metric, i.created_at >= to_utc(start), i.created_at < to_utc(end))
+        where = (i.metric == metric, i.sample_ts >= to_utc(start), i.sample_ts < to_utc(end))
         items_query = select(i.id, i.sample_id, i.reason, i.probability, i.stratum,
                              i.judge_scores, i.attributes).where(*where).order_by(i.id)
         labels_query = (select(lab.item_id, lab.score, lab.raw_value)

@@ -309,6 +309,9 @@ review_items = Table(
     Column("lease_owner", String(128)),
     Column("lease_expires_at", DateTime(timezone=True)),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # When the item's sample was taken (its verdict's): the label pool of a window is
+    # chosen on this time, as the window's verdicts are, not on when the item was queued.
+    Column("sample_ts", DateTime(timezone=True), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
     # Set when the item has all the labels it wants.
     Column("done_at", DateTime(timezone=True)),
@@ -322,6 +325,7 @@ review_items = Table(
     # Open items in queue order: where the next one to take is found.
     Index(None, "done_at", "id"),
     Index(None, "metric", "created_at"),
+    Index(None, "metric", "sample_ts"),
     # The item a reviewer holds, found at each take without reading the queue.
     Index(None, "lease_owner"),
 )

@@ -89,7 +89,8 @@ class PageData:
     def __post_init__(self) -> None:
         # An estimate reads its whole label pool: seconds at millions of verdicts. A
         # page's window ends at the rule's last evaluation, so the views between two
-        # evaluations share one estimate (labels given since count from the next).
+        # evaluations share one estimate, until a label is given (then it is read again,
+        # so a reviewer sees their labels move the corrected mean).
         self._estimates = functools.lru_cache(maxsize=ESTIMATES_KEPT)(self._compute_estimate)
 
     def overview(self) -> dict[str, Any]:
@@ -221,10 +222,13 @@ class PageData:
     def _estimate(self, rule: Rule, segment: Segment, *, start: datetime,
                   end: datetime) -> ScoreEstimate | None:
         """The rule's score over the window: the judge's mean and the corrected one."""
-        return self._estimates(rule.name, segment, start, end)
+        return self._estimates(rule.name, segment, start, end,
+                               EstimateReads(self.store).labels_mark())
 
     def _compute_estimate(self, rule_name: str, segment: Segment, start: datetime,
-                          end: datetime) -> ScoreEstimate | None:
+                          end: datetime, labels_mark: tuple[int, datetime | None]
+                          ) -> ScoreEstimate | None:
+        """The estimate; ``labels_mark`` only keys the cache (the labels it was read with)."""
         rule = self._rule(rule_name)
         if rule is None:
             return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -275,3 +276,51 @@ def test_pages_write_time_as_the_terminal_does(site: Any) -> None:
     overview = get(site, "/").text
     assert re.search(r"<td>\d{4}-\d\d-\d\dT\d\d:\d\dZ</td>", overview)
     assert " UTC<" not in overview
+
+
+@pytest.mark.parametrize("alert_database", ["sqlite"], indirect=True)
+def test_labels_of_older_samples_move_the_alert_page_and_agree_with_review_status(
+        site: Any, alert_database: str) -> None:
+    """Samples taken in the alert's window but judged and queued today (as the demo's
+    are): labelling them moves the open page's corrected mean, and the page and `review
+    status` count the same labels."""
+    from click.testing import CliRunner
+
+    from evalfleet.cli import main
+    from evalfleet.core.review import MetricSlice, ReviewSlice
+    from evalfleet.store.review import LabelValue, ReviewQueue
+
+    def labels_on_page() -> tuple[str, str]:
+        alert = get(site, "/alerts/faithfulness_drop", params={"segment": "app=support-bot"})
+        labels = re.search(r'id="corrected-labels">(\d+) labels', alert.text)
+        corrected = re.search(r'id="corrected-mean">([^<]+)<', alert.text)
+        assert labels and corrected and 'id="label-pool">labels of random items sampled from'\
+            in alert.text, alert.text
+        return labels.group(1), corrected.group(1)
+
+    now = datetime.now(UTC)
+    worker = open_store(alert_database, review=ReviewSlice({"rag_qa": MetricSlice(rate=1.0)}))
+    worker.save(verdicts=[record(
+        VerdictKey(f"late-{n}", "rag_qa", "p1", "judge"), attributes={"app": "support-bot"},
+        scores={"faithfulness": 0.7}, raw_scores={"faithfulness": 0.7},
+        sample_ts=T0 + n * MINUTE / 20, created_at=now) for n in range(120)], owner="t")
+    worker.close()
+    store = open_store(alert_database)
+    queue = ReviewQueue(store)
+    items = list(queue.iter_items(metric="rag_qa"))
+    assert len(items) == 120 and all(item.created_at >= now for item in items)
+    assert labels_on_page() == ("0", "not enough labels")
+    for item in items:
+        queue.label(item_id=item.id, reviewer="ann", comment=None, source="import",
+                    labels={"faithfulness": LabelValue(raw=0.5, value=0.5)}, now=now,
+                    require_lease=False)
+    store.close()
+    labels, corrected = labels_on_page()
+    assert labels == "120" and float(corrected) < 0.7
+    status = CliRunner().invoke(main, ["review", "status", "--json", "--since", T0.isoformat()],
+                                env={"EVALFLEET_DATABASE_URL": alert_database},
+                                catch_exceptions=False)
+    (in_status,) = [e for e in json.loads(status.stdout)["estimates"]
+                    if e["score"] == "faithfulness"]
+    assert in_status["labels"] == 120 and in_status["pool"].startswith(
+        f"labels of random items sampled from {T0.isoformat()}")

@@ -34,7 +34,7 @@ from evalfleet.alerts.view import load_alert_view
 from evalfleet.cli import main
 from evalfleet.cli.ui import build_ui_app
 from evalfleet.core.metric import load_registry
-from evalfleet.core.review import MetricSlice, ReviewSlice
+from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum
 from evalfleet.core.settings import Settings
 from evalfleet.review.estimate import estimate_score
 from evalfleet.store import VerdictKey, VerdictRecord, open_store
@@ -77,12 +77,12 @@ def traffic(*, seed: int, people_drop: float, judge_drop: float) -> tuple[
 
 
 def fill(database_url: str, *, rate: float, seed: int, people_drop: float,
-         judge_drop: float) -> int:
-    """Store the traffic through a store that queues ``rate`` of it for review, and label
-    every queued item with the truth. Returns the labels given."""
+         judge_drop: float, strata: tuple[Stratum, ...] = ()) -> int:
+    """Store the traffic through a store that queues ``rate`` of it for review (``strata``
+    at theirs), and label every queued item with the truth. Returns the labels given."""
     records, truth = traffic(seed=seed, people_drop=people_drop, judge_drop=judge_drop)
-    worker = open_store(database_url, pool_size=1,
-                        review=ReviewSlice({"rag_qa": MetricSlice(rate=rate)}))
+    worker = open_store(database_url, pool_size=1, review=ReviewSlice(
+        {"rag_qa": MetricSlice(rate=rate, strata=strata)}))
     for start in range(0, len(records), 1000):
         worker.save(verdicts=records[start:start + 1000], owner="w")
     queue = ReviewQueue(worker)
@@ -184,3 +184,19 @@ def test_pools_reach_back_from_each_periods_end(tmp_path: Path) -> None:
     window, baseline = spans(pooled, segment=Segment(), baseline_segment=None, at=AT)
     assert window.labels_from == AT - timedelta(days=1)
     assert baseline is not None and baseline.labels_from == AT - timedelta(hours=26)
+
+
+def test_a_check_with_a_thin_heavy_stratum_says_it_has_too_few_labels(
+        open_engine: Callable[..., AlertEngine], receiver: Receiver, database_url: str) -> None:
+    """Low scores at 0.5 give each pool its 50 labels; the rest, at 0.005, a handful each
+    weighing 200 verdicts: the estimator's per-stratum minimum holds for the check too."""
+    engine = open_engine(RULE)
+    labels = fill(database_url, rate=0.005, seed=22, people_drop=0.15, judge_drop=0.0,
+                  strata=(Stratum(0.75, 0.5),))
+    assert labels > 100
+    engine.check(at=AT)
+    (alert,) = receiver.alerts()
+    assert alert["annotations"]["judge_check"] == TOO_FEW_LABELS
+    line = alert["annotations"]["judge_check_detail"]
+    assert "lacking: " in line and "stratum 'rest' at rate 0.005 has " in line, line
+    assert "of 30 labels" in line

@@ -4,6 +4,7 @@ labels from the ground truth on a random (and a stratified) slice, and a chosen 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -13,7 +14,13 @@ from click.testing import CliRunner
 from evalfleet.cli import main
 from evalfleet.core.metric import Metric, load_registry
 from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum
-from evalfleet.review.estimate import NOT_ENOUGH_LABELS, OK, estimate_score, pool_labels
+from evalfleet.review.estimate import (
+    NOT_ENOUGH_LABELS,
+    OK,
+    ScoreEstimate,
+    estimate_score,
+    pool_labels,
+)
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, open_store
 from evalfleet.store.estimate import EstimateReads, PoolItem
 from evalfleet.store.review import LabelValue, ReviewQueue
@@ -218,3 +225,43 @@ def test_a_thin_heavy_stratum_is_named_where_the_estimate_is_shown(any_store: Sq
                              start=WINDOW_START, end=NOW, label_start=NOW - timedelta(days=DAYS),
                              min_labels=30, min_stratum_labels=1)
     assert allowed.status == OK
+
+
+def test_items_queued_long_after_their_samples_correct_the_windows_of_those_samples(
+        any_store: SqlStore) -> None:
+    """A backfill (or the demo) judges and queues today samples taken days ago: their
+    labels belong to the windows the samples are in, whatever the queue time."""
+    taken = NOW - timedelta(days=5)
+    records, truth = traffic(16)
+    records = [replace(r, sample_ts=taken + (r.sample_ts - NOW) / 100, created_at=NOW)
+               for r in records[:600]]
+    worker = open_store(any_store.engine.url.render_as_string(hide_password=False),
+                        pool_size=1, review=ReviewSlice({"rag_qa": MetricSlice(rate=0.25)}))
+    worker.save(verdicts=records, owner="w")
+    worker.close()
+    queue = ReviewQueue(any_store)
+    items = list(queue.iter_items(metric="rag_qa"))
+    assert len(items) > 100
+
+    def older_window(min_labels: int = 100) -> ScoreEstimate:
+        return estimate_score(EstimateReads(any_store), metric=rag_qa(), score=SCORE,
+                              segment={}, start=taken - timedelta(days=1), end=taken,
+                              label_start=taken - timedelta(days=30), min_labels=min_labels,
+                              confidence=0.95)
+
+    before = older_window()
+    assert (before.status, before.labels, before.verdicts) == (NOT_ENOUGH_LABELS, 0, 600)
+    assert before.pool.start == taken - timedelta(days=30) and before.pool.end == taken
+    for item in items:
+        value = truth[item.sample_id]
+        queue.label(item_id=item.id, reviewer="ann", comment=None, source="import",
+                    labels={SCORE: LabelValue(raw=value, value=value)}, now=NOW,
+                    require_lease=False)
+    after = older_window()
+    assert after.status == OK and after.labels == len(items)
+    assert after.corrected and after.raw and after.corrected.value < after.raw.value
+    # A window of queue time (today) has neither these verdicts nor their labels.
+    today = estimate_score(EstimateReads(any_store), metric=rag_qa(), score=SCORE, segment={},
+                           start=NOW - timedelta(days=1), end=NOW + timedelta(hours=1),
+                           label_start=NOW - timedelta(days=1))
+    assert (today.verdicts, today.labels) == (0, 0)

@@ -298,3 +298,37 @@ def migrate_down(store: VerdictStore, revision: str) -> None:
     with engine.begin() as conn:
         config.attributes["connection"] = conn
         command.downgrade(config, revision)
+
+
+@pytest.mark.parametrize("backend", ["postgres", "sqlite"])
+def test_revision_0016_gives_review_items_their_samples_time(
+        backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    # Items queued before the revision take their verdict's sample time (on Postgres
+    # through verdict_keys to the verdict's partition); an item whose verdict is gone
+    # takes its queue time.
+    from sqlalchemy import delete, select
+
+    from evalfleet.core.review import MetricSlice, ReviewSlice
+    from evalfleet.store.schema import review_items, verdicts
+
+    url = (request.getfixturevalue("empty_postgres_url") if backend == "postgres"
+           else f"sqlite:///{tmp_path / 'revisions.db'}")
+    store = open_store(url, review=ReviewSlice({"rag_qa": MetricSlice(rate=1.0)}))
+    taken = NOW - timedelta(days=3)
+    try:
+        migrate(store.engine)
+        store.save(verdicts=[record(VerdictKey(name, "rag_qa", "v", "m"), sample_ts=taken,
+                                    created_at=NOW) for name in ("kept", "purged")], owner="a")
+        migrate_down(store, "0015")
+        with store.engine.begin() as conn:  # type: ignore[attr-defined]
+            assert "sample_ts" not in {c["name"] for c in inspect(conn).get_columns(
+                "review_items")}
+            conn.execute(delete(verdicts).where(verdicts.c.sample_id == "purged"))
+        migrate(store.engine)
+        with store.engine.connect() as conn:  # type: ignore[attr-defined]
+            found = dict(conn.execute(select(review_items.c.sample_id,
+                                             review_items.c.sample_ts)).all())
+    finally:
+        store.close()
+    assert {k: v.astimezone(UTC) if v.tzinfo else v.replace(tzinfo=UTC)
+            for k, v in found.items()} == {"kept": taken, "purged": NOW}
