@@ -5,8 +5,9 @@ The calls checked are the trajectory's tool steps, in order; a trajectory with n
 step (a producer that recorded only model calls) has the tool calls its models asked
 for instead. Every check is one pass over the calls, whatever their number, and never
 recurses on their arguments: identical arguments are found by a canonical JSON text
-(orjson, or an explicit stack past orjson's nesting limit), and a tool's schema is
-refused, as a metric's is, before anything is validated against it.
+(orjson, or an explicit stack past orjson's nesting limit), a tool's schema is refused,
+as a metric's is, before anything is validated against it, and the arguments validated
+are held to what a ``json_schema`` check reads.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from evalfleet.core.checkspec import (
     check_schema_document,
 )
 from evalfleet.core.trajectory import ModelStep, ToolSpec, ToolStep, Trajectory
-from workers.checks.result import BAD_TOOL_SCHEMA, CheckResult
+from workers.checks.builtin import MAX_SCHEMA_INSTANCE_CHARS
+from workers.checks.result import BAD_TOOL_SCHEMA, TOO_LARGE, CheckResult
 from workers.checks.schema import SchemaValidator
 
 #: A prepared trajectory check: the trajectory in, the result out.
@@ -118,7 +120,7 @@ def _arguments(trajectory: Trajectory) -> CheckResult:
     for offer in trajectory.tools:
         offered.setdefault(offer.name, offer)
     validators: dict[str, SchemaValidator | CheckResult | None] = {}
-    checked = 0
+    checked = read = 0
     for call in calls(trajectory):
         tool = offered.get(call.name)
         if tool is None:
@@ -130,6 +132,11 @@ def _arguments(trajectory: Trajectory) -> CheckResult:
             continue
         if isinstance(validator, CheckResult):
             return validator
+        read += len(canonical(call.arguments))
+        if read > MAX_SCHEMA_INSTANCE_CHARS:
+            return CheckResult.failure(TOO_LARGE, f"the arguments up to {call.at} pass the "
+                                       f"{MAX_SCHEMA_INSTANCE_CHARS:,} characters a schema "
+                                       "check reads")
         result = validator.check(call.arguments)
         if result.error_class is not None:
             return CheckResult.failure(result.error_class,

@@ -13,7 +13,8 @@ from evalfleet.core.sample import Sample
 from evalfleet.core.trajectory import Trajectory
 from workers.checks import CheckResult, CheckRunner
 from workers.checks import trajectory as checks
-from workers.checks.result import BAD_TOOL_SCHEMA, NO_TRAJECTORY, SCHEMA_RECURSION
+from workers.checks.builtin import MAX_SCHEMA_INSTANCE_CHARS
+from workers.checks.result import BAD_TOOL_SCHEMA, NO_TRAJECTORY, SCHEMA_RECURSION, TOO_LARGE
 
 SPEC: TypeAdapter[Any] = TypeAdapter(CheckSpec)
 
@@ -243,6 +244,15 @@ def test_a_hundred_thousand_step_trajectory_gets_every_result() -> None:
     check({"check": "repeated_calls"}, made, True, "at most 1")
     check({"check": "max_steps", "max": 1000}, made, False, "100,000 steps")
     check({"check": "max_tool_errors", "max": 10}, made, True, "0 tool errors")
+
+
+def test_arguments_past_what_a_schema_check_reads_are_too_large() -> None:
+    big = {"q": "x" * (MAX_SCHEMA_INSTANCE_CHARS // 4)}
+    check({"check": "tool_arguments"}, trajectory(*[tool("search", big)] * 3), True)
+    result = run({"check": "tool_arguments"}, trajectory(*[tool("search", big)] * 4))
+    assert result.error_class == TOO_LARGE and r"up to steps[3]" in result.reason, result
+    # Calls to a tool without a schema are not read.
+    check({"check": "tool_arguments"}, trajectory(*[tool("free", big)] * 8), True)
 
 
 def test_canonical_text_is_the_same_past_orjsons_nesting_limit() -> None:
