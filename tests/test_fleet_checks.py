@@ -90,3 +90,63 @@ def test_team_checks_in_a_worker_fail_by_name_and_the_worker_serves_on(
                      ("check:raises", "failed", "check_raised"),
                      ("check:seven", "failed", "check_off_scale")}
     assert sim.stats()["requests"] == 0
+
+
+AGENT_METRIC = """\
+name: agent_contract
+kind: check
+checks:
+  asks_weather: {check: tool_sequence, expected: [weather, weather], mode: subset}
+  arguments_valid: {check: tool_arguments}
+  never_deletes: {check: forbidden_tools, tools: [delete_user]}
+  not_stuck: {check: repeated_calls, times: 3}
+  short_run: {check: max_steps, max: 10}
+  tools_work: {check: max_tool_errors, max: 0}
+"""
+
+
+def agent_trajectory(n: int) -> dict[str, object]:
+    """A weather agent's run: every third repeats one call, every fifth passes a number
+    as the city and its tool fails."""
+    city: object = 7 if n % 5 == 0 else "Oslo"
+    calls = 3 if n % 3 == 0 else 2
+    steps = [{"type": "tool", "name": "weather", "arguments": {"city": city},
+              "result": "4 C, rain", "error": "bad city" if n % 5 == 0 else None}] * calls
+    return {"steps": [{"type": "model", "model": "m-1"}, *steps],
+            "tools": [{"name": "weather", "parameters": {
+                "type": "object", "required": ["city"],
+                "properties": {"city": {"type": "string"}}}}],
+            "final_answer": "Rain in Oslo."}
+
+
+def test_trajectory_checks_end_to_end(
+    settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "metrics"
+    folder.mkdir()
+    (folder / "agent_contract.yaml").write_text(AGENT_METRIC)
+    settings = settings.model_copy(update={"metrics_dir": folder})
+    samples = make_samples(12)
+    for n, sample in enumerate(samples):  # the eleventh is a plain answer, no agent run
+        if n != 11:
+            sample["trajectory"] = agent_trajectory(n)
+    result = cli(settings, "produce", str(write_jsonl(tmp_path / "agents.jsonl", samples)),
+                 "--metric", "agent_contract")
+    assert result.exit_code == 0, result.output
+    start_worker(settings, queues=["agent_contract"], concurrency=4)
+    wait_until(lambda: len(export(settings)) == 12 * 6, timeout_s=120, what="72 verdicts")
+    checks = {check.name: check for check in
+              load_registry(settings.metrics_dir).get("agent_contract").checks}
+    for verdict in export(settings):
+        name = verdict["judge_model"].removeprefix("check:")
+        n = int(verdict["sample_id"].split("-")[1])
+        assert verdict["prompt_version"] == checks[name].version
+        if n == 11:
+            assert (verdict["status"], verdict["error_class"]) == ("failed", "no_trajectory")
+            continue
+        failing = {"not_stuck": n % 3 == 0, "short_run": False,
+                   "arguments_valid": n % 5 == 0, "tools_work": n % 5 == 0}
+        expected = 0.0 if failing.get(name) else 1.0
+        assert verdict["status"] == "ok" and verdict["scores"] == {name: expected}, verdict
+    assert sim.stats()["requests"] == 0

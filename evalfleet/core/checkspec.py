@@ -2,9 +2,10 @@
 
 A metric file with ``kind: check`` lists named checks instead of judge messages. Each
 check reads one sample value (``field``, the output unless named) and gives a score
-and a reason: the built-in checks pass or fail (a binary score, stored 1 or 0); a
-team's own check (``team``) is a function installed with the fleet that returns a
-score on its ``scale``. Every check is its own score and its own verdict, keyed by
+and a reason (a trajectory check reads the sample's ``trajectory`` instead: the tools it
+called, their arguments, its steps): the built-in checks pass or fail (a binary score,
+stored 1 or 0); a team's own check (``team``) is a function installed with the fleet
+that returns a score on its ``scale``. Every check is its own score and its own verdict, keyed by
 the check's version (a hash of its parameters and any file it reads) where a judged
 verdict has its prompt version, and by ``check:<name>`` where it has its judge model.
 
@@ -177,10 +178,79 @@ class Team(_Spec):
         return self.function or f"entry point {self.entry_point}"
 
 
-CheckSpec = Annotated[
-    JsonValid | JsonSchema | Pattern | Equals | Contains | Numeric | Length | Team,
-    Field(discriminator="check"),
-]
+class _TrajectorySpec(BaseModel):
+    """A check of the sample's ``trajectory`` (it reads no ``field``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+#: How ``tool_sequence`` compares the calls made with the expected ones.
+SequenceMode = Literal["strict", "unordered", "subset", "superset"]
+
+
+class ToolSequence(_TrajectorySpec):
+    """Passes when the tools called, by name, match ``expected`` as ``mode`` says."""
+
+    check: Literal["tool_sequence"]
+    expected: tuple[str, ...]
+    """The expected calls' tool names, in order."""
+    mode: SequenceMode = "strict"
+    """``strict``: the same calls in the same order; ``unordered``: the same calls in any
+    order; ``subset``: every expected call made (others may be too); ``superset``: no
+    call outside the expected ones (some may be missing). Calls count: two expected
+    ``search`` calls need two."""
+
+
+class ToolArguments(_TrajectorySpec):
+    """Passes when every call's arguments validate against the offered tool's JSON
+    schema (its ``parameters``); a call to a tool that was not offered fails."""
+
+    check: Literal["tool_arguments"]
+
+
+class ForbiddenTools(_TrajectorySpec):
+    """Passes when no call is to one of ``tools``."""
+
+    check: Literal["forbidden_tools"]
+    tools: tuple[str, ...] = Field(min_length=1)
+    """The tools never to be called."""
+
+
+class RepeatedCalls(_TrajectorySpec):
+    """Fails when the same tool is called with the same arguments ``times`` times in a
+    row (other steps between the calls do not break the row; another call does)."""
+
+    check: Literal["repeated_calls"]
+    times: int = Field(default=5, ge=2)
+    """How many identical calls in a row fail."""
+
+
+class MaxSteps(_TrajectorySpec):
+    """Passes when the trajectory has at most ``max`` steps (of ``types`` only, when
+    given)."""
+
+    check: Literal["max_steps"]
+    max: int = Field(ge=0)
+    types: tuple[Literal["model", "tool", "retrieval", "handoff"], ...] = ()
+    """The step types counted; every step when empty."""
+
+
+class MaxToolErrors(_TrajectorySpec):
+    """Passes when at most ``max`` tool calls ended in an error."""
+
+    check: Literal["max_tool_errors"]
+    max: int = Field(default=0, ge=0)
+
+
+#: The checks of a trajectory.
+TrajectoryCheck = (ToolSequence | ToolArguments | ForbiddenTools | RepeatedCalls | MaxSteps
+                   | MaxToolErrors)
+
+#: Every check a metric may declare, as written.
+AnyCheck = (JsonValid | JsonSchema | Pattern | Equals | Contains | Numeric | Length | Team
+            | TrajectoryCheck)
+
+CheckSpec = Annotated[AnyCheck, Field(discriminator="check")]
 
 
 @dataclass(frozen=True)
@@ -189,7 +259,7 @@ class LoadedCheck:
 
     name: str
     """The check's name: its score's name, and ``check:<name>`` its judge model."""
-    spec: JsonValid | JsonSchema | Pattern | Equals | Contains | Numeric | Length | Team
+    spec: AnyCheck
     """As written."""
     version: str
     """A hash of its parameters and of the files it reads."""

@@ -17,6 +17,13 @@ SCHEMA_REF = "schema_ref"
 #: Error class of a value too large for the check to read (a schema check).
 TOO_LARGE = "too_large"
 
+#: Error class of a trajectory check of a sample that carries no trajectory.
+NO_TRAJECTORY = "no_trajectory"
+
+#: Error class of a ``tool_arguments`` check whose offered tool has a schema a worker
+#: must not use (nested too deep, a remote ``$ref``, not a JSON Schema).
+BAD_TOOL_SCHEMA = "bad_tool_schema"
+
 #: Error class of a team check that raised; the error names the exception class.
 CHECK_RAISED = "check_raised"
 

@@ -16,15 +16,16 @@ from dataclasses import dataclass
 
 import orjson
 
-from evalfleet.core.checkspec import LoadedCheck, Team
+from evalfleet.core.checkspec import LoadedCheck, Team, TrajectoryCheck
 from evalfleet.core.metric import Metric, sample_value
 from evalfleet.core.sample import Sample
-from workers.checks import builtin
+from workers.checks import builtin, trajectory
 from workers.checks.pool import TeamCheckPool
 from workers.checks.result import (
     CHECK_NOT_FOUND,
     CHECK_OFF_SCALE,
     MISSING_INPUT,
+    NO_TRAJECTORY,
     CheckResult,
 )
 from workers.checks.team import resolve, team_version
@@ -113,6 +114,8 @@ class CheckRunner:
             function = resolve(spec)
             return PreparedCheck(check, team_version(check, function),
                                  self._team_run(check, spec, function.target))
+        if isinstance(spec, TrajectoryCheck):
+            return PreparedCheck(check, check.version, _trajectory_run(trajectory.prepare(spec)))
         run = builtin.prepare(spec, schema=check.schema)
         reference = getattr(spec, "reference", None)
         needs_reference = reference is not None and getattr(spec, "value", None) is None
@@ -148,6 +151,15 @@ def _builtin_run(run: builtin.CheckFunction, *, field: str,
         if reference and expected is None:
             return CheckResult.failure(MISSING_INPUT, f"the sample has no {reference}")
         return run(text, expected)
+
+    return checked
+
+
+def _trajectory_run(run: trajectory.TrajectoryFunction) -> Callable[[Sample], CheckResult]:
+    def checked(sample: Sample) -> CheckResult:
+        if sample.trajectory is None:
+            return CheckResult.failure(NO_TRAJECTORY, "the sample has no trajectory")
+        return run(sample.trajectory)
 
     return checked
 
