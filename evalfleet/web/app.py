@@ -35,7 +35,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from evalfleet.core.durations import format_age, format_moment
+from evalfleet.core.durations import format_age, format_duration, format_moment
 from evalfleet.review.estimator import LAM_MEANING
 from evalfleet.web.pages import PageData
 from evalfleet.web.review import Render, ReviewPages
@@ -130,6 +130,7 @@ def _environment() -> Environment:
                       lstrip_blocks=True)
     env.filters["num"] = format_number
     env.filters["age"] = format_age
+    env.filters["duration"] = format_duration
     # One format for people everywhere (the terminal's too); --json speaks ISO 8601.
     env.filters["when"] = _when
     env.globals["lam_meaning"] = LAM_MEANING

@@ -302,6 +302,7 @@ def test_the_alert_page_histograms_and_worst_samples_explain_themselves(site: An
         assert counts and all(n > 0 for n in counts)
     assert len(tops) == 2 and tops[0] == tops[1]  # one scale for both
     assert 'id="hist-scale"' in alert and "both on one scale" in alert
+    assert "window 10m, minimum" in alert and "0:10:00" not in alert  # a duration for people
     # The worst samples show their retrieved context, escaped and cut.
     assert "CHUNK-1-1 &lt;script&gt;alert(1)&lt;/script&gt; &lt;!channel&gt;" in alert
     chunk = re.search(r'class="text context-chunk">(CHUNK-1-1[^<]*)<', alert)
