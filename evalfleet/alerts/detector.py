@@ -32,6 +32,7 @@ from evalfleet.alerts.statistic import (
     proportion_test,
     welch_t_test,
 )
+from evalfleet.core.durations import format_moment
 
 Observation = Literal["breach", "clear", "hold", "insufficient_data", "no_data"]
 
@@ -209,7 +210,7 @@ def _summary(stored: Any) -> Summary:
 
 
 def _moment(value: Any) -> str:
-    return value.strftime("%Y-%m-%d %H:%M UTC") if isinstance(value, datetime) else str(value)
+    return format_moment(value) if isinstance(value, datetime) else str(value)
 
 
 def examine_drift(

@@ -29,6 +29,11 @@ REASON_CHARS = 240
 #: Longest sample id in a notification, in characters.
 ID_CHARS = 80
 
+#: Context chunks shown with a worst sample (the page, alerts show), and the longest
+#: each is shown, in characters: what a faithfulness alert is about, kept to a glance.
+CONTEXT_CHUNKS = 5
+CONTEXT_CHARS = 600
+
 #: ANSI/VT escape sequences (CSI, OSC, and two-character ESC sequences).
 _ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 
@@ -54,6 +59,23 @@ def plain_text(text: str | None, *, limit: int) -> str:
     if len(cleaned) > limit or len(text) > limit * 4:
         return cleaned[: max(0, limit - 1)].rstrip() + "…"
     return cleaned
+
+
+def context_excerpt(context: Any, *, chunks: int = CONTEXT_CHUNKS,
+                    limit: int = CONTEXT_CHARS) -> tuple[list[str], int]:
+    """A sample's retrieved context for a glance: its first ``chunks`` chunks as plain
+    text (:func:`plain_text`, ``limit`` characters each), and how many more there are.
+
+    Args:
+        context: The sample's ``context`` as stored (a list of chunks; anything else is
+            one chunk; None or empty: no context).
+    """
+    if context is None or context == "" or context == []:
+        return [], 0
+    items = context if isinstance(context, list) else [context]
+    shown = [plain_text(item if isinstance(item, str) else str(item), limit=limit)
+             for item in items[:chunks]]
+    return shown, max(0, len(items) - chunks)
 
 
 def window_evidence(conn: Connection, rule: Rule, segment: Segment, *, at: datetime,

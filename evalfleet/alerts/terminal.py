@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalfleet.alerts.alert import detector_lines, drift_line
-from evalfleet.alerts.evidence import plain_text
+from evalfleet.alerts.evidence import context_excerpt, plain_text
 from evalfleet.alerts.judgecheck import check_line
 from evalfleet.alerts.segment import Segment
 from evalfleet.core.durations import format_duration, format_moment
@@ -142,6 +142,11 @@ def _worst_lines(worst: Sequence[Any], clean: Any) -> list[str]:
         for label, key in (("question", "input"), ("answer", "output")):
             if sample.get(key):
                 lines.append(f"     {label + ':':<10}{clean(sample[key], 300)}")
+        chunks, more = context_excerpt(sample.get("context"), limit=300)
+        lines += [f"     {'context:' if n == 1 else '':<10}[{n}] {chunk}"
+                  for n, chunk in enumerate(chunks, start=1)]
+        if more:
+            lines.append(f"     {'':<10}({more} more chunk(s))")
         lines.append(f"     {'judge:':<10}{clean(item.reason, 400) or '(no reasoning given)'}")
     return lines
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from evalfleet.cli.context import CliState, pass_state
+from evalfleet.core.durations import format_moment
 
 
 @click.command()
@@ -130,7 +131,7 @@ def _compare(state: CliState, *, metric: str, since: str, as_json: bool) -> None
     for report in reports:
         click.echo(format_report(report))
     for (model, version), run in people.items():
-        click.echo(f"against people ({run.gold}, {run.created_at:%Y-%m-%d %H:%M}Z): judge "
+        click.echo(f"against people ({run.gold}, {format_moment(run.created_at)}): judge "
                    f"{model}, prompt {version}: " + _summary(run.report))
 
 

@@ -14,6 +14,7 @@ import click
 
 from evalfleet.cli.alerts import render_table
 from evalfleet.cli.context import CliState, parse_time, pass_state
+from evalfleet.core.durations import format_moment
 from evalfleet.core.errors import EvalfleetError, InvalidDataset
 
 if TYPE_CHECKING:
@@ -232,7 +233,7 @@ def list_command(state: CliState) -> None:
     with open_datasets(state) as sets:
         infos = sets.catalog()
     rows = [[info.name, str(info.latest.version), str(info.latest.items),
-             f"{info.latest.created_at:%Y-%m-%d %H:%M}Z",
+             format_moment(info.latest.created_at),
              "-" if info.retention_days is None else f"{info.retention_days:g}d",
              plain_text(info.description, limit=SHOW_CHARS) or "-"] for info in infos]
     click.echo(render_table(["name", "version", "items", "last version", "retention",
@@ -258,7 +259,7 @@ def show_command(state: CliState, name: str, version: int | None) -> None:
         versions = sets.versions(name)
         items = list(sets.items(name, version=version))
     click.echo(render_table(["version", "items", "created", "made by"], [
-        [str(v.version), str(v.items), f"{v.created_at:%Y-%m-%d %H:%M}Z",
+        [str(v.version), str(v.items), format_moment(v.created_at),
          shown(v.note, SHOW_CHARS * 2)] for v in versions]))
     click.echo("")
     rows = []

@@ -12,9 +12,9 @@ import click
 
 from evalfleet.cli.alerts import render_table
 from evalfleet.cli.context import CliState, parse_time, pass_state
-from evalfleet.core.durations import format_duration
+from evalfleet.core.durations import format_duration, format_moment
 from evalfleet.review.estimate import LABEL_WINDOW
-from evalfleet.review.estimator import MIN_LABELS, MIN_STRATUM_LABELS
+from evalfleet.review.estimator import LAM_MEANING, MIN_LABELS, MIN_STRATUM_LABELS
 
 if TYPE_CHECKING:
     from evalfleet.store.review import ReviewQueue
@@ -190,7 +190,7 @@ def pending_command(state: CliState, metric: str | None, limit: int, after: int,
              "expires"],
             [[str(i.id), i.metric, i.sample_id, i.reason,
               "-" if i.probability is None else f"{i.probability:g}", i.stratum or "-",
-              f"{i.labels_given}/{i.labels_wanted}", i.expires_at.isoformat()]
+              f"{i.labels_given}/{i.labels_wanted}", format_moment(i.expires_at)]
              for i in items]))
         if lease_to:
             click.echo(f"{len(items)} item(s) leased to {lease_to} for {lease_for}")
@@ -422,9 +422,10 @@ def _estimates_table(estimates: list[Any]) -> str:
     return "\n".join([
         render_table(["metric", "score", "segment", "verdicts", "judge mean", "corrected mean",
                       "labels", "lam"], rows),
-        f"\nwindow {first.start.isoformat()} to {first.end.isoformat()} (sample time); "
+        f"\nwindow {format_moment(first.start)} to {format_moment(first.end)} (sample time); "
         f"{first.pool.text()}; {first.confidence:.0%} intervals; "
         f"fewer than {first.min_labels} labels, or {first.min_stratum_labels} in a stratum: "
         "no corrected mean",
         f"the corrected mean {ASSUMPTION}",
+        LAM_MEANING,
     ])

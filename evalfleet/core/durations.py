@@ -64,5 +64,8 @@ def format_age(seconds: float | None) -> str:
 
 
 def format_moment(moment: datetime) -> str:
-    """A moment to the minute, in UTC: ``2026-11-25T12:31Z``."""
+    """A moment to the minute, in UTC: ``2026-11-25T12:31Z``. A naive moment is UTC
+    already (as every stored time is), never the machine's local time."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%MZ")

@@ -41,6 +41,10 @@ from evalfleet.core.sample import Sample
 #: Characters of the content hash kept as the prompt version.
 VERSION_LENGTH = 12
 
+#: Ending of a metric's guide for reviewers (:mod:`evalfleet.review.guide`), a file beside
+#: the metric's that is neither a metric nor part of its version.
+GUIDE_SUFFIX = ".guide.yaml"
+
 _DIGIT_RUN = re.compile(r"[0-9]+")
 
 #: Paths a template variable may read from a sample.
@@ -537,7 +541,8 @@ def load_registry(extra_dir: Path | None = None) -> MetricRegistry:
 
 
 def _load_dir(directory: Path) -> list[Metric]:
-    files = sorted(p for p in directory.glob("*.yaml") if not p.name.endswith(".examples.yaml"))
+    files = sorted(p for p in directory.glob("*.yaml")
+                   if not p.name.endswith((".examples.yaml", GUIDE_SUFFIX)))
     return [load_metric_file(path) for path in files]
 
 

@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from evalfleet.calibration.gold import score_scales
+from evalfleet.core.durations import format_moment
 from evalfleet.core.errors import InvalidInput
 from evalfleet.core.metric import Metric
 from evalfleet.core.review import RANDOM_REASON
@@ -124,8 +125,8 @@ class LabelPool:
 
     def text(self) -> str:
         """The pool's bounds, as every place that shows a corrected number says them."""
-        return (f"labels of random items sampled from {self.start.isoformat()} to "
-                f"{self.end.isoformat()}")
+        return (f"labels of random items sampled from {format_moment(self.start)} to "
+                f"{format_moment(self.end)}")
 
 
 def label_pool(*, start: datetime, end: datetime, label_start: datetime) -> LabelPool:

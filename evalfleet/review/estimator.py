@@ -92,6 +92,11 @@ MIN_STRATUM_LABELS = 30
 #: Default coverage of the intervals.
 CONFIDENCE = 0.95
 
+#: What ``lam`` is, in the words shown wherever it is (pages, review status, estimate).
+LAM_MEANING = ("lam is how much each correction leans on the judge's scores (PPI++): 0 "
+               "uses people's labels alone, 1 the judge's mean corrected by its measured "
+               "error, chosen per period for the narrowest interval")
+
 
 @dataclass(frozen=True, slots=True)
 class Moments:

@@ -21,6 +21,7 @@ import hmac
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
@@ -34,7 +35,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from evalfleet.core.durations import format_age, format_moment
+from evalfleet.core.durations import format_age, format_duration, format_moment
+from evalfleet.review.estimator import LAM_MEANING
 from evalfleet.web.pages import PageData
 from evalfleet.web.review import Render, ReviewPages
 
@@ -110,14 +112,28 @@ def create_app(data: PageData, options: UiOptions,
     )
 
 
+def _when(moment: datetime | str | None) -> str:
+    """A moment for people; a stored finding keeps its moments as ISO 8601 text."""
+    if not moment:
+        return "-"
+    if isinstance(moment, datetime):
+        return format_moment(moment)
+    try:
+        return format_moment(datetime.fromisoformat(moment))
+    except ValueError:
+        return moment
+
+
 def _environment() -> Environment:
     folder = str(resources.files("evalfleet.web") / "templates")
     env = Environment(loader=FileSystemLoader(folder), autoescape=True, trim_blocks=True,
                       lstrip_blocks=True)
     env.filters["num"] = format_number
     env.filters["age"] = format_age
+    env.filters["duration"] = format_duration
     # One format for people everywhere (the terminal's too); --json speaks ISO 8601.
-    env.filters["when"] = lambda moment: format_moment(moment) if moment else "-"
+    env.filters["when"] = _when
+    env.globals["lam_meaning"] = LAM_MEANING
     env.globals["query"] = lambda **params: urlencode(
         {k: v for k, v in params.items() if v is not None})
     return env

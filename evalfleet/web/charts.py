@@ -38,6 +38,8 @@ class Bar:
     width: float
     height: float
     label: str
+    count: int = 0
+    """Values in the bin, written above the bar."""
 
 
 def polyline(values: Sequence[float | None], *, width: float, height: float,
@@ -69,22 +71,45 @@ def y_of(value: float | None, *, height: float, low: float = 0.0,
 
 
 def histogram(values: Sequence[float], *, width: float, height: float,
-              bins: int = HISTOGRAM_BINS) -> list[Bar]:
-    """Bars of the share of ``values`` in each of ``bins`` equal bins of 0..1."""
-    counts = [0] * bins
-    for value in values:
-        counts[min(bins - 1, max(0, int(value * bins)))] += 1
+              bins: int = HISTOGRAM_BINS, top_share: float | None = None) -> list[Bar]:
+    """Bars of the share of ``values`` in each of ``bins`` equal bins of 0..1.
+
+    Args:
+        values: Scores in 0..1.
+        width: Width of the drawing.
+        height: Height of the tallest possible bar.
+        bins: Number of bins.
+        top_share: The share at the top of the scale (:func:`shared_top`, for histograms
+            compared side by side); default the tallest bar of these values.
+    """
+    counts = bin_counts(values, bins=bins)
     total = sum(counts) or 1
-    tallest = max(counts) / total if any(counts) else 1.0
+    top = top_share or (max(counts) / total if any(counts) else 1.0)
     bar_width = width / bins
     bars = []
     for index, count in enumerate(counts):
-        share = count / total
-        bar_height = round(share / tallest * height, 1) if tallest else 0.0
+        bar_height = round(min(1.0, count / total / top) * height, 1)
         bars.append(Bar(x=round(index * bar_width + 1, 1), y=round(height - bar_height, 1),
                         width=round(bar_width - 2, 1), height=bar_height,
-                        label=f"{index / bins:.1f}-{(index + 1) / bins:.1f}: {count}"))
+                        label=f"{index / bins:.1f}-{(index + 1) / bins:.1f}: {count}",
+                        count=count))
     return bars
+
+
+def bin_counts(values: Sequence[float], *, bins: int = HISTOGRAM_BINS) -> list[int]:
+    """How many of ``values`` (0..1) fall in each of ``bins`` equal bins; 1 in the last."""
+    counts = [0] * bins
+    for value in values:
+        counts[min(bins - 1, max(0, int(value * bins)))] += 1
+    return counts
+
+
+def shared_top(*groups: Sequence[float], bins: int = HISTOGRAM_BINS) -> float:
+    """The tallest share of one bin in any of ``groups``: one scale for all their
+    histograms (1.0 when every group is empty)."""
+    shares = [max(counts) / sum(counts) for counts in
+              (bin_counts(values, bins=bins) for values in groups) if any(counts)]
+    return max(shares, default=1.0)
 
 
 def time_ticks(start: datetime, end: datetime, *, width: float) -> list[Tick]:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from evalfleet.alerts.alert import detector_lines, drift_line
+from evalfleet.alerts.evidence import context_excerpt
 from evalfleet.alerts.rule import (
     CalibrationBaseline,
     PinnedBaseline,
@@ -38,7 +39,7 @@ from evalfleet.store.pages import (
     load_verdict,
 )
 from evalfleet.store.sql import SqlStore
-from evalfleet.web.charts import histogram, polyline, time_ticks, y_of
+from evalfleet.web.charts import histogram, polyline, shared_top, time_ticks, y_of
 
 #: Evaluations a sparkline shows.
 SPARK_POINTS = 48
@@ -154,10 +155,9 @@ class PageData:
             "detectors": detector_lines(view.finding),
             "judge_drift": (drift_line(view.finding["judge_drift"])
                             if view.finding.get("judge_drift") else None),
-            "window_bars": histogram(window_values, width=HIST_W, height=HIST_H),
-            "baseline_bars": histogram(baseline_values, width=HIST_W, height=HIST_H),
+            **_histograms(window_values, baseline_values),
             "window_count": len(window_values), "baseline_count": len(baseline_values),
-            "baseline_label": baseline_label, "hist": {"w": HIST_W, "h": HIST_H},
+            "baseline_label": baseline_label,
             "worst": [{**_evidence_row(item)} for item in view.worst],
             "check": view.finding.get("judge_check"),
             "estimate": self._estimate(rule, parsed, start=view.at - rule.spec.window,
@@ -330,12 +330,22 @@ def _segment_of(text: str | None, rule: Rule) -> Segment | None:
     return Segment(tuple((key, labels[key]) for key in keys))
 
 
+def _histograms(window: Sequence[float], baseline: Sequence[float]) -> dict[str, Any]:
+    """The window's and the baseline's histograms on one scale (share of each one's
+    samples), so their bars compare by height."""
+    top = shared_top(window, baseline)
+    return {"window_bars": histogram(window, width=HIST_W, height=HIST_H, top_share=top),
+            "baseline_bars": histogram(baseline, width=HIST_W, height=HIST_H, top_share=top),
+            "hist": {"w": HIST_W, "h": HIST_H, "top": top}}
+
+
 def _evidence_row(item: Any) -> dict[str, Any]:
     sample = item.sample or {}
+    context, more = context_excerpt(sample.get("context"))
     return {"verdict_id": item.verdict_id, "sample_id": item.sample_id, "value": item.value,
             "reason": item.reason, "at": item.sample_ts, "attributes": item.attributes,
             "input": sample.get("input"), "output": sample.get("output"),
-            "kept": item.sample is not None}
+            "context": context, "more_context": more, "kept": item.sample is not None}
 
 
 def _trend_chart(buckets: Sequence[Any], points: Sequence[Any], history: Sequence[Any], *,

@@ -30,6 +30,7 @@ from starlette.routing import Route
 from evalfleet.calibration.gold import ScoreScale, score_scales
 from evalfleet.core.errors import InvalidSample, UnknownMetric
 from evalfleet.core.metric import Metric, MetricRegistry
+from evalfleet.review.guide import Anchor, InvalidGuide, load_guide
 from evalfleet.review.label import read_label
 from evalfleet.review.pending import label_studio_task, pending_record
 from evalfleet.store.review import LabelValue, ReviewItem, ReviewQueue
@@ -394,10 +395,13 @@ class ReviewPages:
         reveal = [(name, show_value(given.get(name), none="cannot say"),
                    show_value(item.judge_raw_scores.get(name), none="-"))
                   for name, _, _ in scores] if given else []
+        guide, guide_problem = _guide_of(metric)
         return self._page(
             request, "review_item.html", status_code=status_code, item=item,
             reviewer=reviewer, given=given, problems=problems or [], scores=scores,
-            reveal=reveal, sample=item.sample or {}, csrf=self._csrf(request))
+            reveal=reveal, sample=item.sample or {}, csrf=self._csrf(request),
+            description=metric.spec.description if metric else "", guide=guide,
+            guide_problem=guide_problem)
 
     def _message(self, request: Request, text: str, *, status_code: int) -> HTMLResponse:
         return self._page(request, "review_message.html", status_code=status_code,
@@ -410,6 +414,16 @@ class ReviewPages:
     def _page(self, request: Request, name: str, *, status_code: int = 200,
               **context: Any) -> HTMLResponse:
         return self._render(name, status_code=status_code, page="review", **context)
+
+
+def _guide_of(metric: Metric | None) -> tuple[dict[str, tuple[Anchor, ...]], str | None]:
+    """What each score's values mean, or why the guide could not be read (the page goes on)."""
+    if metric is None:
+        return {}, None
+    try:
+        return load_guide(metric), None
+    except InvalidGuide as exc:
+        return {}, str(exc)
 
 
 def _labels_of(form: dict[str, str], *, metric: Metric | None,

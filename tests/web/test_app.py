@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Callable
@@ -15,8 +16,10 @@ from sqlalchemy import select, update
 
 from evalfleet.alerts import open_alert_engine
 from evalfleet.cli.ui import build_ui_app, is_loopback
+from evalfleet.core.durations import format_moment
 from evalfleet.core.settings import Settings
 from evalfleet.core.simulator import SIMULATOR_NAME
+from evalfleet.review.estimator import LAM_MEANING
 from evalfleet.store import DeadLetter, VerdictKey, migrate, open_store
 from evalfleet.store.schema import alert_states
 from evalfleet.web.app import _environment
@@ -249,7 +252,7 @@ def test_fleet_health_durations_are_in_human_units() -> None:
 def test_the_alert_page_says_what_lam_is(site: Any) -> None:
     alert = get(site, "/alerts/faithfulness_drop", params={"segment": "app=support-bot"}).text
     assert 'id="lam-heading"' in alert and "lam (judge weight)" in alert
-    assert "lam is how much each correction leans on the judge's scores" in alert
+    assert LAM_MEANING in html.unescape(alert)  # the words review status prints too
 
 
 @pytest.mark.parametrize("alert_database", ["sqlite"], indirect=True)
@@ -323,4 +326,34 @@ def test_labels_of_older_samples_move_the_alert_page_and_agree_with_review_statu
     (in_status,) = [e for e in json.loads(status.stdout)["estimates"]
                     if e["score"] == "faithfulness"]
     assert in_status["labels"] == 120 and in_status["pool"].startswith(
-        f"labels of random items sampled from {T0.isoformat()}")
+        f"labels of random items sampled from {format_moment(T0)}")
+def test_stored_moments_are_written_for_people_too() -> None:
+    """A stored finding keeps its moments as ISO 8601 text (the judge check's pools)."""
+    when = _environment().from_string("{{ moment|when }}")
+    assert when.render(moment="2026-11-21T13:30:00.123456+00:00") == "2026-11-21T13:30Z"
+    assert when.render(moment=datetime(2026, 11, 21, 13, 30, 5, tzinfo=UTC)) == \
+        "2026-11-21T13:30Z"
+    assert when.render(moment=None) == "-"
+    assert when.render(moment="<b>not a time</b>") == "&lt;b&gt;not a time&lt;/b&gt;"
+
+
+@pytest.mark.parametrize("alert_database", ["sqlite"], indirect=True)
+def test_the_alert_page_histograms_and_worst_samples_explain_themselves(site: Any) -> None:
+    alert = get(site, "/alerts/faithfulness_drop", params={"segment": "app=support-bot"}).text
+    # Axis labels, one scale named for both, and each bar's count written out.
+    tops = []
+    for title in ("window", "baseline"):
+        svg = alert.split(f'id="hist-{title}"', 1)[1].split("</svg>", 1)[0]
+        assert ">faithfulness score</text>" in svg and ">0%</text>" in svg
+        tops += re.findall(r'y="8" text-anchor="end">(\d+)%</text>', svg)
+        counts = [int(n) for n in re.findall(r'class="count"[^>]*>(\d+)</text>', svg)]
+        assert counts and all(n > 0 for n in counts)
+    assert len(tops) == 2 and tops[0] == tops[1]  # one scale for both
+    assert 'id="hist-scale"' in alert and "both on one scale" in alert
+    assert "window 10m, minimum" in alert and "0:10:00" not in alert  # a duration for people
+    # The worst samples show their retrieved context, escaped and cut.
+    assert "CHUNK-1-1 &lt;script&gt;alert(1)&lt;/script&gt; &lt;!channel&gt;" in alert
+    chunk = re.search(r'class="text context-chunk">(CHUNK-1-1[^<]*)<', alert)
+    assert chunk and chunk.group(1).endswith("…") and len(chunk.group(1)) < 700
+    assert "CHUNK-1-2" in alert
+    assert "CHUNK-2-5" in alert and "CHUNK-2-6" not in alert and "2 more chunk(s)" in alert

@@ -1,4 +1,4 @@
-"""Chart geometry: time ticks on round steps, labelled in UTC."""
+"""Chart geometry: time ticks on round steps, labelled in UTC; histograms on one scale."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from evalfleet.web.charts import MAX_TICKS, time_ticks
+from evalfleet.web.charts import MAX_TICKS, histogram, shared_top, time_ticks
 
 START = datetime(2026, 11, 21, 10, 7, tzinfo=UTC)
 
@@ -29,3 +29,19 @@ def test_ticks_fall_on_round_times(span: timedelta, first: str,
 
 def test_no_span_no_ticks() -> None:
     assert time_ticks(START, START, width=720) == []
+
+
+def test_two_histograms_share_one_scale_and_carry_their_counts() -> None:
+    window = [0.05] * 3 + [0.95]  # 75% in the lowest bin
+    baseline = [0.95] * 10 + [0.55] * 10  # 50% in each of two bins
+    top = shared_top(window, baseline)
+    assert top == 0.75
+    bars_w = histogram(window, width=100, height=60, top_share=top)
+    bars_b = histogram(baseline, width=100, height=60, top_share=top)
+    assert (bars_w[0].height, bars_w[0].count) == (60.0, 3)
+    assert (bars_w[9].height, bars_w[9].count) == (20.0, 1)
+    # The baseline's tallest bar is two thirds of the window's: same scale, not its own.
+    assert (bars_b[9].height, bars_b[9].count) == (40.0, 10)
+    assert [b.count for b in bars_b] == [0, 0, 0, 0, 0, 10, 0, 0, 0, 10]
+    assert shared_top([], []) == 1.0
+    assert all(b.height == 0 for b in histogram([], width=100, height=60, top_share=1.0))

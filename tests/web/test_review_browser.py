@@ -179,7 +179,24 @@ def test_a_reviewer_labels_ten_items_by_keyboard_alone(browser: webdriver.Chrome
             assert not browser.find_element(By.ID, "help").is_displayed()
         # faithfulness 0.75 (key 4), context_relevance 1 (5), answer_relevance cannot say,
         # semantic_similarity 0.5 (3); a comment, then Enter.
-        keys(browser, "45x3")
+        if labelled:
+            keys(browser, "45x3")
+        else:
+            # What the values mean is on the page; Enter with one score of four given
+            # names the three left and stays, on the first of them.
+            assert "supported by the context" in \
+                browser.find_element(By.ID, "guide-faithfulness").text
+            assert not browser.find_element(By.ID, "missing").is_displayed()
+            keys(browser, "4\n")
+            WebDriverWait(browser, WAIT_S, ignored_exceptions=(WebDriverException,)).until(
+                lambda b: b.find_element(By.ID, "missing").is_displayed())
+            assert browser.find_element(By.ID, "missing").text.startswith(
+                "Not labelled yet: context_relevance, answer_relevance, semantic_similarity")
+            assert browser.find_element(By.ID, "sample-id").text == sample_id
+            current = browser.find_element(By.CSS_SELECTOR, "fieldset.score.current")
+            assert current.get_attribute("data-score") == "context_relevance"
+            shot(browser, "review-item-missing")
+            keys(browser, "5x3")
         if len(labelled) == 0:
             keys(browser, "c")
             keys(browser, "looks fine <i>really</i>")

@@ -32,6 +32,27 @@
     return false;
   }
 
+  // The scores not given yet, named in a message (the browser's own check would only
+  // move focus to the first of them, silently).
+  function missing() {
+    var names = groups.filter(function (group) {
+      return !group.querySelector("input[type=radio]:checked");
+    }).map(function (group) { return group.getAttribute("data-score"); });
+    var message = document.getElementById("missing");
+    if (message) {
+      message.textContent = names.length ? "Not labelled yet: " + names.join(", ") +
+        " (pick a value, or x if you cannot say)" : "";
+      message.hidden = !names.length;
+    }
+    if (names.length) {
+      current = groups.findIndex(function (group) {
+        return group.getAttribute("data-score") === names[0];
+      });
+      mark();
+    }
+    return names.length > 0;
+  }
+
   function submit(id) {
     var form = document.getElementById(id);
     if (form) { form.requestSubmit(); }
@@ -40,6 +61,12 @@
   groups.forEach(function (group, index) {
     group.addEventListener("change", function () { current = index; mark(); });
   });
+  if (labelForm) {
+    labelForm.noValidate = true;  // missing() says which scores are left instead
+    labelForm.addEventListener("submit", function (event) {
+      if (missing()) { event.preventDefault(); }
+    });
+  }
 
   document.addEventListener("keydown", function (event) {
     if (event.ctrlKey || event.metaKey || event.altKey) { return; }

@@ -52,6 +52,9 @@ def test_show_tells_the_story_of_a_firing_segment(fired: Path, alert_database: s
     worst = out.split("worst samples of the window", 1)[1]
     assert "1. 0.00  worst-1" in worst and "2. 0.01  worst-2" in worst
     assert "judge:    case 1: <!channel>" in worst and "answer:" in worst
+    # What a faithfulness alert is about: the context the answer was given.
+    assert "context:  [1] CHUNK-1-1 <script>alert(1)</script> <!channel>" in worst
+    assert "[5] CHUNK-2-5" in worst and "CHUNK-2-6" not in worst and "(2 more chunk(s))" in worst
     # Sample and judge text cannot drive the terminal.
     assert "\x1b" not in out and "\u202e" not in out and "\r" not in out
     assert max(len(line) for line in out.splitlines()) < 600

@@ -54,3 +54,5 @@ def test_moments_are_minutes_in_utc() -> None:
     moment = datetime(2026, 11, 25, 13, 31, 59, tzinfo=timezone(timedelta(hours=1)))
     assert format_moment(moment) == "2026-11-25T12:31Z"
     assert format_moment(moment.astimezone(UTC)) == "2026-11-25T12:31Z"
+    # A naive moment is a stored UTC time, whatever the machine's zone.
+    assert format_moment(datetime(2026, 11, 25, 12, 31, 59)) == "2026-11-25T12:31Z"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -58,6 +59,7 @@ def test_filters_files_exports_retention_and_erasure(database_url: str,
                                              "s-4").output
     listed = dataset(database_url, "list").output
     assert "bots  3        3" in listed and "<b>low</b>" in listed
+    assert re.search(r"  \d{4}-\d\d-\d\dT\d\d:\d\dZ  ", listed)  # one format for people
 
     out = tmp_path / "v2.csv"
     assert dataset(database_url, "export", "bots", "--version", "2", "--format", "csv",

@@ -4,6 +4,7 @@ labels from the ground truth on a random (and a stratified) slice, and a chosen 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -158,6 +159,14 @@ def test_the_command_prints_json_and_a_table(any_store: SqlStore) -> None:
     (in_status,) = [e for e in json.loads(status.stdout)["estimates"] if e["score"] == SCORE]
     assert in_status["status"] == OK and in_status["labels"] > 100
     assert 0.0 <= in_status["lam"] < 1.0  # the labels are the period's own: tuned
+    # One time format for people, and lam said in words wherever its column is.
+    assert "window 2026-11-20T12:00Z to 2026-11-22T12:00Z (sample time);" in table
+    assert "lam is how much each correction leans on the judge's scores" in table
+    text = CliRunner().invoke(main, ["review", "status", "--since", "10d"],
+                              env={"EVALFLEET_DATABASE_URL": url}, catch_exceptions=False)
+    assert "lam is how much" in text.stdout
+    assert not re.search(r"\d\d:\d\d:\d\d|\+00:00", text.stdout), text.stdout
+    assert re.search(r"window \d{4}-\d\d-\d\dT\d\d:\d\dZ to ", text.stdout)
     bad = CliRunner().invoke(main, [*args[:4], "--score", "nope"],
                              env={"EVALFLEET_DATABASE_URL": url})
     assert bad.exit_code == 2 and "has no score 'nope'" in bad.output

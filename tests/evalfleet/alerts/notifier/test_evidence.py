@@ -72,6 +72,12 @@ def validate(instance: Any, schema: dict[str, Any]) -> None:
     jsonschema.validate(instance, schema, format_checker=jsonschema.FormatChecker())
 
 
+def context(n: int) -> list[str]:
+    """Worst sample n's retrieved context: none, two hostile chunks, or seven chunks."""
+    return [[], [f"CHUNK-{n}-1 <script>alert(1)</script> " + HOSTILE, f"CHUNK-{n}-2"],
+            [f"CHUNK-{n}-{c}" for c in range(1, 8)]][n]
+
+
 def plant_worst(url: str) -> None:
     """Three verdicts with the lowest scores of the drop window, with hostile reasons."""
     store = open_store(url)
@@ -81,7 +87,7 @@ def plant_worst(url: str) -> None:
         raw_scores={"faithfulness": value}, raw_output="{}", attempts=1, latency_ms=1,
         prompt_tokens=None, completion_tokens=None, attributes={"app": "support-bot"},
         sample_ts=T0 + n * MINUTE, created_at=T0 + n * MINUTE,
-        sample={"input": "q", "output": HOSTILE, "context": [], "reference": None,
+        sample={"input": "q", "output": HOSTILE, "context": context(n), "reference": None,
                 "fields": {}}) for n, value in enumerate([0.02, 0.0, 0.01])]
     store.save(verdicts=records, owner="t")
     store.close()
