@@ -30,8 +30,9 @@ from evalfleet.alerts.detector import DriftBaseline, examine_drift, judge
 from evalfleet.alerts.rule import Rule, load_rules
 from evalfleet.alerts.state import AlertState, Policy, advance
 from evalfleet.alerts.statistic import Summary
-from evalfleet.calibration.gold import bundled_gold, canary_series, load_gold, score_scales
+from evalfleet.calibration.gold import bundled_gold, canary_series, load_gold
 from evalfleet.core.metric import load_registry
+from evalfleet.core.scales import score_scales
 
 #: Cycles in a day at the shipped 5-minute interval.
 CYCLES_PER_DAY = 288

@@ -41,10 +41,11 @@ from evalfleet.calibration.cascade import (
     fit_cascade,
     item_agrees,
 )
-from evalfleet.core.cascade import score_kinds, settles
+from evalfleet.core.cascade import settles
 from evalfleet.core.metric import Metric, MetricRegistry, load_registry
 from evalfleet.core.price import ModelPrice, Price, cost_usd
 from evalfleet.core.sample import Sample, parse_sample
+from evalfleet.core.scales import score_kinds
 from evalfleet.judgesim import Fault, Prompt, build_reply, simulated_verdict
 from evalfleet.judgesim.quality import JudgeProfile
 from workers.judge.logprobs import read_logprobs

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal, NamedTuple
 
-from evalfleet.calibration.gold import canary_series, score_scales
+from evalfleet.calibration.gold import canary_series
 from evalfleet.core.backoff import compute_backoff
 from evalfleet.core.budget import budget_day
 from evalfleet.core.errors import (
@@ -44,6 +44,7 @@ from evalfleet.core.errors import (
 from evalfleet.core.message import AttemptFailure, Job, encode_job, next_attempt
 from evalfleet.core.metric import Metric, MetricRegistry
 from evalfleet.core.price import Price, cost_usd
+from evalfleet.core.scales import score_scales
 from evalfleet.core.settings import Settings, choose_judge_model
 from evalfleet.core.spend import SpendLedger
 from evalfleet.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, VerdictStore

@@ -44,7 +44,8 @@ from pydantic import (
 from evalfleet.calibration.gold import canary_series_names
 from evalfleet.core.durations import parse_duration
 from evalfleet.core.errors import InvalidAlertRule, UnknownMetric
-from evalfleet.core.metric import Metric, MetricRegistry, ScoreKind
+from evalfleet.core.metric import MetricRegistry, ScoreKind
+from evalfleet.core.scales import score_kind
 
 #: The rules shipped with evalfleet, used when no file is configured.
 DEFAULT_RULES_FILE = "rules.yaml"
@@ -435,28 +436,6 @@ class RuleSet:
         if rule.spec.receivers is not None:
             return rule.spec.receivers
         return tuple(name for name, spec in self.receivers.items() if spec.default)
-
-
-def score_kind(metric: Metric, score: str) -> ScoreKind:
-    """How a stored score is tested, from the verdict field it is read from.
-
-    Args:
-        metric: The metric.
-        score: One of its score names.
-
-    Returns:
-        ``binary`` for booleans, ``ordinal`` for integers (a 1-5 rubric), else ``continuous``.
-
-    Raises:
-        KeyError: When the metric has no such score.
-    """
-    spec = metric.spec.scores[score]
-    field = metric.spec.output.fields[spec.source]
-    if field.type == "boolean":
-        return "binary"
-    if field.type == "integer":
-        return "ordinal"
-    return "continuous"
 
 
 def load_rules(

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from evalfleet.core.errors import InvalidSample
-from evalfleet.core.metric import Metric, ScoreKind
+from evalfleet.core.metric import Metric
 from evalfleet.core.sample import Sample, parse_sample
+from evalfleet.core.scales import ScoreScale, score_scales
 
 #: Prefix of the agreement series of a canary score: ``canary:faithfulness``.
 CANARY_AGREEMENT_PREFIX = "canary:"
@@ -47,42 +48,6 @@ class GoldItem:
     sample: Sample
     labels: dict[str, float]
     """People's scores by score name, on the judge's scale (booleans as 0 and 1)."""
-
-
-@dataclass(frozen=True)
-class ScoreScale:
-    """How one of a metric's scores is compared."""
-
-    kind: ScoreKind
-    categories: tuple[float, ...] = ()
-    """Ordinal scores: every rubric value, in order."""
-    low: float = 0.0
-    high: float = 1.0
-
-
-def score_scales(metric: Metric) -> dict[str, ScoreScale]:
-    """The kind and range of each of ``metric``'s scores, from its output spec.
-
-    Args:
-        metric: A metric.
-
-    Returns:
-        By score name: ``binary`` for a boolean, ``ordinal`` (with its rubric values)
-        for an integer, ``continuous`` for a number.
-    """
-    scales: dict[str, ScoreScale] = {}
-    for name, score in metric.spec.scores.items():
-        spec = metric.spec.output.fields[score.source]
-        if spec.type == "boolean":
-            scales[name] = ScoreScale("binary", low=0.0, high=1.0)
-        elif spec.type == "integer":
-            assert spec.minimum is not None and spec.maximum is not None
-            values = tuple(float(v) for v in range(int(spec.minimum), int(spec.maximum) + 1))
-            scales[name] = ScoreScale("ordinal", values, low=spec.minimum, high=spec.maximum)
-        else:
-            scales[name] = ScoreScale("continuous", low=spec.minimum or 0.0,
-                                      high=spec.maximum if spec.maximum is not None else 1.0)
-    return scales
 
 
 def bundled_gold(metric: str) -> Path:

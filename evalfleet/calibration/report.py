@@ -7,14 +7,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from evalfleet.calibration.agreement import Agreement, agreement
-from evalfleet.calibration.gold import (
-    GoldItem,
-    ScoreScale,
-    canary_series,
-    canary_series_names,
-    score_scales,
-)
+from evalfleet.calibration.gold import GoldItem, canary_series, canary_series_names
 from evalfleet.core.metric import Metric
+from evalfleet.core.scales import ScoreScale, score_scales
 
 
 @dataclass(frozen=True)

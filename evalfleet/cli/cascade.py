@@ -42,8 +42,8 @@ def status(state: CliState, labels: Path, metric: str, target: float, delta: flo
     named on stderr and left out."""
     from evalfleet.calibration.cascade import Guarantee
     from evalfleet.calibration.cascade_status import cascade_status, read_items
-    from evalfleet.core.cascade import score_kinds
     from evalfleet.core.metric import load_registry
+    from evalfleet.core.scales import score_kinds
 
     kinds = score_kinds(load_registry(state.settings.metrics_dir).get(metric))
     with labels.open(encoding="utf-8", errors="replace") as lines:

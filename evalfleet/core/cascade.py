@@ -14,27 +14,8 @@ import json
 import math
 from collections.abc import Sequence
 
-from evalfleet.core.metric import Metric, ScoreKind
-
 #: Slack on comparisons of normalised scores (0..1), for float rounding.
 _EPSILON = 1e-9
-
-
-def score_kinds(metric: Metric) -> dict[str, ScoreKind]:
-    """Each score's kind, from the field it is read from.
-
-    Args:
-        metric: The metric.
-
-    Returns:
-        By score name: ``binary`` (boolean), ``ordinal`` (integer) or ``continuous``.
-    """
-    kinds: dict[str, ScoreKind] = {}
-    for name, score in metric.spec.scores.items():
-        field_type = metric.spec.output.fields[score.source].type
-        kinds[name] = ("binary" if field_type == "boolean"
-                       else "ordinal" if field_type == "integer" else "continuous")
-    return kinds
 
 
 def scores_agree(first: float | None, second: float | None, *, kind: str,

@@ -25,11 +25,11 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from evalfleet.calibration.gold import score_scales
 from evalfleet.core.errors import InvalidSample, UnknownMetric
 from evalfleet.core.log import scrub
 from evalfleet.core.metric import Metric, MetricRegistry
 from evalfleet.core.sample import Sample, parse_sample
+from evalfleet.core.scales import score_scales
 from evalfleet.dataset.target import verdict_text
 from evalfleet.review.label import combine_labels
 from evalfleet.store.dataset import DatasetItem

@@ -17,11 +17,10 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 
+from evalfleet.core.tokens import CHARS_PER_TOKEN
+
 #: Bytes of a block's digest kept.
 DIGEST_BYTES = 16
-
-#: Characters per token, as the simulator's usage estimate counts them.
-CHARS_PER_TOKEN = 4
 
 
 class PromptCache:

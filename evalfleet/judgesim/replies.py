@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from evalfleet.core.errors import InvalidInput
+from evalfleet.core.tokens import CHARS_PER_TOKEN, estimate_tokens
 from evalfleet.judgesim.config import MalformedKind
 from evalfleet.judgesim.directive import parse_directives
 from evalfleet.judgesim.faults import Fault
@@ -49,9 +50,6 @@ PromptFormat = Literal[
     "rag_qa", "context_precision", "bbh_match", "rec_faithfulness", "agent_task_completion",
     "agent_tool_use", "json_schema", "json_object", "text",
 ]
-
-#: Characters per token in the usage estimate.
-CHARS_PER_TOKEN = 4
 
 #: Hex characters of the prompt digest kept as the prompt key.
 PROMPT_KEY_LENGTH = 16
@@ -192,11 +190,6 @@ def prompt_key(messages: Sequence[Mapping[str, Any]]) -> str:
         InvalidChatRequest: When the messages are malformed.
     """
     return Prompt.from_messages(list(messages)).key
-
-
-def estimate_tokens(text: str) -> int:
-    """Tokens in ``text``: characters divided by four, rounded up."""
-    return -(-len(text) // CHARS_PER_TOKEN)
 
 
 def recognise_prompt(
@@ -476,7 +469,6 @@ def _rag_qa(prompt: Prompt, overrides: dict[str, Any]) -> dict[str, Any]:
             verdict[f"{name}_explanation"] = _explain(_RAG_EXPLANATIONS[name], value)
     verdict.update(evaluation_status="success", reason=None, error=None)
     return verdict
-
 
 #: The agent metrics' score key and explanations, low to high.
 _AGENT_SCORES = {

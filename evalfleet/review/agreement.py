@@ -38,10 +38,10 @@ from evalfleet.calibration.agreement import (
     bootstrap_estimate,
     cohen_kappa,
 )
-from evalfleet.calibration.gold import ScoreScale, score_scales
 from evalfleet.core.errors import UnknownMetric
 from evalfleet.core.metric import Metric, MetricRegistry, ScoreKind
 from evalfleet.core.review import RANDOM_REASON
+from evalfleet.core.scales import ScoreScale, score_scales
 from evalfleet.review.label import combine_labels, normalise
 from evalfleet.store.review import ReviewItem, ReviewLabel
 

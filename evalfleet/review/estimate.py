@@ -27,11 +27,11 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from evalfleet.calibration.gold import score_scales
 from evalfleet.core.durations import format_moment
 from evalfleet.core.errors import InvalidInput
 from evalfleet.core.metric import Metric
 from evalfleet.core.review import RANDOM_REASON
+from evalfleet.core.scales import score_scales
 from evalfleet.review.estimator import (
     CONFIDENCE,
     MIN_LABELS,

@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from evalfleet.calibration.gold import score_scales
 from evalfleet.core.metric import GUIDE_SUFFIX, Metric
+from evalfleet.core.scales import score_scales
 
 #: Longest text of one value, in characters.
 MAX_TEXT = 500

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from evalfleet.calibration.gold import score_scales
 from evalfleet.core.errors import InvalidSample, UnknownMetric
 from evalfleet.core.metric import MetricRegistry
+from evalfleet.core.scales import score_scales
 from evalfleet.review.label import combine_labels, read_label
 from evalfleet.store.review import ReviewItem, ReviewLabel, ReviewQueue
 

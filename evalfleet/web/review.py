@@ -27,9 +27,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from evalfleet.calibration.gold import ScoreScale, score_scales
 from evalfleet.core.errors import InvalidSample, UnknownMetric
 from evalfleet.core.metric import Metric, MetricRegistry
+from evalfleet.core.scales import ScoreScale, score_scales
 from evalfleet.review.guide import Anchor, InvalidGuide, load_guide
 from evalfleet.review.label import read_label
 from evalfleet.review.pending import label_studio_task, pending_record

@@ -11,10 +11,10 @@ from functools import cache
 import pytest
 
 from evalfleet.calibration.cascade import Guarantee, LabelledItem, TierJudgement, fit_cascade
-from evalfleet.core.cascade import score_kinds
 from evalfleet.core.errors import JudgeError
 from evalfleet.core.metric import Metric, load_registry
 from evalfleet.core.sample import Sample, parse_sample
+from evalfleet.core.scales import score_kinds
 from evalfleet.judgesim import RunningSim, simulated_verdict
 from workers.cascade import CascadeResult, Tier, cascade_flow, run_cascades
 from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeRequest

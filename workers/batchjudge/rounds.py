@@ -32,6 +32,7 @@ from evalfleet.core.message import Job
 from evalfleet.core.price import cost_usd
 from evalfleet.core.settings import Settings
 from evalfleet.core.spend import SpendLedger
+from evalfleet.core.tokens import CHARS_PER_TOKEN
 from evalfleet.store.batchspool import BatchSpool
 from workers.batchjudge.api import BatchApi, dialect_of
 from workers.batchjudge.collector import Collector, collecting_evaluator
@@ -51,9 +52,6 @@ KILL_AT_ENV = "EVALFLEET_TEST_KILL_AT"
 
 #: The Batch API's base URL when the settings name no judge endpoint.
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-
-#: Characters per token in a cost estimate made before the judge counts them.
-CHARS_PER_TOKEN = 4
 
 
 def batch_api(settings: Settings) -> BatchApi:
@@ -201,7 +199,6 @@ def _renew(lock: redis.lock.Lock, every_s: float, done: threading.Event) -> None
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
 
 #: The batch round's task name and beat schedule entry.
 BATCH_TASK = "evalfleet.batch_round"

@@ -38,6 +38,7 @@ from typing import ClassVar
 
 from evalfleet.core.errors import JudgeDeferred, JudgeError, JudgeUnavailable
 from evalfleet.core.ratelimit import RateLimit
+from evalfleet.core.tokens import CHARS_PER_TOKEN
 from workers.breaker import CircuitBreaker
 from workers.judge.base import JudgeReply, JudgeRequest
 from workers.judge.cache_key import CacheKeySupport
@@ -47,9 +48,6 @@ from workers.limiter import RateLimiter
 from workers.limiter.slots import LocalSlots, Report, Slots
 
 logger = logging.getLogger(__name__)
-
-#: Characters per token when estimating a prompt before the call.
-CHARS_PER_TOKEN = 4
 
 #: Seconds after its slot a call may still go out on it; later, it takes a fresh slot.
 LATE_S = 0.05

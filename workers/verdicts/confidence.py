@@ -40,8 +40,9 @@ import re
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 
-from evalfleet.core.cascade import score_kinds, scores_agree
+from evalfleet.core.cascade import scores_agree
 from evalfleet.core.metric import Metric
+from evalfleet.core.scales import score_kinds
 from workers.judge.logprobs import TokenLogprob
 from workers.verdicts.result import ParseFailure, RawValue, Verdict
 

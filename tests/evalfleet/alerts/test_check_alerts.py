@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from evalfleet.alerts import AlertEngine
-from evalfleet.alerts.rule import score_kind
 from evalfleet.core.message import new_job
 from evalfleet.core.metric import load_registry
 from evalfleet.core.sample import Sample
+from evalfleet.core.scales import score_kind
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import open_store
 from tests.evalfleet.alerts.receiver import Receiver

@@ -15,10 +15,11 @@ from evalfleet.alerts.detector import (
     judge,
     pair_baselines,
 )
-from evalfleet.alerts.rule import AlertRule, Rule, score_kind
+from evalfleet.alerts.rule import AlertRule, Rule
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.statistic import Summary
 from evalfleet.core.metric import load_registry
+from evalfleet.core.scales import score_kind
 
 ROOT = Segment()
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from evalfleet.calibration.gold import bundled_gold, canary_series, load_gold, score_scales
+from evalfleet.calibration.gold import bundled_gold, canary_series, load_gold
 from evalfleet.core.metric import load_registry
+from evalfleet.core.scales import score_scales
 
 BUILT_IN = ["rag_qa", "context_precision", "bbh_match", "rec_faithfulness",
             "agent_task_completion", "agent_tool_use"]

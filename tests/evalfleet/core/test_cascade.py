@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from evalfleet.core.cascade import cascade_identity, score_kinds, settles
+from evalfleet.core.cascade import cascade_identity, settles
 from evalfleet.core.metric import load_registry
+from evalfleet.core.scales import score_kinds
 
 
 @pytest.mark.parametrize(("metric", "kinds"), [

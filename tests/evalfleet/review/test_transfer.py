@@ -140,7 +140,7 @@ def test_reviewers_queue_and_status(any_store: SqlStore) -> None:
     ([None], "continuous", None),
 ])
 def test_several_labels_make_one(values: list[object], kind: str, expected: object) -> None:
-    from evalfleet.calibration.gold import ScoreScale
+    from evalfleet.core.scales import ScoreScale
     from evalfleet.review.label import combine_labels
 
     assert combine_labels(values, scale=ScoreScale(kind)) == expected  # type: ignore[arg-type]
