@@ -27,9 +27,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal, NamedTuple
 
-from evalfleet.calibration.gold import canary_series
 from evalfleet.core.backoff import compute_backoff
 from evalfleet.core.budget import budget_day
+from evalfleet.core.canary import canary_series
 from evalfleet.core.errors import (
     InvalidSample,
     JudgeDeferred,

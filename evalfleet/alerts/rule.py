@@ -41,7 +41,7 @@ from pydantic import (
     model_validator,
 )
 
-from evalfleet.calibration.gold import canary_series_names
+from evalfleet.core.canary import canary_series_names
 from evalfleet.core.durations import parse_duration
 from evalfleet.core.errors import InvalidAlertRule, UnknownMetric
 from evalfleet.core.metric import MetricRegistry, ScoreKind

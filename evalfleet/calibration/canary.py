@@ -4,7 +4,7 @@ Every ``canary_interval_s`` ``evalfleet beat`` sends each metric that has a gold
 ``canary_samples`` of its gold samples, the next ones in the set each time, as
 ``canary`` jobs carrying their labels. The worker stores each canary verdict's
 agreement and bias with its labels as score series of their own
-(``gold.canary_series``), which ``judge_drift`` alert rules test against the last
+(``core.canary.canary_series``), which ``judge_drift`` alert rules test against the last
 calibration. A canary's id and time come from its slot (the interval it belongs
 to), ``canary:<slot>:<gold id>``: a slot fed twice (two beats, a retried tick) is
 judged once, since a verdict is stored once per key.

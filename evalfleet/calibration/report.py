@@ -7,7 +7,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from evalfleet.calibration.agreement import Agreement, agreement
-from evalfleet.calibration.gold import GoldItem, canary_series, canary_series_names
+from evalfleet.calibration.gold import GoldItem
+from evalfleet.core.canary import canary_series, canary_series_names
 from evalfleet.core.metric import Metric
 from evalfleet.core.scales import ScoreScale, score_scales
 
@@ -42,7 +43,7 @@ class CalibrationReport:
     """By score name, for the scores the gold set labels."""
     canary_baseline: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     """Gold sets only, by score name: the summary (``n``, ``total``, ``total_sq``) of
-    each canary series (``agreement``, ``bias``; see ``gold.canary_series``) over this
+    each canary series (``agreement``, ``bias``; see ``core.canary.canary_series``) over this
     run's verdicts: the baseline the ``judge_drift`` alert rule tests canaries against."""
 
     def as_json(self) -> dict[str, Any]:

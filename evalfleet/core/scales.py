@@ -7,8 +7,11 @@ by it. All of it follows from the verdict field a score is read from.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
+from evalfleet.core.errors import InvalidSample
 from evalfleet.core.metric import Metric, ScoreKind
 
 
@@ -60,3 +63,56 @@ def score_kind(metric: Metric, score: str) -> ScoreKind:
         KeyError: When the metric has no such score.
     """
     return score_kinds(metric)[score]
+
+
+def label_value(value: Any, *, scale: ScoreScale | None, record: str,
+                sample_id: str | None, field: str) -> float:
+    """A person's value for one score, checked against the score's scale.
+
+    Args:
+        value: As given: true/false for a binary score, a rubric value for an ordinal one,
+            a number in range for a continuous one.
+        scale: The score's scale; None when the metric has no such score.
+        record, sample_id, field: Where the value came from, for the error.
+
+    Returns:
+        The value on the judge's scale (booleans as 0 and 1).
+
+    Raises:
+        InvalidSample: Naming the record, the sample and the field.
+    """
+    def invalid(reason: str) -> InvalidSample:
+        return InvalidSample(reason, record=record, sample_id=sample_id, field=field)
+
+    if scale is None:
+        raise invalid("not a score of this metric")
+    if scale.kind == "binary":
+        if not isinstance(value, bool):
+            raise invalid("expected true or false")
+        return float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise invalid("expected a number")
+    if not scale.low <= value <= scale.high:
+        raise invalid(f"{value} is outside {scale.low:g}..{scale.high:g}")
+    if scale.kind == "ordinal" and float(value) not in scale.categories:
+        raise invalid(f"{value} is not one of the rubric's values")
+    return float(value)
+
+
+def label_agreement(judge: float, label: float, *, scale: ScoreScale) -> tuple[float, float]:
+    """How far one judged value agrees with its label.
+
+    Args:
+        judge: The judge's value, on its own scale.
+        label: People's value, on the same scale.
+        scale: The score's kind and range.
+
+    Returns:
+        ``(agreement, bias)``: agreement in 0..1 (binary: 1 when equal else 0; others
+        1 - |judge - label| / range), and the signed bias (judge - label) / range in -1..1.
+    """
+    if scale.kind == "binary":
+        return (1.0 if judge == label else 0.0), judge - label
+    spread = (scale.high - scale.low) or 1.0
+    bias = (judge - label) / spread
+    return 1.0 - abs(bias), bias

@@ -16,10 +16,9 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from evalfleet.calibration.gold import label_value
 from evalfleet.core.errors import InvalidSample
 from evalfleet.core.metric import Metric
-from evalfleet.core.scales import ScoreScale, score_scales
+from evalfleet.core.scales import ScoreScale, label_value, score_scales
 from evalfleet.store.review import LabelValue
 
 
