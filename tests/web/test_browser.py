@@ -26,6 +26,7 @@ from evalfleet.cli.ui import build_ui_app
 from evalfleet.core.settings import Settings
 from evalfleet.localfleet import SIMULATOR_MODEL
 from evalfleet.store import VerdictRecord, open_store
+from evalfleet.web.app import format_number
 from testkit.served import Served
 from tests.web.conftest import shot
 
@@ -245,6 +246,13 @@ def test_labels_given_on_the_demo_move_the_alert_pages_corrected_mean(
         browser.delete_all_cookies()
     assert labels == f"{len(ours)} labels (at least 100 needed)"
     assert float(after) > float(before) if said == "5" else float(after) < float(before)
+    # The command line says the same of the same labels, over the rule's window.
+    (estimate,) = json.loads(run_cli(
+        fleet_store, "review", "estimate", "--metric", "rag_qa", "--score", "faithfulness",
+        *[arg for part in SEGMENT.split(",") for arg in ("--segment", part)],
+        "--since", "2026-11-21T11:00Z", "--until", "2026-11-21T14:00Z", "--json"))
+    assert (format_number(estimate["corrected"]["value"]), estimate["labels"]) == (
+        after, len(ours))
 
 
 def _verdicts(settings: Settings) -> list[VerdictRecord]:
