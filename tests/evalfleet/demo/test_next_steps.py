@@ -81,6 +81,12 @@ def test_the_printed_next_steps_run_as_printed(tmp_path: Path) -> None:
                            capture_output=True, text=True, timeout=120, check=False)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith("support_faithfulness_drop  prompt_version=v12,app=support-bot")
+    # What needs a person comes first in the list, as on the overview page.
+    listed = subprocess.run(["bash", "-c", f"{setup}\n.venv/bin/evalfleet alerts list"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120, check=True).stdout.splitlines()
+    assert [row.split()[2] for row in listed[1:3]] == ["firing", "firing"]
+    assert {row.split()[2] for row in listed[3:]} == {"insufficient_data"}
     as_json = subprocess.run(["bash", "-c", f"{setup}\n{show} --json"], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=120, check=True)
     view = json.loads(as_json.stdout)
