@@ -13,6 +13,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -391,7 +392,9 @@ def test_demo_runs_on_the_embedded_default(tmp_path: Path) -> None:
     assert (tmp_path / ".evalfleet" / "demo" / "evalfleet.db").exists()
     table = [line.split() for line in result.stdout.splitlines() if line.startswith("rag_qa ")]
     assert len(table) >= 6
-    assert sum(int(row[4]) for row in table) + sum(int(row[5]) for row in table) == 240
+    bundled = (resources.files("evalfleet.demo") / "samples.jsonl").read_text("utf-8")
+    assert sum(int(row[4]) for row in table) + sum(int(row[5]) for row in table) == len(
+        bundled.splitlines())
     # The planted drop (support-bot's v12 answers add unsupported claims) fires...
     out = result.stdout
     assert "FIRING at 2026-11-21" in out

@@ -325,9 +325,11 @@ def check_line(check: Mapping[str, Any]) -> str:
         if check.get("shared_labels"):
             counts += f" ({check['shared_labels']} shared)"
     counts += f", at least {check.get('min_labels')} each"
-    lacking = [part["lacking"] for part in (window, baseline) if part.get("lacking")]
+    # Each period's own list is joined with "; ", so each is named and bracketed.
+    lacking = [f"{name} ({part['lacking']})" for name, part in
+               (("window", window), ("baseline", baseline)) if part.get("lacking")]
     if lacking:
-        counts += f" (lacking: {'; '.join(lacking)})"
+        counts += f" (lacking: {', '.join(lacking)})"
     parts = [f"people's labels: {verdict}"]
     if check.get("corrected_change"):
         parts.append(f"corrected change {_span(check['corrected_change'])} against raw "

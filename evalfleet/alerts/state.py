@@ -27,6 +27,11 @@ StateName = Literal["ok", "insufficient_data", "pending", "firing", "resolved", 
 Event = Literal["firing", "resolved", "renotify", "no_data", "data_back"]
 NoDataPolicy = Literal["no_data", "ok", "keep_state"]
 
+#: States in the order a person should look at them, what needs someone first: the
+#: overview page and ``alerts list`` sort their rows by it.
+ATTENTION_ORDER: dict[str, int] = {"firing": 0, "pending": 1, "no_data": 2, "resolved": 3,
+                                   "ok": 4, "insufficient_data": 5}
+
 
 @dataclass(frozen=True)
 class AlertState:

@@ -34,6 +34,11 @@ logger = logging.getLogger(__name__)
 #: Too few and late acks under the threads pool starve the pool (Celery issue #1350).
 REDIS_SPARE_CONNECTIONS = 32
 
+#: Embedded file-system broker: seconds between two looks at an empty queue folder.
+#: kombu's default, 1 s, takes one message per queue per second, which paced the demo's
+#: worker at two batches a second; a look is one directory listing.
+FILESYSTEM_POLL_S = 0.1
+
 #: RabbitMQ: the exchange every metric queue is bound to. A topic exchange, because
 #: Celery's native delayed delivery (countdowns on quorum queues) cannot route through
 #: a direct one.
@@ -80,6 +85,7 @@ def broker_transport_options(settings: Settings, *, concurrency: int) -> dict[st
             "data_folder_out": str(folder / "queue"),
             "control_folder": str(folder / "control"),
             "processed_folder": str(folder / "processed"),
+            "polling_interval": FILESYSTEM_POLL_S,
         }
     return {}
 

@@ -71,6 +71,7 @@ def alerts_check(state: CliState, at_text: str | None, no_deliver: bool) -> None
 def alerts_list(state: CliState, show_all: bool, as_json: bool) -> None:
     """Show the current state of every rule and segment (not ok ones unless --all)."""
     from evalfleet.alerts.ledger import load_states
+    from evalfleet.alerts.state import ATTENTION_ORDER
     from evalfleet.alerts.terminal import format_number
     from evalfleet.store import open_store
 
@@ -81,6 +82,9 @@ def alerts_list(state: CliState, show_all: bool, as_json: bool) -> None:
             stored = load_states(conn)
     finally:
         store.close()
+    # What needs a person first, as on the overview page.
+    stored.sort(key=lambda s: (ATTENTION_ORDER.get(s.state.state, 9), s.rule, s.segment.depth,
+                               str(s.segment)))
     if as_json:
         echo_json([{"rule": s.rule, "segment": str(s.segment), "state": s.state.state,
                     "since": s.state.since, "evaluated_at": s.evaluated_at,

@@ -40,6 +40,10 @@ UI_URL = "http://127.0.0.1:8500"
 #: Metrics the demo enqueues each sample for (those the samples carry inputs for).
 DEMO_METRICS = ("rag_qa", "context_precision")
 
+#: The review slice of the demo's own store, when none is configured: every rag_qa
+#: verdict (the alert's metric), so the alert's segments hold enough items to label.
+DEMO_REVIEW_RATES = {"rag_qa": 1.0}
+
 
 def run_demo(
     settings: Settings, *, samples_path: str | None, concurrency: int, command: str,
@@ -69,6 +73,9 @@ def run_demo(
             echo("No OPENAI_BASE_URL is set: started the judge simulator. "
                  "The scores below are SIMULATED, not real judgements.")
         echo(f"database: {_describe_database(settings)}; broker: {_describe_broker(settings)}")
+        if settings.review_rates == DEMO_REVIEW_RATES:
+            echo(f"review queue: EVALFLEET_REVIEW_RATES={json.dumps(DEMO_REVIEW_RATES)}, "
+                 "every rag_qa verdict waits for a person's label")
         store = open_store(settings.resolved_database_url())
         stack.callback(store.close)
         migrate(store.engine)
@@ -127,16 +134,26 @@ def _alert_cycle(settings: Settings, verdicts: list[VerdictRecord], *, tag: str,
          f"EVALFLEET_ALERT_RULES_FILE='{rules_file.resolve()}'")
     echo(f"  {command} alerts show {RULE_NAME}{segment}")
     echo(f"  {command} ui    # then open {UI_URL}/ and click the FIRING segment")
+    queued = [name for name, part in settings.review_slice().metrics.items()
+              if part.rate > 0 or any(stratum.rate > 0 for stratum in part.strata)]
+    if queued:
+        echo(f"  {command} review add-reviewer me    # your token, to label the "
+             f"{'/'.join(sorted(queued))} verdicts queued for review at {UI_URL}/review")
 
 
 def _demo_settings(settings: Settings) -> Settings:
-    """Embedded defaults live in a fresh folder, so every demo run starts clean."""
+    """Embedded defaults live in a fresh folder, so every demo run starts clean; the
+    demo's own store queues its verdicts for review unless a slice is configured (a
+    shared database keeps the review queue it has)."""
     if not (settings.embedded_database or settings.embedded_broker):
         return settings
     data_dir = settings.data_dir / "demo"
     shutil.rmtree(data_dir, ignore_errors=True)
     data_dir.mkdir(parents=True)
-    return settings.model_copy(update={"data_dir": data_dir})
+    update: dict[str, object] = {"data_dir": data_dir}
+    if settings.embedded_database and not (settings.review_rates or settings.review_strata):
+        update["review_rates"] = DEMO_REVIEW_RATES
+    return settings.model_copy(update=update)
 
 
 def _tagged(lines: Iterable[tuple[int, bytes]], tag: str) -> Iterator[tuple[int, bytes]]:

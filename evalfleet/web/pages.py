@@ -23,6 +23,7 @@ from evalfleet.alerts.rule import (
     RuleSet,
 )
 from evalfleet.alerts.segment import Segment
+from evalfleet.alerts.state import ATTENTION_ORDER
 from evalfleet.alerts.view import load_alert_view, load_history, load_scored, load_trend
 from evalfleet.core.durations import format_duration, parse_duration
 from evalfleet.core.errors import InvalidInput
@@ -46,10 +47,6 @@ SPARK_POINTS = 48
 
 #: Ranges the trend page offers.
 RANGES = ("1h", "6h", "24h", "2d")
-
-#: Order of states on the overview: what needs a person first.
-_STATE_ORDER = {"firing": 0, "pending": 1, "no_data": 2, "resolved": 3, "ok": 4,
-                "insufficient_data": 5}
 
 #: Estimates the pages keep (rule, segment and window each).
 ESTIMATES_KEPT = 256
@@ -121,7 +118,7 @@ class PageData:
                 "baseline_line": polyline([p.baseline_mean for p in series], width=SPARK_W,
                                           height=SPARK_H),
             })
-        rows.sort(key=lambda r: (_STATE_ORDER.get(r["state"], 9), r["rule"], r["depth"],
+        rows.sort(key=lambda r: (ATTENTION_ORDER.get(r["state"], 9), r["rule"], r["depth"],
                                  r["segment"]))
         counts: dict[str, int] = {}
         for row in rows:

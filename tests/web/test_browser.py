@@ -15,7 +15,8 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from importlib import resources
-from urllib.parse import urlparse
+from pathlib import Path
+from urllib.parse import quote, urlparse
 
 import pytest
 from selenium import webdriver
@@ -24,7 +25,8 @@ from selenium.webdriver.common.by import By
 from evalfleet.cli.ui import build_ui_app
 from evalfleet.core.settings import Settings
 from evalfleet.localfleet import SIMULATOR_MODEL
-from evalfleet.store import open_store
+from evalfleet.store import VerdictRecord, open_store
+from evalfleet.web.app import format_number
 from testkit.served import Served
 from tests.web.conftest import shot
 
@@ -166,3 +168,96 @@ def test_the_demo_names_the_simulator_as_its_judge(fleet_store: Settings) -> Non
     finally:
         store.close()
     assert models == {SIMULATOR_MODEL}
+
+
+def run_cli(settings: Settings, *args: str, stdin: str | None = None) -> str:
+    """``evalfleet ARGS`` over the demo's store, as a person in its folder would run it."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(settings.data_dir),
+           "EVALFLEET_DATABASE_URL": settings.resolved_database_url(),
+           "EVALFLEET_ALERT_RULES_FILE": str(settings.alert_rules_file)}
+    result = subprocess.run([sys.executable, "-m", "evalfleet", *args], input=stdin, env=env,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def corrected(browser: webdriver.Chrome) -> tuple[str, str]:
+    """The alert page's corrected mean and the labels behind it, as shown."""
+    return (browser.find_element(By.ID, "corrected-mean").text,
+            browser.find_element(By.ID, "corrected-labels").text)
+
+
+def test_labels_given_on_the_demo_move_the_alert_pages_corrected_mean(
+    browser: webdriver.Chrome, site: Served, fleet_store: Settings, tmp_path: Path,
+) -> None:
+    alert = f"{site.url}/alerts/{RULE}?segment={quote(SEGMENT)}"
+    browser.get(alert)
+    assert corrected(browser) == ("not enough labels", "0 labels (at least 100 needed): "
+                                  "0 of 100 labels; stratum 'rest' at rate 1 has 0 of 30 labels")
+
+    # The demo queued every rag_qa verdict; people label the segment's but one elsewhere
+    # (v12 adds a claim to an answer: a quarter of it holds, they say).
+    pending = [json.loads(line) for line in
+               run_cli(fleet_store, "review", "pending", "--json", "--limit", "1000").splitlines()]
+    wanted = dict(part.split("=") for part in SEGMENT.split(","))
+    ours = [item for item in pending if item["metric"] == "rag_qa"
+            and wanted.items() <= item["attributes"].items()]
+    assert len(ours) >= 100 and all(item["reason"] == "random" for item in ours)
+    *imported, last = ours
+    lines = tmp_path / "labels.jsonl"
+    lines.write_text("".join(json.dumps({"item_id": item["item_id"], "score": "faithfulness",
+                                         "value": 0.25, "reviewer": "ann"}) + "\n"
+                             for item in imported), "utf-8")
+    run_cli(fleet_store, "review", "import", str(lines))
+    browser.get(alert)
+    before, labels = corrected(browser)
+    assert labels == f"{len(imported)} labels (at least 100 needed)"
+    assert float(before) < float(browser.find_element(By.ID, "judge-mean").text)
+
+    # One more, given on the review page: the items queued before it are leased elsewhere,
+    # so the page hands this one out next. The person says the opposite of the judge.
+    waiting = [json.loads(line)["item_id"] for line in run_cli(
+        fleet_store, "review", "pending", "--json", "--limit", "1000").splitlines()]
+    ahead = waiting.index(last["item_id"])
+    if ahead:
+        run_cli(fleet_store, "review", "pending", "--lease-to", "elsewhere", "--lease", "1h",
+                "--limit", str(ahead), "--json")
+    judge = next(v.scores["faithfulness"] for v in _verdicts(fleet_store)
+                 if v.key.sample_id == last["sample_id"] and v.key.metric == "rag_qa")
+    token = run_cli(fleet_store, "review", "add-reviewer", "bea").strip()
+    browser.delete_all_cookies()
+    try:
+        browser.get(site.url + "/review")
+        browser.find_element(By.ID, "token").send_keys(token + "\n")
+        browser.find_element(By.CSS_SELECTOR, "#next-form button").click()
+        assert browser.find_element(By.ID, "sample-id").text == last["sample_id"]
+        # Keys: 1 is 0, 5 is 1, x is "cannot say".
+        said = "5" if judge is not None and judge < 0.5 else "1"
+        for score, key in (("faithfulness", said), ("context_relevance", "x"),
+                           ("answer_relevance", "x"), ("semantic_similarity", "x")):
+            browser.find_element(
+                By.CSS_SELECTOR, f"input[name='score.{score}'][data-key='{key}']").click()
+        browser.find_element(By.ID, "label-submit").click()
+        assert browser.find_element(By.ID, "reveal")
+        browser.get(alert)
+        after, labels = corrected(browser)
+        shot(browser, "alert-labelled")
+    finally:
+        browser.delete_all_cookies()
+    assert labels == f"{len(ours)} labels (at least 100 needed)"
+    assert float(after) > float(before) if said == "5" else float(after) < float(before)
+    # The command line says the same of the same labels, over the rule's window.
+    (estimate,) = json.loads(run_cli(
+        fleet_store, "review", "estimate", "--metric", "rag_qa", "--score", "faithfulness",
+        *[arg for part in SEGMENT.split(",") for arg in ("--segment", part)],
+        "--since", "2026-11-21T11:00Z", "--until", "2026-11-21T14:00Z", "--json"))
+    assert (format_number(estimate["corrected"]["value"]), estimate["labels"]) == (
+        after, len(ours))
+
+
+def _verdicts(settings: Settings) -> list[VerdictRecord]:
+    store = open_store(settings.resolved_database_url())
+    try:
+        return list(store.iter_verdicts())
+    finally:
+        store.close()

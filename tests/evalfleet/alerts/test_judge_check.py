@@ -198,5 +198,5 @@ def test_a_check_with_a_thin_heavy_stratum_says_it_has_too_few_labels(
     (alert,) = receiver.alerts()
     assert alert["annotations"]["judge_check"] == TOO_FEW_LABELS
     line = alert["annotations"]["judge_check_detail"]
-    assert "lacking: " in line and "stratum 'rest' at rate 0.005 has " in line, line
+    assert "(lacking: window (" in line and "stratum 'rest' at rate 0.005 has " in line, line
     assert "of 30 labels" in line

@@ -10,11 +10,14 @@ import subprocess
 import sys
 import time
 import urllib.request
+from importlib import resources
 from pathlib import Path
 
+import httpx
 import pytest
 
 from evalfleet.cli.demo import own_command
+from evalfleet.demo.runner import DEMO_METRICS
 from evalfleet.localfleet import SIMULATOR_MODEL
 from testkit.judge_server import free_port
 
@@ -46,6 +49,12 @@ def readme_excerpt() -> list[str]:
     return ("FIRING at" + block).splitlines()
 
 
+def bundled_samples() -> int:
+    """Samples in the demo's bundled traffic."""
+    text = (resources.files("evalfleet.demo") / "samples.jsonl").read_text("utf-8")
+    return len(text.splitlines())
+
+
 def printed_commands(out: str) -> list[str]:
     block = out.split("Look closer (the same data, nothing else to configure):\n", 1)[1]
     return [line.strip() for line in block.splitlines() if line.startswith("  ")]
@@ -63,19 +72,26 @@ def test_the_printed_next_steps_run_as_printed(tmp_path: Path) -> None:
         if line.strip() != "...":  # the README leaves out lines and line ends
             shown = line.removesuffix(" ...")
             assert any(out.startswith(shown) for out in printed), line
-    setup, show, ui = printed_commands(demo.stdout)
+    setup, show, ui, reviewer = printed_commands(demo.stdout)
     assert setup.startswith("export ") and show.startswith(".venv/bin/evalfleet alerts show ")
     assert ui.startswith(".venv/bin/evalfleet ui ")
+    assert reviewer.startswith(".venv/bin/evalfleet review add-reviewer ")
 
     shown = subprocess.run(["bash", "-c", f"{setup}\n{show}"], cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=120, check=False)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith("support_faithfulness_drop  prompt_version=v12,app=support-bot")
+    # What needs a person comes first in the list, as on the overview page.
+    listed = subprocess.run(["bash", "-c", f"{setup}\n.venv/bin/evalfleet alerts list"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120, check=True).stdout.splitlines()
+    assert [row.split()[2] for row in listed[1:3]] == ["firing", "firing"]
+    assert {row.split()[2] for row in listed[3:]} == {"insufficient_data"}
     as_json = subprocess.run(["bash", "-c", f"{setup}\n{show} --json"], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=120, check=True)
     view = json.loads(as_json.stdout)
-    assert (view["state"], view["since"]) == ("firing", "2026-11-21T13:30:00Z")
-    assert [row["sample_id"] for row in view["worst"]][:1] == ["demo-0199"]
+    assert (view["state"], view["since"]) == ("firing", "2026-11-21T12:15:00Z")
+    assert [row["sample_id"] for row in view["worst"]][:1] == ["demo-0299"]
     assert all(row["sample_ts"].endswith("Z") for row in view["worst"])
 
     # The verdicts say the simulator judged them, under its one name.
@@ -83,7 +99,7 @@ def test_the_printed_next_steps_run_as_printed(tmp_path: Path) -> None:
                               cwd=tmp_path, env=env, capture_output=True, text=True,
                               timeout=120, check=True)
     rows = [json.loads(line) for line in exported.stdout.splitlines()]
-    assert len(rows) == 480
+    assert len(rows) == len(DEMO_METRICS) * bundled_samples()
     assert {(row["judge_model"], row["judge_simulated"]) for row in rows} == {
         (SIMULATOR_MODEL, True)}
 
@@ -96,6 +112,15 @@ def test_the_printed_next_steps_run_as_printed(tmp_path: Path) -> None:
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
         assert "FIRING" in wait_for_page(f"http://127.0.0.1:{port}/", page)
+        # The review queue holds every rag_qa verdict; the printed reviewer's token reads it.
+        token = subprocess.run(["bash", "-c", f"{setup}\n{reviewer}"], cwd=tmp_path,
+                               env=env, capture_output=True, text=True, timeout=120,
+                               check=True).stdout.strip()
+        pending = httpx.get(f"http://127.0.0.1:{port}/review/pending?limit=1000",
+                            headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        assert pending.status_code == 200, pending.text
+        assert {item["metric"] for item in pending.json()["items"]} == {"rag_qa"}
+        assert len(pending.json()["items"]) == bundled_samples()
     finally:
         os.killpg(page.pid, signal.SIGTERM)
         page.wait(timeout=30)
