@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import Table, create_engine, func, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
@@ -140,7 +141,7 @@ class PostgresStore(SqlStore):
         taken: set[str] = set()
         held: dict[str, datetime] = {}
         for digest, settled, took, held_until in conn.execute(text(_CLAIM), {
-                "keys": json.dumps(rows), "owner": owner, "now": now,
+                "keys": _json_text(rows), "owner": owner, "now": now,
                 "expires_at": expires_at}):
             if settled:
                 done.add(by_digest[digest])
@@ -178,8 +179,8 @@ class PostgresStore(SqlStore):
             row["sample"] = record.sample
             row["digest"] = record.key.digest()
         new = conn.execute(statement, {
-            "rows": json.dumps(rows, default=_json_value), "owner": owner,
-            "release": json.dumps(list(release))}).all()
+            "rows": _json_text(rows), "owner": owner,
+            "release": _json_text(list(release))}).all()
         # Canary series are few (a slice of a gold set per beat): a plain insert.
         canaries = canary_rows(records, {VerdictKey(*row[1:]): row[0] for row in new})
         if canaries:
@@ -193,6 +194,16 @@ def _with_psycopg(url: str) -> str:
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix):]
     return url
+
+
+def _json_text(value: Any) -> str:
+    """``value`` as a JSON parameter. orjson writes a batch's rows (a 2 KB sample each)
+    in a tenth of the time ``json`` takes; what it refuses (a key that is not a string, an
+    integer past 64 bits, an unpaired surrogate) goes to ``json``, as before."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return json.dumps(value, default=_json_value)
 
 
 def _json_value(value: Any) -> str:
