@@ -657,6 +657,8 @@ class Evaluator:
                 metric=record.key.metric, status=record.status, error_class=record.error_class,
                 attributes=record.attributes, scores=record.scores, sample_ts=record.sample_ts,
                 created_at=record.created_at)
+            if record.judge_mode == CHECK_MODE:  # no tokens, no cost: no series per check
+                continue
             self.telemetry.record_cost(
                 metric=record.key.metric, judge_model=record.key.judge_model,
                 prompt_tokens=record.prompt_tokens, completion_tokens=record.completion_tokens,
