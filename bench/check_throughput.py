@@ -11,9 +11,12 @@ draining jobs enqueued before its worker starts:
   in the worker's check process pool; its CPU counts the pool's processes too.
 
 CPU is the worker process's (and its children's) user + system time over the steady part
-of the drain, divided by the verdicts stored in it.
+of the drain, divided by the verdicts stored in it. ``--trees`` runs the workers from
+other source trees too (a checkout of an older commit), phase by phase in turn, so
+before and after share one machine state; the load average is printed before and after.
 
     python -m bench.check_throughput --jobs 20000 --judged-jobs 2000 --team-jobs 2000
+    python -m bench.check_throughput --trees /tmp/base . --phases check judged
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from bench.worker_throughput import (
     release_services,
     start_simulator,
     start_worker,
+    tree_label,
 )
 from evalfleet.core.message import EVALUATE_TASK, Job, encode_batch, new_job
 from evalfleet.core.sample import Sample, parse_sample
@@ -65,6 +69,14 @@ def short_enough(sample: Sample) -> tuple[float, str]:
     return 1 - used / 4000, f"{used} of 4000 characters"
 
 
+#: The phases: label, metric, and the option giving its job count.
+PHASES = {
+    "check": ("check (1 built-in check a sample)", "bench_check", "jobs"),
+    "judged": ("judged (rag_qa)", "rag_qa", "judged_jobs"),
+    "team": ("team check (process pool)", "bench_team", "team_jobs"),
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=20000, help="Built-in check jobs.")
@@ -72,45 +84,69 @@ def main() -> None:
     parser.add_argument("--team-jobs", type=int, default=2000, help="Team check jobs.")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--latency-ms", type=float, default=100)
+    parser.add_argument("--phases", nargs="+", choices=list(PHASES), default=list(PHASES))
+    parser.add_argument("--trees", nargs="+", type=Path, default=[Path(".")],
+                        help="Source trees to run the workers from (default: this one).")
     args = parser.parse_args()
     print(f"setup: {platform.machine()}, {os.cpu_count()} cores, python "
           f"{platform.python_version()}; one worker process, concurrency "
           f"{args.concurrency}, messages of 16 jobs, {OUTPUT_CHARS:,}-character outputs, "
-          f"Postgres and Redis on this machine; judge simulator at {args.latency_ms:g} ms")
+          f"Postgres and Redis on this machine; judge simulator at {args.latency_ms:g} ms; "
+          f"load average {load_average()}")
     sim, base_url = start_simulator(args.latency_ms)
     try:
         with tempfile.TemporaryDirectory() as folder:
             metrics_dir = Path(folder)
             for name, text in CHECK_METRICS.items():
                 (metrics_dir / f"{name}.yaml").write_text(text)
-            rows = [("check (1 built-in check a sample)", "bench_check", args.jobs),
-                    ("judged (rag_qa)", "rag_qa", args.judged_jobs),
-                    ("team check (process pool)", "bench_team", args.team_jobs)]
-            print(f"{'phase':<36} {'verdicts':>9} {'verdicts/s':>11} {'CPU ms/verdict':>15}")
-            results = {}
-            for label, metric, jobs in rows:
-                settings = fresh_services(base_url).model_copy(
-                    update={"metrics_dir": metrics_dir})
-                rate, cpu_ms = drain(settings, metric=metric, jobs=jobs,
-                                     concurrency=args.concurrency)
-                results[metric] = cpu_ms
-                print(f"{label:<36} {jobs:>9,} {rate:>11,.0f} {cpu_ms:>15.3f}")
-            print(f"a check verdict costs {results['bench_check'] / results['rag_qa']:.1%} "
-                  f"of a judged verdict's worker CPU; a team check "
-                  f"{results['bench_team'] / results['rag_qa']:.1%}")
+            print(f"{'tree':<12} {'phase':<36} {'verdicts':>9} {'verdicts/s':>11} "
+                  f"{'CPU ms/verdict':>15}")
+            results: dict[tuple[str, str], float] = {}
+            for phase in args.phases:
+                label, metric, jobs_option = PHASES[phase]
+                jobs = getattr(args, jobs_option)
+                for tree in args.trees:
+                    settings = fresh_services(base_url).model_copy(
+                        update={"metrics_dir": metrics_dir})
+                    rate, cpu_ms = drain(settings, metric=metric, jobs=jobs,
+                                         concurrency=args.concurrency, tree=tree)
+                    results[tree_label(tree), phase] = cpu_ms
+                    print(f"{tree_label(tree):<12} {label:<36} {jobs:>9,} {rate:>11,.0f} "
+                          f"{cpu_ms:>15.3f}", flush=True)
+            for tree in args.trees:
+                print_ratios(tree_label(tree), results)
     finally:
         sim.terminate()
         sim.wait()
         release_services()
+    print(f"load average after: {load_average()}")
 
 
-def drain(settings: Settings, *, metric: str, jobs: int, concurrency: int) -> tuple[float, float]:
-    """Enqueue ``jobs`` of ``metric``, drain them with one worker; (verdicts/s, CPU ms per
-    verdict) over the steady part (from the first verdict stored)."""
+def print_ratios(tree: str, results: dict[tuple[str, str], float]) -> None:
+    """Each check phase's CPU per verdict against the judged phase's, for ``tree``."""
+    judged = results.get((tree, "judged"))
+    if judged is None:
+        return
+    shares = [f"{PHASES[phase][0].split(' (')[0]} {results[tree, phase] / judged:.1%}"
+              for phase in ("check", "team") if (tree, phase) in results]
+    if shares:
+        print(f"{tree}: worker CPU per verdict against a judged verdict's: "
+              f"{', '.join(shares)}")
+
+
+def load_average() -> str:
+    """The machine's 1, 5 and 15 minute load averages (the machine is shared)."""
+    return ", ".join(f"{load:.2f}" for load in os.getloadavg())
+
+
+def drain(settings: Settings, *, metric: str, jobs: int, concurrency: int,
+          tree: Path) -> tuple[float, float]:
+    """Enqueue ``jobs`` of ``metric``, drain them with one worker run from ``tree``;
+    (verdicts/s, CPU ms per verdict) over the steady part (from the first verdict stored)."""
     enqueue(settings, metric=metric, jobs=jobs, sample=bench_output_sample)
     store = open_store(settings.resolved_database_url())
     worker = start_worker(settings, concurrency=concurrency, name=f"checks-{metric}",
-                          queue=metric)
+                          queue=metric, tree=tree)
     try:
         while store.counts().verdicts == 0:
             if worker.poll() is not None:

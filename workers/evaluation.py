@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from evalfleet.core.backoff import compute_backoff
 from evalfleet.core.budget import budget_day
@@ -47,7 +47,14 @@ from evalfleet.core.price import Price, cost_usd
 from evalfleet.core.scales import score_scales
 from evalfleet.core.settings import Settings, choose_judge_model
 from evalfleet.core.spend import SpendLedger
-from evalfleet.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, VerdictStore
+from evalfleet.store import (
+    Claim,
+    ClaimState,
+    DeadLetter,
+    VerdictKey,
+    VerdictRecord,
+    VerdictStore,
+)
 from evalfleet.store.batchspool import BatchSpool, SpoolEntry
 from evalfleet.store.evidence import sample_content
 from workers.batchjudge.provider import with_first_reply
@@ -282,6 +289,16 @@ class _Batch:
 
 
 @dataclass
+class _Checked:
+    """What the claimed checks of a batch come to."""
+
+    records: list[VerdictRecord] = field(default_factory=list)
+    claimed: list[_Claimed] = field(default_factory=list)
+    outcomes: dict[int, Outcome] = field(default_factory=dict)
+    """The outcome of each job that has a claimed or busy check, by its index."""
+
+
+@dataclass
 class _Saving:
     """How one delivery's verdicts are being saved."""
 
@@ -428,39 +445,87 @@ class Evaluator:
     def _run_checks(self, jobs: Sequence[Job], batch: _Batch, *, owner: str) -> list[_Claimed]:
         """Run the jobs of check metrics: claim one key per check of each job (one round
         trip), run the claimed checks and add their verdicts to ``batch``. No judge call,
-        rate limit or breaker. Returns the claimed keys (to save them by)."""
+        rate limit or breaker. Returns the claimed keys whose verdicts ``batch`` still
+        holds, to save them by (none when they were stored with their claim)."""
+        keyed = self._check_keys(jobs, batch)
+        if not keyed:
+            return []
+        keys = list(dict.fromkeys(item.key for item, _ in keyed))
+        if all(check.in_process for _, check in keyed) and self._claim_and_store(
+                keyed, keys, batch, owner=owner):
+            return []
+        claims = self.store.claim(keys, owner=owner, lease_s=self.options.claim_lease_s,
+                                  now=self._clock())
+        checked = self._checked(keyed, dict(zip(keys, claims, strict=True)))
+        self._apply_checked(checked, batch)
+        batch.verdicts.extend(checked.records)
+        return checked.claimed
+
+    def _check_keys(self, jobs: Sequence[Job],
+                    batch: _Batch) -> list[tuple[_Claimed, PreparedCheck]]:
+        """Each check of each check metric's job with its verdict key; those jobs are
+        ``duplicate`` until a check of theirs is claimed."""
         keyed: list[tuple[_Claimed, PreparedCheck]] = []
         for index, job in enumerate(jobs):
             metric = self._check_metric(job)
             if metric is None:
                 continue
-            batch.outcomes[index] = Outcome.duplicate()  # unless a check is claimed below
+            batch.outcomes[index] = Outcome.duplicate()
             keyed.extend((_Claimed(index, job, metric, VerdictKey(
                 job.sample.id, metric.name, check.version, check.judge_model)), check)
                 for check in self.checks.prepare(metric))
-        if not keyed:
-            return []
-        claims = self.store.claim(list(dict.fromkeys(item.key for item, _ in keyed)),
-                                  owner=owner, lease_s=self.options.claim_lease_s,
-                                  now=self._clock())
-        by_key = dict(zip(dict.fromkeys(item.key for item, _ in keyed), claims, strict=True))
-        claimed: list[_Claimed] = []
+        return keyed
+
+    def _claim_and_store(self, keyed: list[tuple[_Claimed, PreparedCheck]],
+                         keys: list[VerdictKey], batch: _Batch, *, owner: str) -> bool:
+        """Claim, run and store the checks in one transaction (checks run in this process
+        take microseconds: a second transaction, with its connection check-out and
+        commit, would cost more than they do). False when the database refuses a
+        verdict: nothing was stored, and the two-step way keeps the others."""
+        checked: list[_Checked] = []
+
+        def settle(claims: list[Claim]) -> list[VerdictRecord]:
+            checked.append(self._checked(keyed, dict(zip(keys, claims, strict=True))))
+            return checked[-1].records
+
+        try:
+            self.store.claim_and_save(keys, owner=owner, lease_s=self.options.claim_lease_s,
+                                      now=self._clock(), settle=settle)
+        except StoreRejected:
+            return False
+        self._apply_checked(checked[-1], batch)
+        self._observe(checked[-1].records)
+        return True
+
+    def _checked(self, keyed: list[tuple[_Claimed, PreparedCheck]],
+                 claims: dict[VerdictKey, Claim]) -> _Checked:
+        """Run the checks whose keys were claimed; what each job comes to."""
+        result = _Checked()
+        evidence: dict[int, dict[str, Any] | None] = {}  # a job's sample, once for its checks
         for item, check in keyed:
-            claim = by_key.pop(item.key, None)  # the same job twice in a message: once
+            claim = claims.pop(item.key, None)  # the same job twice in a message: once
             if claim is None or claim.state is ClaimState.DONE:
                 continue
             if claim.state is ClaimState.BUSY:
-                batch.outcomes[item.index] = Outcome.retry(
+                result.outcomes[item.index] = Outcome.retry(
                     item.job, countdown_s=min(BUSY_RETRY_MAX_S, claim.retry_in_s + 1.0),
                     reason="claimed by another worker")
                 continue
-            record = self._check_record(item, check)
-            batch.verdicts.append(record)
-            claimed.append(item)
-            current = batch.outcomes[item.index]
+            if item.index not in evidence:
+                evidence[item.index] = (sample_content(item.job.sample.to_json())
+                                        if self.options.keep_samples else None)
+            record = self._check_record(item, check, sample=evidence[item.index])
+            result.records.append(record)
+            result.claimed.append(item)
+            current = result.outcomes.get(item.index)
             if current is None or current.kind == "duplicate":  # a retry stays a retry
-                batch.outcomes[item.index] = Outcome.stored(record)
-        return claimed
+                result.outcomes[item.index] = Outcome.stored(record)
+        return result
+
+    @staticmethod
+    def _apply_checked(checked: _Checked, batch: _Batch) -> None:
+        for index, outcome in checked.outcomes.items():
+            batch.outcomes[index] = outcome
 
     def _check_metric(self, job: Job) -> Metric | None:
         """The metric of ``job`` if it is a check metric (an unknown metric is left to
@@ -471,8 +536,9 @@ class Evaluator:
             return None
         return metric if metric.spec.kind == "check" else None
 
-    def _check_record(self, item: _Claimed, check: PreparedCheck) -> VerdictRecord:
-        """The verdict one check gives one job's sample."""
+    def _check_record(self, item: _Claimed, check: PreparedCheck, *,
+                      sample: dict[str, Any] | None) -> VerdictRecord:
+        """The verdict one check gives one job's sample (``sample``: the evidence kept)."""
         job = item.job
         started = time.perf_counter()
         try:
@@ -491,9 +557,7 @@ class Evaluator:
             attempts=job.attempt, latency_ms=round((time.perf_counter() - started) * 1000),
             prompt_tokens=None, completion_tokens=None, attributes=dict(job.sample.attributes),
             sample_ts=job.sample.timestamp or job.enqueued_at, created_at=self._clock(),
-            cost_usd=0.0, purpose=job.purpose, judge_mode=CHECK_MODE,
-            sample=sample_content(job.sample.to_json()) if self.options.keep_samples else None,
-        )
+            cost_usd=0.0, purpose=job.purpose, judge_mode=CHECK_MODE, sample=sample)
 
     def _spool_batch_mode(self, pending: list[_Pending], batch: _Batch, *,
                           owner: str) -> list[_Pending]:
@@ -594,6 +658,8 @@ class Evaluator:
                 metric=record.key.metric, status=record.status, error_class=record.error_class,
                 attributes=record.attributes, scores=record.scores, sample_ts=record.sample_ts,
                 created_at=record.created_at)
+            if record.judge_mode == CHECK_MODE:  # no tokens, no cost: no series per check
+                continue
             self.telemetry.record_cost(
                 metric=record.key.metric, judge_model=record.key.judge_model,
                 prompt_tokens=record.prompt_tokens, completion_tokens=record.completion_tokens,

@@ -146,6 +146,50 @@ class Length(_Spec):
         return self
 
 
+class Similar(_Comparison):
+    """Passes when the value is at least ``min`` similar to the reference (0 to 1, by
+    rapidfuzz's edit-distance ratios), after ``normalise``."""
+
+    check: Literal["similar"]
+    min: float = Field(ge=0.0, le=1.0)
+    """Lowest similarity that passes."""
+    method: Literal["ratio", "partial", "token_sort", "token_set"] = "ratio"
+    """``ratio``: the whole texts; ``partial``: the best match of the shorter in the
+    longer; ``token_sort``: words sorted first; ``token_set``: the shared words."""
+    normalise: tuple[Normalisation, ...] = ()
+    """As for ``equals``, applied to both sides."""
+
+
+class JsonEquals(_Comparison):
+    """Passes when the value and the reference are equal JSON documents (objects
+    compared whatever their key order; ``true`` is not ``1``)."""
+
+    check: Literal["json_equals"]
+    tolerance: float = Field(default=0.0, ge=0.0)
+    """Largest absolute difference between two numbers that still counts as equal."""
+
+
+class SqlValid(_Spec):
+    """Passes when the value parses as SQL of ``dialect`` (sqlglot), each statement
+    one of ``statements`` when given."""
+
+    check: Literal["sql_valid"]
+    dialect: str = ""
+    """sqlglot's dialect name (``postgres``, ``mysql``, ``bigquery``...); empty: its own."""
+    statements: tuple[str, ...] = ()
+    """The statement kinds allowed, by sqlglot's name in lower case (``select``,
+    ``insert``, ``update``, ``delete``...); empty: any."""
+
+    @field_validator("dialect")
+    @classmethod
+    def _known_dialect(cls, value: str) -> str:
+        from sqlglot.dialects.dialect import Dialect  # only metrics that check SQL need it
+
+        if value and value not in Dialect.classes:
+            raise ValueError(f"sqlglot knows no dialect {value!r}")
+        return value
+
+
 class Team(_Spec):
     """A team's own function, installed with the fleet: it takes the sample and returns
     ``(score, reason)``, run in a process that is killed at ``timeout_s``."""
@@ -247,8 +291,8 @@ TrajectoryCheck = (ToolSequence | ToolArguments | ForbiddenTools | RepeatedCalls
                    | MaxToolErrors)
 
 #: Every check a metric may declare, as written.
-AnyCheck = (JsonValid | JsonSchema | Pattern | Equals | Contains | Numeric | Length | Team
-            | TrajectoryCheck)
+AnyCheck = (JsonValid | JsonSchema | Pattern | Equals | Contains | Numeric | Length | Similar
+            | JsonEquals | SqlValid | Team | TrajectoryCheck)
 
 CheckSpec = Annotated[AnyCheck, Field(discriminator="check")]
 

@@ -242,6 +242,33 @@ class VerdictStore(ABC):
         """
 
     @abstractmethod
+    def claim_and_save(
+        self, keys: Sequence[VerdictKey], *, owner: str, lease_s: float, now: datetime,
+        settle: Callable[[list[Claim]], Sequence[VerdictRecord]],
+    ) -> list[Claim]:
+        """:meth:`claim` the keys, then :meth:`save` the verdicts ``settle`` gives for the
+        claims, all in one transaction: for work so quick (a check scored by code) that
+        holding the transaction through it costs less than a second one. The claims taken
+        are dropped in the same transaction, so no other worker ever sees them.
+
+        Args:
+            keys: Verdict keys of the jobs (distinct).
+            owner: Who claims (the broker message id).
+            lease_s: As for :meth:`claim`.
+            now: The current time.
+            settle: The verdicts of the keys claimed (called once, inside the
+                transaction; it must not wait on anything).
+
+        Returns:
+            One claim per key, in order, as :meth:`claim` returns them.
+
+        Raises:
+            StoreUnavailable: The database cannot be reached: nothing was claimed or stored.
+            StoreRejected: The database refuses a verdict: nothing was claimed or stored
+                (:meth:`claim` and :meth:`save` with ``on_rejected`` keep the others).
+        """
+
+    @abstractmethod
     def iter_verdicts(
         self, *, metric: str | None = None, since: datetime | None = None,
         until: datetime | None = None, with_samples: bool = False,

@@ -13,14 +13,17 @@ claim's three statements cost 0.17 ms per key the same way.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import Table, create_engine, func, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import TextClause
 
 from evalfleet.core.review import ReviewSlice
 from evalfleet.store.base import DeadLetter, VerdictKey, VerdictRecord
@@ -139,8 +142,8 @@ class PostgresStore(SqlStore):
         done: set[VerdictKey] = set()
         taken: set[str] = set()
         held: dict[str, datetime] = {}
-        for digest, settled, took, held_until in conn.execute(text(_CLAIM), {
-                "keys": json.dumps(rows), "owner": owner, "now": now,
+        for digest, settled, took, held_until in conn.execute(_statement(_CLAIM), {
+                "keys": _json_text(rows), "owner": owner, "now": now,
                 "expires_at": expires_at}):
             if settled:
                 done.add(by_digest[digest])
@@ -173,13 +176,13 @@ class PostgresStore(SqlStore):
         records = list(first.values())
         rows = [verdict_row(record) for record in records]
         # Column names come from the store's own row builder, never from input.
-        statement = text(_INSERT_VERDICTS.format(columns=", ".join(rows[0])))
+        statement = _statement(_INSERT_VERDICTS.format(columns=", ".join(rows[0])))
         for row, record in zip(rows, records, strict=True):
             row["sample"] = record.sample
             row["digest"] = record.key.digest()
         new = conn.execute(statement, {
-            "rows": json.dumps(rows, default=_json_value), "owner": owner,
-            "release": json.dumps(list(release))}).all()
+            "rows": _json_text(rows), "owner": owner,
+            "release": _json_text(list(release))}).all()
         # Canary series are few (a slice of a gold set per beat): a plain insert.
         canaries = canary_rows(records, {VerdictKey(*row[1:]): row[0] for row in new})
         if canaries:
@@ -193,6 +196,24 @@ def _with_psycopg(url: str) -> str:
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix):]
     return url
+
+
+@functools.cache
+def _statement(sql: str) -> TextClause:
+    """``sql`` as a statement, built once: SQLAlchemy keys its compiled cache by a key it
+    derives from the statement object, and deriving it anew for every batch cost about
+    a tenth of a check verdict's worker CPU."""
+    return text(sql)
+
+
+def _json_text(value: Any) -> str:
+    """``value`` as a JSON parameter. orjson writes a batch's rows (a 2 KB sample each)
+    in a tenth of the time ``json`` takes; what it refuses (a key that is not a string, an
+    integer past 64 bits, an unpaired surrogate) goes to ``json``, as before."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return json.dumps(value, default=_json_value)
 
 
 def _json_value(value: Any) -> str:

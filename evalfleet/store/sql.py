@@ -96,11 +96,20 @@ class SqlStore(VerdictStore):
         """See :meth:`VerdictStore.claim`."""
         if not keys:
             return []
-        now = to_utc(now)
         with self._transaction() as conn:
-            done, taken, held = self.take_claims(
-                conn, keys, owner=owner, now=now, expires_at=now + timedelta(seconds=lease_s))
-        return [_claim_state(key, done=done, taken=taken, held=held, now=now) for key in keys]
+            claims, _ = self._claims(conn, keys, owner=owner, lease_s=lease_s, now=now)
+        return claims
+
+    def _claims(
+        self, conn: Connection, keys: Sequence[VerdictKey], *, owner: str, lease_s: float,
+        now: datetime,
+    ) -> tuple[list[Claim], set[str]]:
+        """The claim of each key, taken in ``conn``'s transaction, and the digests taken."""
+        now = to_utc(now)
+        done, taken, held = self.take_claims(
+            conn, keys, owner=owner, now=now, expires_at=now + timedelta(seconds=lease_s))
+        return [_claim_state(key, done=done, taken=taken, held=held, now=now)
+                for key in keys], taken
 
     def take_claims(
         self, conn: Connection, keys: Sequence[VerdictKey], *, owner: str, now: datetime,
@@ -144,12 +153,7 @@ class SqlStore(VerdictStore):
         database still refuses the batch, each verdict is tried on its own (a savepoint
         each), so one refused verdict never holds back the others.
         """
-        records = [storable_verdict(record) for record in verdicts]
-        letters = [storable_dead_letter(letter) for letter in dead_letters]
-        refused = [(record, verdict_problem(record)) for record in records]
-        records = [record for record, column in refused if column is None]
-        letters += [_refused(record, column, on_rejected) for record, column in refused
-                     if column is not None]
+        records, letters = _storable_rows(verdicts, dead_letters, on_rejected=on_rejected)
         keys = [*release, *(record.key for record in verdicts)]
         try:
             return self._save_rows(records, letters, release=keys, owner=owner,
@@ -159,6 +163,22 @@ class SqlStore(VerdictStore):
                 raise
         return self._save_rows(records, letters, release=keys, owner=owner,
                                one_by_one=True, on_rejected=on_rejected)
+
+    def claim_and_save(
+        self, keys: Sequence[VerdictKey], *, owner: str, lease_s: float, now: datetime,
+        settle: Callable[[list[Claim]], Sequence[VerdictRecord]],
+    ) -> list[Claim]:
+        """See :meth:`VerdictStore.claim_and_save`: one connection, two statements on
+        PostgreSQL (the claim's and the save's), one commit."""
+        if not keys:
+            return []
+        with self._transaction() as conn:
+            claims, taken = self._claims(conn, keys, owner=owner, lease_s=lease_s, now=now)
+            records, _ = _storable_rows(settle(claims), (), on_rejected=None)
+            self.save_rows(conn, records, [], release=sorted(taken), owner=owner)
+            if self.review is not None:
+                queue_random(conn, records, review=self.review)
+        return claims
 
     def _save_rows(self, records: list[VerdictRecord], letters: list[DeadLetter], *,
                    release: Sequence[VerdictKey], owner: str, one_by_one: bool,
@@ -365,6 +385,20 @@ def translate_errors() -> Iterator[None]:
     except ValueError as exc:  # raised adapting a value: an encoding, an integer's size
         raise StoreRejected(f"the database refused a value: {type(exc).__name__}: "
                             f"{storable_text(str(exc))[:200]}") from exc
+
+
+def _storable_rows(
+    verdicts: Sequence[VerdictRecord], dead_letters: Sequence[DeadLetter], *,
+    on_rejected: RejectedVerdict | None,
+) -> tuple[list[VerdictRecord], list[DeadLetter]]:
+    """The rows to write: text made storable, and each verdict the database would refuse
+    turned into ``on_rejected``'s dead letter (raised as :class:`StoreRejected` without it)."""
+    records = [storable_verdict(record) for record in verdicts]
+    letters = [storable_dead_letter(letter) for letter in dead_letters]
+    refused = [(record, verdict_problem(record)) for record in records]
+    letters += [_refused(record, column, on_rejected) for record, column in refused
+                if column is not None]
+    return [record for record, column in refused if column is None], letters
 
 
 def _refused(record: VerdictRecord, column: str | None,

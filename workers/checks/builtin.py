@@ -21,16 +21,21 @@ import orjson
 from evalfleet.core.checkspec import (
     Contains,
     Equals,
+    JsonEquals,
     JsonSchema,
     JsonValid,
     Length,
     Numeric,
     Pattern,
+    Similar,
+    SqlValid,
 )
 from evalfleet.core.regex import LinearPattern, compile_linear
 from evalfleet.core.tokens import estimate_tokens
+from workers.checks.comparison import json_equals, similar
 from workers.checks.result import TOO_LARGE, CheckResult
 from workers.checks.schema import SchemaValidator
+from workers.checks.sql import sql_valid
 
 #: Largest JSON document a schema check validates, in characters: validating is
 #: pure Python, some microseconds a value, and one job must not hold a thread for long.
@@ -79,6 +84,13 @@ def prepare(spec: Any, *, schema: Any = None) -> CheckFunction:
         return lambda text, reference: _numeric(text, reference, spec)
     if isinstance(spec, Length):
         return lambda text, _: _length(text, spec)
+    if isinstance(spec, Similar):
+        return lambda text, reference: _similar(text, reference, spec)
+    if isinstance(spec, JsonEquals):
+        return lambda text, reference: json_equals(
+            utf8_safe(text), utf8_safe(_expected(reference, spec.value)), spec)
+    if isinstance(spec, SqlValid):
+        return lambda text, _: sql_valid(utf8_safe(text), spec)
     raise TypeError(f"not a built-in check: {type(spec).__name__}")
 
 
@@ -146,11 +158,22 @@ def _number_text(written: str) -> str:
 
 
 def _equals(text: str, reference: str | None, spec: Equals) -> CheckResult:
-    expected = spec.value if spec.value is not None else reference
-    assert expected is not None  # the runner fails a check whose reference is missing
+    expected = _expected(reference, spec.value)
     if normalise(text, spec.normalise) == normalise(expected, spec.normalise):
         return CheckResult.scored(True, "equals the reference" + _after(spec.normalise))
     return CheckResult.scored(False, "differs from the reference" + _after(spec.normalise))
+
+
+def _expected(reference: str | None, value: str | None) -> str:
+    expected = value if value is not None else reference
+    assert expected is not None  # the runner fails a check whose reference is missing
+    return expected
+
+
+def _similar(text: str, reference: str | None, spec: Similar) -> CheckResult:
+    expected = _expected(reference, spec.value)
+    return similar(text, expected, spec, normalised=(
+        normalise(text, spec.normalise), normalise(expected, spec.normalise)))
 
 
 def _after(steps: tuple[str, ...]) -> str:

@@ -68,6 +68,12 @@ class PreparedCheck:
         return self.loaded.name
 
     @property
+    def in_process(self) -> bool:
+        """Whether it runs in the worker's own thread (a built-in check, quick and
+        bounded), rather than in the team check process pool."""
+        return not isinstance(self.loaded.spec, Team)
+
+    @property
     def judge_model(self) -> str:
         """What its verdicts have for a judge model: ``check:<name>``."""
         return self.loaded.judge_model

@@ -191,12 +191,92 @@ def test_normalise_without_steps_keeps_the_text() -> None:
     assert normalise(" A, b ", ()) == " A, b "
 
 
+@pytest.mark.parametrize(("spec", "text", "reference", "expected", "reason"), [
+    ({"min": 1.0}, "refund in 14 days", "refund in 14 days", True, "ratio similarity 1.000"),
+    ({"min": 0.9}, "refund in 14 day", "refund in 14 days", True, "0.970, at least 0.9"),
+    ({"min": 0.9}, "no refund", "refund in 14 days", False, "below 0.9"),
+    ({"min": 0.9, "method": "token_sort"}, "14 days refund in", "refund in 14 days", True, ""),
+    ({"min": 1.0, "method": "partial"}, "yes: refund in 14 days.", "refund in 14 days", True,
+     ""),
+    ({"min": 1.0, "normalise": ["case", "punctuation"]}, "Refund, in 14 DAYS!",
+     "refund in 14 days", True, ""),
+    ({"min": 0.0}, "", "", True, ""), ({"min": 0.5}, "", "x", False, ""),
+])
+def test_similar(spec: dict[str, Any], text: str, reference: str, expected: bool,
+                 reason: str) -> None:
+    result = run({"check": "similar", **spec}, text, reference)
+    assert result.score is expected and reason in result.reason, result
+
+
+def test_similar_refuses_texts_past_its_bound_by_name() -> None:
+    result = run({"check": "similar", "min": 0.5}, "x" * 100_001, "x")
+    assert result.error_class == TOO_LARGE and "100,001 characters" in result.reason
+
+
+@pytest.mark.parametrize(("spec", "text", "reference", "expected", "reason"), [
+    ({}, '{"a": 1, "b": [1, 2]}', '{"b": [1, 2], "a": 1}', True, "equal JSON documents"),
+    ({}, '{"a": 1.0}', '{"a": 1}', True, ""),
+    ({}, '{"a": true}', '{"a": 1}', False, "differs at $.a"),
+    ({}, '{"a": null}', '{"a": false}', False, "differs at $.a"),
+    ({}, '{"a": {"b": [1, {"c": "x"}]}}', '{"a": {"b": [1, {"c": "y"}]}}', False,
+     "differs at $.a.b[1].c"),
+    ({}, '{"a": 1, "z": 2}', '{"a": 1}', False, "$.z (extra)"),
+    ({}, '{"a": 1}', '{"a": 1, "b": 2}', False, "$.b (missing)"),
+    ({}, "[1, 2]", "[1, 2, 3]", False, "$ (2 items, the reference has 3)"),
+    ({"tolerance": 0.01}, '{"p": 9.995}', '{"p": 10}', True, ""),
+    ({"tolerance": 0.01}, '{"p": 9.9}', '{"p": 10}', False, "$.p"),
+    ({}, '"1"', "1", False, "differs at $"),
+    ({}, "{", "{}", False, "the value is not valid JSON"),
+    ({}, "{}", "nope", False, "the reference is not valid JSON"),
+])
+def test_json_equals(spec: dict[str, Any], text: str, reference: str, expected: bool,
+                     reason: str) -> None:
+    result = run({"check": "json_equals", **spec}, text, reference)
+    assert result.score is expected and reason in result.reason, result
+
+
+def test_json_equals_walks_the_deepest_documents_orjson_reads() -> None:
+    deep = "[" * 1024 + "1" + "]" * 1024
+    other = "[" * 1024 + "2" + "]" * 1024
+    assert passes({"check": "json_equals"}, deep, deep) is True
+    result = run({"check": "json_equals"}, deep, other)
+    assert result.score is False and result.reason.startswith("differs at $[0][0][0]")
+
+
+@pytest.mark.parametrize(("spec", "text", "expected", "reason"), [
+    ({}, "SELECT id FROM orders WHERE total > 10", True, "1 statement(s), select"),
+    ({}, "SELECT 1; DROP TABLE orders", True, "select, drop"),
+    ({}, "SELEC * FROM orders", False, "not valid SQL"),
+    ({}, "SELECT * FROM", False, "not valid SQL"),
+    ({}, "SELECT 'unclosed", False, "not valid SQL"),
+    ({}, "", False, "no SQL statement"),
+    ({"statements": ["select"]}, "DELETE FROM orders", False, "a delete statement"),
+    ({"dialect": "postgres"}, "SELECT x::int FROM t", True, ""),
+])
+def test_sql_valid(spec: dict[str, Any], text: str, expected: bool, reason: str) -> None:
+    result = run({"check": "sql_valid", **spec}, text)
+    assert result.score is expected and reason in result.reason, result
+
+
+def test_sql_past_its_bound_or_nested_past_recursion_is_a_named_failure() -> None:
+    assert run({"check": "sql_valid"}, "SELECT 1;" * 3000).error_class == TOO_LARGE
+    nested = run({"check": "sql_valid"}, "SELECT " + "(" * 5000 + "1" + ")" * 5000)
+    assert nested.error_class == TOO_LARGE and "nested too deep" in nested.reason
+
+
+def test_an_unknown_sql_dialect_is_refused_when_the_metric_loads() -> None:
+    with pytest.raises(ValueError, match="sqlglot knows no dialect 'postgress'"):
+        SPEC.validate_python({"check": "sql_valid", "dialect": "postgress"})
+
+
 HOSTILE_SPECS: list[dict[str, Any]] = [
     {"check": "json_valid"}, {"check": "json_schema", "schema": SCHEMA},
     {"check": "matches", "pattern": r"(a+)+$"}, {"check": "never_matches", "pattern": "sk-"},
     {"check": "equals", "normalise": ["case", "whitespace", "punctuation", "numbers"]},
     {"check": "contains_all", "values": ["x"], "normalise": ["numbers", "punctuation"]},
     {"check": "numeric", "tolerance": 1}, {"check": "length", "count": "tokens", "max": 10},
+    {"check": "similar", "min": 0.5, "method": "token_set"}, {"check": "json_equals"},
+    {"check": "sql_valid"},
 ]
 
 

@@ -102,6 +102,26 @@ def test_a_redelivery_stores_nothing_and_a_changed_check_alone_runs_again(
     assert sorted(r.scores["short_enough"] for r in newest) == [0.0, 0.0, 1.0, 1.0]
 
 
+def test_a_verdict_the_database_refuses_is_a_dead_letter_and_the_others_are_stored(
+    any_store: SqlStore, judge: JudgeClient, metrics_dir: Path,
+) -> None:
+    # One transaction claims and stores a message's checks; a refused verdict rolls it
+    # back, and the two-step way stores the rest and keeps the refused job.
+    nul_id = new_job("output_contract", parse_sample({"id": "bad\x00id", "output": GOOD}))
+    outcomes = evaluator(any_store, judge, metrics_dir).run_batch(
+        [contract_job(1, GOOD), nul_id], owner="m1")
+    assert [(outcome.kind, outcome.detail) for outcome in outcomes] == [
+        ("stored", "ok"), ("dead_letter", "unstorable")]
+    assert {key[0] for key in stored(any_store)} == {"req-1"}
+    assert any_store.counts().verdicts == 5
+    letters = list(any_store.iter_dead_letters())  # one per check's key
+    assert len(letters) == len(CHECKS)
+    assert all(letter.sample_id == "bad\\u0000id" and "sample_id" in letter.error
+               for letter in letters)
+    with any_store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM claims").scalar_one() == 0
+
+
 def test_a_job_missing_the_checked_value_gets_named_failed_verdicts(
     any_store: SqlStore, judge: JudgeClient, metrics_dir: Path,
 ) -> None:
