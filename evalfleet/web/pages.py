@@ -40,6 +40,7 @@ from evalfleet.store.pages import (
 )
 from evalfleet.store.sql import SqlStore
 from evalfleet.web.charts import histogram, polyline, shared_top, time_ticks, y_of
+from evalfleet.web.trajectory import trajectory_view
 
 #: Evaluations a sparkline shows.
 SPARK_POINTS = 48
@@ -256,6 +257,7 @@ class PageData:
         sample = found.get("sample") or None
         return {
             "v": found, "sample": sample,
+            "trajectory": trajectory_view(sample.get("trajectory")) if sample else None,
             "fields_json": json.dumps(sample.get("fields") or {}, indent=2, ensure_ascii=False)
             if sample else "",
             "error": self._mask(found.get("error")),

@@ -1,0 +1,56 @@
+"""The trajectory as the pages show it: bounded, one line per step, never a failure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from evalfleet.web.trajectory import MAX_STEPS, PART_CHARS, SUMMARY_CHARS, trajectory_view
+
+
+def tool(n: int, **extra: Any) -> dict[str, Any]:
+    return {"type": "tool", "name": "lookup", "arguments": {"n": n}, "result": f"r{n}", **extra}
+
+
+def test_steps_are_numbered_from_one_and_the_judges_step_is_marked() -> None:
+    view = trajectory_view({"steps": [tool(1), tool(2, error="timeout")], "final_answer": "ok"},
+                           failed_step=2)
+    assert view is not None and view.problem is None
+    assert [(s.number, s.kind, s.failed) for s in view.steps] == [
+        (1, "tool", False), (2, "tool", True)]
+    assert view.steps[1].summary == 'tool call lookup {"n": 2} -> error: timeout'
+    assert [p.label for p in view.steps[1].parts] == ["arguments", "result", "error"]
+    assert view.final_answer == "ok"
+
+
+def test_a_long_run_shows_its_first_steps_and_counts_the_rest() -> None:
+    view = trajectory_view({"steps": [tool(n) for n in range(MAX_STEPS + 25)]})
+    assert view is not None and len(view.steps) == MAX_STEPS and view.more_steps == 25
+
+
+def test_hostile_text_is_bounded_and_a_summary_is_one_clean_line() -> None:
+    view = trajectory_view({"steps": [tool(1, result="x" * (3 * PART_CHARS)),
+                                      tool(2, result="a\nb\x1b[31m\u202e" + "y" * 500)]})
+    assert view is not None
+    result = view.steps[0].parts[1].text
+    assert len(result) < PART_CHARS + 100 and result.endswith(
+        f"[... {2 * PART_CHARS:,} more characters not shown ...]")
+    summary = view.steps[1].summary
+    assert len(summary) <= SUMMARY_CHARS and "\n" not in summary and "\x1b" not in summary
+    assert "\u202e" not in summary
+
+
+@pytest.mark.parametrize("data", [
+    {"steps": [{"type": "teleport"}]},
+    {"steps": "not a list"},
+    {"steps": [{"type": "tool"}]},
+])
+def test_a_trajectory_that_does_not_read_is_said_so_not_a_failure(data: Any) -> None:
+    view = trajectory_view(data)
+    assert view is not None and view.steps == [] and view.problem is not None
+    assert view.problem.startswith("the trajectory kept with this sample does not read (steps")
+
+
+def test_a_sample_without_a_trajectory_has_no_view() -> None:
+    assert trajectory_view(None) is None
