@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from evalfleet.cli.ui import build_ui_app
+from evalfleet.core.settings import Settings
+from evalfleet.store import VerdictKey, migrate, open_store
 from evalfleet.web.trajectory import MAX_STEPS, PART_CHARS, SUMMARY_CHARS, trajectory_view
+from tests.evalfleet.store.test_sql import record
 
 
 def tool(n: int, **extra: Any) -> dict[str, Any]:
@@ -54,3 +62,22 @@ def test_a_trajectory_that_does_not_read_is_said_so_not_a_failure(data: Any) -> 
 
 def test_a_sample_without_a_trajectory_has_no_view() -> None:
     assert trajectory_view(None) is None
+
+
+def test_the_verdict_page_opens_the_step_the_judge_named(tmp_path: Path,
+                                                        serve: Callable[..., Any]) -> None:
+    from tests.evalfleet.store.test_evidence import AGENT_SAMPLE
+
+    url = f"sqlite:///{tmp_path / 'evalfleet.db'}"
+    store = open_store(url)
+    migrate(store.engine)
+    store.save(verdicts=[record(VerdictKey("trace-1", "agent_tool_use", "v1", "judge"),
+                                scores={"tool_use": 0.1}, raw_scores={"tool_use": 0.1},
+                                sample=AGENT_SAMPLE, failed_step=2)], owner="t")
+    store.close()
+    site = serve(build_ui_app(Settings(database_url=url, data_dir=tmp_path), token=None))
+    page = httpx.get(f"{site.url}/verdicts/1", timeout=10).text
+    assert re.findall(r'<li class="step step-(\w+)( failed)?" id="step-(\d)">\s*<details( open)?>',
+                      page) == [("model", "", "1", ""), ("tool", " failed", "2", " open")]
+    assert "the judge's failed step" in page and "<b>" not in page
+    assert "&#34;city&#34;: &#34;Olso \\u001b[31m&lt;b&gt;&#34;" in page

@@ -292,6 +292,30 @@ def test_revision_0013_adds_cached_tokens_and_takes_it_back(
     assert cached == {"kept": None, "new": 32}  # the older row lost it with the column
 
 
+@pytest.mark.parametrize("backend", ["postgres", "sqlite"])
+def test_revision_0017_keeps_the_step_the_judge_named(
+        backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    url = (request.getfixturevalue("empty_postgres_url") if backend == "postgres"
+           else f"sqlite:///{tmp_path / 'revisions.db'}")
+    store = open_store(url)
+    try:
+        migrate(store.engine)
+        store.save(verdicts=[record(VerdictKey("before", "agent_tool_use", "v", "m"),
+                                    failed_step=5)], owner="a")
+        migrate_down(store, "0016")
+        with store.engine.connect() as conn:  # type: ignore[attr-defined]
+            assert "failed_step" not in {c["name"] for c in inspect(conn).get_columns(
+                "verdicts")}
+        migrate(store.engine)  # the partition of the row stored before gets it again
+        store.save(verdicts=[record(VerdictKey("after", "agent_tool_use", "v", "m"),
+                                    failed_step=3, created_at=NOW + timedelta(days=1))],
+                   owner="a")
+        steps = {r.key.sample_id: r.failed_step for r in store.iter_verdicts()}
+    finally:
+        store.close()
+    assert steps == {"before": None, "after": 3}
+
+
 def migrate_down(store: VerdictStore, revision: str) -> None:
     engine = store.engine  # type: ignore[attr-defined]
     config = alembic_config(engine)
