@@ -111,6 +111,7 @@ def test_a_reviewer_reads_the_steps_and_labels_the_trace_by_keyboard(
     assert summaries[3] == "4 handoff to writer"
     assert all("\n" not in text for text in summaries)
     assert not browser.find_elements(By.CSS_SELECTOR, "#trajectory details[open]")
+    assert not browser.find_elements(By.ID, "sample-context")  # an agent's run: no context
     nothing_ran(browser)
     shot(browser, "review-trajectory-closed")
 
