@@ -42,7 +42,7 @@ from evalfleet.core.errors import (
     WorkerShuttingDown,
 )
 from evalfleet.core.message import AttemptFailure, Job, encode_job, next_attempt
-from evalfleet.core.metric import Metric, MetricRegistry
+from evalfleet.core.metric import Metric, MetricRegistry, OutputSpec
 from evalfleet.core.price import Price, cost_usd
 from evalfleet.core.scales import score_scales
 from evalfleet.core.settings import Settings, choose_judge_model
@@ -797,7 +797,8 @@ class Evaluator:
         elif item.error is not None:
             self._after_transient_failure(item, batch)
         else:
-            record = self._record(item, _judgement(item, score_names=list(item.metric.spec.scores)))
+            record = self._record(item, _judgement(item, output=item.metric.spec.output,
+                                                   score_names=list(item.metric.spec.scores)))
             batch.verdicts.append(record)
             batch.outcomes[item.index] = Outcome.stored(record)
 
@@ -877,6 +878,7 @@ class Evaluator:
             judge_mode=self.options.judge_mode,
             canary_scores=_canary_scores(job, item.metric, judgement),
             compaction=item.compaction.as_json() if item.compaction else None,
+            failed_step=judgement.failed_step,
             sample=sample_content(job.sample.to_json()) if self.options.keep_samples else None,
         )
 
@@ -893,6 +895,7 @@ class _Judgement(NamedTuple):
     scores: dict[str, float | None]
     raw_scores: dict[str, RawValue]
     notes: tuple[str, ...] = ()
+    failed_step: int | None = None
 
 
 def _canary_scores(job: Job, metric: Metric, judgement: _Judgement) -> dict[str, float]:
@@ -902,13 +905,15 @@ def _canary_scores(job: Job, metric: Metric, judgement: _Judgement) -> dict[str,
     return canary_series(judgement.raw_scores, job.labels, scales=score_scales(metric))
 
 
-def _judgement(item: _Pending, *, score_names: list[str]) -> _Judgement:
+def _judgement(item: _Pending, *, output: OutputSpec,
+               score_names: list[str]) -> _Judgement:
     """Status, error and scores of the verdict a judge exchange ended with."""
     result = item.result
     no_scores: dict[str, float | None] = dict.fromkeys(score_names)
     if isinstance(result, Verdict) and not result.judge_failure:
+        step = result.fields.get(output.step_field) if output.step_field else None
         return _Judgement("ok", None, None, result.reason, result.scores, result.raw_scores,
-                          result.notes)
+                          result.notes, step if isinstance(step, int) else None)
     if isinstance(result, Verdict):
         error = "the judge declared it could not evaluate this sample"
         return _Judgement("failed", JUDGE_DECLARED, error, result.reason, no_scores, {},

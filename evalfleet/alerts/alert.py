@@ -164,8 +164,12 @@ def drift_line(suspicion: dict[str, Any]) -> str:
 
 
 def evidence_line(item: dict[str, Any]) -> str:
-    """One worst sample as one line of plain text: score, sample id, the judge's why."""
+    """One worst sample as one line of plain text: score, sample id, for an agent the
+    step the judge named (``at step 3, tool call weather``), the judge's why."""
     line = f"{_text(item.get('score'))} {item.get('sample_id', '')}"
+    if item.get("failed_step") is not None:
+        line += f" at step {item['failed_step']}" + (f", {item['step']}" if item.get("step")
+                                                     else "")
     return line + (f": {item['explanation']}" if item.get("explanation") else "")
 
 

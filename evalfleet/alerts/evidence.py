@@ -13,11 +13,13 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.engine import Connection
 
 from evalfleet.alerts.rule import Rule
 from evalfleet.alerts.segment import Segment
 from evalfleet.core.log import scrub
+from evalfleet.core.trajectory import Step, ToolStep, step_summary
 from evalfleet.store.evidence import Evidence, lowest_scoring
 
 #: Samples a firing notification carries.
@@ -33,6 +35,10 @@ ID_CHARS = 80
 #: each is shown, in characters: what a faithfulness alert is about, kept to a glance.
 CONTEXT_CHUNKS = 5
 CONTEXT_CHARS = 600
+
+#: Longest description of the step the judge named as where an agent went wrong, in
+#: characters (the page, alerts show; a notification carries the step's kind only).
+STEP_CHARS = 300
 
 #: ANSI/VT escape sequences (CSI, OSC, and two-character ESC sequences).
 _ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
@@ -78,6 +84,35 @@ def context_excerpt(context: Any, *, chunks: int = CONTEXT_CHUNKS,
     return shown, max(0, len(items) - chunks)
 
 
+def failed_step_line(item: Evidence, *, limit: int = STEP_CHARS) -> str | None:
+    """The step the judge named as where an agent went wrong, as plain text: ``step 3
+    of 5: tool call weather {"city": "Olso"} -> ...``; ``step 3`` alone when the sample's
+    trajectory was not kept or has no such step. None when the judge named no step."""
+    if item.failed_step is None:
+        return None
+    step, total = _named_step(item)
+    if step is None:
+        return f"step {item.failed_step}"
+    return plain_text(f"step {item.failed_step} of {total}: {step_summary(step)}", limit=limit)
+
+
+def _named_step(item: Evidence) -> tuple[Step | None, int]:
+    """The step the judge named, read from the kept trajectory, and how many it has."""
+    trajectory = (item.sample or {}).get("trajectory")
+    steps = trajectory.get("steps") if isinstance(trajectory, dict) else None
+    if item.failed_step is None or not isinstance(steps, list) or \
+            not 1 <= item.failed_step <= len(steps):
+        return None, 0
+    try:
+        return _STEP.validate_python(steps[item.failed_step - 1]), len(steps)
+    except ValidationError:
+        return None, 0
+
+
+#: Reads one stored step.
+_STEP: TypeAdapter[Step] = TypeAdapter(Step)
+
+
 def window_evidence(conn: Connection, rule: Rule, segment: Segment, *, at: datetime,
                     limit: int = EVIDENCE_SAMPLES) -> list[Evidence]:
     """The samples of ``segment``'s current window that score worst for ``rule``.
@@ -104,7 +139,8 @@ def evidence_details(evidence: Iterable[Evidence], *,
                      secrets: Iterable[str] = ()) -> list[dict[str, Any]]:
     """The evidence as bounded, cleaned JSON data (stored with the alert's numbers).
 
-    Only the id, the score and the judge's explanation go out, never the sample's
+    Only the id, the score, the judge's explanation and, for an agent, the step the
+    judge named (its number and kind: ``tool call weather``) go out, never the sample's
     text: a notification travels further than the store.
     """
     hidden = [secret for secret in secrets if secret]
@@ -112,6 +148,18 @@ def evidence_details(evidence: Iterable[Evidence], *,
         {"verdict_id": item.verdict_id,
          "sample_id": plain_text(scrub(item.sample_id, hidden), limit=ID_CHARS),
          "score": item.value,
-         "explanation": plain_text(scrub(item.reason or "", hidden), limit=REASON_CHARS)}
+         "explanation": plain_text(scrub(item.reason or "", hidden), limit=REASON_CHARS),
+         **_step_detail(item, hidden)}
         for item in evidence
     ]
+
+
+def _step_detail(item: Evidence, hidden: list[str]) -> dict[str, Any]:
+    """``failed_step`` and ``step`` (its kind) for an agent's evidence; nothing else."""
+    if item.failed_step is None:
+        return {}
+    step, _ = _named_step(item)
+    kind = None if step is None else \
+        f"tool call {step.name}" if isinstance(step, ToolStep) else f"{step.type} step"
+    return {"failed_step": item.failed_step,
+            "step": plain_text(scrub(kind, hidden), limit=ID_CHARS) if kind else None}

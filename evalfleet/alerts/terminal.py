@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalfleet.alerts.alert import detector_lines, drift_line
-from evalfleet.alerts.evidence import context_excerpt, plain_text
+from evalfleet.alerts.evidence import context_excerpt, failed_step_line, plain_text
 from evalfleet.alerts.judgecheck import check_line
 from evalfleet.alerts.segment import Segment
 from evalfleet.core.durations import format_duration, format_moment
@@ -147,6 +147,9 @@ def _worst_lines(worst: Sequence[Any], clean: Any) -> list[str]:
                   for n, chunk in enumerate(chunks, start=1)]
         if more:
             lines.append(f"     {'':<10}({more} more chunk(s))")
+        step = failed_step_line(item)
+        if step:
+            lines.append(f"     {'failed:':<10}{step}")
         lines.append(f"     {'judge:':<10}{clean(item.reason, 400) or '(no reasoning given)'}")
     return lines
 

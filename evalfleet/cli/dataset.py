@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from evalfleet.store.dataset import DatasetItem, Datasets, DatasetVersion
 
 #: The formats ``dataset export`` writes (:mod:`evalfleet.dataset.export`).
-EXPORT_FORMATS = ("jsonl", "csv", "gold", "openai")
+EXPORT_FORMATS = ("jsonl", "csv", "gold", "openai", "openai-agent")
 
 #: Longest text shown per cell by ``dataset show``, in characters.
 SHOW_CHARS = 60
@@ -279,7 +279,9 @@ def show_command(state: CliState, name: str, version: int | None) -> None:
 @click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS),
               default="jsonl", show_default=True,
               help="jsonl, csv, gold (the file `evalfleet calibrate` reads; needs --metric) "
-                   "or openai (chat fine-tuning lines for the judge).")
+                   "openai (chat fine-tuning lines for the judge) or openai-agent (each "
+                   "agent run's own conversation with its tool calls, for fine-tuning the "
+                   "agent).")
 @click.option("--metric", default=None, help="Only items of this metric.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write here instead of stdout.")
@@ -287,7 +289,8 @@ def show_command(state: CliState, name: str, version: int | None) -> None:
 def export_command(state: CliState, name: str, version: int | None, fmt: str,
                    metric: str | None, output: Path | None) -> None:
     """Write a version of NAME (default: the latest) as JSONL, CSV, a gold file or OpenAI
-    chat fine-tuning lines. Items a format cannot hold are named on stderr."""
+    chat fine-tuning lines (for the judge, or an agent's runs with their tool calls).
+    Items a format cannot hold are named on stderr."""
     if fmt == "gold" and metric is None:
         raise click.UsageError("--format gold needs --metric")
     with open_datasets(state) as sets:
@@ -310,7 +313,13 @@ def write_export(items: list[DatasetItem], *, fmt: str, metric: str | None,
         How many items were written.
     """
     from evalfleet.core.metric import load_registry
-    from evalfleet.dataset import csv_rows, finetune_records, gold_records, jsonl_records
+    from evalfleet.dataset import (
+        agent_chat_records,
+        csv_rows,
+        finetune_records,
+        gold_records,
+        jsonl_records,
+    )
 
     registry = load_registry(state.settings.metrics_dir)
     secrets = state.settings.secret_values()
@@ -329,6 +338,8 @@ def write_export(items: list[DatasetItem], *, fmt: str, metric: str | None,
     elif fmt == "openai":
         records = finetune_records(items, registry=registry, secrets=secrets,
                                    skipped=skipped)
+    elif fmt == "openai-agent":
+        records = agent_chat_records(items, secrets=secrets, skipped=skipped)
     else:
         records = jsonl_records(items, registry=registry, secrets=secrets)
     written = 0

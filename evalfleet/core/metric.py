@@ -219,6 +219,11 @@ class OutputSpec(_Model):
     failure: FailureSpec | None = None
     """A judge-declared failure, if the metric has one."""
 
+    step_field: str | None = None
+    """An integer field in which the judge names the trajectory step where things went
+    wrong (numbered from 1, as the prompt writes the steps); kept on the verdict as
+    ``failed_step`` and shown with the alert's evidence."""
+
     @model_validator(mode="after")
     def _check_shape(self) -> OutputSpec:
         if not self.fields:
@@ -234,6 +239,10 @@ class OutputSpec(_Model):
                 raise ValueError(f"reason field {name!r} is not in 'fields'")
         if self.failure and self.failure.field not in self.fields:
             raise ValueError(f"failure field {self.failure.field!r} is not in 'fields'")
+        if self.step_field is not None and (
+                self.step_field not in self.fields
+                or self.fields[self.step_field].type != "integer"):
+            raise ValueError(f"step field {self.step_field!r} is not an integer field")
         return self
 
 

@@ -165,6 +165,35 @@ def text_sizes(trajectory: Trajectory) -> Iterator[tuple[str, int]]:
     yield "trajectory.final_answer", len(trajectory.final_answer or "")
 
 
+def step_summary(step: ModelStep | ToolStep | RetrievalStep | HandoffStep) -> str:
+    """One line saying what a step did, for people: ``tool call weather {"city": "Oslo"}
+    -> 4 C, rain``, ``model call (m-1) asks for weather``, ``handoff to billing``.
+
+    The text is the sample's (hostile): whoever shows it cleans or escapes it, and cuts it.
+    """
+    if isinstance(step, ToolStep):
+        outcome = f"error: {step.error}" if step.error else json_text(step.result)
+        return f"tool call {step.name} {json_text(step.arguments)} -> {outcome}"
+    if isinstance(step, ModelStep):
+        model = f" ({step.model})" if step.model else ""
+        calls = [call.name for message in step.output for call in message.tool_calls]
+        if calls:
+            return f"model call{model} asks for {', '.join(calls)}"
+        said = next((m.content for m in reversed(step.output) if m.content), "")
+        return f"model call{model}: {said}" if said else f"model call{model}"
+    if isinstance(step, RetrievalStep):
+        query = f" for {step.query!r}" if step.query else ""
+        return f"retrieval{query}: {len(step.documents)} documents"
+    return f"handoff to {step.agent}"
+
+
+def json_text(value: Any) -> str:
+    """A JSON value as one line of text (a string as itself, null as ``null``)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
 def json_size(value: Any) -> int:
     """Characters of a JSON value as text (a string's own length)."""
     if value is None:

@@ -1,9 +1,10 @@
 """Datasets from production: selections copied out of the store, exported for people,
-for fine-tuning the judge and for ``evalfleet calibrate``."""
+for fine-tuning the judge or the agent and for ``evalfleet calibrate``."""
 
 from __future__ import annotations
 
 from evalfleet.dataset.export import (
+    agent_chat_records,
     csv_row_to_json,
     csv_rows,
     finetune_records,
@@ -13,6 +14,7 @@ from evalfleet.dataset.export import (
 from evalfleet.dataset.target import verdict_text
 
 __all__ = [
+    "agent_chat_records",
     "csv_row_to_json",
     "csv_rows",
     "finetune_records",

@@ -14,6 +14,8 @@ settings' secrets masked in every string.
 - Fine-tuning: ``{"messages": [...]}`` per item, the judge's prompt rendered by the
   worker's renderer for the item's metric, then the verdict as the assistant's answer,
   people's scores in place of the judge's where they labelled (:mod:`.target`).
+- Agent fine-tuning: ``{"messages": [...], "tools": [...]}`` per agent run, the run's
+  own conversation with its tool calls and their results (:mod:`.conversation`).
 """
 
 from __future__ import annotations
@@ -25,11 +27,15 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from evalfleet.core.errors import InvalidSample, UnknownMetric
 from evalfleet.core.log import scrub
 from evalfleet.core.metric import Metric, MetricRegistry
 from evalfleet.core.sample import Sample, parse_sample
 from evalfleet.core.scales import score_scales
+from evalfleet.core.trajectory import Trajectory
+from evalfleet.dataset.conversation import Unconvertible, chat_conversation
 from evalfleet.dataset.target import verdict_text
 from evalfleet.review.label import combine_labels
 from evalfleet.store.dataset import DatasetItem
@@ -165,6 +171,38 @@ def finetune_records(items: Iterable[DatasetItem], *, registry: MetricRegistry,
             continue
         yield masked({"messages": [*messages, {"role": "assistant", "content": target}]},
                      secrets)
+
+
+def agent_chat_records(items: Iterable[DatasetItem], *, secrets: Sequence[str],
+                       skipped: Skipped = _ignore) -> Iterator[dict[str, Any]]:
+    """OpenAI chat fine-tuning lines for the agent: each run's conversation with its tool
+    calls, tool results and final answer, and the tools it was offered. A run saved for
+    several metrics is written once.
+
+    Left out, through ``skipped``: items without a kept sample or without a trajectory,
+    and runs that do not read or cannot be written as a conversation (a tool call with
+    no result, no answer at the end).
+    """
+    written: set[str] = set()
+    for item in items:
+        if item.sample_id in written:
+            continue
+        data = (item.sample or {}).get("trajectory")
+        if data is None:
+            skipped(item, "its sample was not kept" if item.sample is None
+                    else "not an agent's run (no trajectory)")
+            continue
+        try:
+            record = chat_conversation(Trajectory.model_validate(data),
+                                       question=(item.sample or {}).get("input"))
+        except ValidationError as exc:
+            skipped(item, f"its trajectory does not read ({exc.error_count()} error(s))")
+            continue
+        except Unconvertible as exc:
+            skipped(item, str(exc))
+            continue
+        written.add(item.sample_id)
+        yield masked(record, secrets)
 
 
 def item_sample(item: DatasetItem) -> Sample:

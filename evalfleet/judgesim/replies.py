@@ -59,6 +59,8 @@ _REFERENCE = re.compile(r"^- \*\*Reference Answer\*\*:(.*?)\n- \*\*Generated Ans
 _REFERENCE_LINE = re.compile(r"^- \*\*Reference Answer\*\*:(.*)$", re.M)
 _VERDICT_KEY = re.compile(r'`"([^"`\n]+)"`: The score between 0\.0 and 1\.0')
 _REASON_KEY = re.compile(r'`"([^"`\n]+)"`: A detailed explanation')
+#: A tool call's step in an agent metric's trajectory (``Step 3: tool call weather``).
+_TOOL_STEP = re.compile(r"^Step (\d{1,6}): tool call ", re.M)
 _BBH_ID = re.compile(r"^ID:[ \t]*(.*?)[ \t]*$", re.M)
 _BBH_BLOCK = re.compile(r"^(QUESTION|MODEL_RESPONSE|GROUND_TRUTH):[ \t]*\n?", re.M)
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S)
@@ -487,8 +489,13 @@ def _agent_verdict(prompt: Prompt, overrides: dict[str, Any],
                    prompt_format: str) -> tuple[dict[str, Any], tuple[str, ...]]:
     key, sentences = _AGENT_SCORES[prompt_format]
     score = overrides.get(key, _unit(prompt.digest, 0))
-    return ({key: score, f"{key}_explanation": _explain(sentences, score), "failed_step": None,
-             "evaluation_status": "success", "reason": None, "error": None}, (key,))
+    # A low score names a step, as a judge would: the run's first tool call.
+    first_tool = _TOOL_STEP.search(prompt.text)
+    low = isinstance(score, int | float) and not isinstance(score, bool) and score < 0.5
+    failed_step = int(first_tool.group(1)) if low and first_tool else None
+    return ({key: score, f"{key}_explanation": _explain(sentences, score),
+             "failed_step": failed_step, "evaluation_status": "success", "reason": None,
+             "error": None}, (key,))
 
 
 def _explain(sentences: tuple[str, str, str], value: Any) -> str:

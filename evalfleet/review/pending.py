@@ -11,10 +11,15 @@ are left out, as on the review page, so they do not anchor the people labelling.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
+from evalfleet.core.trajectory import Trajectory
 from evalfleet.store.review import ReviewItem
+from workers.compactor import render_trajectory
 
 #: Keys of a pending item's JSON object, in order.
 PENDING_KEYS = ("item_id", "sample_id", "metric", "scores", "reason", "probability",
@@ -56,8 +61,9 @@ def label_studio_task(item: ReviewItem, *, scores: Sequence[str]) -> dict[str, A
 
     Returns:
         ``{"data": {...}}`` with ``item_id``, ``sample_id``, ``metric``, ``input``,
-        ``output``, ``context``, ``reference``, ``reason``, ``probability``, ``stratum``
-        and ``scores`` (comma-separated).
+        ``output``, ``context``, ``reference``, ``trajectory`` (an agent's steps as the
+        judge reads them, whole; empty for a sample without one), ``reason``,
+        ``probability``, ``stratum`` and ``scores`` (comma-separated).
     """
     sample = item.sample or {}
     context = sample.get("context")
@@ -71,6 +77,18 @@ def label_studio_task(item: ReviewItem, *, scores: Sequence[str]) -> dict[str, A
         "item_id": item.id, "sample_id": item.sample_id, "metric": item.metric,
         "input": text(sample.get("input")), "output": text(sample.get("output")),
         "context": text(context), "reference": text(sample.get("reference")),
-        "reason": item.reason, "probability": item.probability, "stratum": item.stratum,
+        "trajectory": _trajectory_text(sample.get("trajectory")), "reason": item.reason,
+        "probability": item.probability, "stratum": item.stratum,
         "scores": ",".join(scores),
     }}
+
+
+def _trajectory_text(data: Any) -> str:
+    """An agent's steps numbered as the judge's prompt writes them, nothing cut."""
+    if data is None:
+        return ""
+    try:
+        text, _ = render_trajectory(Trajectory.model_validate(data), budget_chars=sys.maxsize)
+    except ValidationError:
+        return "(the trajectory kept with this sample does not read)"
+    return text

@@ -105,6 +105,9 @@ class VerdictRecord:
     compaction: dict[str, int] | None = None
     """What was cut from the sample's trajectory to fit the metric's budget
     (``original_chars``, ``cut_chars``, ``pieces_cut``); None when nothing was."""
+    failed_step: int | None = None
+    """The trajectory step (from 1) the judge named as where things went wrong, for a
+    metric whose output declares a ``step_field``; None when it named none."""
     sample: dict[str, Any] | None = None
     """The sample content judged (``input``, ``output``, ``context``, ``reference``,
     ``fields``) as the producer accepted it; None when not kept (or purged)."""

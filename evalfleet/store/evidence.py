@@ -53,6 +53,8 @@ class Evidence:
     """The sample's attributes."""
     sample: dict[str, Any] | None
     """Input, output, context, reference and fields; None when not kept or purged."""
+    failed_step: int | None = None
+    """The trajectory step (from 1) the judge named as where things went wrong."""
 
 
 def sample_content(sample: Mapping[str, Any]) -> dict[str, Any]:
@@ -117,7 +119,7 @@ def lowest_scoring(
     order = vs.value.desc() if highest else vs.value.asc()
     query = (
         select(verdicts.c.id, verdicts.c.sample_id, vs.value, verdicts.c.reason,
-               vs.sample_ts, verdicts.c.attributes)
+               vs.sample_ts, verdicts.c.attributes, verdicts.c.failed_step)
         .select_from(verdict_scores.join(verdicts, verdicts.c.id == vs.verdict_id))
         .where(vs.metric == metric, vs.name == score, vs.sample_ts >= to_utc(start),
                vs.sample_ts < to_utc(end), vs.created_at >= created_since(to_utc(start)),
@@ -130,7 +132,7 @@ def lowest_scoring(
     return [
         Evidence(verdict_id=row[0], sample_id=row[1], value=float(row[2]), reason=row[3],
                  sample_ts=to_utc(row[4]), attributes=dict(row[5] or {}),
-                 sample=samples.get(row[0]))
+                 sample=samples.get(row[0]), failed_step=row[6])
         for row in rows
     ]
 

@@ -90,6 +90,7 @@ verdicts = Table(
     # Of prompt_tokens, those served from the provider's prompt cache (null: not reported).
     Column("cached_tokens", Integer),
     Column("compaction", JsonDocument),
+    Column("failed_step", Integer),
     # The exactly-once effect: one verdict per sample, metric, prompt and judge (on
     # Postgres: ``verdict_keys``, as a partitioned table cannot hold this constraint).
     UniqueConstraint("sample_id", "metric", "prompt_version", "judge_model", info=SQLITE_ONLY),

@@ -578,7 +578,7 @@ def verdict_row(record: VerdictRecord) -> dict[str, Any]:
         "notes": record.notes or None, "judge_reported_model": record.judge_reported_model,
         "judge_fingerprint": record.judge_fingerprint, "purpose": record.purpose,
         "judge_mode": record.judge_mode, "cached_tokens": record.cached_tokens,
-        "compaction": record.compaction,
+        "compaction": record.compaction, "failed_step": record.failed_step,
     }
 
 
@@ -594,5 +594,6 @@ def _verdict_record(row: RowMapping) -> VerdictRecord:
         notes=row["notes"] or [], judge_reported_model=row["judge_reported_model"],
         judge_fingerprint=row["judge_fingerprint"], purpose=row["purpose"],
         judge_mode=row["judge_mode"], cached_tokens=row["cached_tokens"],
-        compaction=row.get("compaction"), sample=row.get("sample"),
+        compaction=row.get("compaction"), failed_step=row.get("failed_step"),
+        sample=row.get("sample"),
     )

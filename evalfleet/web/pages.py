@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from evalfleet.alerts.alert import detector_lines, drift_line
-from evalfleet.alerts.evidence import context_excerpt
+from evalfleet.alerts.evidence import context_excerpt, failed_step_line
 from evalfleet.alerts.rule import (
     CalibrationBaseline,
     PinnedBaseline,
@@ -41,6 +41,7 @@ from evalfleet.store.pages import (
 )
 from evalfleet.store.sql import SqlStore
 from evalfleet.web.charts import histogram, polyline, shared_top, time_ticks, y_of
+from evalfleet.web.trajectory import trajectory_view
 
 #: Evaluations a sparkline shows.
 SPARK_POINTS = 48
@@ -253,6 +254,9 @@ class PageData:
         sample = found.get("sample") or None
         return {
             "v": found, "sample": sample,
+            "trajectory": trajectory_view(sample.get("trajectory"),
+                                          failed_step=found.get("failed_step"))
+            if sample else None,
             "fields_json": json.dumps(sample.get("fields") or {}, indent=2, ensure_ascii=False)
             if sample else "",
             "error": self._mask(found.get("error")),
@@ -342,7 +346,8 @@ def _evidence_row(item: Any) -> dict[str, Any]:
     return {"verdict_id": item.verdict_id, "sample_id": item.sample_id, "value": item.value,
             "reason": item.reason, "at": item.sample_ts, "attributes": item.attributes,
             "input": sample.get("input"), "output": sample.get("output"),
-            "context": context, "more_context": more, "kept": item.sample is not None}
+            "context": context, "more_context": more, "kept": item.sample is not None,
+            "failed_step": failed_step_line(item), "step_number": item.failed_step}
 
 
 def _trend_chart(buckets: Sequence[Any], points: Sequence[Any], history: Sequence[Any], *,

@@ -35,6 +35,7 @@ from evalfleet.review.label import read_label
 from evalfleet.review.pending import label_studio_task, pending_record
 from evalfleet.store.review import LabelValue, ReviewItem, ReviewQueue
 from evalfleet.web.csrf import check_token, issue_token
+from evalfleet.web.trajectory import trajectory_view
 
 #: The agreement view: its default and longest look-back in days.
 AGREEMENT_DAYS = 30
@@ -396,10 +397,12 @@ class ReviewPages:
                    show_value(item.judge_raw_scores.get(name), none="-"))
                   for name, _, _ in scores] if given else []
         guide, guide_problem = _guide_of(metric)
+        sample = item.sample or {}
         return self._page(
             request, "review_item.html", status_code=status_code, item=item,
             reviewer=reviewer, given=given, problems=problems or [], scores=scores,
-            reveal=reveal, sample=item.sample or {}, csrf=self._csrf(request),
+            reveal=reveal, sample=sample, csrf=self._csrf(request),
+            trajectory=trajectory_view(sample.get("trajectory")),
             description=metric.spec.description if metric else "", guide=guide,
             guide_problem=guide_problem)
 

@@ -357,3 +357,11 @@ def test_the_alert_page_histograms_and_worst_samples_explain_themselves(site: An
     assert chunk and chunk.group(1).endswith("…") and len(chunk.group(1)) < 700
     assert "CHUNK-1-2" in alert
     assert "CHUNK-2-5" in alert and "CHUNK-2-6" not in alert and "2 more chunk(s)" in alert
+    # The agent's run names the step its judge found wrong, linked on its verdict page.
+    step = re.search(r'class="text failed-step">([^<]*)</span> <a href="(/verdicts/\d+#step-2)"',
+                     alert)
+    assert step and step.group(1).startswith(
+        "step 2 of 2: tool call weather {&#34;city&#34;: &#34;Olso&#34;} -&gt; no such city "
+        "&lt;!channel&gt;")
+    verdict = get(site, step.group(2).split("#")[0]).text
+    assert '<li class="step step-tool failed" id="step-2">' in verdict

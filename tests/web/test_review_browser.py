@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -71,14 +72,15 @@ def verdict(n: int, now: datetime) -> VerdictRecord:
                 "reference": None, "fields": {}})
 
 
-@pytest.fixture(scope="module")
-def review_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReviewSite]:
-    folder: Path = tmp_path_factory.mktemp("review")
+@contextmanager
+def served_review(folder: Path, verdicts: list[VerdictRecord], *,
+                  reviewers: tuple[str, ...]) -> Iterator[ReviewSite]:
+    """The page over an embedded store holding ``verdicts``, each in the review slice
+    of its metric, with a reviewer token for each of ``reviewers``."""
     url = f"sqlite:///{folder / 'evalfleet.db'}"
-    now = datetime.now(UTC) - timedelta(minutes=5)
-    worker = open_store(url, review=ReviewSlice({"rag_qa": MetricSlice(rate=1.0)}))
+    metrics = {v.key.metric for v in verdicts}
+    worker = open_store(url, review=ReviewSlice({m: MetricSlice(rate=1.0) for m in metrics}))
     migrate(worker.engine)
-    verdicts = [verdict(n, now) for n in range(ITEMS)]
     worker.save(verdicts=verdicts, owner="worker")
     worker.close()
     settings = Settings(database_url=url, ui_token=READ_ONLY, review_secret="s" * 32,
@@ -86,11 +88,23 @@ def review_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReviewSite
     served = Served(build_ui_app(settings, token=READ_ONLY))
     store = open_store(url)
     queue = ReviewQueue(store)
-    tokens = {name: queue.add_reviewer(name, now=now) for name in ("ann", "bob")}
-    yield ReviewSite(served=served, queue=queue, tokens=tokens,
-                     reasons={v.key.sample_id: str(v.reason) for v in verdicts})
-    served.stop()
-    store.close()
+    now = min(v.sample_ts for v in verdicts)
+    tokens = {name: queue.add_reviewer(name, now=now) for name in reviewers}
+    try:
+        yield ReviewSite(served=served, queue=queue, tokens=tokens,
+                         reasons={v.key.sample_id: str(v.reason) for v in verdicts})
+    finally:
+        served.stop()
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def review_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReviewSite]:
+    now = datetime.now(UTC) - timedelta(minutes=5)
+    with served_review(tmp_path_factory.mktemp("review"),
+                       [verdict(n, now) for n in range(ITEMS)],
+                       reviewers=("ann", "bob")) as site:
+        yield site
 
 
 def keys(browser: webdriver.Chrome, text: str) -> None:

@@ -113,3 +113,18 @@ def test_a_trajectory_that_cannot_fit_is_a_named_failed_verdict_without_a_call(
     assert "cannot be compacted into the metric's budget" in (verdict.error or "")
     assert verdict.scores == {"task_completion": None}
     assert sim.stats()["requests"] == 0
+
+
+def test_the_step_the_judge_names_is_kept_on_the_verdict(
+        make_evaluator: Any, store: SqlStore) -> None:
+    # A low score: the simulator names the run's first tool call, step 2, as a judge would.
+    low = sample(RUN, input="Weather in Oslo? [[judge-sim tool_use=0.2]]")
+    outcome = make_evaluator(load_registry()).run(new_job("agent_tool_use", low), owner="w1")
+    assert (outcome.kind, outcome.detail) == ("stored", "ok")
+    (verdict,) = store.iter_verdicts()
+    assert verdict.failed_step == 2 and export_row(verdict)["failed_step"] == 2
+    # A step the judge did not name stays null, as does any metric without a step field.
+    fine = sample(RUN, id="fine", input="Weather in Oslo? [[judge-sim tool_use=0.9]]")
+    make_evaluator(load_registry()).run(new_job("agent_tool_use", fine), owner="w1")
+    assert {v.key.sample_id: v.failed_step for v in store.iter_verdicts()} == {
+        "5b8efff798038103d269b633813fc60c": 2, "fine": None}

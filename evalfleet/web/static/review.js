@@ -68,15 +68,43 @@
     });
   }
 
+  // An agent's trajectory: t goes to its first step; on a step j/k (or the arrows) move,
+  // Enter and Space open or close it (the browser's own <details>), Esc goes back to
+  // the scores. While a step has the focus, the scoring keys do nothing.
+  var steps = Array.prototype.slice.call(document.querySelectorAll("#trajectory summary"));
+
+  function onStep(target) {
+    return target && target.tagName === "SUMMARY" && steps.indexOf(target) >= 0;
+  }
+
+  function stepKey(event) {
+    var at = steps.indexOf(event.target);
+    var key = event.key;
+    if (key === "Enter" || key === " ") { return; }  // the browser opens the step
+    if (key === "j" || key === "ArrowDown") {
+      steps[Math.min(at + 1, steps.length - 1)].focus();
+    } else if (key === "k" || key === "ArrowUp") {
+      steps[Math.max(at - 1, 0)].focus();
+    } else if (key === "Escape") {
+      event.target.blur(); mark();
+    } else if (key === "?") {
+      if (help) { help.hidden = !help.hidden; }
+    }
+    event.preventDefault();
+  }
+
   document.addEventListener("keydown", function (event) {
     if (event.ctrlKey || event.metaKey || event.altKey) { return; }
     if (typing(event.target)) {
       if (event.key === "Escape") { event.target.blur(); }
       return;
     }
+    if (onStep(event.target)) { stepKey(event); return; }
     var key = event.key;
     var handled = true;
-    if (key === "?") {
+    if (key === "t" && steps.length) {
+      steps[0].focus();
+    } else if (key === "?") {
       if (help) { help.hidden = !help.hidden; }
     } else if (key === "Enter") {
       if (labelForm) { labelForm.requestSubmit(); } else if (nextForm) { nextForm.requestSubmit(); }

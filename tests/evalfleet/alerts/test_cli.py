@@ -67,15 +67,15 @@ def test_default_rules_evaluate_on_an_empty_store(database_url: str) -> None:
     result = cli(settings, "alerts", "check", "--at", (T0 + timedelta(days=1)).isoformat())
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    rows = [line.split() for line in lines[2:10]]
-    assert lines[10:] == [f"{rule}: no baseline: no calibration run of this metric (run "
-                          "`evalfleet calibrate`)" for rule in (
-        "rag_qa_judge_drift", "context_precision_judge_drift", "bbh_judge_drift",
-        "rec_faithfulness_judge_drift")]
-    assert [row[:4] for row in rows] == [
-        [rule, "(all)", "new", "no_data"]
-        for rule in ("rag_qa_faithfulness_drop", "context_precision_drop", "bbh_accuracy_drop",
-                     "rec_faithfulness_drop")] + [
-        [rule, "(all)", "new", "insufficient_data"]
-        for rule in ("rag_qa_judge_drift", "context_precision_judge_drift", "bbh_judge_drift",
-                     "rec_faithfulness_judge_drift")]
+    drops = ("rag_qa_faithfulness_drop", "context_precision_drop", "bbh_accuracy_drop",
+             "agent_task_completion_drop", "agent_tool_use_drop", "rec_faithfulness_drop")
+    drifts = ("rag_qa_judge_drift", "context_precision_judge_drift", "bbh_judge_drift",
+              "rec_faithfulness_judge_drift", "agent_task_completion_judge_drift",
+              "agent_tool_use_judge_drift")
+    count = len(drops) + len(drifts)
+    rows = [line.split() for line in lines[2:2 + count]]
+    assert lines[2 + count:] == [f"{rule}: no baseline: no calibration run of this metric "
+                                 "(run `evalfleet calibrate`)" for rule in drifts]
+    assert sorted(row[:4] for row in rows) == sorted(
+        [[rule, "(all)", "new", "no_data"] for rule in drops]
+        + [[rule, "(all)", "new", "insufficient_data"] for rule in drifts])

@@ -52,6 +52,8 @@ def test_show_tells_the_story_of_a_firing_segment(fired: Path, alert_database: s
     worst = out.split("worst samples of the window", 1)[1]
     assert "1. 0.00  worst-1" in worst and "2. 0.01  worst-2" in worst
     assert "judge:    case 1: <!channel>" in worst and "answer:" in worst
+    assert 'failed:   step 2 of 2: tool call weather {"city": "Olso"} -> no such city <!channel>' \
+        in worst
     # What a faithfulness alert is about: the context the answer was given.
     assert "context:  [1] CHUNK-1-1 <script>alert(1)</script> <!channel>" in worst
     assert "[5] CHUNK-2-5" in worst and "CHUNK-2-6" not in worst and "(2 more chunk(s))" in worst

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from datetime import UTC, datetime
@@ -14,6 +15,7 @@ import pytest
 from evalfleet.calibration.gold import load_gold
 from evalfleet.core.metric import load_registry
 from evalfleet.dataset import (
+    agent_chat_records,
     csv_row_to_json,
     csv_rows,
     finetune_records,
@@ -116,6 +118,43 @@ def test_a_failed_verdict_nobody_labelled_teaches_nothing() -> None:
     assert records == []
     assert [sample_id for sample_id, _ in skipped] == ["s-1", "s-2", "s-3"]
     assert "not kept" in skipped[2][1]
+
+
+def agent_item(metric: str, sample_id: str, trajectory: Any) -> DatasetItem:
+    base = item("rag_qa", sample_id=sample_id)
+    assert base.sample is not None
+    return dataclasses.replace(base, metric=metric, sample={**base.sample,
+                                                            "trajectory": trajectory})
+
+
+def test_agent_runs_export_as_chat_lines_with_their_tool_calls_once_each() -> None:
+    from tests.evalfleet.dataset.test_conversation import check_format
+
+    run = {"steps": [
+        {"type": "model", "input": [{"role": "user", "content": f"Weather? {HOSTILE}"}],
+         "output": [{"role": "assistant", "tool_calls": [
+             {"id": "c1", "name": "weather", "arguments": {"city": "Oslo", "key": SECRET}}]}]},
+        {"type": "tool", "name": "weather", "call_id": "c1", "arguments": {"city": "Oslo"},
+         "result": f"rain {HOSTILE}"}], "final_answer": "Rain."}
+    skipped: list[tuple[str, str]] = []
+    records = list(agent_chat_records(
+        [agent_item("agent_tool_use", "t-1", run), agent_item("agent_task_completion", "t-1",
+                                                              run),
+         item("rag_qa", sample_id="plain"), item("rag_qa", sample_id="gone", sample=False),
+         agent_item("agent_tool_use", "no-answer", {"steps": [run["steps"][0]]}),
+         agent_item("agent_tool_use", "unreadable", {"steps": [{"type": "warp"}]})],
+        secrets=[SECRET], skipped=lambda i, why: skipped.append((i.sample_id, why))))
+    (record,) = records  # the run saved for two metrics is written once
+    check_format(record)
+    line = json.dumps(record, ensure_ascii=False)
+    assert SECRET not in line and "***" in line  # secrets masked, sample text verbatim
+    assert record["messages"][0]["content"] == f"Weather? {HOSTILE}"
+    assert [m["role"] for m in record["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert skipped == [
+        ("plain", "not an agent's run (no trajectory)"),
+        ("gone", "its sample was not kept"),
+        ("no-answer", "tool call 'weather' (c1) has no result in the trajectory"),
+        ("unreadable", "its trajectory does not read (1 error(s))")]
 
 
 def test_jsonl_and_csv_round_trip_verbatim() -> None:

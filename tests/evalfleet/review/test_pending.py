@@ -3,6 +3,7 @@ by item id, counted as random."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,6 +14,7 @@ from evalfleet.cli import main
 from evalfleet.core.metric import load_registry
 from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum
 from evalfleet.review.estimate import OK, estimate_score
+from evalfleet.review.pending import label_studio_task
 from evalfleet.store import SqlStore
 from evalfleet.store.estimate import EstimateReads
 from evalfleet.store.review import ReviewQueue
@@ -153,3 +155,23 @@ def test_a_label_studio_export_imports_back_by_item_id(any_store: SqlStore,
         export.write_bytes(hostile)
         bad = run(any_store, "review", "import", "--format", "label-studio", str(export))
         assert bad.exit_code == 1 and "project-1.json" in bad.stderr
+
+
+def test_a_label_studio_task_carries_an_agents_steps_as_the_judge_reads_them(
+        any_store: SqlStore) -> None:
+    from tests.evalfleet.alerts.notifier.test_evidence import AGENT_RUN
+
+    slice_of(any_store)
+    item = ReviewQueue(any_store).take(reviewer="ann", now=AT, lease_s=60)
+    assert item is not None and item.sample is not None
+    plain = label_studio_task(item, scores=["faithfulness"])["data"]
+    agent = label_studio_task(dataclasses.replace(item, sample={
+        **item.sample, "trajectory": AGENT_RUN}), scores=["tool_use"])["data"]
+    broken = label_studio_task(dataclasses.replace(item, sample={
+        **item.sample, "trajectory": {"steps": [{"type": "warp"}]}}), scores=["tool_use"])
+    assert plain["trajectory"] == ""
+    assert agent["trajectory"].startswith(
+        "Step 1: model call\n  [assistant] asks for tool weather (call c1) with arguments "
+        '{"city": "Olso"}\nStep 2: tool call weather (call c1)\n')
+    assert "no such city <!channel>" in agent["trajectory"]  # verbatim: the tool escapes
+    assert broken["data"]["trajectory"] == "(the trajectory kept with this sample does not read)"

@@ -62,6 +62,45 @@ def test_lowest_scoring_samples_of_a_segment(any_store: SqlStore) -> None:
     assert [e.sample_id for e in best] == ["s0"]
 
 
+#: An agent's run whose second step, a tool call, went wrong.
+AGENT_SAMPLE = {**SAMPLE, "trajectory": {
+    "steps": [{"type": "model", "output": [{"role": "assistant", "tool_calls": [
+                  {"id": "c1", "name": "weather", "arguments": {"city": "Olso"}}]}]},
+              {"type": "tool", "name": "weather", "call_id": "c1",
+               "arguments": {"city": "Olso \x1b[31m<b>"}, "result": "no such city"}],
+    "final_answer": "I could not find it."}}
+
+
+def test_the_step_the_judge_named_goes_with_the_worst_samples(any_store: SqlStore) -> None:
+    from evalfleet.alerts.alert import evidence_line
+    from evalfleet.alerts.evidence import evidence_details, failed_step_line
+
+    any_store.save(verdicts=[
+        record(VerdictKey(sample_id, "agent_tool_use", "v1", "judge"),
+               scores={"tool_use": value}, raw_scores={"tool_use": value},
+               reason="the city was misspelt", sample=sample, failed_step=step,
+               attributes={"app": "bot"}, sample_ts=NOW - timedelta(minutes=5))
+        for sample_id, value, step, sample in [
+            ("named", 0.1, 2, AGENT_SAMPLE), ("gone", 0.2, 2, None),
+            ("past-the-end", 0.3, 9, AGENT_SAMPLE), ("none", 0.4, None, AGENT_SAMPLE)]],
+        owner="o")
+    with any_store.engine.connect() as conn:
+        worst = lowest_scoring(conn, metric="agent_tool_use", score="tool_use",
+                               start=NOW - timedelta(hours=1), end=NOW, labels={})
+    assert [(e.sample_id, e.failed_step) for e in worst] == [
+        ("named", 2), ("gone", 2), ("past-the-end", 9), ("none", None)]
+    # The escape inside the arguments stays JSON-escaped text: nothing for a terminal to run.
+    assert [failed_step_line(e) for e in worst] == [
+        'step 2 of 2: tool call weather {"city": "Olso \\u001b[31m<b>"} -> no such city',
+        "step 2", "step 9", None]
+    details = evidence_details(worst)
+    assert [(d.get("failed_step"), d.get("step")) for d in details] == [
+        (2, "tool call weather"), (2, None), (9, None), (None, None)]
+    assert evidence_line(details[0]) == (
+        "0.1 named at step 2, tool call weather: the city was misspelt")
+    assert evidence_line(details[3]) == "0.4 none: the city was misspelt"
+
+
 def test_sample_retention_purges_samples_and_keeps_verdicts(any_store: SqlStore) -> None:
     any_store.save(verdicts=[verdict(n, 0.5, created_at=NOW - timedelta(days=age))
                              for n, age in enumerate([9, 8, 7, 1, 0])], owner="o")

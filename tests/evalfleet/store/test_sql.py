@@ -268,8 +268,13 @@ def test_cached_tokens_are_stored_and_exported(any_store: VerdictStore) -> None:
 
 
 @pytest.mark.parametrize("backend", ["postgres", "sqlite"])
-def test_revision_0013_adds_cached_tokens_and_takes_it_back(
-        backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("before", "column", "kept", "new"), [
+    ("0012", "cached_tokens", 80, 32),  # revision 0013
+    ("0016", "failed_step", 5, 3),  # revision 0017
+])
+def test_a_revision_adds_a_verdict_column_and_takes_it_back(
+        backend: str, before: str, column: str, kept: int, new: int,
+        request: pytest.FixtureRequest, tmp_path: Path) -> None:
     # On Postgres the verdicts are partitioned by day (0008): the column reaches every
     # partition, those of verdicts stored before the revision included.
     url = (request.getfixturevalue("empty_postgres_url") if backend == "postgres"
@@ -277,19 +282,19 @@ def test_revision_0013_adds_cached_tokens_and_takes_it_back(
     store = open_store(url)
     try:
         migrate(store.engine)
-        store.save(verdicts=[record(VerdictKey("kept", "rag_qa", "v", "m"), cached_tokens=80)],
+        store.save(verdicts=[record(VerdictKey("kept", "rag_qa", "v", "m"), **{column: kept})],
                    owner="a")
-        migrate_down(store, "0012")
+        migrate_down(store, before)
         with store.engine.connect() as conn:  # type: ignore[attr-defined]
             columns = {c["name"] for c in inspect(conn).get_columns("verdicts")}
-            assert "cached_tokens" not in columns and "judge_mode" in columns
+            assert column not in columns and "judge_mode" in columns
         migrate(store.engine)
-        store.save(verdicts=[record(VerdictKey("new", "rag_qa", "v", "m"), cached_tokens=32,
+        store.save(verdicts=[record(VerdictKey("new", "rag_qa", "v", "m"), **{column: new},
                                     created_at=NOW + timedelta(days=1))], owner="a")
-        cached = {r.key.sample_id: r.cached_tokens for r in store.iter_verdicts()}
+        values = {r.key.sample_id: getattr(r, column) for r in store.iter_verdicts()}
     finally:
         store.close()
-    assert cached == {"kept": None, "new": 32}  # the older row lost it with the column
+    assert values == {"kept": None, "new": new}  # the older row lost it with the column
 
 
 def migrate_down(store: VerdictStore, revision: str) -> None:

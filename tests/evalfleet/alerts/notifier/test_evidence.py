@@ -78,8 +78,17 @@ def context(n: int) -> list[str]:
             [f"CHUNK-{n}-{c}" for c in range(1, 8)]][n]
 
 
+#: Worst sample 0 is an agent's run whose judge named its second step as where it went wrong.
+AGENT_RUN = {"steps": [
+    {"type": "model", "output": [{"role": "assistant", "tool_calls": [
+        {"id": "c1", "name": "weather", "arguments": {"city": "Olso"}}]}]},
+    {"type": "tool", "name": "weather", "call_id": "c1", "arguments": {"city": "Olso"},
+     "result": f"no such city {HOSTILE[:60]}"}], "final_answer": "It is sunny."}
+
+
 def plant_worst(url: str) -> None:
-    """Three verdicts with the lowest scores of the drop window, with hostile reasons."""
+    """Three verdicts with the lowest scores of the drop window, with hostile reasons; the
+    first an agent's run with the step its judge named."""
     store = open_store(url)
     records = [VerdictRecord(
         key=VerdictKey(f"worst-{n}", "rag_qa", "p1", "judge"), status="ok", error_class=None,
@@ -88,7 +97,8 @@ def plant_worst(url: str) -> None:
         prompt_tokens=None, completion_tokens=None, attributes={"app": "support-bot"},
         sample_ts=T0 + n * MINUTE, created_at=T0 + n * MINUTE,
         sample={"input": "q", "output": HOSTILE, "context": context(n), "reference": None,
-                "fields": {}}) for n, value in enumerate([0.02, 0.0, 0.01])]
+                "fields": {}, **({"trajectory": AGENT_RUN} if n == 0 else {})},
+        failed_step=2 if n == 0 else None) for n, value in enumerate([0.02, 0.0, 0.01])]
     store.save(verdicts=records, owner="t")
     store.close()
 
@@ -110,12 +120,14 @@ def test_firing_alerts_carry_their_worst_samples_and_a_link(
     notes = alert["annotations"]
     worst = [notes[f"worst_sample_{n}"] for n in (1, 2, 3)]
     assert [line.split(" ")[:2] for line in worst] == [
-        ["0", "worst-1:"], ["0.01", "worst-2:"], ["0.02", "worst-0:"]]
+        ["0", "worst-1:"], ["0.01", "worst-2:"], ["0.02", "worst-0"]]
+    # The agent's run says where it went wrong: the step's number and kind, no sample text.
+    assert worst[2].startswith("0.02 worst-0 at step 2, tool call weather: case 0: ")
     assert worst[0].startswith("0 worst-1: case 1: <!channel>")  # plain text; Slack escapes
     assert "worst_sample_4" not in notes
     for line in worst:
         assert "\x1b" not in line and "\u202e" not in line
-        assert len(line) <= REASON_CHARS + 40
+        assert len(line) <= REASON_CHARS + 40 + len(" at step 2, tool call weather")
     assert {"window_n", "window_mean", "baseline_n", "baseline_mean"} <= set(notes)
     assert alert["generatorURL"] == (
         "http://ui.example:8500/alerts/faithfulness_drop?segment=app%3Dsupport-bot")
