@@ -24,9 +24,20 @@ alarm level, counted in cycles (a cycle without samples counts too, and changes 
 **Per-cycle aggregates, never history.** A cycle's payoffs need only its own samples'
 aggregates (:class:`~evalfleet.alerts.statistic.Summary`): for yes/no and rubric scores
 the count per value gives the exact ``sum of log(1 + λ (b - x))``; for a continuous score
-the count, sum and sum of squares give a lower bound of it (Fan, Grama and Liu 2015:
-``log(1 + u) >= u - u² ψ(c) / c²`` for ``u >= -c``, ``ψ(c) = -log(1 - c) - c``), which is
-still dominated by the exact e-process and so keeps the guarantee, at a small loss of speed.
+the count, sum and sum of squares give the least value it could have, which keeps the
+guarantee (it is below the exact e-process). With ``u = λ (b - x) >= -c``, ``c = λ (1 - b)``,
+the quadratic through ``log(1 + u)`` at ``-c`` and tangent to it at any ``v`` lies below
+it for every ``u >= -c`` (its difference from the logarithm has a convex derivative with
+zeros only between ``-c`` and ``v`` and at ``v``); taking ``v`` where the two-point samples
+at ``-c`` and ``v`` with the cycle's moments sit makes it exact for those. The older
+bound, tangent at ``v = 0``, gave up about a third of the growth on a skewed score.
+
+**Drops against the baseline from before them.** A bet fixes its boundary and size when
+its CUSUM restarts and keeps them while it grows: the e-process started at a cycle uses
+the reference fixed before that cycle, as every e-process of the Shiryaev-Roberts sum
+below may, and a drop is not hidden by a trailing baseline that has since taken it in.
+The null hypothesis reads: no sample's mean is below the boundary its bet fixed (for a
+steady score, the same as every cycle's own).
 
 **Many streams.** With K streams (rule, segment and test) alarming at ``K · R`` each, the
 first alarm of any of them comes after at least R cycles on average: the sum of their
@@ -95,6 +106,33 @@ class BetState:
     """Samples since then."""
     total: float = 0.0
     """Their sum (on the lower-is-worse scale)."""
+    boundary: float | None = None
+    """The boundary fixed when it last restarted, kept until it restarts again (None:
+    the cycle's own)."""
+    mean: float | None = None
+    """The baseline's mean then."""
+    size: float | None = None
+    """Its bet then."""
+
+    def to_json(self) -> list[Any]:
+        """Plain JSON data."""
+        return [self.log_value, self.started_at, self.n, self.total, self.boundary,
+                self.mean, self.size]
+
+    @classmethod
+    def from_json(cls, data: Any) -> BetState:
+        """The state :meth:`to_json` stored (also the older four numbers, without the
+        fixed reference).
+
+        Raises:
+            ValueError: ``data`` is not one.
+        """
+        value, started, n, total, *fixed = data
+        if fixed and len(fixed) != 3:
+            raise ValueError("a bet's state holds 4 or 7 numbers")
+        boundary, mean, size = (None if v is None else float(v) for v in fixed or (None,) * 3)
+        return cls(float(value), None if started is None else float(started), int(n),
+                   float(total), boundary, mean, size)
 
 
 @dataclass(frozen=True)
@@ -121,20 +159,20 @@ class DetectorState:
     def to_json(self) -> dict[str, Any]:
         """Plain JSON data, for the store."""
         return {"read_until": self.read_until, "updates": self.updates,
-                "bets": [[b.log_value, b.started_at, b.n, b.total] for b in self.bets]}
+                "bets": [bet.to_json() for bet in self.bets]}
 
     @classmethod
     def from_json(cls, data: Any) -> DetectorState | None:
         """The state stored by :meth:`to_json`; None when it is not one (the detector then
         starts again: a lost state delays an alarm, never causes one)."""
         try:
-            bets = tuple(BetState(float(v), None if s is None else float(s), int(n), float(t))
-                         for v, s, n, t in data["bets"])
+            bets = tuple(BetState.from_json(bet) for bet in data["bets"])
             state = cls(bets=bets, read_until=float(data["read_until"]),
                         updates=int(data["updates"]))
         except (KeyError, TypeError, ValueError):
             return None
-        numbers = [state.read_until, *(v for b in bets for v in (b.log_value, b.total))]
+        numbers = [state.read_until, *(v for b in bets for v in (
+            b.log_value, b.total, b.boundary or 0.0, b.mean or 0.0, b.size or 0.0))]
         if len(bets) != len(BET_MULTIPLIERS) or not all(map(math.isfinite, numbers)):
             return None
         return state
@@ -233,8 +271,9 @@ def log_payoff(increment: Summary, *, boundary: float, bet: float) -> float:
         bet: The bet size (at most ``BET_CAP / (1 - b)``).
 
     Returns:
-        Exact from the counts per value; from count, sum and sum of squares a lower bound
-        (see the module docstring). 0 for no samples or no bet.
+        Exact from the counts per value; from count, sum and sum of squares the least
+        value any samples with those sums in 0..1 could give (see the module docstring).
+        0 for no samples or no bet.
     """
     if increment.n == 0 or bet <= 0.0:
         return 0.0
@@ -242,16 +281,36 @@ def log_payoff(increment: Summary, *, boundary: float, bet: float) -> float:
         return sum(count * math.log1p(bet * (boundary - value))
                    for value, count in increment.levels)
     n, total, total_sq = increment.n, increment.total, increment.total_sq
-    first = n * boundary - total                                # sum of (b - x)
-    second = max(0.0, n * boundary * boundary - 2 * boundary * total + total_sq)
-    c = bet * max(0.0, 1.0 - boundary)                          # bet (b - x) >= -c
-    coefficient = (-math.log1p(-c) - c) / (c * c) if c > 1e-6 else 0.5 + c / 3
-    return bet * first - coefficient * bet * bet * second
+    # The payoffs' u = bet (b - x): their mean and mean square, and their floor -c (x = 1).
+    mean = bet * (boundary - total / n)
+    square = max(mean * mean, bet * bet * (boundary * boundary - 2 * boundary * total / n
+                                           + total_sq / n))
+    c = bet * max(0.0, 1.0 - boundary)
+    if mean + c <= 1e-12:  # every sample at x = 1: each pays 1 - c exactly
+        return n * math.log1p(-c)
+    # The two-point samples at -c and v with these moments pay the least.
+    v = (square + c * mean) / (mean + c)
+    return n * _quadratic_floor(mean, square, c=c, v=v)
+
+
+def _quadratic_floor(mean: float, square: float, *, c: float, v: float) -> float:
+    """Mean of ``q(u)``, the quadratic through ``log(1 + u)`` at ``-c`` and tangent to it
+    at ``v``: ``q <= log(1 + u)`` for every ``u >= -c``, so its mean bounds the payoffs'."""
+    gap = c + v
+    if gap <= 1e-9:
+        return math.log1p(mean) if mean > -1.0 else -math.inf
+    curvature = (math.log1p(v) - math.log1p(-c) - gap / (1.0 + v)) / (gap * gap)
+    return (math.log1p(v) + (mean - v) / (1.0 + v)
+            - curvature * (square - 2 * v * mean + v * v))
 
 
 def update(state: DetectorState, increment: Summary, reference: Reference, *,
            cycle_start: float, cycle_end: float) -> DetectorState:
     """The detector after one cycle.
+
+    A bet that restarts here fixes this cycle's boundary and bet, and keeps them until it
+    restarts again: a drop is measured against the baseline as it was when the drop
+    began, not against a trailing baseline that the drop has since lowered.
 
     Args:
         state: Before the cycle.
@@ -266,12 +325,18 @@ def update(state: DetectorState, increment: Summary, reference: Reference, *,
     """
     bets = []
     for bet, size in zip(state.bets, reference.bets, strict=True):
-        gain = log_payoff(increment, boundary=reference.boundary, bet=size)
-        if bet.log_value <= 0.0:  # max(M, 1): the CUSUM starts again here
-            bets.append(BetState(gain, cycle_start, increment.n, increment.total))
-        else:
-            bets.append(BetState(bet.log_value + gain, bet.started_at,
-                                 bet.n + increment.n, bet.total + increment.total))
+        growing = bet.log_value > 0.0
+        if growing and bet.boundary is not None and bet.size is not None:
+            boundary, mean, chosen = bet.boundary, bet.mean, bet.size
+        else:  # (re)started, or stored without a reference: this cycle's
+            boundary, mean, chosen = reference.boundary, reference.mean, size
+        gain = log_payoff(increment, boundary=boundary, bet=chosen)
+        if growing:
+            bets.append(BetState(bet.log_value + gain, bet.started_at, bet.n + increment.n,
+                                 bet.total + increment.total, boundary, mean, chosen))
+        else:  # max(M, 1): the CUSUM starts again here
+            bets.append(BetState(gain, cycle_start, increment.n, increment.total, boundary,
+                                 mean, chosen))
     return DetectorState(bets=tuple(bets), read_until=cycle_end, updates=state.updates + 1)
 
 
@@ -312,10 +377,12 @@ def evidence(state: DetectorState, reference: Reference | None, *,
     e_value = math.exp(min(state.log_statistic, 700.0))
     if reference is None or best.log_value <= 0.0 or best.n == 0:
         return Evidence(e_value, level, None, None, None, 0)
-    mean = best.total / best.n
+    # The drop from the baseline as it was when the strongest bet last restarted.
+    baseline = reference.mean if best.mean is None else best.mean
+    half = reference.half_width if best.boundary is None else baseline - best.boundary
     width = _mean_radius(best.n, alpha=1 - confidence)
-    drop = reference.mean - mean
-    interval = (drop - width - reference.half_width, drop + width + reference.half_width)
+    drop = baseline - best.total / best.n
+    interval = (drop - width - half, drop + width + half)
     return Evidence(e_value, level, drop, interval, best.started_at, best.n)
 
 
