@@ -36,8 +36,10 @@ bound, tangent at ``v = 0``, gave up about a third of the growth on a skewed sco
 its CUSUM restarts and keeps them while it grows: the e-process started at a cycle uses
 the reference fixed before that cycle, as every e-process of the Shiryaev-Roberts sum
 below may, and a drop is not hidden by a trailing baseline that has since taken it in.
-The null hypothesis reads: no sample's mean is below the boundary its bet fixed (for a
-steady score, the same as every cycle's own).
+The boundary it keeps is never more than :data:`HELD_ALLOWANCE` of ``min_effect`` above
+the cycle's own, so one fixed on a baseline that ran high (30 yes/no samples early on)
+cannot stay too high for days. The null hypothesis reads: no sample's mean is below the
+boundary its bet holds (for a steady score, the cycle's own or a little above it).
 
 **Many streams.** With K streams (rule, segment and test) alarming at ``K · R`` each, the
 first alarm of any of them comes after at least R cycles on average: the sum of their
@@ -73,6 +75,13 @@ BET_CAP = 0.5
 #: Standard errors between the baseline's mean and the boundary the detector tests.
 BASELINE_Z = 2.33
 
+#: How far above the cycle's own boundary a growing bet may keep the one it restarted
+#: on, as a share of ``min_effect``: a trailing baseline that takes in a drop is held
+#: off until it has fallen this far, and a boundary fixed on a baseline that ran high
+#: (a small one, early on) can never be more than this too high: every bet of the grid
+#: then still loses on a steady score (to second order).
+HELD_ALLOWANCE = 0.25
+
 #: Normal-mixture tuning of the drop's confidence sequence: tightest near this many samples.
 _CS_TUNED_N = 100
 
@@ -92,6 +101,8 @@ class Reference:
     """``mean - boundary``: the baseline's one-sided bound (0 for a threshold)."""
     bets: tuple[float, ...]
     """One bet size per entry of :data:`BET_MULTIPLIERS`."""
+    allowance: float = 0.0
+    """How far above this boundary a bet may keep the one it restarted on."""
 
 
 @dataclass(frozen=True)
@@ -243,7 +254,8 @@ def baseline_reference(baseline: Summary, *, min_effect: float,
     boundary = mean - half
     return Reference(boundary=boundary, mean=mean, half_width=half,
                      bets=growth_bets(boundary=boundary, min_effect=min_effect,
-                                      variance=baseline.variance))
+                                      variance=baseline.variance),
+                     allowance=HELD_ALLOWANCE * min_effect)
 
 
 def threshold_reference(threshold: float, *, min_effect: float, variance: float) -> Reference:
@@ -330,7 +342,7 @@ def update(state: DetectorState, increment: Summary, reference: Reference, *,
             boundary, mean, chosen = bet.boundary, bet.mean, bet.size
         else:  # (re)started, or stored without a reference: this cycle's
             boundary, mean, chosen = reference.boundary, reference.mean, size
-        gain = log_payoff(increment, boundary=boundary, bet=chosen)
+        gain = log_payoff(increment, boundary=_held(boundary, reference), bet=chosen)
         if growing:
             bets.append(BetState(bet.log_value + gain, bet.started_at, bet.n + increment.n,
                                  bet.total + increment.total, boundary, mean, chosen))
@@ -338,6 +350,12 @@ def update(state: DetectorState, increment: Summary, reference: Reference, *,
             bets.append(BetState(gain, cycle_start, increment.n, increment.total, boundary,
                                  mean, chosen))
     return DetectorState(bets=tuple(bets), read_until=cycle_end, updates=state.updates + 1)
+
+
+def _held(boundary: float, reference: Reference) -> float:
+    """The boundary a bet tests: the one it restarted on, at most the cycle's own plus
+    its allowance."""
+    return min(boundary, reference.boundary + reference.allowance)
 
 
 def reset(state: DetectorState) -> DetectorState:
@@ -378,8 +396,11 @@ def evidence(state: DetectorState, reference: Reference | None, *,
     if reference is None or best.log_value <= 0.0 or best.n == 0:
         return Evidence(e_value, level, None, None, None, 0)
     # The drop from the baseline as it was when the strongest bet last restarted.
-    baseline = reference.mean if best.mean is None else best.mean
-    half = reference.half_width if best.boundary is None else baseline - best.boundary
+    if best.boundary is None or best.mean is None:
+        held, half = reference.boundary, reference.half_width
+    else:
+        held, half = _held(best.boundary, reference), best.mean - best.boundary
+    baseline = held + half
     width = _mean_radius(best.n, alpha=1 - confidence)
     drop = baseline - best.total / best.n
     interval = (drop - width - half, drop + width + half)

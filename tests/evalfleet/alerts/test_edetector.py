@@ -149,9 +149,10 @@ def test_the_bound_from_sums_never_exceeds_the_exact_payoff(seed: int) -> None:
 
 
 def test_a_drop_is_measured_against_the_baseline_from_before_it() -> None:
-    # The trailing baseline takes in the drop; a bet that started on the old one keeps it.
+    # The trailing baseline takes in a little of the drop; a bet that started on the old
+    # one keeps it.
     before = baseline_reference(Summary.of_values([0.7, 0.9] * 500), min_effect=0.05)
-    lowered = baseline_reference(Summary.of_values([0.65, 0.85] * 500), min_effect=0.05)
+    lowered = baseline_reference(Summary.of_values([0.69, 0.89] * 500), min_effect=0.05)
     drop = Summary.of_values([0.6, 0.8] * 20)
     state = update(DetectorState.start(0.0), drop, before, cycle_start=0.0, cycle_end=60.0)
     state = update(state, drop, lowered, cycle_start=60.0, cycle_end=120.0)
@@ -161,6 +162,21 @@ def test_a_drop_is_measured_against_the_baseline_from_before_it() -> None:
     found = evidence(state, lowered, level=1e6, confidence=0.95)
     assert found.drop == pytest.approx(0.1)
     assert found.change_started_at == 0.0
+
+
+def test_a_boundary_kept_from_a_high_baseline_is_held_near_the_cycles_own() -> None:
+    # Fixed on a baseline that ran 0.1 high: held at most min_effect / 4 above the
+    # cycle's own boundary, so steady scores at the true mean make it lose.
+    high = baseline_reference(Summary.of_values([0.8, 1.0] * 500), min_effect=0.05)
+    true = baseline_reference(Summary.of_values([0.7, 0.9] * 500), min_effect=0.05)
+    state = update(DetectorState.start(0.0), Summary.of_values([0.75] * 10), high,
+                   cycle_start=0.0, cycle_end=60.0)
+    assert state.log_statistic > 0
+    for t in range(1, 200):
+        state = update(state, Summary.of_values([0.7, 0.9] * 5), true, cycle_start=60.0 * t,
+                       cycle_end=60.0 * (t + 1))
+    assert state.log_statistic < 0
+    assert true.allowance == pytest.approx(0.0125)
 
 
 def test_a_state_stored_before_the_fixed_reference_still_loads() -> None:
