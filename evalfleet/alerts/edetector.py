@@ -233,8 +233,7 @@ def growth_bets(*, boundary: float, min_effect: float, variance: float) -> tuple
     effect = max(min_effect, 1e-3)
     # Kelly for small bets: the expected payoff over its second moment after the drop.
     tuned = effect / (max(variance, 0.0) + effect * effect)
-    cap = BET_CAP / (1.0 - boundary) if boundary < 1.0 else math.inf
-    return tuple(min(m * tuned, cap) for m in BET_MULTIPLIERS)
+    return tuple(_capped(m * tuned, boundary) for m in BET_MULTIPLIERS)
 
 
 def baseline_reference(baseline: Summary, *, min_effect: float,
@@ -342,7 +341,9 @@ def update(state: DetectorState, increment: Summary, reference: Reference, *,
             boundary, mean, chosen = bet.boundary, bet.mean, bet.size
         else:  # (re)started, or stored without a reference: this cycle's
             boundary, mean, chosen = reference.boundary, reference.mean, size
-        gain = log_payoff(increment, boundary=_held(boundary, reference), bet=chosen)
+        held = _held(boundary, reference)
+        # Capped again at the held boundary: a lower one lets a sample lose more.
+        gain = log_payoff(increment, boundary=held, bet=_capped(chosen, held))
         if growing:
             bets.append(BetState(bet.log_value + gain, bet.started_at, bet.n + increment.n,
                                  bet.total + increment.total, boundary, mean, chosen))
@@ -350,6 +351,11 @@ def update(state: DetectorState, increment: Summary, reference: Reference, *,
             bets.append(BetState(gain, cycle_start, increment.n, increment.total, boundary,
                                  mean, chosen))
     return DetectorState(bets=tuple(bets), read_until=cycle_end, updates=state.updates + 1)
+
+
+def _capped(bet: float, boundary: float) -> float:
+    """``bet`` at most :data:`BET_CAP` of the one that could lose everything at ``b``."""
+    return min(bet, BET_CAP / (1.0 - boundary)) if boundary < 1.0 else bet
 
 
 def _held(boundary: float, reference: Reference) -> float:

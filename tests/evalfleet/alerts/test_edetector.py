@@ -179,6 +179,24 @@ def test_a_boundary_kept_from_a_high_baseline_is_held_near_the_cycles_own() -> N
     assert true.allowance == pytest.approx(0.0125)
 
 
+@pytest.mark.parametrize("with_levels", [True, False])
+def test_a_large_bet_kept_from_a_high_boundary_is_capped_at_the_held_one(
+    with_levels: bool,
+) -> None:
+    # A bet sized for a boundary of 0.98 (up to 25) would lose everything on a sample
+    # at 1 against a held boundary of 0.85; capped again, it loses at most half.
+    high = baseline_reference(Summary.of_values([0.97, 0.99] * 500), min_effect=0.05)
+    low = baseline_reference(Summary.of_values([0.75, 0.95] * 500), min_effect=0.05)
+    state = update(DetectorState.start(0.0), Summary.of_values([0.9] * 5), high,
+                   cycle_start=0.0, cycle_end=60.0)
+    assert max(bet.size or 0.0 for bet in state.bets) * (1 - low.boundary) > 1
+    ones = Summary.of_values([1.0] * 3, with_levels=with_levels)
+    later = update(state, ones, low, cycle_start=60.0, cycle_end=120.0)
+    assert all(math.isfinite(bet.log_value) for bet in later.bets)
+    assert min(b.log_value - a.log_value for a, b in zip(state.bets, later.bets,
+                                                         strict=True)) >= 3 * math.log(0.5)
+
+
 def test_a_state_stored_before_the_fixed_reference_still_loads() -> None:
     older = {"read_until": 60.0, "updates": 1,
              "bets": [[1.5, 0.0, 40, 28.0]] * len(BET_MULTIPLIERS)}
