@@ -25,6 +25,8 @@ from a drop to its first firing (``-``: fewer than half, or 90%, fired within a 
 
     python -m bench.alert_simulation                     # 30 steady, 8 drops per cell
     python -m bench.alert_simulation --null 5 --runs 3   # a quick look
+    python -m bench.alert_simulation --null 1 --run-length 3 --per-segment
+        # the sequential detector at about the fixed test's own rate of false alarms
 """
 
 from __future__ import annotations
@@ -293,6 +295,10 @@ def main() -> None:
     parser.add_argument("--null", type=int, default=30, help="steady segments per kind and rate")
     parser.add_argument("--runs", type=int, default=8, help="segments per kind, rate and drop")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--run-length", type=float, default=30.0,
+                        help="the sequential rule's run_length, in days")
+    parser.add_argument("--per-segment", action="store_true",
+                        help="the run length per segment (K = 1), no fleet budget")
     args = parser.parse_args()
     started = time.perf_counter()
     fleet = build_fleet(null=args.null, runs=args.runs, seed=args.seed)
@@ -300,11 +306,12 @@ def main() -> None:
     engines = {"fixed for 1": fixed_firings(breach, clear, for_count=1, recovery=1),
                "fixed for 3": fixed_firings(breach, clear, for_count=3, recovery=3)}
     per_rule = len(fleet) // len(KINDS)
-    level = alarm_level(run_length_cycles=30 * 1440, streams=per_rule)
+    streams = 1 if args.per_segment else per_rule
+    level = alarm_level(run_length_cycles=args.run_length * 1440, streams=streams)
     engines["sequential"] = [sequential_firings(s, level=level, first_after=s.start)
                              for s in fleet]
     print(f"{len(fleet)} segments ({per_rule} per rule), {WEEK} one-minute cycles, "
-          f"sequential alarm level {level:.3g} (30 days, K={per_rule}); "
+          f"sequential alarm level {level:.3g} ({args.run_length:g} days, K={streams}); "
           f"{time.perf_counter() - started:.0f} s")
     header = ["kind", "samples/min", "engine", "false alarms/segment-week",
               *(f"{round(d * 100)}-pt delay min (median / p90)" for d in DROPS)]

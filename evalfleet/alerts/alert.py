@@ -52,7 +52,7 @@ def build_alert(
     incident = details.get("incident")
     if isinstance(incident, dict) and not no_data:
         # Alertmanager groups a sequential rule's alerts of one cause by this label.
-        labels.setdefault("incident", str(incident.get("head")))
+        labels.setdefault("incident", str(incident.get("key") or incident.get("head")))
     resolved = event in ("resolved", "data_back")
     started = (state.since if event == "no_data" else state.fired_at) or at
     # A firing alert stays up in Alertmanager until the next renotify is overdue, so it

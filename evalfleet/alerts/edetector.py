@@ -24,9 +24,22 @@ alarm level, counted in cycles (a cycle without samples counts too, and changes 
 **Per-cycle aggregates, never history.** A cycle's payoffs need only its own samples'
 aggregates (:class:`~evalfleet.alerts.statistic.Summary`): for yes/no and rubric scores
 the count per value gives the exact ``sum of log(1 + λ (b - x))``; for a continuous score
-the count, sum and sum of squares give a lower bound of it (Fan, Grama and Liu 2015:
-``log(1 + u) >= u - u² ψ(c) / c²`` for ``u >= -c``, ``ψ(c) = -log(1 - c) - c``), which is
-still dominated by the exact e-process and so keeps the guarantee, at a small loss of speed.
+the count, sum and sum of squares give the least value it could have, which keeps the
+guarantee (it is below the exact e-process). With ``u = λ (b - x) >= -c``, ``c = λ (1 - b)``,
+the quadratic through ``log(1 + u)`` at ``-c`` and tangent to it at any ``v`` lies below
+it for every ``u >= -c`` (its difference from the logarithm has a convex derivative with
+zeros only between ``-c`` and ``v`` and at ``v``); taking ``v`` where the two-point samples
+at ``-c`` and ``v`` with the cycle's moments sit makes it exact for those. The older
+bound, tangent at ``v = 0``, gave up about a third of the growth on a skewed score.
+
+**Drops against the baseline from before them.** A bet fixes its boundary and size when
+its CUSUM restarts and keeps them while it grows: the e-process started at a cycle uses
+the reference fixed before that cycle, as every e-process of the Shiryaev-Roberts sum
+below may, and a drop is not hidden by a trailing baseline that has since taken it in.
+The boundary it keeps is never more than :data:`HELD_ALLOWANCE` of ``min_effect`` above
+the cycle's own, so one fixed on a baseline that ran high (30 yes/no samples early on)
+cannot stay too high for days. The null hypothesis reads: no sample's mean is below the
+boundary its bet holds (for a steady score, the cycle's own or a little above it).
 
 **Many streams.** With K streams (rule, segment and test) alarming at ``K · R`` each, the
 first alarm of any of them comes after at least R cycles on average: the sum of their
@@ -62,6 +75,13 @@ BET_CAP = 0.5
 #: Standard errors between the baseline's mean and the boundary the detector tests.
 BASELINE_Z = 2.33
 
+#: How far above the cycle's own boundary a growing bet may keep the one it restarted
+#: on, as a share of ``min_effect``: a trailing baseline that takes in a drop is held
+#: off until it has fallen this far, and a boundary fixed on a baseline that ran high
+#: (a small one, early on) can never be more than this too high: every bet of the grid
+#: then still loses on a steady score (to second order).
+HELD_ALLOWANCE = 0.25
+
 #: Normal-mixture tuning of the drop's confidence sequence: tightest near this many samples.
 _CS_TUNED_N = 100
 
@@ -81,6 +101,8 @@ class Reference:
     """``mean - boundary``: the baseline's one-sided bound (0 for a threshold)."""
     bets: tuple[float, ...]
     """One bet size per entry of :data:`BET_MULTIPLIERS`."""
+    allowance: float = 0.0
+    """How far above this boundary a bet may keep the one it restarted on."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +117,33 @@ class BetState:
     """Samples since then."""
     total: float = 0.0
     """Their sum (on the lower-is-worse scale)."""
+    boundary: float | None = None
+    """The boundary fixed when it last restarted, kept until it restarts again (None:
+    the cycle's own)."""
+    mean: float | None = None
+    """The baseline's mean then."""
+    size: float | None = None
+    """Its bet then."""
+
+    def to_json(self) -> list[Any]:
+        """Plain JSON data."""
+        return [self.log_value, self.started_at, self.n, self.total, self.boundary,
+                self.mean, self.size]
+
+    @classmethod
+    def from_json(cls, data: Any) -> BetState:
+        """The state :meth:`to_json` stored (also the older four numbers, without the
+        fixed reference).
+
+        Raises:
+            ValueError: ``data`` is not one.
+        """
+        value, started, n, total, *fixed = data
+        if fixed and len(fixed) != 3:
+            raise ValueError("a bet's state holds 4 or 7 numbers")
+        boundary, mean, size = (None if v is None else float(v) for v in fixed or (None,) * 3)
+        return cls(float(value), None if started is None else float(started), int(n),
+                   float(total), boundary, mean, size)
 
 
 @dataclass(frozen=True)
@@ -121,20 +170,20 @@ class DetectorState:
     def to_json(self) -> dict[str, Any]:
         """Plain JSON data, for the store."""
         return {"read_until": self.read_until, "updates": self.updates,
-                "bets": [[b.log_value, b.started_at, b.n, b.total] for b in self.bets]}
+                "bets": [bet.to_json() for bet in self.bets]}
 
     @classmethod
     def from_json(cls, data: Any) -> DetectorState | None:
         """The state stored by :meth:`to_json`; None when it is not one (the detector then
         starts again: a lost state delays an alarm, never causes one)."""
         try:
-            bets = tuple(BetState(float(v), None if s is None else float(s), int(n), float(t))
-                         for v, s, n, t in data["bets"])
+            bets = tuple(BetState.from_json(bet) for bet in data["bets"])
             state = cls(bets=bets, read_until=float(data["read_until"]),
                         updates=int(data["updates"]))
         except (KeyError, TypeError, ValueError):
             return None
-        numbers = [state.read_until, *(v for b in bets for v in (b.log_value, b.total))]
+        numbers = [state.read_until, *(v for b in bets for v in (
+            b.log_value, b.total, b.boundary or 0.0, b.mean or 0.0, b.size or 0.0))]
         if len(bets) != len(BET_MULTIPLIERS) or not all(map(math.isfinite, numbers)):
             return None
         return state
@@ -184,8 +233,7 @@ def growth_bets(*, boundary: float, min_effect: float, variance: float) -> tuple
     effect = max(min_effect, 1e-3)
     # Kelly for small bets: the expected payoff over its second moment after the drop.
     tuned = effect / (max(variance, 0.0) + effect * effect)
-    cap = BET_CAP / (1.0 - boundary) if boundary < 1.0 else math.inf
-    return tuple(min(m * tuned, cap) for m in BET_MULTIPLIERS)
+    return tuple(_capped(m * tuned, boundary) for m in BET_MULTIPLIERS)
 
 
 def baseline_reference(baseline: Summary, *, min_effect: float,
@@ -205,7 +253,8 @@ def baseline_reference(baseline: Summary, *, min_effect: float,
     boundary = mean - half
     return Reference(boundary=boundary, mean=mean, half_width=half,
                      bets=growth_bets(boundary=boundary, min_effect=min_effect,
-                                      variance=baseline.variance))
+                                      variance=baseline.variance),
+                     allowance=HELD_ALLOWANCE * min_effect)
 
 
 def threshold_reference(threshold: float, *, min_effect: float, variance: float) -> Reference:
@@ -233,8 +282,9 @@ def log_payoff(increment: Summary, *, boundary: float, bet: float) -> float:
         bet: The bet size (at most ``BET_CAP / (1 - b)``).
 
     Returns:
-        Exact from the counts per value; from count, sum and sum of squares a lower bound
-        (see the module docstring). 0 for no samples or no bet.
+        Exact from the counts per value; from count, sum and sum of squares the least
+        value any samples with those sums in 0..1 could give (see the module docstring).
+        0 for no samples or no bet.
     """
     if increment.n == 0 or bet <= 0.0:
         return 0.0
@@ -242,16 +292,36 @@ def log_payoff(increment: Summary, *, boundary: float, bet: float) -> float:
         return sum(count * math.log1p(bet * (boundary - value))
                    for value, count in increment.levels)
     n, total, total_sq = increment.n, increment.total, increment.total_sq
-    first = n * boundary - total                                # sum of (b - x)
-    second = max(0.0, n * boundary * boundary - 2 * boundary * total + total_sq)
-    c = bet * max(0.0, 1.0 - boundary)                          # bet (b - x) >= -c
-    coefficient = (-math.log1p(-c) - c) / (c * c) if c > 1e-6 else 0.5 + c / 3
-    return bet * first - coefficient * bet * bet * second
+    # The payoffs' u = bet (b - x): their mean and mean square, and their floor -c (x = 1).
+    mean = bet * (boundary - total / n)
+    square = max(mean * mean, bet * bet * (boundary * boundary - 2 * boundary * total / n
+                                           + total_sq / n))
+    c = bet * max(0.0, 1.0 - boundary)
+    if mean + c <= 1e-12:  # every sample at x = 1: each pays 1 - c exactly
+        return n * math.log1p(-c)
+    # The two-point samples at -c and v with these moments pay the least.
+    v = (square + c * mean) / (mean + c)
+    return n * _quadratic_floor(mean, square, c=c, v=v)
+
+
+def _quadratic_floor(mean: float, square: float, *, c: float, v: float) -> float:
+    """Mean of ``q(u)``, the quadratic through ``log(1 + u)`` at ``-c`` and tangent to it
+    at ``v``: ``q <= log(1 + u)`` for every ``u >= -c``, so its mean bounds the payoffs'."""
+    gap = c + v
+    if gap <= 1e-9:
+        return math.log1p(mean) if mean > -1.0 else -math.inf
+    curvature = (math.log1p(v) - math.log1p(-c) - gap / (1.0 + v)) / (gap * gap)
+    return (math.log1p(v) + (mean - v) / (1.0 + v)
+            - curvature * (square - 2 * v * mean + v * v))
 
 
 def update(state: DetectorState, increment: Summary, reference: Reference, *,
            cycle_start: float, cycle_end: float) -> DetectorState:
     """The detector after one cycle.
+
+    A bet that restarts here fixes this cycle's boundary and bet, and keeps them until it
+    restarts again: a drop is measured against the baseline as it was when the drop
+    began, not against a trailing baseline that the drop has since lowered.
 
     Args:
         state: Before the cycle.
@@ -266,13 +336,32 @@ def update(state: DetectorState, increment: Summary, reference: Reference, *,
     """
     bets = []
     for bet, size in zip(state.bets, reference.bets, strict=True):
-        gain = log_payoff(increment, boundary=reference.boundary, bet=size)
-        if bet.log_value <= 0.0:  # max(M, 1): the CUSUM starts again here
-            bets.append(BetState(gain, cycle_start, increment.n, increment.total))
-        else:
-            bets.append(BetState(bet.log_value + gain, bet.started_at,
-                                 bet.n + increment.n, bet.total + increment.total))
+        growing = bet.log_value > 0.0
+        if growing and bet.boundary is not None and bet.size is not None:
+            boundary, mean, chosen = bet.boundary, bet.mean, bet.size
+        else:  # (re)started, or stored without a reference: this cycle's
+            boundary, mean, chosen = reference.boundary, reference.mean, size
+        held = _held(boundary, reference)
+        # Capped again at the held boundary: a lower one lets a sample lose more.
+        gain = log_payoff(increment, boundary=held, bet=_capped(chosen, held))
+        if growing:
+            bets.append(BetState(bet.log_value + gain, bet.started_at, bet.n + increment.n,
+                                 bet.total + increment.total, boundary, mean, chosen))
+        else:  # max(M, 1): the CUSUM starts again here
+            bets.append(BetState(gain, cycle_start, increment.n, increment.total, boundary,
+                                 mean, chosen))
     return DetectorState(bets=tuple(bets), read_until=cycle_end, updates=state.updates + 1)
+
+
+def _capped(bet: float, boundary: float) -> float:
+    """``bet`` at most :data:`BET_CAP` of the one that could lose everything at ``b``."""
+    return min(bet, BET_CAP / (1.0 - boundary)) if boundary < 1.0 else bet
+
+
+def _held(boundary: float, reference: Reference) -> float:
+    """The boundary a bet tests: the one it restarted on, at most the cycle's own plus
+    its allowance."""
+    return min(boundary, reference.boundary + reference.allowance)
 
 
 def reset(state: DetectorState) -> DetectorState:
@@ -312,10 +401,15 @@ def evidence(state: DetectorState, reference: Reference | None, *,
     e_value = math.exp(min(state.log_statistic, 700.0))
     if reference is None or best.log_value <= 0.0 or best.n == 0:
         return Evidence(e_value, level, None, None, None, 0)
-    mean = best.total / best.n
+    # The drop from the baseline as it was when the strongest bet last restarted.
+    if best.boundary is None or best.mean is None:
+        held, half = reference.boundary, reference.half_width
+    else:
+        held, half = _held(best.boundary, reference), best.mean - best.boundary
+    baseline = held + half
     width = _mean_radius(best.n, alpha=1 - confidence)
-    drop = reference.mean - mean
-    interval = (drop - width - reference.half_width, drop + width + reference.half_width)
+    drop = baseline - best.total / best.n
+    interval = (drop - width - half, drop + width + half)
     return Evidence(e_value, level, drop, interval, best.started_at, best.n)
 
 

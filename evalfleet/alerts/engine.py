@@ -57,6 +57,7 @@ from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.sequential import (
     Watch,
     after_events,
+    carried_incident,
     incidents_of,
     parse_stored,
     read_start,
@@ -336,7 +337,9 @@ class AlertEngine:
             watches = self._watch(conn, rule, judgements, loaded, at=at)
             incidents = incidents_of(
                 rule, {j.finding.segment: j.finding for j in judgements}, watches,
-                {segment for segment, state in stored.items() if state.state == "firing"})
+                {segment for segment, state in stored.items() if state.state == "firing"},
+                previous={segment: incident for segment, s in loaded.items()
+                          if (incident := carried_incident(s.finding)) is not None})
             seen = {j.finding.segment for j in judgements}
             for judgement in judgements:
                 segment = judgement.finding.segment

@@ -1,13 +1,25 @@
-"""Incidents: a rule's firing segments that share a cause, and the segment that explains
-most of the drop. Pure.
+"""Incidents: a rule's firing segments that share a cause, named by the attribute values
+that explain the drop. Pure.
 
 A drop in one prompt version of one app fires that segment, its app and the whole
 traffic: three alerts, one cause. The segments of a rule that fire (or breach) in a cycle
 are grouped along the segment tree: each belongs to the incident of its highest ancestor
-that fires too (the *head*). Each member's share of the head's drop is its lost score
-mass, ``n (baseline mean - window mean)``, over the head's; the *cause* is the most
-specific member that explains at least :data:`EXPLAINS` of it (a drop spread over every
-prompt version of an app is the app's; one confined to a version is the version's).
+that fires too (the *head*).
+
+**Why it dropped.** The head's drop is its lost score mass, ``n (baseline mean - window
+mean)``. Each attribute value below the head (``prompt_version=v12``) gets the share of
+that mass lost by the finest segments under the head that carry it, fired or not; the
+values are ranked, and the *cause* is the head with every value that explains at least
+:data:`EXPLAINS` of the drop: a version of one app (both its app and its version explain
+it), an app (its versions share it), a prompt version deployed to every app (one version
+explains it across apps: a cause the segment tree itself has no node for), or the whole
+traffic (nothing below it does).
+
+**One incident over time.** An incident keeps the name (``key``) it opened with while any
+of its segments fires: a member that carried a key last cycle hands it on, so the app
+joining its version's incident, or the version resolving before its app, leaves one
+incident, and Alertmanager, grouping by the key, one notification that resolves when the
+last segment does.
 """
 
 from __future__ import annotations
@@ -19,67 +31,153 @@ from typing import Any
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.statistic import Summary
 
-#: Share of the head's drop a segment must explain to be named as the cause.
+#: Share of the head's drop an attribute value must explain to be named in the cause.
 EXPLAINS = 0.75
+
+#: Attribute values listed with an incident, most explaining first.
+RANKED_SHOWN = 5
+
+#: A segment's window and baseline summaries, oriented so that a drop is positive.
+Pair = tuple[Summary, Summary]
 
 
 @dataclass(frozen=True)
 class Incident:
     """Firing segments of one rule that share a cause."""
 
+    key: str
+    """Its name while it lasts: the head it opened under."""
     head: Segment
-    """The highest firing segment: the incident's name."""
+    """The highest firing segment."""
     members: tuple[Segment, ...]
     """Every firing segment under it, the head included, most specific last."""
     cause: Segment
-    """The most specific member explaining at least :data:`EXPLAINS` of the drop."""
-    shares: tuple[tuple[Segment, float], ...]
-    """Each member's share of the head's drop, largest first."""
+    """The head with the attribute values that explain at least :data:`EXPLAINS`."""
+    explains: float
+    """The cause's share of the head's drop."""
+    ranked: tuple[tuple[str, str, float], ...]
+    """``(attribute, value, share of the drop)`` below the head, largest first."""
 
 
-def group(members: Mapping[Segment, tuple[Summary, Summary]]) -> list[Incident]:
+def group(members: Mapping[Segment, Pair], *, population: Mapping[Segment, Pair] | None = None,
+          previous: Mapping[Segment, Mapping[str, Any]] | None = None) -> list[Incident]:
     """Group firing segments into incidents.
 
     Args:
         members: Each firing segment's window and baseline summaries (on the rule's scale;
-            a drop is the baseline's mean above the window's for a decrease rule, the
-            caller orients them).
+            the caller orients them so that a drop is the baseline's mean above the
+            window's).
+        population: Every segment's summaries this cycle, members or not (the shares are
+            computed over all of them); ``members`` when not given.
+        previous: The incident each segment carried last cycle (:func:`incident_details`);
+            its key is kept, and its cause while the head's window shows no drop (an
+            alert waiting for its recovery count).
 
     Returns:
         One incident per head, in segment order.
     """
+    everyone = {**(population or {}), **members}
     heads: dict[Segment, list[Segment]] = {}
     for segment in sorted(members):
         heads.setdefault(_head(segment, members), []).append(segment)
-    incidents = []
-    for head, family in sorted(heads.items()):
-        total = _lost(members[head])
-        shares = sorted(((segment, _lost(members[segment]) / total if total > 0 else 0.0)
-                         for segment in family), key=lambda item: (-item[1], -item[0].depth))
-        explaining = [s for s, share in shares if share >= EXPLAINS] or [head]
-        cause = max(explaining, key=lambda segment: (segment.depth, segment))
-        incidents.append(Incident(head=head, members=tuple(sorted(family, key=_order)),
-                                  cause=cause, shares=tuple(shares)))
-    return incidents
+    return [_incident(head, family, everyone, previous or {})
+            for head, family in sorted(heads.items())]
 
 
 def incident_details(incident: Incident) -> dict[str, Any]:
     """An incident as plain JSON data (stored with each member's state, notified)."""
-    share = dict(incident.shares).get(incident.cause, 0.0)
     return {
-        "head": str(incident.head), "segments": [str(s) for s in incident.members],
-        "cause": str(incident.cause), "explains": round(share, 4),
-        "shares": [[str(s), round(v, 4)] for s, v in incident.shares],
+        "key": incident.key, "head": str(incident.head),
+        "segments": [str(s) for s in incident.members],
+        "cause": str(incident.cause), "cause_labels": [list(kv) for kv in incident.cause.labels],
+        "explains": round(incident.explains, 4),
+        "ranked": [[k, v, round(share, 4)] for k, v, share in incident.ranked[:RANKED_SHOWN]],
     }
 
 
 def cause_line(details: Mapping[str, Any]) -> str:
-    """One line for people: the cause, its share of the drop, and the segments."""
+    """One line for people: the cause, its share of the drop, the ranked attribute values
+    and the segments."""
     segments = ", ".join(str(s) for s in details.get("segments", []))
-    explains = details.get("explains")
-    share = f"{float(explains):.0%}" if isinstance(explains, int | float) else "?"
-    return (f"incident {details.get('head')}: {details.get('cause')} explains {share} of "
-            f"the drop; firing: {segments}")
+    share = _percent(details.get("explains"))
+    ranked = "; ".join(f"{k}={v} {_percent(s)}" for k, v, s in details.get("ranked") or [])
+    line = (f"incident {details.get('key') or details.get('head')}: {details.get('cause')} "
+            f"explains {share} of the drop")
+    if ranked:
+        line += f" (by attribute: {ranked})"
+    return f"{line}; firing: {segments}"
+
+
+def _incident(head: Segment, family: list[Segment], everyone: Mapping[Segment, Pair],
+              previous: Mapping[Segment, Mapping[str, Any]]) -> Incident:
+    key, carried = _carried(head, family, previous)
+    members = tuple(sorted(family, key=_order))
+    total = _lost(everyone[head])
+    if total <= 0 and carried is not None:
+        # The drop has left the window while the alert counts its recovery: the cause
+        # seen while it was there still stands.
+        return _kept(key, head, members, carried)
+    finest = _finest(head, everyone)
+    ranked = _ranked(head, finest, everyone, total=total)
+    chosen = {}
+    for attribute, value, share in ranked:  # ranked: the first of each attribute is its best
+        if share >= EXPLAINS and attribute not in chosen:
+            chosen[attribute] = value
+    order = [k for segment in finest for k, _ in segment.labels]
+    cause = Segment(head.labels + tuple(sorted(chosen.items(),
+                                               key=lambda kv: order.index(kv[0]))))
+    explains = sum(_lost(everyone[s]) for s in finest if _within(s, cause)) / total \
+        if total > 0 else 0.0
+    return Incident(key=key, head=head, members=members, cause=cause, explains=explains,
+                    ranked=tuple(ranked))
+
+
+def _kept(key: str, head: Segment, members: tuple[Segment, ...],
+          carried: Mapping[str, Any]) -> Incident:
+    try:
+        cause = Segment(tuple((str(k), str(v)) for k, v in carried["cause_labels"]))
+        explains = float(carried["explains"])
+        ranked = tuple((str(k), str(v), float(s)) for k, v, s in carried["ranked"])
+    except (KeyError, TypeError, ValueError):  # stored by an older version: the head
+        cause, explains, ranked = head, 0.0, ()
+    return Incident(key=key, head=head, members=members, cause=cause, explains=explains,
+                    ranked=ranked)
+
+
+def _ranked(head: Segment, finest: list[Segment], everyone: Mapping[Segment, Pair], *,
+            total: float) -> list[tuple[str, str, float]]:
+    lost: dict[tuple[str, str], float] = {}
+    for segment in finest:
+        for label in segment.labels[head.depth:]:
+            lost[label] = lost.get(label, 0.0) + _lost(everyone[segment])
+    shares = [(k, v, mass / total if total > 0 else 0.0) for (k, v), mass in lost.items()]
+    return sorted(shares, key=lambda item: (-item[2], item[0], item[1]))
+
+
+def _finest(head: Segment, everyone: Mapping[Segment, Pair]) -> list[Segment]:
+    """The segments under ``head`` with none below them (itself when none is): each
+    sample under the head counted once, also where ``max_segments`` left some out."""
+    under = [s for s in everyone if s.labels[:head.depth] == head.labels]
+    ancestors = {s.labels[:depth] for s in under for depth in range(s.depth)}
+    return sorted(s for s in under if s.labels not in ancestors)
+
+
+def _within(segment: Segment, cause: Segment) -> bool:
+    return set(cause.labels) <= set(segment.labels)
+
+
+def _carried(head: Segment, family: list[Segment],
+             previous: Mapping[Segment, Mapping[str, Any]]) -> tuple[str, Mapping[str, Any] | None]:
+    """The key (and the details) the incident carried last cycle: the head's, else the
+    one most members carried (the smallest on a tie); else the head's name, a new one."""
+    carried = {s: previous[s] for s in family if isinstance(previous.get(s, {}).get("key"), str)}
+    if head in carried:
+        return str(carried[head]["key"]), carried[head]
+    if not carried:
+        return str(head), None
+    keys = [str(d["key"]) for d in carried.values()]
+    key = min(set(keys), key=lambda k: (-keys.count(k), k))
+    return key, next(d for d in carried.values() if d["key"] == key)
 
 
 def _head(segment: Segment, members: Mapping[Segment, Any]) -> Segment:
@@ -92,11 +190,15 @@ def _head(segment: Segment, members: Mapping[Segment, Any]) -> Segment:
     return head
 
 
-def _lost(summaries: tuple[Summary, Summary]) -> float:
+def _lost(summaries: Pair) -> float:
     window, baseline = summaries
     if not window.n or not baseline.n:
         return 0.0
     return window.n * (baseline.mean - window.mean)
+
+
+def _percent(value: Any) -> str:
+    return f"{float(value):.0%}" if isinstance(value, int | float) else "?"
 
 
 def _order(segment: Segment) -> tuple[int, Segment]:

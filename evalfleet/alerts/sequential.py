@@ -213,30 +213,39 @@ def _shown(found: Evidence, direction: str) -> dict[str, Any]:
     return details
 
 
-
 def incidents_of(rule: Rule, findings: Mapping[Segment, Finding],
-                 watches: Mapping[Segment, Watch],
-                 firing: set[Segment]) -> dict[Segment, dict[str, Any]]:
+                 watches: Mapping[Segment, Watch], firing: set[Segment],
+                 previous: Mapping[Segment, Mapping[str, Any]] | None = None,
+                 ) -> dict[Segment, dict[str, Any]]:
     """Each firing or breaching segment's incident (``incident``), as plain data.
 
     Args:
         rule: A sequential rule.
-        findings: This cycle's findings by segment.
+        findings: This cycle's findings by segment (every segment: the cause is ranked
+            over all of them).
         watches: Their detectors' verdicts.
         firing: Segments firing before the cycle.
+        previous: The incident each segment carried last cycle (:func:`carried_incident`).
 
     Returns:
         The incident of every member, by segment.
     """
     direction = rule.spec.direction
-    members = {
+    population = {
         segment: (oriented(finding.current, direction), oriented(finding.baseline, direction))
-        for segment, finding in findings.items()
-        if finding.baseline is not None and segment in watches
-        and (watches[segment].observation == "breach" or segment in firing)
+        for segment, finding in findings.items() if finding.baseline is not None
     }
+    members = {segment: pair for segment, pair in population.items()
+               if segment in watches
+               and (watches[segment].observation == "breach" or segment in firing)}
     found: dict[Segment, dict[str, Any]] = {}
-    for incident in group(members):
+    for incident in group(members, population=population, previous=previous):
         details = incident_details(incident)
         found.update({segment: details for segment in incident.members})
     return found
+
+
+def carried_incident(finding: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The incident a segment's stored finding carries (None: in no incident)."""
+    incident = finding.get("incident")
+    return incident if isinstance(incident, dict) else None

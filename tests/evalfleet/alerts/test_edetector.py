@@ -130,12 +130,93 @@ def test_evidence_estimates_the_drop_and_its_start() -> None:
     assert abs(found.change_started_at - 60.0 * 2 * 24 * 60) <= 60.0 * 10
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_the_bound_from_sums_never_exceeds_the_exact_payoff(seed: int) -> None:
+    # The two-point bound is the least any samples in 0..1 with these sums could pay:
+    # never above the exact product, and at least the older tangent-at-zero bound.
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        values = rng.beta(*rng.uniform(0.3, 6, 2), size=int(rng.integers(1, 60)))
+        if rng.random() < 0.2:
+            values[: len(values) // 2] = 1.0
+        boundary, bet = rng.uniform(0.05, 0.99), rng.uniform(0.01, 1.0)
+        bet *= 0.5 / (1 - boundary)
+        exact = float(np.sum(np.log1p(bet * (boundary - values))))
+        bound = log_payoff(Summary.of_values(values.tolist()), boundary=boundary, bet=bet)
+        u, c = bet * (boundary - values), bet * (1 - boundary)
+        tangent = float(u.sum() - (-math.log1p(-c) - c) / c**2 * (u * u).sum())
+        assert tangent - 1e-9 <= bound <= exact + 1e-9
+
+
+def test_a_drop_is_measured_against_the_baseline_from_before_it() -> None:
+    # The trailing baseline takes in a little of the drop; a bet that started on the old
+    # one keeps it.
+    before = baseline_reference(Summary.of_values([0.7, 0.9] * 500), min_effect=0.05)
+    lowered = baseline_reference(Summary.of_values([0.69, 0.89] * 500), min_effect=0.05)
+    drop = Summary.of_values([0.6, 0.8] * 20)
+    state = update(DetectorState.start(0.0), drop, before, cycle_start=0.0, cycle_end=60.0)
+    state = update(state, drop, lowered, cycle_start=60.0, cycle_end=120.0)
+    fresh = update(DetectorState.start(0.0), drop, lowered, cycle_start=0.0, cycle_end=60.0)
+    assert all(bet.boundary == before.boundary for bet in state.bets if bet.log_value > 0)
+    assert state.log_statistic > 2 * fresh.log_statistic
+    found = evidence(state, lowered, level=1e6, confidence=0.95)
+    assert found.drop == pytest.approx(0.1)
+    assert found.change_started_at == 0.0
+
+
+def test_a_boundary_kept_from_a_high_baseline_is_held_near_the_cycles_own() -> None:
+    # Fixed on a baseline that ran 0.1 high: held at most min_effect / 4 above the
+    # cycle's own boundary, so steady scores at the true mean make it lose.
+    high = baseline_reference(Summary.of_values([0.8, 1.0] * 500), min_effect=0.05)
+    true = baseline_reference(Summary.of_values([0.7, 0.9] * 500), min_effect=0.05)
+    state = update(DetectorState.start(0.0), Summary.of_values([0.75] * 10), high,
+                   cycle_start=0.0, cycle_end=60.0)
+    assert state.log_statistic > 0
+    for t in range(1, 200):
+        state = update(state, Summary.of_values([0.7, 0.9] * 5), true, cycle_start=60.0 * t,
+                       cycle_end=60.0 * (t + 1))
+    assert state.log_statistic < 0
+    assert true.allowance == pytest.approx(0.0125)
+
+
+@pytest.mark.parametrize("with_levels", [True, False])
+def test_a_large_bet_kept_from_a_high_boundary_is_capped_at_the_held_one(
+    with_levels: bool,
+) -> None:
+    # A bet sized for a boundary of 0.98 (up to 25) would lose everything on a sample
+    # at 1 against a held boundary of 0.85; capped again, it loses at most half.
+    high = baseline_reference(Summary.of_values([0.97, 0.99] * 500), min_effect=0.05)
+    low = baseline_reference(Summary.of_values([0.75, 0.95] * 500), min_effect=0.05)
+    state = update(DetectorState.start(0.0), Summary.of_values([0.9] * 5), high,
+                   cycle_start=0.0, cycle_end=60.0)
+    assert max(bet.size or 0.0 for bet in state.bets) * (1 - low.boundary) > 1
+    ones = Summary.of_values([1.0] * 3, with_levels=with_levels)
+    later = update(state, ones, low, cycle_start=60.0, cycle_end=120.0)
+    assert all(math.isfinite(bet.log_value) for bet in later.bets)
+    assert min(b.log_value - a.log_value for a, b in zip(state.bets, later.bets,
+                                                         strict=True)) >= 3 * math.log(0.5)
+
+
+def test_a_state_stored_before_the_fixed_reference_still_loads() -> None:
+    older = {"read_until": 60.0, "updates": 1,
+             "bets": [[1.5, 0.0, 40, 28.0]] * len(BET_MULTIPLIERS)}
+    state = DetectorState.from_json(older)
+    assert state is not None and state.bets[0].boundary is None
+    reference = baseline_reference(Summary.of_values([0.7, 0.9] * 500), min_effect=0.05)
+    later = update(state, Summary.of_values([0.6] * 10), reference, cycle_start=60.0,
+                   cycle_end=120.0)
+    assert later.bets[0].boundary == reference.boundary and later.bets[0].n == 50
+
+
 @pytest.mark.parametrize("stored", [
     None, {}, {"bets": "x", "read_until": 0, "updates": 0},
     {"bets": [[0, None, 0, 0]], "read_until": 0, "updates": 0},            # wrong grid
     {"bets": [[float("nan"), None, 0, 0]] * len(BET_MULTIPLIERS), "read_until": 0,
      "updates": 0},
     {"bets": [[0, None, 0, 0]] * len(BET_MULTIPLIERS), "read_until": "soon", "updates": 0},
+    {"bets": [[0, None, 0, 0, 0.7]] * len(BET_MULTIPLIERS), "read_until": 0, "updates": 0},
+    {"bets": [[0, None, 0, 0, float("inf"), 0.8, 1.0]] * len(BET_MULTIPLIERS),
+     "read_until": 0, "updates": 0},
 ])
 def test_a_damaged_stored_state_starts_again(stored: object) -> None:
     assert DetectorState.from_json(stored) is None
