@@ -30,6 +30,7 @@ from typing import Literal, NamedTuple
 from evalfleet.calibration.gold import canary_series, score_scales
 from evalfleet.core.backoff import compute_backoff
 from evalfleet.core.budget import budget_day
+from evalfleet.core.cascade import cascade_identity
 from evalfleet.core.errors import (
     InvalidSample,
     JudgeDeferred,
@@ -44,12 +45,14 @@ from evalfleet.core.errors import (
 from evalfleet.core.message import AttemptFailure, Job, encode_job, next_attempt
 from evalfleet.core.metric import Metric, MetricRegistry
 from evalfleet.core.price import Price, cost_usd
+from evalfleet.core.review import ReviewSlice
 from evalfleet.core.settings import Settings, choose_judge_model
 from evalfleet.core.spend import SpendLedger
 from evalfleet.store import ClaimState, DeadLetter, VerdictKey, VerdictRecord, VerdictStore
 from evalfleet.store.batchspool import BatchSpool, SpoolEntry
 from evalfleet.store.evidence import sample_content
 from workers.batchjudge.provider import with_first_reply
+from workers.cascade import CascadeRun, ThresholdCache, tiers_for
 from workers.checks import CheckOutcome, CheckResult, CheckRunner, PreparedCheck
 from workers.compactor import Compaction, TrajectoryTooLong
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
@@ -137,6 +140,9 @@ class EvaluatorOptions:
     reask_in_batch: bool = False
     """A re-ask no batch line answers waits for a later batch (the collector's
     evaluator): its job's outcome is ``spooled`` with the entry to spool."""
+    review: ReviewSlice | None = None
+    """The random review slice: a cascade asks every tier for the samples it may
+    choose (their labels fit the thresholds)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EvaluatorOptions:
@@ -154,10 +160,14 @@ class EvaluatorOptions:
             batch_metrics=frozenset(judge.batch_metrics),
             batch_purposes=frozenset(judge.batch_purposes),
             prompt_cache_key=judge.prompt_cache_key,
+            review=settings.review.review_slice(),
         )
 
     def in_batch_mode(self, job: Job, metric: Metric) -> bool:
-        """Whether ``job`` is judged through the Batch API (docs/batch.md)."""
+        """Whether ``job`` is judged through the Batch API (docs/batch.md); never a
+        cascade's, which escalates while the worker waits."""
+        if metric.spec.judge.cascade:
+            return False
         return (metric.spec.judge.mode == "batch" or metric.name in self.batch_metrics
                 or job.purpose in self.batch_purposes)
 
@@ -249,6 +259,10 @@ class _Pending(_Claimed):
     first_failure: ParseFailure | None = None
     error: JudgeError | None = None
     compaction: Compaction | None = None
+    cascade: CascadeRun | None = None
+    """The job's judge cascade, when its metric has one."""
+    models: list[str] = field(default_factory=list)
+    """The model each of ``replies`` was asked of."""
 
     def take(self, answer: JudgeReply | JudgeError) -> None:
         """Record one judge answer and parse it."""
@@ -256,8 +270,22 @@ class _Pending(_Claimed):
             self.error = answer
             return
         self.replies.append(answer)
+        self.models.append(self.request.model)
         self.result = parse_verdict(answer.text, metric=self.metric, sample=self.job.sample,
                                     finish_reason=answer.finish_reason)
+
+    def settle(self) -> None:
+        """Take the answer a finished cascade kept; the other tiers' replies are
+        counted (tokens, cost) before it."""
+        assert self.cascade is not None and self.cascade.result is not None
+        kept = self.cascade.result.kept
+        for answer in self.cascade.result.tried:
+            if answer is not kept and isinstance(answer.answer, JudgeReply):
+                self.replies.append(answer.answer)
+                self.models.append(answer.model)
+        # A re-ask goes to the kept tier's model, without log-probabilities.
+        self.request = replace(self.request, model=kept.model, top_logprobs=None)
+        self.take(kept.answer)
 
     def follow_up(self) -> JudgeRequest:
         """The re-ask: the conversation so far plus what was wrong with the reply."""
@@ -300,9 +328,11 @@ class Evaluator:
         options: EvaluatorOptions, clock: Callable[[], datetime] | None = None,
         jitter: Callable[[], float] = random.random, spend: SpendLedger | None = None,
         telemetry: Telemetry | None = None, spool: BatchSpool | None = None,
-        checks: CheckRunner | None = None,
+        checks: CheckRunner | None = None, thresholds: ThresholdCache | None = None,
     ) -> None:
         self.registry = registry
+        self.thresholds = thresholds
+        """Judge cascades' fitted thresholds; None: no cascade tier settles anything."""
         self.checks = checks or CheckRunner()
         """Runs the metrics of kind ``check`` (no judge call)."""
         self.spool = spool
@@ -402,17 +432,28 @@ class Evaluator:
         """Call the judge for ``pending``, re-ask once where a reply is unusable, and
         save the verdicts as the answers arrive."""
         reask: list[_Pending] = []
-        for answered in self.judge.answers([item.request for item in pending],
-                                           gather_s=ANSWER_GATHER_S):
-            for index, answer in answered:
-                item = pending[index]
-                item.take(answer)
-                if self._needs_reask(item):
-                    item.first_failure = item.result  # type: ignore[assignment]
-                    reask.append(item)
-                else:
-                    self._conclude(item, batch)
-            self._save(batch, pending, save, final=False)
+        # A cascade's job escalates within this delivery: one round of calls per tier.
+        asking, requests = pending, [self._first_request(item) for item in pending]
+        while asking:
+            escalated: list[_Pending] = []
+            for answered in self.judge.answers(requests, gather_s=ANSWER_GATHER_S):
+                for index, answer in answered:
+                    item = asking[index]
+                    if item.cascade is None:
+                        item.take(answer)
+                    elif item.cascade.take(answer):
+                        item.settle()
+                    else:
+                        escalated.append(item)
+                        continue
+                    if self._needs_reask(item):
+                        item.first_failure = item.result  # type: ignore[assignment]
+                        reask.append(item)
+                    else:
+                        self._conclude(item, batch)
+                self._save(batch, pending, save, final=False)
+            asking = escalated
+            requests = [item.cascade.request for item in escalated if item.cascade]
         for answered in self.judge.answers([item.follow_up() for item in reask],
                                            gather_s=ANSWER_GATHER_S):
             for index, answer in answered:
@@ -423,6 +464,21 @@ class Evaluator:
                 reask[index].take(answer)
                 self._conclude(reask[index], batch)
             self._save(batch, pending, save, final=False)
+
+    def _first_request(self, item: _Pending) -> JudgeRequest:
+        """The first call of a job: its request, or its cascade's first tier's."""
+        specs = item.metric.spec.judge.cascade
+        if not specs or item.key.judge_model != self._identity(item.metric):
+            return item.request  # one judge, or a job that names its model
+        stored = (self.thresholds.get(metric=item.metric.name, identity=item.key.judge_model)
+                  if self.thresholds is not None else None)
+        review = self.options.review
+        shadow = (item.job.purpose == "production" and review is not None
+                  and review.may_choose(sample_id=item.job.sample.id, metric=item.metric.name))
+        item.cascade = CascadeRun(item.request, tiers_for(specs, stored), metric=item.metric,
+                                  sample=item.job.sample, shadow=shadow,
+                                  thresholds_version=stored.version if stored else None)
+        return item.cascade.request
 
     def _run_checks(self, jobs: Sequence[Job], batch: _Batch, *, owner: str) -> list[_Claimed]:
         """Run the jobs of check metrics: claim one key per check of each job (one round
@@ -637,11 +693,20 @@ class Evaluator:
             logger.warning("cannot count spend: %s", exc)
 
     def verdict_key(self, job: Job, metric: Metric) -> VerdictKey:
-        """The key the verdict of ``job`` is stored under on this worker."""
+        """The key the verdict of ``job`` is stored under on this worker: a cascade's
+        identity stands for the judge model of a metric with ``judge.cascade``, unless
+        the job or the settings name a model."""
+        default = self._identity(metric) if metric.spec.judge.cascade else None
         model = job.judge_model or choose_judge_model(
-            metric.name, metric_default=metric.spec.judge.model,
+            metric.name, metric_default=default or metric.spec.judge.model,
             per_metric=self.options.judge_models, default=self.options.judge_model)
         return VerdictKey(job.sample.id, metric.name, metric.version, model)
+
+    @staticmethod
+    def _identity(metric: Metric) -> str:
+        """The identity of a metric's cascade: its tiers, each with the metric's prompt."""
+        return cascade_identity([(tier.model, metric.version)
+                                 for tier in metric.spec.judge.cascade])
 
     def _claim_and_render(self, jobs: Sequence[Job], batch: _Batch, *,
                           owner: str) -> list[_Pending]:
@@ -801,17 +866,35 @@ class Evaluator:
             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
             cached_tokens=cached_tokens, attributes=dict(job.sample.attributes),
             sample_ts=job.sample.timestamp or job.enqueued_at, created_at=self._clock(),
-            cost_usd=cost_usd(self.options.prices.get(item.key.judge_model),
-                              prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                              cached_tokens=cached_tokens,
-                              batch=self.options.judge_mode == "batch"),
+            cost_usd=self._cost(item, prompt_tokens=prompt_tokens,
+                                completion_tokens=completion_tokens,
+                                cached_tokens=cached_tokens),
             notes=list(judgement.notes), judge_reported_model=last.model if last else None,
             judge_fingerprint=last.system_fingerprint if last else None, purpose=job.purpose,
             judge_mode=self.options.judge_mode,
             canary_scores=_canary_scores(job, item.metric, judgement),
             compaction=item.compaction.as_json() if item.compaction else None,
             sample=sample_content(job.sample.to_json()) if self.options.keep_samples else None,
+            cascade=(item.cascade.record(identity=item.key.judge_model,
+                                         prices=self.options.prices)
+                     if item.cascade is not None and item.cascade.result is not None
+                     else None),
         )
+
+    def _cost(self, item: _Pending, *, prompt_tokens: int | None,
+              completion_tokens: int | None, cached_tokens: int | None) -> float | None:
+        """What a verdict's judge calls cost: a cascade's, every tier tried at its price."""
+        if item.cascade is None:
+            return cost_usd(self.options.prices.get(item.key.judge_model),
+                            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                            cached_tokens=cached_tokens,
+                            batch=self.options.judge_mode == "batch")
+        costs = [cost_usd(self.options.prices.get(model), prompt_tokens=reply.prompt_tokens,
+                          completion_tokens=reply.completion_tokens,
+                          cached_tokens=reply.cached_tokens)
+                 for reply, model in zip(item.replies, item.models, strict=True)]
+        known = [cost for cost in costs if cost is not None]
+        return sum(known) if known and len(known) == len(costs) else None
 
 
 #: The request of a job never sent (its prompt could not be rendered within budget).

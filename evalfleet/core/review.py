@@ -95,6 +95,24 @@ class ReviewSlice:
         return ReviewChoice(probability=rate, stratum=stratum)
 
 
+    def may_choose(self, *, sample_id: str, metric: str) -> bool:
+        """Whether the slice could choose this sample's verdict, whatever its scores: a
+        judge cascade judges such a sample with every tier before its scores are known.
+
+        Args:
+            sample_id: The sample.
+            metric: The metric.
+
+        Returns:
+            True when the sample falls below the highest rate of the metric's strata.
+        """
+        spec = self.metrics.get(metric)
+        if spec is None:
+            return False
+        highest = max([spec.rate, *(stratum.rate for stratum in spec.strata)])
+        return review_fraction(sample_id=sample_id, metric=metric) < highest
+
+
 def stratum_rate(spec: MetricSlice, scores: Mapping[str, float | None]) -> tuple[float, str | None]:
     """The rate and stratum name that apply to a verdict with these normalised scores."""
     values = [value for value in scores.values() if value is not None]

@@ -19,7 +19,10 @@ def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str,
     cache; null when the judge did not report them), ``judge_simulated`` (true when the
     judge simulator gave the verdict, whatever model it was asked for), ``compaction``
     (what was cut from a trajectory to fit the metric's budget: ``original_chars``,
-    ``cut_chars``, ``pieces_cut``; null when nothing was) and, with
+    ``cut_chars``, ``pieces_cut``; null when nothing was), ``settled_model`` (the model
+    whose verdict a judge cascade kept; null for one judge) and ``cascade`` (how the
+    cascade reached it: ``tier``, ``confidence``, ``low_confidence``, ``tried``...; null
+    for one judge) and, with
     ``with_sample``, ``sample``: the content judged (null when none was kept).
     """
     row = {
@@ -50,6 +53,8 @@ def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str,
         "cached_tokens": record.cached_tokens,
         "judge_simulated": judged_by_simulator(record.judge_fingerprint),
         "compaction": record.compaction,
+        "settled_model": record.cascade.get("model") if record.cascade else None,
+        "cascade": record.cascade,
     }
     if with_sample:
         row["sample"] = record.sample

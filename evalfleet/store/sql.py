@@ -544,7 +544,7 @@ def verdict_row(record: VerdictRecord) -> dict[str, Any]:
         "notes": record.notes or None, "judge_reported_model": record.judge_reported_model,
         "judge_fingerprint": record.judge_fingerprint, "purpose": record.purpose,
         "judge_mode": record.judge_mode, "cached_tokens": record.cached_tokens,
-        "compaction": record.compaction,
+        "compaction": record.compaction, "cascade": record.cascade,
     }
 
 
@@ -561,4 +561,5 @@ def _verdict_record(row: RowMapping) -> VerdictRecord:
         judge_fingerprint=row["judge_fingerprint"], purpose=row["purpose"],
         judge_mode=row["judge_mode"], cached_tokens=row["cached_tokens"],
         compaction=row.get("compaction"), sample=row.get("sample"),
+        cascade=row.get("cascade"),
     )
