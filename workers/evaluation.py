@@ -30,7 +30,7 @@ from typing import Literal, NamedTuple
 from evalfleet.calibration.gold import canary_series, score_scales
 from evalfleet.core.backoff import compute_backoff
 from evalfleet.core.budget import budget_day
-from evalfleet.core.cascade import cascade_identity
+from evalfleet.core.cascade import metric_cascade_identity
 from evalfleet.core.errors import (
     InvalidSample,
     JudgeDeferred,
@@ -468,7 +468,7 @@ class Evaluator:
     def _first_request(self, item: _Pending) -> JudgeRequest:
         """The first call of a job: its request, or its cascade's first tier's."""
         specs = item.metric.spec.judge.cascade
-        if not specs or item.key.judge_model != self._identity(item.metric):
+        if not specs or item.key.judge_model != metric_cascade_identity(item.metric):
             return item.request  # one judge, or a job that names its model
         stored = (self.thresholds.get(metric=item.metric.name, identity=item.key.judge_model)
                   if self.thresholds is not None else None)
@@ -696,17 +696,12 @@ class Evaluator:
         """The key the verdict of ``job`` is stored under on this worker: a cascade's
         identity stands for the judge model of a metric with ``judge.cascade``, unless
         the job or the settings name a model."""
-        default = self._identity(metric) if metric.spec.judge.cascade else None
+        default = metric_cascade_identity(metric) if metric.spec.judge.cascade else None
         model = job.judge_model or choose_judge_model(
             metric.name, metric_default=default or metric.spec.judge.model,
             per_metric=self.options.judge_models, default=self.options.judge_model)
         return VerdictKey(job.sample.id, metric.name, metric.version, model)
 
-    @staticmethod
-    def _identity(metric: Metric) -> str:
-        """The identity of a metric's cascade: its tiers, each with the metric's prompt."""
-        return cascade_identity([(tier.model, metric.version)
-                                 for tier in metric.spec.judge.cascade])
 
     def _claim_and_render(self, jobs: Sequence[Job], batch: _Batch, *,
                           owner: str) -> list[_Pending]:

@@ -5,7 +5,6 @@ stored on it and exported."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -23,18 +22,10 @@ from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore, VerdictRecord
 from evalfleet.store.cascade import ThresholdBook
 from evalfleet.store.export import export_row
-from tests.helpers import evaluator_options
+from tests.helpers import cascade_metrics, evaluator_options
 from workers.cascade import ThresholdCache
 from workers.evaluation import Evaluator
 from workers.judge import AsyncHttpJudge, JudgeFleet
-
-PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
-
-CASCADE = """
-  cascade:
-    - {model: small, top_logprobs: 5}
-    - {model: large}
-"""
 
 PRICES = {"small": [0.1, 0.4], "large": [2.0, 8.0]}
 
@@ -42,14 +33,7 @@ PRICES = {"small": [0.1, 0.4], "large": [2.0, 8.0]}
 @pytest.fixture
 def metrics_dir(tmp_path: Path) -> Path:
     """bbh_match judged by a cascade: ``small`` first, ``large`` behind it."""
-    folder = tmp_path / "metrics"
-    folder.mkdir()
-    text = (PROMPTS / "bbh_match.yaml").read_text(encoding="utf-8")
-    head, tail = text.split("  response_format: json_schema\n", 1)
-    (folder / "bbh_match.yaml").write_text(
-        head + "  response_format: json_schema\n" + CASCADE.lstrip("\n") + tail,
-        encoding="utf-8")
-    return folder
+    return cascade_metrics(tmp_path / "metrics")
 
 
 @pytest.fixture
@@ -190,12 +174,6 @@ def test_a_job_naming_its_model_and_a_settings_override_skip_the_cascade(
 ])
 def test_a_bad_cascade_is_refused_naming_the_problem(tmp_path: Path, cascade: str,
                                                      problem: str) -> None:
-    folder = tmp_path / "bad"
-    folder.mkdir()
-    text = (PROMPTS / "bbh_match.yaml").read_text(encoding="utf-8")
-    head, tail = text.split("  response_format: json_schema\n", 1)
-    (folder / "bbh_match.yaml").write_text(
-        head + "  response_format: json_schema\n" + cascade + tail, encoding="utf-8")
-    shutil.copy(PROMPTS / "__init__.py", folder / "__init__.py")
+    folder = cascade_metrics(tmp_path / "bad", cascade)
     with pytest.raises(InvalidMetricSpec, match=problem):
         load_registry(folder)
