@@ -33,7 +33,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from evalfleet.core.cascade import settles
+from evalfleet.core.cascade import AGREEMENT_TOLERANCE, settles
 from evalfleet.core.errors import JudgeError, JudgeRejected, StoreUnavailable
 from evalfleet.core.metric import Metric, TierSpec
 from evalfleet.core.price import Price, cost_usd
@@ -41,7 +41,11 @@ from evalfleet.core.sample import Sample
 from evalfleet.store.cascade import StoredThresholds
 from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
 from workers.verdicts import ParseFailure, Verdict, parse_verdict
-from workers.verdicts.confidence import logprob_confidences, verdict_confidence
+from workers.verdicts.confidence import (
+    agreement_confidences,
+    logprob_confidences,
+    verdict_confidence,
+)
 
 #: Alternatives asked per token when a tier states none.
 DEFAULT_TOP_LOGPROBS = 5
@@ -61,6 +65,19 @@ class Tier:
     """Lowest confidence accepted (fitted on labels); None settles nothing."""
     top_logprobs: int = DEFAULT_TOP_LOGPROBS
     """Alternatives asked per token."""
+    samples: int = 1
+    """1: confidence from log-probabilities; k > 1: ask k samples at
+    ``sample_temperature`` and take their agreement (k calls, no log-probabilities)."""
+    sample_temperature: float = 1.0
+    """Sampling temperature of the k samples."""
+
+    def requests(self, request: JudgeRequest) -> tuple[JudgeRequest, ...]:
+        """This tier's calls for a job's rendered request."""
+        if self.samples == 1:
+            return (replace(request, model=self.model, top_logprobs=self.top_logprobs),)
+        sampled = replace(request, model=self.model, top_logprobs=None,
+                          temperature=self.sample_temperature)
+        return (sampled,) * self.samples
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +91,8 @@ class TierAnswer:
     result: Verdict | ParseFailure | None
     """The parsed reply; None when the call failed."""
     confidence: float | None
+    others: tuple[JudgeReply | JudgeError, ...] = ()
+    """A sampled tier's other k - 1 answers (paid for, not kept)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +121,14 @@ class CascadeResult:
         return self.kept.tier
 
 
+#: A tier's calls, and the answers sent back for them, in the same order.
+Calls = tuple[JudgeRequest, ...]
+Answers = tuple[JudgeReply | JudgeError, ...]
+
+
 def cascade_flow(request: JudgeRequest, tiers: Sequence[Tier], *, metric: Metric,
                  sample: Sample, shadow: bool = False,
-                 ) -> Generator[JudgeRequest, JudgeReply | JudgeError, CascadeResult]:
+                 ) -> Generator[Calls, Answers, CascadeResult]:
     """Ask the tiers in turn until one settles the job.
 
     Args:
@@ -115,7 +139,7 @@ def cascade_flow(request: JudgeRequest, tiers: Sequence[Tier], *, metric: Metric
         shadow: Ask every tier (a review-slice sample), keeping the first that settles.
 
     Yields:
-        The next tier's request; send back its answer.
+        The next tier's calls (one, or k for a sampled tier); send back their answers.
 
     Returns:
         The result.
@@ -130,8 +154,8 @@ def cascade_flow(request: JudgeRequest, tiers: Sequence[Tier], *, metric: Metric
     for number, tier in enumerate(tiers, start=1):
         if tier.threshold is None and number < len(tiers) and not shadow:
             continue  # it could settle nothing: its call would be wasted
-        answer = yield replace(request, model=tier.model, top_logprobs=tier.top_logprobs)
-        tried.append(_read(answer, number=number, tier=tier, metric=metric, sample=sample))
+        answers = yield tier.requests(request)
+        tried.append(_read(answers, number=number, tier=tier, metric=metric, sample=sample))
         if settled_at is None and settles(tried[-1].confidence, tier.threshold):
             settled_at = len(tried) - 1
             if not shadow:
@@ -139,21 +163,53 @@ def cascade_flow(request: JudgeRequest, tiers: Sequence[Tier], *, metric: Metric
     return CascadeResult(tuple(tried), settled_at)
 
 
-def _read(answer: JudgeReply | JudgeError, *, number: int, tier: Tier, metric: Metric,
+def _read(answers: Answers, *, number: int, tier: Tier, metric: Metric,
           sample: Sample) -> TierAnswer:
-    if isinstance(answer, JudgeError):
-        return TierAnswer(number, tier.model, answer, None, None)
-    result = parse_verdict(answer.text, metric=metric, sample=sample,
-                           finish_reason=answer.finish_reason)
+    parsed = [_parse(answer, metric=metric, sample=sample) for answer in answers]
+    if len(answers) > 1:
+        return _agreement(answers, parsed, number=number, tier=tier, metric=metric)
+    (answer,), (result,) = answers, parsed
     confidence = None
-    if isinstance(result, Verdict) and not result.judge_failure and answer.text is not None:
+    if _usable(result) and isinstance(answer, JudgeReply) and answer.text is not None:
+        assert isinstance(result, Verdict)
         confidence = verdict_confidence(logprob_confidences(
             answer.text, answer.logprobs, metric=metric, verdict=result))
     return TierAnswer(number, tier.model, answer, result, confidence)
 
 
-def run_cascades(flows: Sequence[Generator[JudgeRequest, JudgeReply | JudgeError,
-                                           CascadeResult]],
+def _agreement(answers: Answers, parsed: list[Verdict | ParseFailure | None], *,
+               number: int, tier: Tier, metric: Metric) -> TierAnswer:
+    """A sampled tier: keep the verdict most of the k samples agree with; its confidence
+    is the share agreeing (a failed sample agrees with nothing)."""
+    verdicts = [result for result in parsed if isinstance(result, Verdict | ParseFailure)]
+    best, best_confidence = 0, None
+    for index, result in enumerate(parsed):
+        if not _usable(result):
+            continue
+        assert isinstance(result, Verdict)
+        confidence = verdict_confidence(agreement_confidences(
+            result, verdicts, metric=metric, tolerance=AGREEMENT_TOLERANCE))
+        # A failed call counts as a disagreeing sample too.
+        confidence = None if confidence is None else confidence * len(verdicts) / len(answers)
+        if confidence is not None and (best_confidence is None or confidence > best_confidence):
+            best, best_confidence = index, confidence
+    others = tuple(answer for index, answer in enumerate(answers) if index != best)
+    return TierAnswer(number, tier.model, answers[best], parsed[best], best_confidence, others)
+
+
+def _parse(answer: JudgeReply | JudgeError, *, metric: Metric,
+           sample: Sample) -> Verdict | ParseFailure | None:
+    if isinstance(answer, JudgeError):
+        return None
+    return parse_verdict(answer.text, metric=metric, sample=sample,
+                         finish_reason=answer.finish_reason)
+
+
+def _usable(result: Verdict | ParseFailure | None) -> bool:
+    return isinstance(result, Verdict) and not result.judge_failure
+
+
+def run_cascades(flows: Sequence[Generator[Calls, Answers, CascadeResult]],
                  client: JudgeClient) -> list[CascadeResult]:
     """Drive many cascade flows together: each round sends every flow's next request.
 
@@ -167,12 +223,12 @@ def run_cascades(flows: Sequence[Generator[JudgeRequest, JudgeReply | JudgeError
     results: list[CascadeResult | None] = [None] * len(flows)
     waiting = {index: next(flow) for index, flow in enumerate(flows)}
     while waiting:
-        indexes = list(waiting)
-        answers = client.complete_many([waiting[index] for index in indexes])
+        calls = list(waiting.items())
+        answers = iter(client.complete_many([call for _, tier in calls for call in tier]))
         waiting = {}
-        for index, answer in zip(indexes, answers, strict=True):
+        for index, tier in calls:
             try:
-                waiting[index] = flows[index].send(answer)
+                waiting[index] = flows[index].send(tuple(next(answers) for _ in tier))
             except StopIteration as done:
                 results[index] = done.value
     return [result for result in results if result is not None]
@@ -192,7 +248,7 @@ def tiers_for(specs: Sequence[TierSpec], stored: StoredThresholds | None) -> lis
     fitted: Sequence[float | None] = (stored.thresholds if stored is not None
                                       and len(stored.thresholds) == len(specs)
                                       else [None] * len(specs))
-    return [Tier(spec.model, threshold, spec.top_logprobs)
+    return [Tier(spec.model, threshold, spec.top_logprobs, spec.samples, spec.sample_temperature)
             for spec, threshold in zip(specs, fitted, strict=True)]
 
 
@@ -211,22 +267,22 @@ class CascadeRun:
     def __init__(self, request: JudgeRequest, tiers: Sequence[Tier], *, metric: Metric,
                  sample: Sample, shadow: bool, thresholds_version: int | None) -> None:
         self._flow = cascade_flow(request, tiers, metric=metric, sample=sample, shadow=shadow)
-        self.request: JudgeRequest = next(self._flow)
-        """The request of the tier asked now."""
+        self.calls: Calls = next(self._flow)
+        """The calls of the tier asked now."""
         self.result: CascadeResult | None = None
         """Set once the cascade is over."""
         self.shadow = shadow
         self.thresholds_version = thresholds_version
 
-    def take(self, answer: JudgeReply | JudgeError) -> bool:
-        """Give the current tier's answer.
+    def take(self, answers: Answers) -> bool:
+        """Give the current tier's answers, one per call, in order.
 
         Returns:
-            True when the cascade is over (:attr:`result`); False when :attr:`request`
-            is the next tier's.
+            True when the cascade is over (:attr:`result`); False when :attr:`calls`
+            are the next tier's.
         """
         try:
-            self.request = self._flow.send(answer)
+            self.calls = self._flow.send(answers)
         except StopIteration as done:
             self.result = done.value
             return True
@@ -257,6 +313,9 @@ class CascadeRun:
 
 def _tried(answer: TierAnswer, *, prices: Mapping[str, Price]) -> dict[str, Any]:
     reply = answer.answer if isinstance(answer.answer, JudgeReply) else None
+    costs = [cost_usd(prices.get(answer.model), prompt_tokens=paid.prompt_tokens,
+                      completion_tokens=paid.completion_tokens, cached_tokens=paid.cached_tokens)
+             for paid in (answer.answer, *answer.others) if isinstance(paid, JudgeReply)]
     error_class = (None if reply is not None
                    else "judge_rejected" if isinstance(answer.answer, JudgeRejected)
                    else "judge_unavailable")
@@ -268,10 +327,9 @@ def _tried(answer: TierAnswer, *, prices: Mapping[str, Price]) -> dict[str, Any]
         "tier": answer.tier, "model": answer.model, "confidence": answer.confidence,
         "scores": (dict(answer.result.scores) if isinstance(answer.result, Verdict)
                    and not answer.result.judge_failure else None),
-        "error_class": error_class,
-        "cost_usd": None if reply is None else cost_usd(
-            prices.get(answer.model), prompt_tokens=reply.prompt_tokens,
-            completion_tokens=reply.completion_tokens, cached_tokens=reply.cached_tokens),
+        "error_class": error_class, "samples": 1 + len(answer.others),
+        "cost_usd": (sum(cost for cost in costs if cost is not None)
+                     if costs and None not in costs else None),
     }
 
 

@@ -280,9 +280,11 @@ class _Pending(_Claimed):
         assert self.cascade is not None and self.cascade.result is not None
         kept = self.cascade.result.kept
         for answer in self.cascade.result.tried:
-            if answer is not kept and isinstance(answer.answer, JudgeReply):
-                self.replies.append(answer.answer)
-                self.models.append(answer.model)
+            paid = answer.others if answer is kept else (answer.answer, *answer.others)
+            for reply in paid:
+                if isinstance(reply, JudgeReply):
+                    self.replies.append(reply)
+                    self.models.append(answer.model)
         # A re-ask goes to the kept tier's model, without log-probabilities.
         self.request = replace(self.request, model=kept.model, top_logprobs=None)
         self.take(kept.answer)
@@ -431,29 +433,7 @@ class Evaluator:
     def _judge(self, pending: list[_Pending], batch: _Batch, save: _Saving) -> None:
         """Call the judge for ``pending``, re-ask once where a reply is unusable, and
         save the verdicts as the answers arrive."""
-        reask: list[_Pending] = []
-        # A cascade's job escalates within this delivery: one round of calls per tier.
-        asking, requests = pending, [self._first_request(item) for item in pending]
-        while asking:
-            escalated: list[_Pending] = []
-            for answered in self.judge.answers(requests, gather_s=ANSWER_GATHER_S):
-                for index, answer in answered:
-                    item = asking[index]
-                    if item.cascade is None:
-                        item.take(answer)
-                    elif item.cascade.take(answer):
-                        item.settle()
-                    else:
-                        escalated.append(item)
-                        continue
-                    if self._needs_reask(item):
-                        item.first_failure = item.result  # type: ignore[assignment]
-                        reask.append(item)
-                    else:
-                        self._conclude(item, batch)
-                self._save(batch, pending, save, final=False)
-            asking = escalated
-            requests = [item.cascade.request for item in escalated if item.cascade]
+        reask = self._ask(pending, batch, save)
         for answered in self.judge.answers([item.follow_up() for item in reask],
                                            gather_s=ANSWER_GATHER_S):
             for index, answer in answered:
@@ -465,11 +445,53 @@ class Evaluator:
                 self._conclude(reask[index], batch)
             self._save(batch, pending, save, final=False)
 
-    def _first_request(self, item: _Pending) -> JudgeRequest:
-        """The first call of a job: its request, or its cascade's first tier's."""
+    def _ask(self, pending: list[_Pending], batch: _Batch, save: _Saving) -> list[_Pending]:
+        """Get every job's first usable answer, saving verdicts as they arrive; a
+        cascade's job escalates within this delivery, one round of calls per tier (a
+        sampled tier's k calls answered together). Returns the jobs whose reply needs
+        its re-ask."""
+        reask: list[_Pending] = []
+        asking = [(item, self._first_calls(item)) for item in pending]
+        while asking:
+            escalated: list[tuple[_Pending, tuple[JudgeRequest, ...]]] = []
+            owner = [position for position, (_, calls) in enumerate(asking) for _ in calls]
+            got: dict[int, dict[int, JudgeReply | JudgeError]] = {}
+            for answered in self.judge.answers([call for _, calls in asking for call in calls],
+                                               gather_s=ANSWER_GATHER_S):
+                for index, answer in answered:
+                    item, calls = asking[owner[index]]
+                    got.setdefault(owner[index], {})[index] = answer
+                    if len(got[owner[index]]) < len(calls):
+                        continue  # the tier's other samples are still out
+                    answers = got.pop(owner[index])
+                    if not self._take(item, tuple(answers[i] for i in sorted(answers))):
+                        assert item.cascade is not None
+                        escalated.append((item, item.cascade.calls))
+                    elif self._needs_reask(item):
+                        item.first_failure = item.result  # type: ignore[assignment]
+                        reask.append(item)
+                    else:
+                        self._conclude(item, batch)
+                self._save(batch, pending, save, final=False)
+            asking = escalated
+        return reask
+
+    @staticmethod
+    def _take(item: _Pending, answers: tuple[JudgeReply | JudgeError, ...]) -> bool:
+        """Give a job the answers to its calls; False when its cascade asks the next tier."""
+        if item.cascade is None:
+            item.take(answers[0])
+            return True
+        if item.cascade.take(answers):
+            item.settle()
+            return True
+        return False
+
+    def _first_calls(self, item: _Pending) -> tuple[JudgeRequest, ...]:
+        """The first calls of a job: its request, or its cascade's first tier's."""
         specs = item.metric.spec.judge.cascade
         if not specs or item.key.judge_model != metric_cascade_identity(item.metric):
-            return item.request  # one judge, or a job that names its model
+            return (item.request,)  # one judge, or a job that names its model
         stored = (self.thresholds.get(metric=item.metric.name, identity=item.key.judge_model)
                   if self.thresholds is not None else None)
         review = self.options.review
@@ -478,7 +500,7 @@ class Evaluator:
         item.cascade = CascadeRun(item.request, tiers_for(specs, stored), metric=item.metric,
                                   sample=item.job.sample, shadow=shadow,
                                   thresholds_version=stored.version if stored else None)
-        return item.cascade.request
+        return item.cascade.calls
 
     def _run_checks(self, jobs: Sequence[Job], batch: _Batch, *, owner: str) -> list[_Claimed]:
         """Run the jobs of check metrics: claim one key per check of each job (one round

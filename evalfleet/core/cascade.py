@@ -19,6 +19,9 @@ from evalfleet.core.metric import Metric, ScoreKind
 #: Slack on comparisons of normalised scores (0..1), for float rounding.
 _EPSILON = 1e-9
 
+#: Continuous scores (0..1) this close agree, with people and between a judge's samples.
+AGREEMENT_TOLERANCE = 0.1
+
 
 def score_kinds(metric: Metric) -> dict[str, ScoreKind]:
     """Each score's kind, from the field it is read from.

@@ -256,6 +256,14 @@ class TierSpec(_Model):
     top_logprobs: int = Field(default=5, ge=0, le=20)
     """Alternatives asked per token, to read the verdict's confidence from."""
 
+    samples: int = Field(default=1, ge=1, le=10)
+    """1: the verdict's confidence is read from log-probabilities; k > 1 (for a server
+    that returns none): the tier is asked k times at ``sample_temperature`` and the
+    confidence is the share of the k verdicts agreeing with the one kept (k calls)."""
+
+    sample_temperature: float = Field(default=1.0, ge=0.0, le=2.0)
+    """Sampling temperature of the k samples."""
+
 
 class JudgeOptions(_Model):
     """Per-metric judge options; None inherits the settings."""

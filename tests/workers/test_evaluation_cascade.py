@@ -5,6 +5,7 @@ stored on it and exported."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evalfleet.core.cascade import CASCADE_PREFIX
+from evalfleet.core.cascade import CASCADE_PREFIX, metric_cascade_identity
 from evalfleet.core.errors import InvalidMetricSpec
 from evalfleet.core.message import Job, new_job
 from evalfleet.core.metric import load_registry
@@ -171,9 +172,43 @@ def test_a_job_naming_its_model_and_a_settings_override_skip_the_cascade(
     ("  model: x\n  cascade:\n    - {model: a}\n    - {model: b}\n", "not both"),
     ("  mode: batch\n  cascade:\n    - {model: a}\n    - {model: b}\n", "mode 'call' only"),
     ("  cascade:\n    - {model: a, top_logprobs: 50}\n    - {model: b}\n", "top_logprobs"),
+    ("  cascade:\n    - {model: a, samples: 0}\n    - {model: b}\n", "samples"),
 ])
 def test_a_bad_cascade_is_refused_naming_the_problem(tmp_path: Path, cascade: str,
                                                      problem: str) -> None:
     folder = cascade_metrics(tmp_path / "bad", cascade)
     with pytest.raises(InvalidMetricSpec, match=problem):
         load_registry(folder)
+
+
+def verdict_json(sample_id: str, *, correct: bool, reasoning: int) -> str:
+    return json.dumps({"id": sample_id, "is_correct": correct, "extracted_answer": "x",
+                       "reasoning_score": reasoning, "error_type": "none", "comment": None})
+
+
+def test_a_sampled_tier_takes_the_agreement_of_its_k_samples_as_confidence(
+        store: SqlStore, judge: JudgeFleet, tmp_path: Path, sim: RunningSim) -> None:
+    """For a server without log-probabilities: five samples; all five agreeing settle at
+    the cheap tier, three of five (0.6, under the threshold) go on; all five are paid."""
+    folder = cascade_metrics(tmp_path / "sampled", "  cascade:\n"
+                             "    - {model: small, samples: 5, sample_temperature: 0.8}\n"
+                             "    - {model: large}\n")
+    metric = load_registry(folder).get("bbh_match")
+    ThresholdBook(store).save(metric="bbh_match", identity=metric_cascade_identity(metric),
+                              thresholds=[0.8, None], report={}, now=datetime.now(UTC))
+    agree, split = (verdict_json("cas-0", correct=True, reasoning=4),
+                    verdict_json("cas-1", correct=True, reasoning=4))
+    other = verdict_json("cas-1", correct=False, reasoning=2)
+    sim.script([{"match": "Is 0 even", "replies": [{"content": agree}] * 5},
+                {"match": "Is 1 even", "then": "default",
+                 "replies": [{"content": split}] * 3 + [{"content": other}] * 2}])
+    evaluator(store, judge, folder).run_batch(jobs(2), owner="m1")
+    sure, unsure = verdicts(store)
+    assert sure.cascade is not None and unsure.cascade is not None
+    assert (sure.cascade["tier"], sure.cascade["confidence"]) == (1, 1.0)
+    assert sure.attempts == 5 and sure.cascade["tried"][0]["samples"] == 5
+    assert sure.cost_usd == pytest.approx(sure.cascade["tried"][0]["cost_usd"])
+    small, large = unsure.cascade["tried"]
+    assert small["confidence"] == pytest.approx(0.6) and small["scores"]["correct"] == 1.0
+    assert unsure.cascade["tier"] == 2 and unsure.attempts == 6
+    assert unsure.cost_usd == pytest.approx(small["cost_usd"] + large["cost_usd"])
