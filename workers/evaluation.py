@@ -667,6 +667,10 @@ class Evaluator:
             self._observe_identity(record)
             if record.purpose != "production":  # dashboards show the app's traffic only
                 continue
+            if record.cascade is not None:
+                self.telemetry.record_cascade(metric=record.key.metric,
+                                              tier=record.cascade["tier"],
+                                              low_confidence=record.cascade["low_confidence"])
             self.telemetry.record_verdict(
                 metric=record.key.metric, status=record.status, error_class=record.error_class,
                 attributes=record.attributes, scores=record.scores, sample_ts=record.sample_ts,

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from evalfleet.core.cascade import CASCADE_PREFIX, metric_cascade_identity
 from evalfleet.core.errors import InvalidMetricSpec
@@ -27,6 +28,7 @@ from tests.helpers import cascade_metrics, evaluator_options
 from workers.cascade import ThresholdCache
 from workers.evaluation import Evaluator
 from workers.judge import AsyncHttpJudge, JudgeFleet
+from workers.telemetry import Telemetry
 
 PRICES = {"small": [0.1, 0.4], "large": [2.0, 8.0]}
 
@@ -95,7 +97,10 @@ def test_a_fitted_cheap_tier_settles_what_it_is_sure_of_and_costs_less(
                                        thresholds=[0.85, None], report={},
                                        now=datetime.now(UTC))
     assert stored.version == 1
-    evaluator(store, judge, metrics_dir).run_batch(jobs(40), owner="m1")
+    registry = CollectorRegistry()
+    run = evaluator(store, judge, metrics_dir)
+    run.telemetry = Telemetry(registry=registry)
+    run.run_batch(jobs(40), owner="m1")
     records = verdicts(store)
     assert len(records) == 40
     small = [r for r in records if r.cascade and r.cascade["tier"] == 1]
@@ -115,6 +120,11 @@ def test_a_fitted_cheap_tier_settles_what_it_is_sure_of_and_costs_less(
         assert record.cost_usd == pytest.approx(
             sum(tried["cost_usd"] for tried in record.cascade["tried"]))
     assert max(r.cost_usd or 0 for r in small) < min(r.cost_usd or 0 for r in large)
+    # The live share settled per tier, for dashboards.
+    counted = {tier: registry.get_sample_value("evalfleet_cascade_verdicts_total", {
+        "metric": "bbh_match", "tier": tier, "outcome": outcome})
+        for tier, outcome in (("1", "settled"), ("2", "low_confidence"))}
+    assert counted == {"1": len(small), "2": len(large)}
 
 
 def test_a_refit_is_read_by_the_next_delivery_and_never_rejudges_the_past(
