@@ -7,20 +7,17 @@ import base64
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from evalfleet.core.errors import JudgeDeferred, JudgeError
 from evalfleet.core.settings import Settings
+from testkit.metrics import cascade_metrics as cascade_metrics
 from testkit.process import WorkerProcess as WorkerProcess  # shared with the benchmarks
 from testkit.process import wait_until as wait_until
 from workers.evaluation import EvaluatorOptions
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
-
-#: The built-in metric files.
-PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
 
 
 def queued(client: Any, metric: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -79,16 +76,3 @@ def evaluator_options(**settings: Any) -> EvaluatorOptions:
     :class:`~evalfleet.core.settings.Settings`), as a worker builds them."""
     return EvaluatorOptions.from_settings(Settings(**settings))
 
-
-#: The tiers :func:`cascade_metrics` gives bbh_match: ``small`` first, ``large`` behind.
-CASCADE_TIERS = "  cascade:\n    - {model: small, top_logprobs: 5}\n    - {model: large}\n"
-
-
-def cascade_metrics(folder: Path, tiers: str = CASCADE_TIERS) -> Path:
-    """A metrics folder holding bbh_match with ``tiers`` added to its judge options."""
-    folder.mkdir(parents=True, exist_ok=True)
-    text = (PROMPTS / "bbh_match.yaml").read_text(encoding="utf-8")
-    head, tail = text.split("  response_format: json_schema\n", 1)
-    (folder / "bbh_match.yaml").write_text(
-        head + "  response_format: json_schema\n" + tiers + tail, encoding="utf-8")
-    return folder
