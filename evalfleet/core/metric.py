@@ -292,6 +292,12 @@ class JudgeOptions(_Model):
     reaches the tier's fitted threshold, else the next is asked (docs/judges.md#cascades).
     Empty: one judge, ``model``."""
 
+    @property
+    def main_model(self) -> str | None:
+        """The model every job of the metric reaches: ``model``, or the cascade's last
+        tier (for probes, rate limits and capacity shown per metric)."""
+        return self.cascade[-1].model if self.cascade else self.model
+
     @model_validator(mode="after")
     def _cascade_fits(self) -> JudgeOptions:
         if not self.cascade:

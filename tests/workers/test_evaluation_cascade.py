@@ -76,6 +76,8 @@ def identity_of(store: SqlStore, judge: JudgeFleet, metrics_dir: Path) -> str:
 
 def test_before_any_fit_only_the_last_tier_is_asked_and_marked_low_confidence(
         store: SqlStore, judge: JudgeFleet, metrics_dir: Path, sim: RunningSim) -> None:
+    # Probes, rate limits and capacity per metric name the model every job reaches.
+    assert load_registry(metrics_dir).get("bbh_match").spec.judge.main_model == "large"
     outcomes = evaluator(store, judge, metrics_dir).run_batch(jobs(4), owner="m1")
     assert [outcome.kind for outcome in outcomes] == ["stored"] * 4
     assert sim.stats()["requests"] == 4  # never a guess: no cheap call that cannot settle
