@@ -8,8 +8,13 @@ fits on. Left out, and counted: items whose verdict is gone or was not judged by
 tier (the slice was configured after it was judged), and items with no usable label.
 
 The fit's exact binomial bound assumes the labelled items were drawn with equal
-probability; a review slice with strata by judge score draws them with several, so
-such items are refused as a whole (:class:`UnequalDraws`) rather than fitted wrong.
+probability; a review slice with strata (by judge score, or by confidence: uncertainty
+sampling) draws them with several. So the items are thinned to the lowest probability
+among them: an item drawn at probability p is kept with probability p_min / p, by a hash
+of its sample id salted for this purpose (independent of the review slice's own hash),
+which makes the kept items an equal-probability draw at p_min. The labels of the
+over-sampled strata still serve the corrected estimates, which weight each stratum; the
+fit uses fewer of them (``thinned`` counts those left out).
 """
 
 from __future__ import annotations
@@ -21,14 +26,13 @@ from typing import Any
 from evalfleet.calibration.cascade import LabelledItem, TierJudgement
 from evalfleet.calibration.cascade_status import CostedItem
 from evalfleet.calibration.gold import score_scales
-from evalfleet.core.errors import InvalidInput
 from evalfleet.core.metric import Metric
+from evalfleet.core.review import salted_fraction
 from evalfleet.review.label import combine_labels, normaliser
 from evalfleet.store.cascade import CascadeLabelItem
 
-
-class UnequalDraws(InvalidInput):
-    """Labelled items drawn with different probabilities: the bound does not hold."""
+#: The purpose the thinning hash is salted with.
+THINNING_SALT = "cascade-fit"
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,8 @@ class QueueItems:
     """Items whose verdict is gone or was not judged by every tier."""
     unlabelled: int
     """Items with no usable label (every reviewer said "cannot say", or a tie)."""
+    thinned: int = 0
+    """Items of over-sampled strata left out to make an equal-probability draw."""
 
 
 def queue_items(rows: Sequence[CascadeLabelItem], *, metric: Metric) -> QueueItems:
@@ -50,16 +56,12 @@ def queue_items(rows: Sequence[CascadeLabelItem], *, metric: Metric) -> QueueIte
         metric: The metric, with its ``judge.cascade``.
 
     Returns:
-        The items, and the counts left out.
-
-    Raises:
-        UnequalDraws: When the usable items were drawn with different probabilities.
+        The items (an equal-probability draw), and the counts left out.
     """
     n_tiers = len(metric.spec.judge.cascade)
     scales = score_scales(metric)
     scale_of = {name: normaliser(metric=metric, score=name) for name in scales}
-    items: list[CostedItem] = []
-    probabilities: set[float | None] = set()
+    usable: list[tuple[CascadeLabelItem, CostedItem]] = []
     not_every_tier = unlabelled = 0
     for row in rows:
         tried = _by_tier(row.cascade, n_tiers=n_tiers)
@@ -75,17 +77,18 @@ def queue_items(rows: Sequence[CascadeLabelItem], *, metric: Metric) -> QueueIte
         if not labels:
             unlabelled += 1
             continue
-        probabilities.add(row.probability)
-        items.append(CostedItem(
+        if not 0.0 < (row.probability or 0.0) <= 1.0:
+            not_every_tier += 1  # no known draw: it cannot stand for the traffic
+            continue
+        usable.append((row, CostedItem(
             LabelledItem(labels, tuple(_judgement(tier) for tier in tried)),
             tuple(_number(tier.get("cost_usd")) for tier in tried),
-            tuple(str(tier.get("model")) for tier in tried)))
-    if len(probabilities) > 1:
-        raise UnequalDraws(
-            "the labelled items were drawn with different probabilities "
-            f"({', '.join(sorted(str(p) for p in probabilities))}): the threshold bound "
-            "needs equal-probability draws; fit on a review slice without strata")
-    return QueueItems(items, not_every_tier, unlabelled)
+            tuple(str(tier.get("model")) for tier in tried))))
+    lowest = min((float(row.probability or 1.0) for row, _ in usable), default=1.0)
+    kept = [item for row, item in usable
+            if salted_fraction(THINNING_SALT, metric=metric.name, sample_id=row.sample_id)
+            < lowest / float(row.probability or 1.0)]
+    return QueueItems(kept, not_every_tier, unlabelled, thinned=len(usable) - len(kept))
 
 
 def _by_tier(record: dict[str, Any] | None, *, n_tiers: int) -> list[dict[str, Any]] | None:

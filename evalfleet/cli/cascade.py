@@ -135,7 +135,7 @@ def _guarantee(target: float, delta: float, tolerance: float, min_labels: int) -
 def _queue_items(state: CliState, spec: Metric,
                  ) -> tuple[list[CostedItem], StoredThresholds | None]:
     """The review queue's usable items of the metric's cascade, and the fit in use."""
-    from evalfleet.calibration.cascade_labels import UnequalDraws, queue_items
+    from evalfleet.calibration.cascade_labels import queue_items
     from evalfleet.core.cascade import metric_cascade_identity
     from evalfleet.store import open_store
     from evalfleet.store.cascade import ThresholdBook
@@ -151,14 +151,11 @@ def _queue_items(state: CliState, spec: Metric,
         in_use = book.latest(metric=spec.name, identity=identity)
     finally:
         store.close()
-    try:
-        found = queue_items(rows, metric=spec)
-    except UnequalDraws as exc:
-        click.echo(f"problem: {exc}", err=True)
-        sys.exit(SETUP_EXIT_CODE)
-    if found.not_every_tier or found.unlabelled:
+    found = queue_items(rows, metric=spec)
+    if found.not_every_tier or found.unlabelled or found.thinned:
         click.echo(f"left out: {found.not_every_tier} item(s) not judged by every tier, "
-                   f"{found.unlabelled} with no usable label", err=True)
+                   f"{found.unlabelled} with no usable label, {found.thinned} of "
+                   "over-sampled strata (the fit needs an equal-probability draw)", err=True)
     return found.items, in_use
 
 

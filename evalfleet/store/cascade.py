@@ -49,6 +49,7 @@ class CascadeLabelItem:
     """A random review item of a cascade's verdict, with its labels."""
 
     item_id: int
+    sample_id: str
     stratum: str | None
     """The review stratum it was drawn in (None: the base rate)."""
     probability: float | None
@@ -123,7 +124,7 @@ class ThresholdBook:
         i, v, lab = review_items.c, verdicts.c, review_labels.c
         where = (i.metric == metric, i.judge_model == identity, i.reason == RANDOM_REASON)
         items_query = (
-            select(i.id, i.stratum, i.probability, v.cascade)
+            select(i.id, i.sample_id, i.stratum, i.probability, v.cascade)
             .outerjoin(verdicts, and_(v.metric == i.metric, v.sample_id == i.sample_id,
                                       v.prompt_version == i.prompt_version,
                                       v.judge_model == i.judge_model))
@@ -136,8 +137,8 @@ class ThresholdBook:
             rows = conn.execute(items_query).all()
             for item_id, score, raw in conn.execute(labels_query):
                 given[item_id][score].append(raw)
-        return [CascadeLabelItem(item_id=row[0], stratum=row[1], probability=row[2],
-                                 cascade=row[3],
+        return [CascadeLabelItem(item_id=row[0], sample_id=row[1], stratum=row[2],
+                                 probability=row[3], cascade=row[4],
                                  labels={k: list(vs) for k, vs in given.get(row[0], {}).items()})
                 for row in rows]
 

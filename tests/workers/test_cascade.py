@@ -186,3 +186,25 @@ def test_the_review_slice_says_which_samples_it_may_choose() -> None:
             if review.choose(sample_id=sample_id, metric="m", scores=scores):
                 assert sample_id in chosen
     assert not review.may_choose(sample_id="s-1", metric="other")
+
+
+def test_the_review_slice_samples_by_confidence_band_before_score_strata() -> None:
+    from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum, review_fraction
+
+    review = ReviewSlice({"m": MetricSlice(rate=0.01, strata=(Stratum(below=0.5, rate=0.1),),
+                                           confidence_strata=(Stratum(below=0.7, rate=0.3),
+                                                              Stratum(below=0.9, rate=0.1)))})
+    ids = [f"s-{index}" for index in range(2000)]
+    unsure = [review.choose(sample_id=i, metric="m", scores={"s": 1.0}, confidence=0.6)
+              for i in ids]
+    chosen = [choice for choice in unsure if choice is not None]
+    assert {(c.probability, c.stratum) for c in chosen} == {(0.3, "confidence below 0.7")}
+    assert len(chosen) == sum(review_fraction(sample_id=i, metric="m") < 0.3 for i in ids)
+    middling = review.choose(sample_id="s-3", metric="m", scores={"s": 1.0}, confidence=0.8)
+    sure = [review.choose(sample_id=i, metric="m", scores={"s": 0.2}, confidence=0.95)
+            for i in ids]
+    # Sure verdicts fall back to the score strata; unknown confidence too.
+    assert {c.stratum for c in sure if c} == {"below 0.5"}
+    assert middling is None or middling.stratum == "confidence below 0.9"
+    assert all(review.may_choose(sample_id=i, metric="m") for i, c in zip(ids, unsure, strict=True)
+               if c is not None)

@@ -18,12 +18,13 @@ from evalfleet.core.cascade import CASCADE_PREFIX, metric_cascade_identity
 from evalfleet.core.errors import InvalidMetricSpec
 from evalfleet.core.message import Job, new_job
 from evalfleet.core.metric import load_registry
-from evalfleet.core.review import MetricSlice, ReviewSlice
+from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum
 from evalfleet.core.sample import parse_sample
 from evalfleet.judgesim import RunningSim
-from evalfleet.store import SqlStore, VerdictRecord
+from evalfleet.store import SqlStore, VerdictRecord, open_store
 from evalfleet.store.cascade import ThresholdBook
 from evalfleet.store.export import export_row
+from evalfleet.store.review import ReviewQueue
 from tests.helpers import cascade_metrics, evaluator_options
 from workers.cascade import ThresholdCache
 from workers.evaluation import Evaluator
@@ -224,3 +225,27 @@ def test_a_sampled_tier_takes_the_agreement_of_its_k_samples_as_confidence(
     assert small["confidence"] == pytest.approx(0.6) and small["scores"]["correct"] == 1.0
     assert unsure.cascade["tier"] == 2 and unsure.attempts == 6
     assert unsure.cost_usd == pytest.approx(small["cost_usd"] + large["cost_usd"])
+
+
+def test_uncertainty_sampling_queues_the_unsure_verdicts_in_their_own_stratum(
+        database_url: str, judge: JudgeFleet, metrics_dir: Path) -> None:
+    review = ReviewSlice({"bbh_match": MetricSlice(rate=0.0, confidence_strata=(
+        Stratum(below=0.95, rate=1.0),))})
+    store = open_store(database_url, review=review)
+    try:
+        metric = load_registry(metrics_dir).get("bbh_match")
+        ThresholdBook(store).save(metric="bbh_match", identity=metric_cascade_identity(metric),
+                                  thresholds=[0.0, None], report={}, now=datetime.now(UTC))
+        run = evaluator(store, judge, metrics_dir)
+        run.options = replace(run.options, review=review)
+        run.run_batch(jobs(30), owner="m1")
+        unsure = {r.key.sample_id for r in store.iter_verdicts()
+                  if r.cascade and r.cascade["confidence"] is not None
+                  and r.cascade["confidence"] < 0.95}
+        items = list(ReviewQueue(store).iter_items(metric="bbh_match"))
+        assert unsure and len(unsure) < 30
+        assert {item.sample_id for item in items} == unsure
+        assert {(item.stratum, item.probability) for item in items} == {
+            ("confidence below 0.95", 1.0)}
+    finally:
+        store.close()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from evalfleet.calibration.cascade_labels import UnequalDraws, queue_items
+from evalfleet.calibration.cascade_labels import queue_items
 from evalfleet.core.metric import Metric, load_registry
 from evalfleet.store.cascade import CascadeLabelItem
 from tests.helpers import cascade_metrics
@@ -28,8 +28,8 @@ def tier(number: int, *, scores: dict[str, float] | None, confidence: float | No
 
 def row(item_id: int, cascade: Any, labels: dict[str, list[Any]], *,
         probability: float | None = 1.0) -> CascadeLabelItem:
-    return CascadeLabelItem(item_id=item_id, stratum=None, probability=probability,
-                            cascade=cascade, labels=labels)
+    return CascadeLabelItem(item_id=item_id, sample_id=f"s-{item_id}", stratum=None,
+                            probability=probability, cascade=cascade, labels=labels)
 
 
 GOOD = {"tried": [tier(1, scores={"correct": 1.0, "reasoning": 0.5}),
@@ -57,8 +57,18 @@ def test_rows_become_items_and_the_unusable_are_counted(metric: Metric) -> None:
     assert failed.item.tiers[0] is None and failed.costs[0] is None
 
 
-def test_items_drawn_with_different_probabilities_are_refused(metric: Metric) -> None:
-    rows = [row(1, GOOD, {"correct": [True]}, probability=0.1),
-            row(2, GOOD, {"correct": [True]}, probability=0.5)]
-    with pytest.raises(UnequalDraws, match="equal-probability"):
-        queue_items(rows, metric=metric)
+def test_items_drawn_with_different_probabilities_are_thinned_to_an_equal_draw(
+        metric: Metric) -> None:
+    """Items of a stratum drawn at 0.4 are kept at 0.1 / 0.4 = a quarter, so every kept
+    item stands for the traffic at the same probability, 0.1."""
+    low = [row(i, GOOD, {"correct": [True]}, probability=0.1) for i in range(400)]
+    high = [row(i, GOOD, {"correct": [True]}, probability=0.4) for i in range(400, 4400)]
+    found = queue_items([*low, *high], metric=metric)
+    kept_high = len(found.items) - len(low)
+    assert 900 < kept_high < 1100  # a quarter of 4,000, by hash
+    assert found.thinned == len(high) - kept_high
+    # The same items, the same choice: a refit on the same labels fits the same draw.
+    assert len(queue_items([*low, *high], metric=metric).items) == len(found.items)
+    found_none = queue_items([row(1, GOOD, {"correct": [True]}, probability=None)],
+                             metric=metric)
+    assert (found_none.items, found_none.not_every_tier) == ([], 1)
