@@ -13,6 +13,7 @@ import psycopg
 
 from evalfleet.core.errors import JudgeDeferred, JudgeError
 from evalfleet.core.settings import Settings
+from testkit.metrics import cascade_metrics as cascade_metrics
 from testkit.process import WorkerProcess as WorkerProcess  # shared with the benchmarks
 from testkit.process import wait_until as wait_until
 from workers.evaluation import EvaluatorOptions
@@ -74,3 +75,4 @@ def evaluator_options(**settings: Any) -> EvaluatorOptions:
     """The evaluator's options from settings with these changes (field names of
     :class:`~evalfleet.core.settings.Settings`), as a worker builds them."""
     return EvaluatorOptions.from_settings(Settings(**settings))
+

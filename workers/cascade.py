@@ -8,6 +8,11 @@ jobs escalate together within the same delivery.
 
 Rules, in order, per tier:
 
+- A tier with no threshold (not fitted yet, too few labels) settles nothing, so it is
+  not asked at all, unless the job is a **shadow**: a sample the random review slice
+  may choose is judged by every tier, whatever settles it, because fitting tier k needs
+  every tier's verdict on labelled items (the kept verdict is still the first that
+  settles). The last tier is always asked.
 - The tier is asked with log-probabilities (``top_logprobs``) and its reply parsed.
 - A tier whose call failed, whose reply is no verdict, or whose verdict is a
   judge-declared failure escalates: a cheap judge's trouble is never the job's fate.
@@ -22,19 +27,32 @@ No numpy here: thresholds come in as plain numbers, fitted elsewhere.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+import threading
+import time
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
-from evalfleet.core.cascade import settles
-from evalfleet.core.errors import JudgeError
-from evalfleet.core.metric import Metric
+from evalfleet.core.cascade import AGREEMENT_TOLERANCE, settles
+from evalfleet.core.errors import JudgeError, JudgeRejected, StoreUnavailable
+from evalfleet.core.metric import Metric, TierSpec
+from evalfleet.core.price import Price, cost_usd
 from evalfleet.core.sample import Sample
+from evalfleet.store.cascade import StoredThresholds
 from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
 from workers.verdicts import ParseFailure, Verdict, parse_verdict
-from workers.verdicts.confidence import logprob_confidences, verdict_confidence
+from workers.verdicts.confidence import (
+    agreement_confidences,
+    logprob_confidences,
+    verdict_confidence,
+)
 
 #: Alternatives asked per token when a tier states none.
 DEFAULT_TOP_LOGPROBS = 5
+
+#: Seconds a worker uses the thresholds it read before reading them again: a refit
+#: reaches every worker within this.
+THRESHOLDS_TTL_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +65,19 @@ class Tier:
     """Lowest confidence accepted (fitted on labels); None settles nothing."""
     top_logprobs: int = DEFAULT_TOP_LOGPROBS
     """Alternatives asked per token."""
+    samples: int = 1
+    """1: confidence from log-probabilities; k > 1: ask k samples at
+    ``sample_temperature`` and take their agreement (k calls, no log-probabilities)."""
+    sample_temperature: float = 1.0
+    """Sampling temperature of the k samples."""
+
+    def requests(self, request: JudgeRequest) -> tuple[JudgeRequest, ...]:
+        """This tier's calls for a job's rendered request."""
+        if self.samples == 1:
+            return (replace(request, model=self.model, top_logprobs=self.top_logprobs),)
+        sampled = replace(request, model=self.model, top_logprobs=None,
+                          temperature=self.sample_temperature)
+        return (sampled,) * self.samples
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +91,8 @@ class TierAnswer:
     result: Verdict | ParseFailure | None
     """The parsed reply; None when the call failed."""
     confidence: float | None
+    others: tuple[JudgeReply | JudgeError, ...] = ()
+    """A sampled tier's other k - 1 answers (paid for, not kept)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,14 +100,20 @@ class CascadeResult:
     """How the job was settled: the kept tier's answer and every tier tried."""
 
     tried: tuple[TierAnswer, ...]
-    """Every tier asked, in order; the last one is kept."""
-    low_confidence: bool
-    """The kept verdict is the last tier's, below its threshold: outside the guarantee."""
+    """Every tier asked, in order."""
+    settled_at: int | None
+    """Index in ``tried`` of the answer that settled the job; None when none did (the
+    last tier's answer is kept, marked low-confidence)."""
+
+    @property
+    def low_confidence(self) -> bool:
+        """The kept verdict is the last tier's, below its threshold: outside the guarantee."""
+        return self.settled_at is None
 
     @property
     def kept(self) -> TierAnswer:
         """The answer stored."""
-        return self.tried[-1]
+        return self.tried[-1 if self.settled_at is None else self.settled_at]
 
     @property
     def settled_tier(self) -> int:
@@ -82,9 +121,14 @@ class CascadeResult:
         return self.kept.tier
 
 
+#: A tier's calls, and the answers sent back for them, in the same order.
+Calls = tuple[JudgeRequest, ...]
+Answers = tuple[JudgeReply | JudgeError, ...]
+
+
 def cascade_flow(request: JudgeRequest, tiers: Sequence[Tier], *, metric: Metric,
-                 sample: Sample) -> Generator[JudgeRequest, JudgeReply | JudgeError,
-                                              CascadeResult]:
+                 sample: Sample, shadow: bool = False,
+                 ) -> Generator[Calls, Answers, CascadeResult]:
     """Ask the tiers in turn until one settles the job.
 
     Args:
@@ -92,9 +136,10 @@ def cascade_flow(request: JudgeRequest, tiers: Sequence[Tier], *, metric: Metric
         tiers: Cheapest first; at least one.
         metric: The metric judged.
         sample: The judged sample.
+        shadow: Ask every tier (a review-slice sample), keeping the first that settles.
 
     Yields:
-        The next tier's request; send back its answer.
+        The next tier's calls (one, or k for a sampled tier); send back their answers.
 
     Returns:
         The result.
@@ -105,29 +150,66 @@ def cascade_flow(request: JudgeRequest, tiers: Sequence[Tier], *, metric: Metric
     if not tiers:
         raise ValueError("a cascade needs at least one tier")
     tried: list[TierAnswer] = []
+    settled_at: int | None = None
     for number, tier in enumerate(tiers, start=1):
-        answer = yield replace(request, model=tier.model, top_logprobs=tier.top_logprobs)
-        tried.append(_read(answer, number=number, tier=tier, metric=metric, sample=sample))
-        if settles(tried[-1].confidence, tier.threshold):
-            return CascadeResult(tuple(tried), low_confidence=False)
-    return CascadeResult(tuple(tried), low_confidence=True)
+        if tier.threshold is None and number < len(tiers) and not shadow:
+            continue  # it could settle nothing: its call would be wasted
+        answers = yield tier.requests(request)
+        tried.append(_read(answers, number=number, tier=tier, metric=metric, sample=sample))
+        if settled_at is None and settles(tried[-1].confidence, tier.threshold):
+            settled_at = len(tried) - 1
+            if not shadow:
+                break
+    return CascadeResult(tuple(tried), settled_at)
 
 
-def _read(answer: JudgeReply | JudgeError, *, number: int, tier: Tier, metric: Metric,
+def _read(answers: Answers, *, number: int, tier: Tier, metric: Metric,
           sample: Sample) -> TierAnswer:
-    if isinstance(answer, JudgeError):
-        return TierAnswer(number, tier.model, answer, None, None)
-    result = parse_verdict(answer.text, metric=metric, sample=sample,
-                           finish_reason=answer.finish_reason)
+    parsed = [_parse(answer, metric=metric, sample=sample) for answer in answers]
+    if len(answers) > 1:
+        return _agreement(answers, parsed, number=number, tier=tier, metric=metric)
+    (answer,), (result,) = answers, parsed
     confidence = None
-    if isinstance(result, Verdict) and not result.judge_failure and answer.text is not None:
+    if _usable(result) and isinstance(answer, JudgeReply) and answer.text is not None:
+        assert isinstance(result, Verdict)
         confidence = verdict_confidence(logprob_confidences(
             answer.text, answer.logprobs, metric=metric, verdict=result))
     return TierAnswer(number, tier.model, answer, result, confidence)
 
 
-def run_cascades(flows: Sequence[Generator[JudgeRequest, JudgeReply | JudgeError,
-                                           CascadeResult]],
+def _agreement(answers: Answers, parsed: list[Verdict | ParseFailure | None], *,
+               number: int, tier: Tier, metric: Metric) -> TierAnswer:
+    """A sampled tier: keep the verdict most of the k samples agree with; its confidence
+    is the share agreeing (a failed sample agrees with nothing)."""
+    verdicts = [result for result in parsed if isinstance(result, Verdict | ParseFailure)]
+    best, best_confidence = 0, None
+    for index, result in enumerate(parsed):
+        if not _usable(result):
+            continue
+        assert isinstance(result, Verdict)
+        confidence = verdict_confidence(agreement_confidences(
+            result, verdicts, metric=metric, tolerance=AGREEMENT_TOLERANCE))
+        # A failed call counts as a disagreeing sample too.
+        confidence = None if confidence is None else confidence * len(verdicts) / len(answers)
+        if confidence is not None and (best_confidence is None or confidence > best_confidence):
+            best, best_confidence = index, confidence
+    others = tuple(answer for index, answer in enumerate(answers) if index != best)
+    return TierAnswer(number, tier.model, answers[best], parsed[best], best_confidence, others)
+
+
+def _parse(answer: JudgeReply | JudgeError, *, metric: Metric,
+           sample: Sample) -> Verdict | ParseFailure | None:
+    if isinstance(answer, JudgeError):
+        return None
+    return parse_verdict(answer.text, metric=metric, sample=sample,
+                         finish_reason=answer.finish_reason)
+
+
+def _usable(result: Verdict | ParseFailure | None) -> bool:
+    return isinstance(result, Verdict) and not result.judge_failure
+
+
+def run_cascades(flows: Sequence[Generator[Calls, Answers, CascadeResult]],
                  client: JudgeClient) -> list[CascadeResult]:
     """Drive many cascade flows together: each round sends every flow's next request.
 
@@ -141,12 +223,155 @@ def run_cascades(flows: Sequence[Generator[JudgeRequest, JudgeReply | JudgeError
     results: list[CascadeResult | None] = [None] * len(flows)
     waiting = {index: next(flow) for index, flow in enumerate(flows)}
     while waiting:
-        indexes = list(waiting)
-        answers = client.complete_many([waiting[index] for index in indexes])
+        calls = list(waiting.items())
+        answers = iter(client.complete_many([call for _, tier in calls for call in tier]))
         waiting = {}
-        for index, answer in zip(indexes, answers, strict=True):
+        for index, tier in calls:
             try:
-                waiting[index] = flows[index].send(answer)
+                waiting[index] = flows[index].send(tuple(next(answers) for _ in tier))
             except StopIteration as done:
                 results[index] = done.value
     return [result for result in results if result is not None]
+
+
+def tiers_for(specs: Sequence[TierSpec], stored: StoredThresholds | None) -> list[Tier]:
+    """A metric file's tiers with their stored thresholds (none before a fit: every tier
+    but the last is then skipped, and the last keeps its verdict marked low-confidence).
+
+    Args:
+        specs: The metric's ``judge.cascade``.
+        stored: The latest fit of this cascade, or None.
+
+    Returns:
+        The tiers, cheapest first.
+    """
+    fitted: Sequence[float | None] = (stored.thresholds if stored is not None
+                                      and len(stored.thresholds) == len(specs)
+                                      else [None] * len(specs))
+    return [Tier(spec.model, threshold, spec.top_logprobs, spec.samples, spec.sample_temperature)
+            for spec, threshold in zip(specs, fitted, strict=True)]
+
+
+class CascadeRun:
+    """One job's cascade as the evaluator drives it, a round of judge calls per tier.
+
+    Args:
+        request: The rendered request.
+        tiers: The tiers with their thresholds.
+        metric: The metric.
+        sample: The sample.
+        shadow: Ask every tier (:func:`cascade_flow`).
+        thresholds_version: The version of the thresholds used (None: not fitted).
+    """
+
+    def __init__(self, request: JudgeRequest, tiers: Sequence[Tier], *, metric: Metric,
+                 sample: Sample, shadow: bool, thresholds_version: int | None) -> None:
+        self._flow = cascade_flow(request, tiers, metric=metric, sample=sample, shadow=shadow)
+        self.calls: Calls = next(self._flow)
+        """The calls of the tier asked now."""
+        self.result: CascadeResult | None = None
+        """Set once the cascade is over."""
+        self.shadow = shadow
+        self.thresholds_version = thresholds_version
+
+    def take(self, answers: Answers) -> bool:
+        """Give the current tier's answers, one per call, in order.
+
+        Returns:
+            True when the cascade is over (:attr:`result`); False when :attr:`calls`
+            are the next tier's.
+        """
+        try:
+            self.calls = self._flow.send(answers)
+        except StopIteration as done:
+            self.result = done.value
+            return True
+        return False
+
+    def record(self, *, identity: str, prices: Mapping[str, Price]) -> dict[str, Any]:
+        """How the verdict was reached, as its ``cascade`` field stores it.
+
+        Args:
+            identity: The cascade's identity (the verdict key's judge model).
+            prices: Judge model prices, to cost each tier tried.
+
+        Returns:
+            ``identity``, ``tier`` (1 for the cheapest), ``model`` and ``confidence`` of
+            the kept answer, ``low_confidence``, ``shadow``, ``thresholds_version`` and
+            ``tried``: per tier asked, its ``tier``, ``model``, ``confidence``,
+            ``scores`` (None without a verdict), ``error_class`` and ``cost_usd``.
+        """
+        assert self.result is not None
+        kept = self.result.kept
+        return {
+            "identity": identity, "tier": kept.tier, "model": kept.model,
+            "confidence": kept.confidence, "low_confidence": self.result.low_confidence,
+            "shadow": self.shadow, "thresholds_version": self.thresholds_version,
+            "tried": [_tried(answer, prices=prices) for answer in self.result.tried],
+        }
+
+
+def _tried(answer: TierAnswer, *, prices: Mapping[str, Price]) -> dict[str, Any]:
+    reply = answer.answer if isinstance(answer.answer, JudgeReply) else None
+    costs = [cost_usd(prices.get(answer.model), prompt_tokens=paid.prompt_tokens,
+                      completion_tokens=paid.completion_tokens, cached_tokens=paid.cached_tokens)
+             for paid in (answer.answer, *answer.others) if isinstance(paid, JudgeReply)]
+    error_class = (None if reply is not None
+                   else "judge_rejected" if isinstance(answer.answer, JudgeRejected)
+                   else "judge_unavailable")
+    if isinstance(answer.result, ParseFailure):
+        error_class = answer.result.error_class
+    elif isinstance(answer.result, Verdict) and answer.result.judge_failure:
+        error_class = "judge_declared"
+    return {
+        "tier": answer.tier, "model": answer.model, "confidence": answer.confidence,
+        "scores": (dict(answer.result.scores) if isinstance(answer.result, Verdict)
+                   and not answer.result.judge_failure else None),
+        "error_class": error_class, "samples": 1 + len(answer.others),
+        "cost_usd": (sum(cost for cost in costs if cost is not None)
+                     if costs and None not in costs else None),
+    }
+
+
+class ThresholdCache:
+    """The latest thresholds of each cascade, read from the store at most once a
+    :data:`THRESHOLDS_TTL_S` per cascade.
+
+    A store that cannot be read keeps the thresholds read last in use (a worker that
+    never read them raises, as its claim would).
+
+    Args:
+        read: Reads the latest fit (``ThresholdBook.latest``).
+        ttl_s: Seconds a read is used.
+        clock: Monotonic seconds.
+    """
+
+    def __init__(self, read: Callable[..., StoredThresholds | None], *,
+                 ttl_s: float = THRESHOLDS_TTL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._read = read
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cached: dict[tuple[str, str], tuple[float, StoredThresholds | None]] = {}
+
+    def get(self, *, metric: str, identity: str) -> StoredThresholds | None:
+        """The latest fit of the metric's cascade; None before any.
+
+        Raises:
+            StoreUnavailable: The store cannot be read and nothing was read before.
+        """
+        now = self._clock()
+        with self._lock:
+            cached = self._cached.get((metric, identity))
+        if cached is not None and now - cached[0] < self._ttl_s:
+            return cached[1]
+        try:
+            stored = self._read(metric=metric, identity=identity)
+        except StoreUnavailable:
+            if cached is None:
+                raise
+            return cached[1]
+        with self._lock:
+            self._cached[(metric, identity)] = (now, stored)
+        return stored

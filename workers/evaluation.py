@@ -30,6 +30,7 @@ from typing import Any, Literal, NamedTuple
 from evalfleet.core.backoff import compute_backoff
 from evalfleet.core.budget import budget_day
 from evalfleet.core.canary import canary_series
+from evalfleet.core.cascade import metric_cascade_identity
 from evalfleet.core.errors import (
     InvalidSample,
     JudgeDeferred,
@@ -44,6 +45,7 @@ from evalfleet.core.errors import (
 from evalfleet.core.message import AttemptFailure, Job, encode_job, next_attempt
 from evalfleet.core.metric import Metric, MetricRegistry, OutputSpec
 from evalfleet.core.price import Price, cost_usd
+from evalfleet.core.review import ReviewSlice
 from evalfleet.core.scales import score_scales
 from evalfleet.core.settings import Settings, choose_judge_model
 from evalfleet.core.spend import SpendLedger
@@ -58,6 +60,7 @@ from evalfleet.store import (
 from evalfleet.store.batchspool import BatchSpool, SpoolEntry
 from evalfleet.store.evidence import sample_content
 from workers.batchjudge.provider import with_first_reply
+from workers.cascade import CascadeRun, ThresholdCache, tiers_for
 from workers.checks import CheckOutcome, CheckResult, CheckRunner, PreparedCheck
 from workers.compactor import Compaction, TrajectoryTooLong
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
@@ -145,6 +148,9 @@ class EvaluatorOptions:
     reask_in_batch: bool = False
     """A re-ask no batch line answers waits for a later batch (the collector's
     evaluator): its job's outcome is ``spooled`` with the entry to spool."""
+    review: ReviewSlice | None = None
+    """The random review slice: a cascade asks every tier for the samples it may
+    choose (their labels fit the thresholds)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EvaluatorOptions:
@@ -162,10 +168,14 @@ class EvaluatorOptions:
             batch_metrics=frozenset(judge.batch_metrics),
             batch_purposes=frozenset(judge.batch_purposes),
             prompt_cache_key=judge.prompt_cache_key,
+            review=settings.review.review_slice(),
         )
 
     def in_batch_mode(self, job: Job, metric: Metric) -> bool:
-        """Whether ``job`` is judged through the Batch API (docs/batch.md)."""
+        """Whether ``job`` is judged through the Batch API (docs/batch.md); never a
+        cascade's, which escalates while the worker waits."""
+        if metric.spec.judge.cascade:
+            return False
         return (metric.spec.judge.mode == "batch" or metric.name in self.batch_metrics
                 or job.purpose in self.batch_purposes)
 
@@ -257,6 +267,10 @@ class _Pending(_Claimed):
     first_failure: ParseFailure | None = None
     error: JudgeError | None = None
     compaction: Compaction | None = None
+    cascade: CascadeRun | None = None
+    """The job's judge cascade, when its metric has one."""
+    models: list[str] = field(default_factory=list)
+    """The model each of ``replies`` was asked of."""
 
     def take(self, answer: JudgeReply | JudgeError) -> None:
         """Record one judge answer and parse it."""
@@ -264,8 +278,24 @@ class _Pending(_Claimed):
             self.error = answer
             return
         self.replies.append(answer)
+        self.models.append(self.request.model)
         self.result = parse_verdict(answer.text, metric=self.metric, sample=self.job.sample,
                                     finish_reason=answer.finish_reason)
+
+    def settle(self) -> None:
+        """Take the answer a finished cascade kept; the other tiers' replies are
+        counted (tokens, cost) before it."""
+        assert self.cascade is not None and self.cascade.result is not None
+        kept = self.cascade.result.kept
+        for answer in self.cascade.result.tried:
+            paid = answer.others if answer is kept else (answer.answer, *answer.others)
+            for reply in paid:
+                if isinstance(reply, JudgeReply):
+                    self.replies.append(reply)
+                    self.models.append(answer.model)
+        # A re-ask goes to the kept tier's model, without log-probabilities.
+        self.request = replace(self.request, model=kept.model, top_logprobs=None)
+        self.take(kept.answer)
 
     def follow_up(self) -> JudgeRequest:
         """The re-ask: the conversation so far plus what was wrong with the reply."""
@@ -318,9 +348,11 @@ class Evaluator:
         options: EvaluatorOptions, clock: Callable[[], datetime] | None = None,
         jitter: Callable[[], float] = random.random, spend: SpendLedger | None = None,
         telemetry: Telemetry | None = None, spool: BatchSpool | None = None,
-        checks: CheckRunner | None = None,
+        checks: CheckRunner | None = None, thresholds: ThresholdCache | None = None,
     ) -> None:
         self.registry = registry
+        self.thresholds = thresholds
+        """Judge cascades' fitted thresholds; None: no cascade tier settles anything."""
         self.checks = checks or CheckRunner()
         """Runs the metrics of kind ``check`` (no judge call)."""
         self.spool = spool
@@ -419,18 +451,7 @@ class Evaluator:
     def _judge(self, pending: list[_Pending], batch: _Batch, save: _Saving) -> None:
         """Call the judge for ``pending``, re-ask once where a reply is unusable, and
         save the verdicts as the answers arrive."""
-        reask: list[_Pending] = []
-        for answered in self.judge.answers([item.request for item in pending],
-                                           gather_s=ANSWER_GATHER_S):
-            for index, answer in answered:
-                item = pending[index]
-                item.take(answer)
-                if self._needs_reask(item):
-                    item.first_failure = item.result  # type: ignore[assignment]
-                    reask.append(item)
-                else:
-                    self._conclude(item, batch)
-            self._save(batch, pending, save, final=False)
+        reask = self._ask(pending, batch, save)
         for answered in self.judge.answers([item.follow_up() for item in reask],
                                            gather_s=ANSWER_GATHER_S):
             for index, answer in answered:
@@ -441,6 +462,63 @@ class Evaluator:
                 reask[index].take(answer)
                 self._conclude(reask[index], batch)
             self._save(batch, pending, save, final=False)
+
+    def _ask(self, pending: list[_Pending], batch: _Batch, save: _Saving) -> list[_Pending]:
+        """Get every job's first usable answer, saving verdicts as they arrive; a
+        cascade's job escalates within this delivery, one round of calls per tier (a
+        sampled tier's k calls answered together). Returns the jobs whose reply needs
+        its re-ask."""
+        reask: list[_Pending] = []
+        asking = [(item, self._first_calls(item)) for item in pending]
+        while asking:
+            escalated: list[tuple[_Pending, tuple[JudgeRequest, ...]]] = []
+            owner = [position for position, (_, calls) in enumerate(asking) for _ in calls]
+            got: dict[int, dict[int, JudgeReply | JudgeError]] = {}
+            for answered in self.judge.answers([call for _, calls in asking for call in calls],
+                                               gather_s=ANSWER_GATHER_S):
+                for index, answer in answered:
+                    item, calls = asking[owner[index]]
+                    got.setdefault(owner[index], {})[index] = answer
+                    if len(got[owner[index]]) < len(calls):
+                        continue  # the tier's other samples are still out
+                    answers = got.pop(owner[index])
+                    if not self._take(item, tuple(answers[i] for i in sorted(answers))):
+                        assert item.cascade is not None
+                        escalated.append((item, item.cascade.calls))
+                    elif self._needs_reask(item):
+                        item.first_failure = item.result  # type: ignore[assignment]
+                        reask.append(item)
+                    else:
+                        self._conclude(item, batch)
+                self._save(batch, pending, save, final=False)
+            asking = escalated
+        return reask
+
+    @staticmethod
+    def _take(item: _Pending, answers: tuple[JudgeReply | JudgeError, ...]) -> bool:
+        """Give a job the answers to its calls; False when its cascade asks the next tier."""
+        if item.cascade is None:
+            item.take(answers[0])
+            return True
+        if item.cascade.take(answers):
+            item.settle()
+            return True
+        return False
+
+    def _first_calls(self, item: _Pending) -> tuple[JudgeRequest, ...]:
+        """The first calls of a job: its request, or its cascade's first tier's."""
+        specs = item.metric.spec.judge.cascade
+        if not specs or item.key.judge_model != metric_cascade_identity(item.metric):
+            return (item.request,)  # one judge, or a job that names its model
+        stored = (self.thresholds.get(metric=item.metric.name, identity=item.key.judge_model)
+                  if self.thresholds is not None else None)
+        review = self.options.review
+        shadow = (item.job.purpose == "production" and review is not None
+                  and review.may_choose(sample_id=item.job.sample.id, metric=item.metric.name))
+        item.cascade = CascadeRun(item.request, tiers_for(specs, stored), metric=item.metric,
+                                  sample=item.job.sample, shadow=shadow,
+                                  thresholds_version=stored.version if stored else None)
+        return item.cascade.calls
 
     def _run_checks(self, jobs: Sequence[Job], batch: _Batch, *, owner: str) -> list[_Claimed]:
         """Run the jobs of check metrics: claim one key per check of each job (one round
@@ -654,6 +732,10 @@ class Evaluator:
             self._observe_identity(record)
             if record.purpose != "production":  # dashboards show the app's traffic only
                 continue
+            if record.cascade is not None:
+                self.telemetry.record_cascade(metric=record.key.metric,
+                                              tier=record.cascade["tier"],
+                                              low_confidence=record.cascade["low_confidence"])
             self.telemetry.record_verdict(
                 metric=record.key.metric, status=record.status, error_class=record.error_class,
                 attributes=record.attributes, scores=record.scores, sample_ts=record.sample_ts,
@@ -704,11 +786,15 @@ class Evaluator:
             logger.warning("cannot count spend: %s", exc)
 
     def verdict_key(self, job: Job, metric: Metric) -> VerdictKey:
-        """The key the verdict of ``job`` is stored under on this worker."""
+        """The key the verdict of ``job`` is stored under on this worker: a cascade's
+        identity stands for the judge model of a metric with ``judge.cascade``, unless
+        the job or the settings name a model."""
+        default = metric_cascade_identity(metric) if metric.spec.judge.cascade else None
         model = job.judge_model or choose_judge_model(
-            metric.name, metric_default=metric.spec.judge.model,
+            metric.name, metric_default=default or metric.spec.judge.model,
             per_metric=self.options.judge_models, default=self.options.judge_model)
         return VerdictKey(job.sample.id, metric.name, metric.version, model)
+
 
     def _claim_and_render(self, jobs: Sequence[Job], batch: _Batch, *,
                           owner: str) -> list[_Pending]:
@@ -869,10 +955,9 @@ class Evaluator:
             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
             cached_tokens=cached_tokens, attributes=dict(job.sample.attributes),
             sample_ts=job.sample.timestamp or job.enqueued_at, created_at=self._clock(),
-            cost_usd=cost_usd(self.options.prices.get(item.key.judge_model),
-                              prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                              cached_tokens=cached_tokens,
-                              batch=self.options.judge_mode == "batch"),
+            cost_usd=self._cost(item, prompt_tokens=prompt_tokens,
+                                completion_tokens=completion_tokens,
+                                cached_tokens=cached_tokens),
             notes=list(judgement.notes), judge_reported_model=last.model if last else None,
             judge_fingerprint=last.system_fingerprint if last else None, purpose=job.purpose,
             judge_mode=self.options.judge_mode,
@@ -880,7 +965,26 @@ class Evaluator:
             compaction=item.compaction.as_json() if item.compaction else None,
             failed_step=judgement.failed_step,
             sample=sample_content(job.sample.to_json()) if self.options.keep_samples else None,
+            cascade=(item.cascade.record(identity=item.key.judge_model,
+                                         prices=self.options.prices)
+                     if item.cascade is not None and item.cascade.result is not None
+                     else None),
         )
+
+    def _cost(self, item: _Pending, *, prompt_tokens: int | None,
+              completion_tokens: int | None, cached_tokens: int | None) -> float | None:
+        """What a verdict's judge calls cost: a cascade's, every tier tried at its price."""
+        if item.cascade is None:
+            return cost_usd(self.options.prices.get(item.key.judge_model),
+                            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                            cached_tokens=cached_tokens,
+                            batch=self.options.judge_mode == "batch")
+        costs = [cost_usd(self.options.prices.get(model), prompt_tokens=reply.prompt_tokens,
+                          completion_tokens=reply.completion_tokens,
+                          cached_tokens=reply.cached_tokens)
+                 for reply, model in zip(item.replies, item.models, strict=True)]
+        known = [cost for cost in costs if cost is not None]
+        return sum(known) if known and len(known) == len(costs) else None
 
 
 #: The request of a job never sent (its prompt could not be rendered within budget).

@@ -16,6 +16,8 @@ from evalfleet.core.settings import Settings
 from evalfleet.core.spend import SpendLedger
 from evalfleet.store import SqlStore, VerdictStore, open_store
 from evalfleet.store.batchspool import BatchSpool
+from evalfleet.store.cascade import ThresholdBook
+from workers.cascade import ThresholdCache
 from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeProvider, OpenAIJudge, Pacing
 from workers.judge.cache_key import CacheKeySupport, RedisCacheKeySupport
@@ -68,8 +70,10 @@ def build_runtime(settings: Settings, *, concurrency: int,
     shared = settings.resolved_shared_redis_url()
     spend = SpendLedger(shared) if shared else None
     spool = BatchSpool(store) if isinstance(store, SqlStore) else None
+    thresholds = (ThresholdCache(ThresholdBook(store).latest)
+                  if isinstance(store, SqlStore) else None)
     evaluator = Evaluator(registry=registry, store=store, judge=judge, options=options,
-                          spend=spend, telemetry=telemetry, spool=spool)
+                          spend=spend, telemetry=telemetry, spool=spool, thresholds=thresholds)
     return Runtime(evaluator=evaluator, store=store)
 
 

@@ -144,6 +144,11 @@ class Telemetry:
             "evalfleet_judge_cost_usd",
             "Judge cost in US dollars (priced by EVALFLEET_MODEL_PRICES).",
             ["metric", "model"], registry=registry)
+        self.cascade_verdicts = Counter(
+            "evalfleet_cascade_verdicts",
+            "Verdicts of judge cascades by the tier that settled them (1: the cheapest); "
+            "outcome low_confidence: no tier was sure enough, the last tier's was kept.",
+            ["metric", "tier", "outcome"], registry=registry)
 
     def record_verdict(
         self, *, metric: str, status: str, error_class: str | None,
@@ -157,6 +162,11 @@ class Telemetry:
             if value is not None:
                 self.scores.labels(metric, name, *segment).observe(value)
         self.lag.labels(metric).observe(max(0.0, (created_at - sample_ts).total_seconds()))
+
+    def record_cascade(self, *, metric: str, tier: int, low_confidence: bool) -> None:
+        """Count a cascade's verdict under the tier that settled it."""
+        self.cascade_verdicts.labels(
+            metric, str(tier), "low_confidence" if low_confidence else "settled").inc()
 
     def record_judge_error(self, *, metric: str, error_class: str) -> None:
         """Count one failed judge call or unusable reply."""

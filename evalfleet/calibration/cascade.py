@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from evalfleet.core.cascade import scores_agree, settles
+from evalfleet.core.cascade import AGREEMENT_TOLERANCE, scores_agree, settles
 from evalfleet.core.errors import InvalidInput
 
 #: Agreement of accepted verdicts asked for when none is configured.
@@ -54,7 +54,7 @@ DEFAULT_DELTA = 0.05
 DEFAULT_MIN_LABELS = 30
 
 #: Continuous scores (0..1) this close to people's agree.
-DEFAULT_TOLERANCE = 0.1
+DEFAULT_TOLERANCE = AGREEMENT_TOLERANCE
 
 
 class InvalidGuarantee(InvalidInput):

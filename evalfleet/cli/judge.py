@@ -38,7 +38,7 @@ def check(state: CliState, metric_names: tuple[str, ...], as_json: bool) -> None
     registry = load_registry(settings.metrics_dir)
     metrics = [registry.get(name) for name in metric_names] if metric_names else list(registry)
     model_for = {metric.name: settings.judge_model_for(
-        metric.name, metric_default=metric.spec.judge.model) for metric in metrics}
+        metric.name, metric_default=metric.spec.judge.main_model) for metric in metrics}
     provider = build_provider(settings, concurrency=4)
 
     async def run() -> CheckReport:

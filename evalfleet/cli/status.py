@@ -118,7 +118,7 @@ def monitor_options(settings: Settings, *, metrics: tuple[str, ...], window_s: f
         raise click.UsageError(str(exc)) from None
     # A check metric calls no judge: it shares no judge's rate limit or capacity.
     models = {metric.name: check_model("*") if metric.spec.kind == "check" else
-              settings.judge_model_for(metric.name, metric_default=metric.spec.judge.model)
+              settings.judge_model_for(metric.name, metric_default=metric.spec.judge.main_model)
               for metric in chosen}
     limits = {model: RateLimit() if is_check_model(model) else settings.rate_limit_for(model)
               for model in set(models.values())}

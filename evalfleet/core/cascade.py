@@ -14,8 +14,13 @@ import json
 import math
 from collections.abc import Sequence
 
+from evalfleet.core.metric import Metric
+
 #: Slack on comparisons of normalised scores (0..1), for float rounding.
 _EPSILON = 1e-9
+
+#: Continuous scores (0..1) this close agree, with people and between a judge's samples.
+AGREEMENT_TOLERANCE = 0.1
 
 
 def scores_agree(first: float | None, second: float | None, *, kind: str,
@@ -79,3 +84,19 @@ def cascade_identity(tiers: Sequence[tuple[str, str]]) -> str:
     text = json.dumps([list(tier) for tier in tiers], ensure_ascii=True)
     digest = hashlib.sha256(text.encode("ascii")).hexdigest()
     return CASCADE_PREFIX + digest[:_IDENTITY_DIGITS]
+
+
+def metric_cascade_identity(metric: Metric) -> str:
+    """The identity of a metric's ``judge.cascade``: its tiers, each with the metric's
+    prompt version.
+
+    Args:
+        metric: A metric with a cascade.
+
+    Returns:
+        See :func:`cascade_identity`.
+
+    Raises:
+        ValueError: When the metric has no cascade.
+    """
+    return cascade_identity([(tier.model, metric.version) for tier in metric.spec.judge.cascade])

@@ -256,6 +256,24 @@ class ScoreSpec(_Model):
     """Raw range: stored as ``(raw - low) / (high - low)``; booleans map to 0 and 1."""
 
 
+class TierSpec(_Model):
+    """One judge of a metric's cascade (docs/judges.md#cascades)."""
+
+    model: str = Field(min_length=1, max_length=128)
+    """The judge model asked, on the fleet's judge endpoint."""
+
+    top_logprobs: int = Field(default=5, ge=0, le=20)
+    """Alternatives asked per token, to read the verdict's confidence from."""
+
+    samples: int = Field(default=1, ge=1, le=10)
+    """1: the verdict's confidence is read from log-probabilities; k > 1 (for a server
+    that returns none): the tier is asked k times at ``sample_temperature`` and the
+    confidence is the share of the k verdicts agreeing with the one kept (k calls)."""
+
+    sample_temperature: float = Field(default=1.0, ge=0.0, le=2.0)
+    """Sampling temperature of the k samples."""
+
+
 class JudgeOptions(_Model):
     """Per-metric judge options; None inherits the settings."""
 
@@ -277,6 +295,32 @@ class JudgeOptions(_Model):
 
     budget_tokens: int = Field(default=32_000, gt=0)
     """Most tokens of the rendered prompt; a trajectory is compacted into it."""
+
+    cascade: tuple[TierSpec, ...] = ()
+    """Judges asked in turn, cheapest first: a tier's verdict is kept when its confidence
+    reaches the tier's fitted threshold, else the next is asked (docs/judges.md#cascades).
+    Empty: one judge, ``model``."""
+
+    @property
+    def main_model(self) -> str | None:
+        """The model every job of the metric reaches: ``model``, or the cascade's last
+        tier (for probes, rate limits and capacity shown per metric)."""
+        return self.cascade[-1].model if self.cascade else self.model
+
+    @model_validator(mode="after")
+    def _cascade_fits(self) -> JudgeOptions:
+        if not self.cascade:
+            return self
+        models = [tier.model for tier in self.cascade]
+        if len(models) < 2:
+            raise ValueError("a cascade needs at least two tiers (one judge: 'model')")
+        if len(set(models)) != len(models):
+            raise ValueError(f"cascade names a model twice: {models}")
+        if self.model is not None:
+            raise ValueError("give 'model' or 'cascade', not both")
+        if self.mode == "batch":
+            raise ValueError("a cascade escalates while the worker waits: mode 'call' only")
+        return self
 
 
 class MetricFile(_Model):

@@ -52,6 +52,9 @@ class MetricSlice:
     """Inclusion probability of a verdict in no stratum, 0..1."""
     strata: tuple[Stratum, ...] = ()
     """Checked in order of their bounds, lowest first."""
+    confidence_strata: tuple[Stratum, ...] = ()
+    """By the verdict's confidence (a judge cascade's), checked before ``strata``, lowest
+    bound first: more labels where the judges were unsure (uncertainty sampling)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,14 +77,15 @@ class ReviewSlice:
     expire_s: float = 14 * 86400.0
     """Seconds an item waits for its labels before it expires."""
 
-    def choose(self, *, sample_id: str, metric: str,
-               scores: Mapping[str, float | None]) -> ReviewChoice | None:
+    def choose(self, *, sample_id: str, metric: str, scores: Mapping[str, float | None],
+               confidence: float | None = None) -> ReviewChoice | None:
         """Whether a production verdict enters the random slice.
 
         Args:
             sample_id: The verdict's sample.
             metric: The verdict's metric.
             scores: Its normalised scores (nulls ignored; none at all is the base rate).
+            confidence: Its confidence (a judge cascade's verdict); None: unknown.
 
         Returns:
             The choice with its probability, or None when the verdict is not chosen.
@@ -89,10 +93,41 @@ class ReviewSlice:
         spec = self.metrics.get(metric)
         if spec is None:
             return None
-        rate, stratum = stratum_rate(spec, scores)
+        rate, stratum = confidence_rate(spec, confidence) or stratum_rate(spec, scores)
         if review_fraction(sample_id=sample_id, metric=metric) >= rate:
             return None
         return ReviewChoice(probability=rate, stratum=stratum)
+
+
+    def may_choose(self, *, sample_id: str, metric: str) -> bool:
+        """Whether the slice could choose this sample's verdict, whatever its scores: a
+        judge cascade judges such a sample with every tier before its scores are known.
+
+        Args:
+            sample_id: The sample.
+            metric: The metric.
+
+        Returns:
+            True when the sample falls below the highest rate of the metric's strata.
+        """
+        spec = self.metrics.get(metric)
+        if spec is None:
+            return False
+        highest = max([spec.rate, *(stratum.rate for stratum in spec.strata),
+                       *(stratum.rate for stratum in spec.confidence_strata)])
+        return review_fraction(sample_id=sample_id, metric=metric) < highest
+
+
+def confidence_rate(spec: MetricSlice,
+                    confidence: float | None) -> tuple[float, str] | None:
+    """The rate and stratum name of a verdict's confidence band; None when no band holds
+    it (or its confidence is unknown): the score strata and the base rate apply."""
+    if confidence is None:
+        return None
+    for stratum in sorted(spec.confidence_strata, key=lambda s: s.below):
+        if confidence < stratum.below:
+            return stratum.rate, f"confidence below {stratum.below:g}"
+    return None
 
 
 def stratum_rate(spec: MetricSlice, scores: Mapping[str, float | None]) -> tuple[float, str | None]:
@@ -108,6 +143,12 @@ def stratum_rate(spec: MetricSlice, scores: Mapping[str, float | None]) -> tuple
 
 def review_fraction(*, sample_id: str, metric: str) -> float:
     """Where a sample falls in [0, 1) for one metric's review slice, uniformly over ids."""
-    salted = "\x1f".join((REVIEW_SALT, metric, sample_id)).encode("utf-8")
+    return salted_fraction(REVIEW_SALT, metric=metric, sample_id=sample_id)
+
+
+def salted_fraction(salt: str, *, metric: str, sample_id: str) -> float:
+    """Where a sample falls in [0, 1) for one purpose (``salt``) and metric, uniformly over
+    ids: choices made with different salts are independent of each other."""
+    salted = "\x1f".join((salt, metric, sample_id)).encode("utf-8")
     digest = hashlib.blake2b(salted, digest_size=8).digest()
     return int.from_bytes(digest, "big") / _HASH_SPACE

@@ -627,6 +627,12 @@ class ReviewSettings(BaseModel):
     """Signs the review page's form tokens (CSRF); set the same value on every replica
     of ``evalfleet ui``. Unset: a random secret per process."""
 
+    review_confidence_strata: dict[str, list[ReviewStratum]] = Field(default_factory=dict)
+    """Per metric judged by a cascade, rates by the verdict's confidence, checked before
+    ``review_strata`` (``{"bbh_match": [{"below": 0.8, "rate": 0.05}]}``: more of the
+    verdicts the judges were unsure of); a verdict in no band, or of unknown confidence,
+    gets the other rates."""
+
     @field_validator("review_rates")
     @classmethod
     def _rates_are_shares(cls, value: dict[str, float]) -> dict[str, float]:
@@ -637,12 +643,15 @@ class ReviewSettings(BaseModel):
 
     def review_slice(self) -> ReviewSlice:
         """The random slice these settings describe (metrics with a rate or strata)."""
-        metrics = set(self.review_rates) | set(self.review_strata)
+        metrics = set(self.review_rates) | set(self.review_strata) | set(
+            self.review_confidence_strata)
         return ReviewSlice({
             metric: MetricSlice(
                 rate=self.review_rates.get(metric, 0.0),
                 strata=tuple(Stratum(below=s.below, rate=s.rate)
-                             for s in self.review_strata.get(metric, ())))
+                             for s in self.review_strata.get(metric, ())),
+                confidence_strata=tuple(Stratum(below=s.below, rate=s.rate)
+                                        for s in self.review_confidence_strata.get(metric, ())))
             for metric in sorted(metrics)
         }, labels_wanted=self.review_labels_wanted, expire_s=self.review_expire_days * 86400.0)
 

@@ -111,6 +111,10 @@ class VerdictRecord:
     sample: dict[str, Any] | None = None
     """The sample content judged (``input``, ``output``, ``context``, ``reference``,
     ``fields``) as the producer accepted it; None when not kept (or purged)."""
+    cascade: dict[str, Any] | None = None
+    """How a judge cascade reached the verdict (:func:`workers.cascade.cascade_record`):
+    the tier that settled it, its model and confidence, the thresholds' version, and
+    every tier tried with its confidence, scores and cost; None for one judge."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,10 @@ def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str,
     judge simulator gave the verdict, whatever model it was asked for), ``compaction``
     (what was cut from a trajectory to fit the metric's budget: ``original_chars``,
     ``cut_chars``, ``pieces_cut``; null when nothing was), ``failed_step`` (the trajectory
-    step, from 1, the judge named as where things went wrong; null when it named none) and, with
+    step, from 1, the judge named as where things went wrong; null when it named none),
+    ``settled_model`` (the model whose verdict a judge cascade kept; null for one judge)
+    and ``cascade`` (how the cascade reached it: ``tier``, ``confidence``,
+    ``low_confidence``, ``tried``...; null for one judge) and, with
     ``with_sample``, ``sample``: the content judged (null when none was kept).
     """
     row = {
@@ -52,6 +55,8 @@ def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str,
         "judge_simulated": judged_by_simulator(record.judge_fingerprint),
         "compaction": record.compaction,
         "failed_step": record.failed_step,
+        "settled_model": record.cascade.get("model") if record.cascade else None,
+        "cascade": record.cascade,
     }
     if with_sample:
         row["sample"] = record.sample

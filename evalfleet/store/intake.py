@@ -40,7 +40,9 @@ def queue_random(conn: Connection, records: Sequence[VerdictRecord], *,
                 or is_check_model(record.key.judge_model)):
             continue
         choice = review.choose(sample_id=record.key.sample_id, metric=record.key.metric,
-                               scores=record.scores)
+                               scores=record.scores,
+                               confidence=record.cascade.get("confidence")
+                               if record.cascade else None)
         if choice is not None:
             rows.append(item_row(
                 record, reason=RANDOM_REASON, detail=None, probability=choice.probability,

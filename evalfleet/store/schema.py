@@ -91,6 +91,9 @@ verdicts = Table(
     Column("cached_tokens", Integer),
     Column("compaction", JsonDocument),
     Column("failed_step", Integer),
+    # How a judge cascade reached the verdict (tier, confidence, tiers tried); null
+    # for a metric judged by one model.
+    Column("cascade", JsonDocument),
     # The exactly-once effect: one verdict per sample, metric, prompt and judge (on
     # Postgres: ``verdict_keys``, as a partitioned table cannot hold this constraint).
     UniqueConstraint("sample_id", "metric", "prompt_version", "judge_model", info=SQLITE_ONLY),
@@ -213,6 +216,20 @@ calibration_runs = Table(
     # The report as ``evalfleet calibrate --json`` prints it: statistics per score.
     Column("report", JsonDocument, nullable=False),
     Index(None, "metric", "created_at"),
+)
+
+# A judge cascade's thresholds, fitted on people's labels; each fit a new version, the
+# worker reading the latest of its metric and cascade identity (``cascade:<digest>``).
+cascade_thresholds = Table(
+    "cascade_thresholds", metadata,
+    Column("metric", String(64), primary_key=True),
+    Column("identity", String(128), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    # Each tier's threshold, cheapest first (null: the tier settles nothing).
+    Column("thresholds", JsonDocument, nullable=False),
+    # The fit as ``evalfleet judge cascade fit --json`` prints it: guarantee, per tier.
+    Column("report", JsonDocument, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
 alert_exclusions = Table(

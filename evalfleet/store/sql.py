@@ -579,6 +579,7 @@ def verdict_row(record: VerdictRecord) -> dict[str, Any]:
         "judge_fingerprint": record.judge_fingerprint, "purpose": record.purpose,
         "judge_mode": record.judge_mode, "cached_tokens": record.cached_tokens,
         "compaction": record.compaction, "failed_step": record.failed_step,
+        "cascade": record.cascade,
     }
 
 
@@ -595,5 +596,5 @@ def _verdict_record(row: RowMapping) -> VerdictRecord:
         judge_fingerprint=row["judge_fingerprint"], purpose=row["purpose"],
         judge_mode=row["judge_mode"], cached_tokens=row["cached_tokens"],
         compaction=row.get("compaction"), failed_step=row.get("failed_step"),
-        sample=row.get("sample"),
+        sample=row.get("sample"), cascade=row.get("cascade"),
     )

@@ -60,9 +60,11 @@ def people(sample: Sample, request: JudgeRequest) -> dict[str, float | None]:
     return dict(parsed.scores)
 
 
-def cascade(client: JudgeFleet, tiers: list[Tier], indexes: range) -> list[CascadeResult]:
+def cascade(client: JudgeFleet, tiers: list[Tier], indexes: range, *,
+            shadow: bool = False) -> list[CascadeResult]:
     jobs = [job(index) for index in indexes]
-    return run_cascades([cascade_flow(request, tiers, metric=metric(), sample=sample)
+    return run_cascades([cascade_flow(request, tiers, metric=metric(), sample=sample,
+                                      shadow=shadow)
                          for sample, request in jobs], client)
 
 
@@ -70,7 +72,8 @@ def fitted(client: JudgeFleet, small: str, *,
            labels: int = 300) -> tuple[float | None, float | None]:
     """Thresholds from labelled items that every tier judged (thresholds None: every
     item goes through both). The simulated judges draw by hash: the same every run."""
-    results = cascade(client, [Tier(small, None), Tier("large", None)], range(labels))
+    results = cascade(client, [Tier(small, None), Tier("large", None)], range(labels),
+                      shadow=True)
     items = []
     for index, result in zip(range(labels), results, strict=True):
         tiers = tuple(TierJudgement(answer.result.scores, answer.confidence)
@@ -128,5 +131,80 @@ def test_a_cheap_tier_that_fails_escalates_and_the_last_tier_is_kept(
 def test_a_tier_with_no_threshold_settles_nothing(client: JudgeFleet) -> None:
     (result,) = cascade(client, [Tier("small", None)], range(1))
     assert result.settled_tier == 1 and result.low_confidence
+    # Not fitted yet: the cheap tier is not even asked, unless the job is a shadow.
+    (skipped,) = cascade(client, [Tier("small", None), Tier("large", None)], range(1))
+    assert [answer.model for answer in skipped.tried] == ["large"]
+    (shadow,) = cascade(client, [Tier("small", 0.0), Tier("large", None)], range(1),
+                        shadow=True)
+    assert [answer.model for answer in shadow.tried] == ["small", "large"]
+    assert shadow.settled_tier == 1 and not shadow.low_confidence
     with pytest.raises(ValueError, match="at least one tier"):
         next(cascade_flow(job(0)[1], [], metric=metric(), sample=job(0)[0]))
+
+
+def test_thresholds_are_read_once_a_ttl_and_kept_while_the_store_is_away() -> None:
+    from datetime import UTC, datetime
+
+    from evalfleet.core.errors import StoreUnavailable
+    from evalfleet.store.cascade import StoredThresholds
+    from workers.cascade import ThresholdCache
+
+    now = [0.0]
+    answers: list[StoredThresholds | StoreUnavailable | None] = []
+    fit = StoredThresholds("m", "cascade:x", 1, (0.7, None), {}, datetime.now(UTC))
+
+    def read(*, metric: str, identity: str) -> StoredThresholds | None:
+        answer = answers.pop(0)
+        if isinstance(answer, StoreUnavailable):
+            raise answer
+        return answer
+
+    cache = ThresholdCache(read, ttl_s=60.0, clock=lambda: now[0])
+    answers.append(StoreUnavailable("down"))
+    with pytest.raises(StoreUnavailable):  # nothing read yet: the job goes back
+        cache.get(metric="m", identity="cascade:x")
+    answers.append(fit)
+    assert cache.get(metric="m", identity="cascade:x") == fit
+    assert cache.get(metric="m", identity="cascade:x") == fit and not answers  # cached
+    now[0] = 61.0
+    answers.append(StoreUnavailable("down"))
+    assert cache.get(metric="m", identity="cascade:x") == fit  # stale, still in use
+    answers.append(None)
+    assert cache.get(metric="m", identity="cascade:x") is None  # read again: gone
+
+
+def test_the_review_slice_says_which_samples_it_may_choose() -> None:
+    from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum, review_fraction
+
+    review = ReviewSlice({"m": MetricSlice(rate=0.1, strata=(Stratum(below=0.5, rate=0.4),))})
+    ids = [f"s-{index}" for index in range(400)]
+    chosen = [i for i in ids if review.may_choose(sample_id=i, metric="m")]
+    assert chosen == [i for i in ids if review_fraction(sample_id=i, metric="m") < 0.4]
+    # Whatever its scores, a verdict the slice chooses is one it said it may choose.
+    for sample_id in ids:
+        for scores in ({"s": 0.1}, {"s": 0.9}):
+            if review.choose(sample_id=sample_id, metric="m", scores=scores):
+                assert sample_id in chosen
+    assert not review.may_choose(sample_id="s-1", metric="other")
+
+
+def test_the_review_slice_samples_by_confidence_band_before_score_strata() -> None:
+    from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum, review_fraction
+
+    review = ReviewSlice({"m": MetricSlice(rate=0.01, strata=(Stratum(below=0.5, rate=0.1),),
+                                           confidence_strata=(Stratum(below=0.7, rate=0.3),
+                                                              Stratum(below=0.9, rate=0.1)))})
+    ids = [f"s-{index}" for index in range(2000)]
+    unsure = [review.choose(sample_id=i, metric="m", scores={"s": 1.0}, confidence=0.6)
+              for i in ids]
+    chosen = [choice for choice in unsure if choice is not None]
+    assert {(c.probability, c.stratum) for c in chosen} == {(0.3, "confidence below 0.7")}
+    assert len(chosen) == sum(review_fraction(sample_id=i, metric="m") < 0.3 for i in ids)
+    middling = review.choose(sample_id="s-3", metric="m", scores={"s": 1.0}, confidence=0.8)
+    sure = [review.choose(sample_id=i, metric="m", scores={"s": 0.2}, confidence=0.95)
+            for i in ids]
+    # Sure verdicts fall back to the score strata; unknown confidence too.
+    assert {c.stratum for c in sure if c} == {"below 0.5"}
+    assert middling is None or middling.stratum == "confidence below 0.9"
+    assert all(review.may_choose(sample_id=i, metric="m") for i, c in zip(ids, unsure, strict=True)
+               if c is not None)

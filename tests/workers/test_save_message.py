@@ -6,6 +6,7 @@ database stops taking connections between the claim and the save.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -59,6 +60,12 @@ def test_a_save_message_reads_back_as_written() -> None:
     batch = unsaved()
     assert decode_save(encode_save(batch)) == batch
     assert batch.metric == "rag_qa"
+    # A cascade's verdict keeps how it was reached through the save message.
+    cascade = {"tier": 1, "model": "small", "confidence": 0.93, "low_confidence": False,
+               "tried": [{"tier": 1, "model": "small", "scores": {"faithfulness": None}}]}
+    with_cascade = dataclasses.replace(batch, verdicts=(record("s-0", cascade=cascade),
+                                                        *batch.verdicts[1:]))
+    assert decode_save(encode_save(with_cascade)) == with_cascade
 
 
 @pytest.mark.parametrize("body", [

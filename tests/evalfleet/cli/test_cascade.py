@@ -1,13 +1,29 @@
-"""``evalfleet judge cascade status`` on a file of labelled items."""
+"""``evalfleet judge cascade status`` on a file of labelled items, and ``fit`` on the
+review queue's labels."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 from click.testing import CliRunner
 
 from evalfleet.cli import main
+from evalfleet.core.message import new_job
+from evalfleet.core.metric import load_registry
+from evalfleet.core.review import MetricSlice, ReviewSlice
+from evalfleet.core.sample import parse_sample
+from evalfleet.judgesim import RunningSim, simulated_verdict
+from evalfleet.store import open_store
+from evalfleet.store.cascade import ThresholdBook
+from evalfleet.store.review import LabelValue, ReviewQueue
+from tests.helpers import cascade_metrics, evaluator_options
+from workers.cascade import ThresholdCache
+from workers.evaluation import Evaluator
+from workers.judge import AsyncHttpJudge, JudgeFleet
+from workers.renderer import render_messages
 
 
 def write_items(path: Path) -> Path:
@@ -54,3 +70,71 @@ def test_no_usable_items_is_a_clear_problem(tmp_path: Path) -> None:
                                        "bbh_match"])
     assert result.exit_code == 2
     assert "no labelled items" in result.stderr
+
+
+def test_fit_on_the_review_queue_is_refused_on_too_few_labels_then_used_by_workers(
+        tmp_path: Path, database_url: str, sim: RunningSim) -> None:
+    """Every random review item judged by both tiers, labelled as the simulated people
+    would; ``fit`` refuses below --min-labels and stores nothing, then stores version 1,
+    which a worker's next job reads; ``status`` shows it."""
+    metrics_dir = cascade_metrics(tmp_path / "metrics")
+    sim.configure(judge_profiles={"small": {"error_rate": 0.1}, "large": {"error_rate": 0.02}})
+    store = open_store(database_url, review=ReviewSlice({"bbh_match": MetricSlice(rate=1.0)}))
+    fleet = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+                                      max_connections=8), concurrency=8)
+    registry = load_registry(metrics_dir)
+    options = replace(evaluator_options(judge_model="judge-sim"),
+                      review=ReviewSlice({"bbh_match": MetricSlice(rate=1.0)}))
+    try:
+        run = Evaluator(registry=registry, store=store, judge=fleet, options=options,
+                        thresholds=ThresholdCache(ThresholdBook(store).latest, ttl_s=0.0))
+        jobs = [new_job("bbh_match", parse_sample({
+            "id": f"r-{i}", "input": f"Is {i} odd?", "output": f"So... {i % 2 == 1}",
+            "reference": str(i % 2 == 1)})) for i in range(160)]
+        for start in range(0, len(jobs), 40):
+            run.run_batch(jobs[start:start + 40], owner=f"m{start}")
+        queue = ReviewQueue(store)
+        metric = registry.get("bbh_match")
+        for item in queue.iter_items(metric="bbh_match"):
+            sample = next(job.sample for job in jobs if job.sample.id == item.sample_id)
+            truth = simulated_verdict(render_messages(metric, sample),
+                                      response_format={"type": "json_object"})
+            queue.label(item_id=item.id, reviewer="ann", labels={
+                "correct": LabelValue(truth["is_correct"], float(truth["is_correct"])),
+                "reasoning": LabelValue(truth["reasoning_score"],
+                                        (truth["reasoning_score"] - 1) / 4)},
+                comment=None, source="import", now=datetime.now(UTC), require_lease=False)
+        env = {"EVALFLEET_DATABASE_URL": database_url,
+               "EVALFLEET_METRICS_DIR": str(metrics_dir)}
+        refused = CliRunner(env=env).invoke(main, ["judge", "cascade", "fit", "--metric",
+                                                   "bbh_match", "--min-labels", "500"])
+        assert refused.exit_code == 2 and "at least 500 needed" in refused.stderr
+        identity = run.verdict_key(jobs[0], metric).judge_model
+        assert ThresholdBook(store).latest(metric="bbh_match", identity=identity) is None
+
+        fitted = CliRunner(env=env).invoke(main, ["judge", "cascade", "fit", "--metric",
+                                                  "bbh_match"], catch_exceptions=False)
+        assert fitted.exit_code == 0, fitted.output
+        assert "160 labelled items" in fitted.stdout and "stored as version 1" in fitted.stdout
+        stored = ThresholdBook(store).latest(metric="bbh_match", identity=identity)
+        assert stored is not None and stored.version == 1
+        small_threshold = stored.thresholds[0]
+        assert small_threshold is not None  # a calibrated small judge earns a threshold
+        assert stored.report["tiers"][0]["guaranteed_agreement"] >= 0.85
+
+        shown = CliRunner(env=env).invoke(main, ["judge", "cascade", "status", "--metric",
+                                                 "bbh_match"], catch_exceptions=False)
+        assert "workers use version 1" in shown.stdout
+
+        run.options = replace(options, review=None)  # production traffic, no shadows
+        new = [new_job("bbh_match", parse_sample({
+            "id": f"p-{i}", "input": f"Is {i} odd?", "output": f"So... {i % 2 == 1}",
+            "reference": str(i % 2 == 1)})) for i in range(40)]
+        run.run_batch(new, owner="p")
+        records = [r for r in store.iter_verdicts() if r.key.sample_id.startswith("p-")]
+        tiers = [r.cascade["tier"] for r in records if r.cascade]
+        assert len(tiers) == 40 and 1 in tiers
+        assert all(r.cascade and r.cascade["thresholds_version"] == 1 for r in records)
+    finally:
+        fleet.close()
+        store.close()
