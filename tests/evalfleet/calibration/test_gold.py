@@ -12,7 +12,8 @@ from evalfleet.calibration.gold import bundled_gold, canary_series, load_gold, s
 from evalfleet.core.metric import load_registry
 
 BUILT_IN = ["rag_qa", "context_precision", "bbh_match", "rec_faithfulness",
-            "agent_task_completion", "agent_tool_use"]
+            "agent_task_completion", "agent_tool_use", "conversation_goal_completion",
+            "conversation_faithfulness", "user_frustration"]
 
 
 @pytest.mark.parametrize("name", BUILT_IN)
