@@ -36,9 +36,9 @@ MAX_SESSION_ID_LENGTH = 200
 #: Hex characters of the trace-id digest in a version id.
 DIGEST_LENGTH = 12
 
-#: Why a session version was closed: quiet for the idle time, an end marker, its
-#: maximum age, or quiet past the longer final wait.
-ClosedBy = Literal["idle", "end", "max_age", "final"]
+#: Why a session version was closed: quiet for the idle time, an end marker, or its
+#: maximum age.
+ClosedBy = Literal["idle", "end", "max_age"]
 
 
 class _Model(BaseModel):
@@ -74,9 +74,9 @@ class Session(_Model):
 
     @property
     def final(self) -> bool:
-        """True for a version no later turn is expected to follow (end marker, maximum
-        age, or quiet past the final wait)."""
-        return self.closed_by in ("end", "max_age", "final")
+        """True for a version closed by an end marker or its maximum age (a version
+        closed when idle is final only once its final wait passes with no later turn)."""
+        return self.closed_by in ("end", "max_age")
 
     def map_text(self, change: Callable[[str], str]) -> Session:
         """The session with ``change`` applied to every text of its turns (questions,
