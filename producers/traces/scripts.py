@@ -44,3 +44,15 @@ class ScriptRunner:
             return int(self._client.zcard(key))
         except redis.RedisError as exc:
             raise BrokerUnavailable(f"{self._what} unreachable: {exc}") from exc
+
+    def lowest_score(self, key: str) -> float | None:
+        """The lowest score in the sorted set ``key``; None when it is empty.
+
+        Raises:
+            BrokerUnavailable: When Redis cannot be reached.
+        """
+        try:
+            lowest = self._client.zrange(key, 0, 0, withscores=True)
+        except redis.RedisError as exc:
+            raise BrokerUnavailable(f"{self._what} unreachable: {exc}") from exc
+        return float(lowest[0][1]) if lowest else None

@@ -123,3 +123,12 @@ class SessionBuffer(ABC):
     @abstractmethod
     def open_sessions(self) -> int:
         """Sessions held now."""
+
+    @abstractmethod
+    def oldest_first_s(self) -> float | None:
+        """When the oldest session held got its first turn (epoch seconds); None when
+        none is held.
+
+        Raises:
+            BrokerUnavailable: When the buffer cannot be reached.
+        """

@@ -128,3 +128,8 @@ class MemorySessionBuffer(SessionBuffer):
         """See :meth:`SessionBuffer.open_sessions`."""
         with self._lock:
             return len(self._held)
+
+    def oldest_first_s(self) -> float | None:
+        """See :meth:`SessionBuffer.oldest_first_s`."""
+        with self._lock:
+            return min((held.first_s for held in self._held.values()), default=None)

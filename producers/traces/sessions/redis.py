@@ -3,7 +3,8 @@
 Keys (``evalfleet:otlp:session:`` prefix): ``turns:<session>`` a hash of trace id to the
 turn's envelope (JSON), ``meta:<session>`` a hash (first and last turn arrival, turn
 count and bytes, turns judged in the last version, whether it ended or passed its
-maximum age), ``due`` a sorted set of session ids by the time each is due. Each
+maximum age), ``due`` a sorted set of session ids by the time each is due, ``firsts``
+one by the time of each session's first turn (the oldest, for ``evalfleet status``). Each
 operation is one Lua script, so replicas never see half of another's step, and a session
 is in ``due`` from its first turn until it is forgotten: an ingest killed at any point
 leaves every kept turn to the next sweep (with Redis persistence). The trace a turn came
@@ -71,7 +72,9 @@ for i = 9, #ARGV, 5 do
     else
       redis.call('HSET', turns, tid, body)
       redis.call('HSET', meta, 'count', count + 1, 'bytes', size + #body, 'last', now)
-      redis.call('HSETNX', meta, 'first', now)
+      if redis.call('HSETNX', meta, 'first', now) == 1 then
+        redis.call('ZADD', p .. 'firsts', now, sid)
+      end
       redis.call('HSETNX', meta, 'judged', 0)
       known = true
     end
@@ -106,6 +109,7 @@ for _, sid in ipairs(ids) do
   if count <= judged then
     redis.call('DEL', meta, turns)
     redis.call('ZREM', due, sid)
+    redis.call('ZREM', p .. 'firsts', sid)
     forgotten = forgotten + 1
   elseif claimed < limit then
     claimed = claimed + 1
@@ -205,3 +209,7 @@ class RedisSessionBuffer(SessionBuffer):
     def open_sessions(self) -> int:
         """See :meth:`SessionBuffer.open_sessions`."""
         return self._scripts.count(KEY_PREFIX + "due")
+
+    def oldest_first_s(self) -> float | None:
+        """See :meth:`SessionBuffer.oldest_first_s`."""
+        return self._scripts.lowest_score(KEY_PREFIX + "firsts")
