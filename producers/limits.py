@@ -108,8 +108,12 @@ def check_limits(sample: Sample, *, limits: FieldLimits, record: str = "") -> No
 
 
 def _check_trajectory(trajectory: Trajectory, *, limits: FieldLimits, record: str,
-                      sample_id: str) -> None:
-    """Counts first (so 100,000 steps cost no size walk), then each text and the total."""
+                      sample_id: str) -> int:
+    """Counts first (so 100,000 steps cost no size walk), then each text and the total.
+
+    Returns:
+        The characters of the trajectory's texts together.
+    """
     most = limits.max_trajectory_steps
     counts = [("trajectory.steps", len(trajectory.steps)),
               ("trajectory.tools", len(trajectory.tools))]
@@ -128,6 +132,7 @@ def _check_trajectory(trajectory: Trajectory, *, limits: FieldLimits, record: st
             over = (f"{size:,} characters, over the limit of {limit:,}" if size > limit else
                     f"the trajectory's texts pass {limits.max_trajectory_chars:,} characters")
             raise InvalidSample(over, record=record, sample_id=sample_id, field=path)
+    return total
 
 
 def _check_session(session: Session, *, limits: FieldLimits, record: str,
@@ -141,12 +146,11 @@ def _check_session(session: Session, *, limits: FieldLimits, record: str,
     for n, turn in enumerate(session.turns):
         if turn.trajectory is not None:
             try:
-                _check_trajectory(turn.trajectory, limits=limits, record=record,
-                                  sample_id=sample_id)
+                total += _check_trajectory(turn.trajectory, limits=limits, record=record,
+                                           sample_id=sample_id)
             except InvalidSample as exc:
                 raise InvalidSample(exc.reason, record=record, sample_id=sample_id,
                                     field=f"session.turns[{n}].{exc.field}") from None
-            total += sum(size for _, size in text_sizes(turn.trajectory))
         total += len(turn.input) + len(turn.output) + sum(map(len, turn.context))
         if total > limits.max_session_chars:
             raise InvalidSample(f"the session's texts pass {limits.max_session_chars:,} "
