@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 import redis
+from click.testing import CliRunner
 from prometheus_client import REGISTRY
 
+from evalfleet.cli import main
 from evalfleet.core.sample import parse_sample
 from evalfleet.core.session import version_id
 from producers.runtime import ProducerRuntime
@@ -349,3 +351,18 @@ def test_the_embedded_default_keeps_sessions_in_memory(tmp_path: Path) -> None:
         assert sessions is not None and isinstance(sessions.buffer, MemorySessionBuffer)
     finally:
         runtime.close()
+
+
+def test_produce_reads_conversations_from_a_collector_file(
+        redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
+    (tmp_path / "sampling.yaml").write_text(CONFIG)
+    settings = producer_settings(redis_url, tmp_path, sampling_config=tmp_path / "sampling.yaml")
+    lines = [json_request(*turn_spans(n, f"conv-{n % 2}")) for n in range(1, 6)]
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    result = CliRunner().invoke(main, ["produce", "--format", "otlp-json", str(path)],
+                                env=settings.as_environment())
+    assert result.exit_code == 0, result.output
+    assert f"jobs enqueued: {GOAL} 2" in result.output
+    turns = {s["session"]["id"]: len(s["session"]["turns"]) for s in jobs(redis_client)}
+    assert turns == {"conv-0": 2, "conv-1": 3}
