@@ -16,6 +16,7 @@ from typing import Any
 
 from evalfleet.core.errors import InvalidSample
 from evalfleet.core.sample import DEFAULT_LIMITS, Sample, SampleLimits
+from evalfleet.core.session import Session
 from evalfleet.core.settings import Settings
 from evalfleet.core.trajectory import Trajectory, text_sizes
 
@@ -44,6 +45,13 @@ class FieldLimits:
     max_trajectory_chars: int = 4_194_304
     """Most characters in a trajectory's texts together (each text is also held to
     the ``trajectory`` field limit)."""
+
+    max_session_turns: int = 1000
+    """Most turns in a session."""
+
+    max_session_chars: int = 16_777_216
+    """Most characters in a session's texts together (each turn's trajectory is also
+    held to the trajectory limits)."""
 
     structure: SampleLimits = DEFAULT_LIMITS
     """Nesting depth and keys, checked while the record is parsed."""
@@ -84,6 +92,8 @@ def check_limits(sample: Sample, *, limits: FieldLimits, record: str = "") -> No
         )
     if sample.trajectory is not None:
         _check_trajectory(sample.trajectory, limits=limits, record=record, sample_id=sample.id)
+    if sample.session is not None:
+        _check_session(sample.session, limits=limits, record=record, sample_id=sample.id)
     # A field within the lowest limit of all needs no path built nor limit looked up.
     lowest = min([limits.max_chars, *limits.per_field.values()])
     for name, key, size in _field_sizes(sample):
@@ -98,8 +108,12 @@ def check_limits(sample: Sample, *, limits: FieldLimits, record: str = "") -> No
 
 
 def _check_trajectory(trajectory: Trajectory, *, limits: FieldLimits, record: str,
-                      sample_id: str) -> None:
-    """Counts first (so 100,000 steps cost no size walk), then each text and the total."""
+                      sample_id: str) -> int:
+    """Counts first (so 100,000 steps cost no size walk), then each text and the total.
+
+    Returns:
+        The characters of the trajectory's texts together.
+    """
     most = limits.max_trajectory_steps
     counts = [("trajectory.steps", len(trajectory.steps)),
               ("trajectory.tools", len(trajectory.tools))]
@@ -118,6 +132,30 @@ def _check_trajectory(trajectory: Trajectory, *, limits: FieldLimits, record: st
             over = (f"{size:,} characters, over the limit of {limit:,}" if size > limit else
                     f"the trajectory's texts pass {limits.max_trajectory_chars:,} characters")
             raise InvalidSample(over, record=record, sample_id=sample_id, field=path)
+    return total
+
+
+def _check_session(session: Session, *, limits: FieldLimits, record: str,
+                   sample_id: str) -> None:
+    """The turn count, then each turn's trajectory and the texts together."""
+    if len(session.turns) > limits.max_session_turns:
+        raise InvalidSample(f"{len(session.turns):,} turns, over the limit of "
+                            f"{limits.max_session_turns:,}", record=record,
+                            sample_id=sample_id, field="session.turns")
+    total = 0
+    for n, turn in enumerate(session.turns):
+        if turn.trajectory is not None:
+            try:
+                total += _check_trajectory(turn.trajectory, limits=limits, record=record,
+                                           sample_id=sample_id)
+            except InvalidSample as exc:
+                raise InvalidSample(exc.reason, record=record, sample_id=sample_id,
+                                    field=f"session.turns[{n}].{exc.field}") from None
+        total += len(turn.input) + len(turn.output) + sum(map(len, turn.context))
+        if total > limits.max_session_chars:
+            raise InvalidSample(f"the session's texts pass {limits.max_session_chars:,} "
+                                "characters", record=record, sample_id=sample_id,
+                                field=f"session.turns[{n}]")
 
 
 def _field_sizes(sample: Sample) -> Iterator[tuple[str, int | str | None, int]]:

@@ -164,6 +164,11 @@ def redact_sample(sample: Sample, *, redactor: Redactor) -> tuple[Sample, dict[s
         redacted = sample.trajectory.map_text(lambda value: text(value, counts))
         if sum(counts.values()) > found:
             update["trajectory"] = redacted
+    if sample.session is not None:
+        found = sum(counts.values())
+        session = sample.session.map_text(lambda value: text(value, counts))
+        if sum(counts.values()) > found:
+            update["session"] = session
     if redactor.rules.attributes:
         update["attributes"] = {k: text(v, counts) for k, v in sample.attributes.items()}
     if redactor.rules.id:

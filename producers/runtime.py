@@ -36,6 +36,13 @@ from producers.reloader import PolicyReloader
 from producers.screen import Screen
 from producers.traces.assembly import TraceAssembly
 from producers.traces.buffer import MemoryTraceBuffer, RedisTraceBuffer, Timing, TraceBuffer
+from producers.traces.session_assembly import SessionAssembly
+from producers.traces.sessions import (
+    MemorySessionBuffer,
+    RedisSessionBuffer,
+    SessionBuffer,
+    SessionTiming,
+)
 
 
 class ProducerRuntime:
@@ -117,18 +124,37 @@ class ProducerRuntime:
             return RedisTraceBuffer(self._shared, timing=timing)
         return MemoryTraceBuffer(timing=timing)
 
+    def session_buffer(self, *, shared: bool = True) -> SessionBuffer:
+        """Where conversations wait to go quiet: beside the trace buffer (the shared
+        Redis when there is one, and ``shared``; else this process's memory)."""
+        settings = self.settings
+        timing = SessionTiming(idle_s=settings.otlp_session_idle_s,
+                               final_s=settings.otlp_session_final_s,
+                               max_age_s=settings.otlp_session_max_age_s,
+                               max_open_sessions=settings.otlp_max_open_sessions,
+                               max_turns_per_session=settings.otlp_max_turns_per_session,
+                               max_session_bytes=settings.otlp_max_session_bytes)
+        if shared and self._shared is not None:
+            return RedisSessionBuffer(self._shared, timing=timing)
+        return MemorySessionBuffer(timing=timing)
+
     def trace_assembly(self, buffer: TraceBuffer, *, metrics: Sequence[str] | None,
                        rate: float | None) -> TraceAssembly:
-        """Traces from ``buffer`` through a pipeline over this runtime's parts.
+        """Traces from ``buffer`` through a pipeline over this runtime's parts, each
+        offered as a turn to its session (kept where ``buffer`` is: in Redis or memory).
 
         Args:
             buffer: Where spans wait for their trace.
             metrics: The metrics to produce for; None for those the policy lists.
             rate: A rate overriding the policy's.
         """
-        return TraceAssembly(buffer=buffer, metrics={m.name: m for m in self.registry},
-                             pipeline=self.pipeline(metrics=metrics, rate=rate,
-                                                    source="otlp"))
+        pipeline = self.pipeline(metrics=metrics, rate=rate, source="otlp")
+        by_name = {m.name: m for m in self.registry}
+        sessions = SessionAssembly(
+            buffer=self.session_buffer(shared=isinstance(buffer, RedisTraceBuffer)),
+            pipeline=pipeline, metrics=by_name)
+        return TraceAssembly(buffer=buffer, metrics=by_name, pipeline=pipeline,
+                             sessions=sessions)
 
     def close(self) -> None:
         """Close broker and Redis connections."""

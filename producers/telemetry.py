@@ -116,6 +116,28 @@ OTLP_METRIC_SKIPPED = Counter(
     "(all: the sample was refused, a field over its limit) and input.",
     ["metric", "input"],
 )
+OTLP_TURNS = Counter(
+    "evalfleet_producer_otlp_session_turns_total",
+    "Traces offered to session assembly, by outcome: kept (a turn of its session), "
+    "sampled_out (its session id's hash is under every session metric's rate), "
+    "no_session (no span names a session), bad_session_id (blank, over 200 characters or "
+    "with control characters), too_many_open_sessions (over "
+    "EVALFLEET_OTLP_MAX_OPEN_SESSIONS), too_many_turns (over "
+    "EVALFLEET_OTLP_MAX_TURNS_PER_SESSION), session_too_large (over "
+    "EVALFLEET_OTLP_MAX_SESSION_BYTES).",
+    ["outcome"],
+)
+OTLP_SESSIONS = Counter(
+    "evalfleet_producer_otlp_sessions_total",
+    "Session versions produced, by why they were closed (idle, end, max_age), and "
+    "sessions forgotten after their final wait (forgotten).",
+    ["outcome"],
+)
+OPEN_SESSIONS = Gauge(
+    "evalfleet_producer_otlp_open_sessions",
+    "Sessions held (open, or judged and kept for a late turn until their final wait), as "
+    "last measured by this ingest's sweeper.",
+)
 OPEN_TRACES = Gauge(
     "evalfleet_producer_otlp_open_traces",
     "Traces being assembled, as last measured by this ingest's sweeper.",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +16,8 @@ from evalfleet.cli import main
 from evalfleet.core.settings import Settings
 from evalfleet.store import SqlStore
 from producers.enqueuer import Enqueuer
+from producers.traces.conversation import TurnIn
+from producers.traces.sessions import RedisSessionBuffer, SessionTiming
 from tests.evalfleet.ops.builders import dead_letter, job, verdict
 from tests.helpers import queued_ids
 
@@ -49,6 +52,22 @@ def test_status_reads_queues_and_recent_verdicts(settings: Settings, store: SqlS
     table = run(settings, "status", "--metric", "rag_qa", "--sample", "0").output
     assert "eval.rag_qa" in table and "waiting" in table and "judge call" in table
     assert "eval.rag_qa: failures judge_unavailable (dead letter) 1" in table
+
+
+def test_status_shows_the_conversations_the_ingest_holds(settings: Settings,
+                                                         store: SqlStore) -> None:
+    client = redis.Redis.from_url(str(settings.resolved_shared_redis_url()))
+    buffer = RedisSessionBuffer(client, timing=SessionTiming())
+    first = time.time() - 2 * 3600
+    buffer.add([TurnIn("conv-old", "t1", '{"order": 1}')], now_s=first)
+    buffer.add([TurnIn("conv-new", "t2", '{"order": 2}')], now_s=first + 3000)
+    result = run(settings, "status", "--metric", "rag_qa", "--sample", "0", "--json")
+    assert result.exit_code == 0, result.output
+    sessions = json.loads(result.output)["sessions"]
+    assert sessions["open"] == 2 and 7200 <= sessions["oldest_age_s"] < 7300
+    table = run(settings, "status", "--metric", "rag_qa", "--sample", "0").output
+    assert "conversations: 2 session(s) held by the ingest" in table and "2h" in table
+    client.close()
 
 
 def test_status_shows_a_judge_that_changed_what_it_reports(settings: Settings,

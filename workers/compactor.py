@@ -14,10 +14,12 @@ pieces alone pass the budget cannot be compacted (:class:`TrajectoryTooLong`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from evalfleet.core.errors import InvalidSample
+from evalfleet.core.session import Session
 from evalfleet.core.trajectory import (
     HandoffStep,
     Message,
@@ -31,6 +33,10 @@ from evalfleet.core.trajectory import (
 
 class TrajectoryTooLong(InvalidSample):
     """A trajectory whose kept parts alone pass the metric's budget."""
+
+
+class SessionTooLong(TrajectoryTooLong):
+    """A session whose kept parts alone pass the metric's budget."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,14 +80,40 @@ def render_trajectory(trajectory: Trajectory, *,
     Raises:
         TrajectoryTooLong: When the parts always kept pass the budget.
     """
-    pieces = _pieces(trajectory)
+    return _fit(_pieces(trajectory), budget_chars=budget_chars, too_long=_trajectory_too_long)
+
+
+def render_session(session: Session, *, budget_chars: int) -> tuple[str, Compaction | None]:
+    """A conversation's turns as text within ``budget_chars``, turn by turn: each turn's
+    user message, the documents it retrieved, its tool calls with their results, and
+    its answer.
+
+    Kept whole: each turn's header, every user message (a repeated question is what a
+    judge of frustration looks for), every tool call's name and arguments, and the last
+    turn's answer. Cut like a trajectory's parts: documents, tool results and earlier
+    answers. A turn's model calls are not written: their messages repeat the
+    conversation, which the turns already show.
+
+    Returns:
+        The text, and what was cut (None when it fit whole).
+
+    Raises:
+        SessionTooLong: When the parts always kept pass the budget.
+    """
+    return _fit(_session_pieces(session), budget_chars=budget_chars,
+                too_long=_session_too_long)
+
+
+def _fit(pieces: list[_Piece], *, budget_chars: int,
+         too_long: Callable[[int, int], InvalidSample]) -> tuple[str, Compaction | None]:
+    """``pieces`` as text within ``budget_chars``, every cuttable piece cut to one cap."""
     whole = _size(pieces, None)
     if whole <= budget_chars:
         return "".join(p.whole for p in pieces), None
     dropped = 0
     if _size(pieces, 0) > budget_chars:
         # Even a marker per cut part is too much: drop parts whole, from the middle out.
-        pieces, dropped = _drop_middle(pieces, budget_chars=budget_chars)
+        pieces, dropped = _drop_middle(pieces, budget_chars=budget_chars, too_long=too_long)
     low, high = 0, max(len(p.text) for p in pieces)
     while low < high:  # the largest cap that fits
         middle = (low + high + 1) // 2
@@ -95,12 +127,27 @@ def render_trajectory(trajectory: Trajectory, *,
     return text, Compaction(original_chars=whole, cut_chars=whole - len(text), pieces_cut=cut)
 
 
-def _drop_middle(pieces: list[_Piece], *, budget_chars: int) -> tuple[list[_Piece], int]:
+def _trajectory_too_long(budget_chars: int, kept: int) -> InvalidSample:
+    return TrajectoryTooLong(
+        f"the trajectory cannot be compacted into the metric's budget of {budget_chars:,} "
+        f"characters: its tool calls, first question and final answer alone take "
+        f"{kept:,}", field="trajectory")
+
+
+def _session_too_long(budget_chars: int, kept: int) -> InvalidSample:
+    return SessionTooLong(
+        f"the session cannot be compacted into the metric's budget of {budget_chars:,} "
+        f"characters: its user messages, tool calls and last answer alone take {kept:,}",
+        field="session")
+
+
+def _drop_middle(pieces: list[_Piece], *, budget_chars: int,
+                 too_long: Callable[[int, int], InvalidSample]) -> tuple[list[_Piece], int]:
     """``pieces`` with the cuttable ones nearest the middle replaced by one marker,
     as few as make the rest fit with a marker each.
 
     Raises:
-        TrajectoryTooLong: When the kept parts alone pass the budget.
+        InvalidSample: ``too_long``'s error, when the kept parts alone pass the budget.
     """
     cuttable = [n for n, p in enumerate(pieces) if p.label is not None]
     middle = len(pieces) / 2
@@ -115,21 +162,17 @@ def _drop_middle(pieces: list[_Piece], *, budget_chars: int) -> tuple[list[_Piec
         chars += len(pieces[n].text)  # the cuttable part; its lead goes with it
         size -= len(_cut(pieces[n], 0))
     marker = _dropped_marker(len(dropped), chars)
-    if size + len(marker) > budget_chars:
-        kept = sum(len(p.text) for p in pieces if p.label is None)
-        raise TrajectoryTooLong(
-            f"the trajectory cannot be compacted into the metric's budget of {budget_chars:,} "
-            f"characters: its tool calls, first question and final answer alone take "
-            f"{kept:,}", field="trajectory")
+    if size + len(marker) > budget_chars or not dropped:
+        raise too_long(budget_chars, sum(len(p.text) for p in pieces if p.label is None))
     first = min(dropped)
     return [_Piece(marker, None) if n == first else piece
             for n, piece in enumerate(pieces) if n == first or n not in dropped], len(dropped)
 
 
 def _dropped_marker(parts: int, chars: int) -> str:
-    return (f"  [... {parts:,} parts from the middle of the run cut whole ({chars:,} "
-            "characters of tool results, messages and documents); the steps' calls are "
-            "kept ...]\n")
+    return (f"  [... {parts:,} parts from the middle cut whole ({chars:,} "
+            "characters of tool results, messages, answers and documents); the calls and "
+            "user messages are kept ...]\n")
 
 
 def render_tools(tools: list[ToolSpec]) -> str:
@@ -187,11 +230,8 @@ def _pieces(trajectory: Trajectory) -> list[_Piece]:
                 pieces.extend(_message(message, keep=n - 1 == last_model))
         elif isinstance(step, ToolStep):
             call = f" (call {step.call_id})" if step.call_id else ""
-            pieces.append(_Piece(f"Step {n}: tool call {step.name}{call}{_took(step)}\n"
-                                 f"  arguments: {_json(step.arguments)}\n", None))
-            pieces.append(_Piece(_json(step.result), "tool result", "  result: "))
-            if step.error:
-                pieces.append(_Piece(step.error, "tool error", "  error: "))
+            pieces.extend(_tool(step, f"Step {n}: tool call {step.name}{call}{_took(step)}\n"
+                                      f"  arguments: {_json(step.arguments)}\n", indent="  "))
         elif isinstance(step, RetrievalStep):
             query = f" for {step.query!r}" if step.query else ""
             pieces.append(_Piece(f"Step {n}: retrieval{query}, "
@@ -200,6 +240,15 @@ def _pieces(trajectory: Trajectory) -> list[_Piece]:
                           for d, document in enumerate(step.documents, 1))
         elif isinstance(step, HandoffStep):
             pieces.append(_Piece(f"Step {n}: handoff to agent {step.agent}\n", None))
+    return pieces
+
+
+def _tool(step: ToolStep, header: str, *, indent: str) -> list[_Piece]:
+    """A tool call: its header (kept), its result and error (cut)."""
+    pieces = [_Piece(header, None), _Piece(_json(step.result), "tool result",
+                                           f"{indent}result: ")]
+    if step.error:
+        pieces.append(_Piece(step.error, "tool error", f"{indent}error: "))
     return pieces
 
 
@@ -229,3 +278,23 @@ def _json(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _session_pieces(session: Session) -> list[_Piece]:
+    pieces: list[_Piece] = []
+    last = len(session.turns)
+    for n, turn in enumerate(session.turns, 1):
+        when = f", {turn.timestamp.isoformat()}" if turn.timestamp else ""
+        pieces.append(_Piece(f"Turn {n} of {last} (trace {turn.trace_id}{when})\n", None))
+        pieces.append(_Piece(f"  [user] {turn.input}\n", None))
+        pieces.extend(_Piece(document, "document", f"  retrieved [{d}] ")
+                      for d, document in enumerate(turn.context, 1))
+        for step in turn.trajectory.steps if turn.trajectory else ():
+            if isinstance(step, ToolStep):
+                pieces.extend(_tool(step, f"  tool call {step.name} with arguments "
+                                          f"{_json(step.arguments)}\n", indent="    "))
+            elif isinstance(step, HandoffStep):
+                pieces.append(_Piece(f"  handoff to agent {step.agent}\n", None))
+        answer = _Piece(turn.output, "answer", "  [assistant] ")
+        pieces.append(_Piece(answer.whole, None) if n == last else answer)
+    return pieces

@@ -62,7 +62,7 @@ from evalfleet.store.evidence import sample_content
 from workers.batchjudge.provider import with_first_reply
 from workers.cascade import CascadeRun, ThresholdCache, tiers_for
 from workers.checks import CheckOutcome, CheckResult, CheckRunner, PreparedCheck
-from workers.compactor import Compaction, TrajectoryTooLong
+from workers.compactor import Compaction, SessionTooLong, TrajectoryTooLong
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.base import prompt_cache_key
 from workers.judge.status import prompt_too_long
@@ -94,6 +94,9 @@ CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
 #: Error class of a verdict whose trajectory cannot fit the metric's token budget even
 #: compacted (its tool calls, first question and final answer alone pass it): no call.
 TRAJECTORY_TOO_LONG = "trajectory_too_long"
+
+#: The same for a session: its user messages, tool calls and last answer pass the budget.
+SESSION_TOO_LONG = "session_too_long"
 
 #: Seconds a batch waits after an answer for more to store with it in one transaction.
 #: A real judge's answers to one batch spread over much of its latency; each save
@@ -843,7 +846,9 @@ class Evaluator:
 
     def _too_long(self, batch: _Batch, item: _Pending, error: TrajectoryTooLong) -> None:
         """A trajectory that cannot be compacted into the budget: a failed verdict, no call."""
-        record = self._record(item, _Judgement("failed", TRAJECTORY_TOO_LONG, str(error), None,
+        error_class = (SESSION_TOO_LONG if isinstance(error, SessionTooLong)
+                       else TRAJECTORY_TOO_LONG)
+        record = self._record(item, _Judgement("failed", error_class, str(error), None,
                                                dict.fromkeys(item.metric.spec.scores), {}))
         batch.verdicts.append(record)
         batch.outcomes[item.index] = Outcome.stored(record)

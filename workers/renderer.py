@@ -11,6 +11,7 @@ rendering. Either refusal makes that one job a dead letter (``invalid_sample``).
 from __future__ import annotations
 
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, TypedDict
@@ -22,7 +23,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from evalfleet.core.errors import InvalidMetricSpec, InvalidSample
 from evalfleet.core.metric import MessageSpec, Metric
 from evalfleet.core.sample import Sample
-from workers.compactor import Compaction, render_tools, render_trajectory
+from workers.compactor import Compaction, render_session, render_tools, render_trajectory
 
 #: Characters counted per token of a metric's budget: the project's estimate is four, and
 #: JSON (arguments, results, schemas) tokenises denser than prose, so a third of margin.
@@ -87,8 +88,9 @@ def render_messages(metric: Metric, sample: Sample) -> list[ChatMessage]:
 
 
 def render(metric: Metric, sample: Sample) -> Rendered:
-    """The judge messages for ``sample`` under ``metric``, its trajectory (when a variable
-    reads it) written by :mod:`workers.compactor` within the metric's token budget.
+    """The judge messages for ``sample`` under ``metric``, its trajectory or session (when
+    a variable reads it) written by :mod:`workers.compactor` within the metric's token
+    budget.
 
     Args:
         metric: The loaded metric.
@@ -98,22 +100,35 @@ def render(metric: Metric, sample: Sample) -> Rendered:
         The messages and what was cut.
 
     Raises:
-        TrajectoryTooLong: When the trajectory cannot be compacted into the budget.
+        TrajectoryTooLong: When the trajectory (or session: ``SessionTooLong``) cannot be
+            compacted into the budget.
         InvalidSample: When the sample lacks a value the metric requires.
     """
+    turns = [name for name, v in metric.spec.variables.items() if v.source == "session"]
+    if turns and sample.session is not None:
+        session = sample.session
+        return _compacted(metric, sample, turns, {}, lambda budget: render_session(
+            session, budget_chars=budget))
     steps = [name for name, v in metric.spec.variables.items() if v.source == "trajectory"]
     if not steps or sample.trajectory is None:
         return Rendered(_messages(metric, metric.resolve_variables(sample)))
     trajectory = sample.trajectory
     given = {name: render_tools(trajectory.tools) for name, v in metric.spec.variables.items()
              if v.source == "trajectory.tools"}
-    # The budget left to the steps is what the rest of the prompt leaves.
+    return _compacted(metric, sample, steps, given, lambda budget: render_trajectory(
+        trajectory, budget_chars=budget))
+
+
+def _compacted(metric: Metric, sample: Sample, names: list[str], given: dict[str, str],
+               write: Callable[[int], tuple[str, Compaction | None]]) -> Rendered:
+    """The messages with the variables ``names`` filled by ``write`` within the budget
+    the rest of the prompt leaves."""
     others = _messages(metric, metric.resolve_variables(sample, given={
-        **given, **dict.fromkeys(steps, "")}))
+        **given, **dict.fromkeys(names, "")}))
     budget_chars = (metric.spec.judge.budget_tokens * BUDGET_CHARS_PER_TOKEN
                     - sum(len(m["content"]) for m in others))
-    text, compaction = render_trajectory(trajectory, budget_chars=max(0, budget_chars))
-    values = metric.resolve_variables(sample, given={**given, **dict.fromkeys(steps, text)})
+    text, compaction = write(max(0, budget_chars))
+    values = metric.resolve_variables(sample, given={**given, **dict.fromkeys(names, text)})
     return Rendered(_messages(metric, values), compaction)
 
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from evalfleet.ops.monitor import MonitorOptions
     from evalfleet.ops.status import FleetStatus, QueueStatus
     from evalfleet.store.batchspool import BatchSpool
+    from producers.traces.sessions import SessionBuffer
 
 #: ANSI: cursor home and clear screen, between --watch refreshes on a terminal.
 _CLEAR = "\x1b[H\x1b[2J"
@@ -82,6 +83,7 @@ def status(state: CliState, metrics: tuple[str, ...], window: str, concurrency: 
     probe = open_queue_probe(settings)
     monitor = StatusMonitor(store=store, probe=probe, options=options)
     batches = BatchSpool(store) if isinstance(store, SqlStore) else None
+    sessions = session_reader(settings)
     frames = (count or sys.maxsize) if watch else 1
     try:
         if sample_s > 0:
@@ -91,7 +93,7 @@ def status(state: CliState, metrics: tuple[str, ...], window: str, concurrency: 
             if frame:
                 time.sleep(interval)
             _show(monitor.observe(), as_json=as_json, clear=watch and not as_json,
-                  batches=batches)
+                  batches=batches, sessions=sessions)
     except KeyboardInterrupt:
         pass
     finally:
@@ -127,18 +129,55 @@ def monitor_options(settings: Settings, *, metrics: tuple[str, ...], window_s: f
 
 
 def _show(fleet: FleetStatus, *, as_json: bool, clear: bool,
-          batches: BatchSpool | None = None) -> None:
+          batches: BatchSpool | None = None, sessions: SessionBuffer | None = None) -> None:
     from evalfleet.ops.status import status_json
 
     batch_view = batch_status(batches) if batches is not None else None
+    session_view = session_status(sessions) if sessions is not None else None
     if as_json:
         click.echo(json.dumps({**status_json(fleet), **({"batches": batch_view}
-                                                        if batch_view else {})}))
+                                                        if batch_view else {}),
+                               **({"sessions": session_view} if session_view else {})}))
         return
     text = render_status(fleet)
     if batch_view:
         text += "\n\n" + render_batches(batch_view)
+    if session_view:
+        oldest = session_view["oldest_age_s"]
+        text += (f"\n\nconversations: {session_view['open']:,} session(s) held by the ingest "
+                 f"(open, or judged and waiting out their final wait), the oldest begun "
+                 f"{format_age(oldest) if oldest is not None else '-'} ago")
     click.echo((_CLEAR if clear and sys.stdout.isatty() else "") + text)
+
+
+def session_reader(settings: Settings) -> SessionBuffer | None:
+    """The ingest's session buffer in the shared Redis; None without one (an ingest
+    without Redis holds its sessions in its own memory, out of reach)."""
+    import redis
+
+    from producers.traces.sessions import RedisSessionBuffer, SessionTiming
+
+    url = settings.resolved_shared_redis_url()
+    if url is None:
+        return None
+    timeout_s = settings.producer_broker_timeout_s
+    return RedisSessionBuffer(redis.Redis.from_url(url, socket_timeout=timeout_s,
+                                                   socket_connect_timeout=timeout_s),
+                              timing=SessionTiming())
+
+
+def session_status(buffer: SessionBuffer) -> dict[str, Any] | None:
+    """Conversations as ``evalfleet status --json`` shows them: sessions held and the age
+    of the oldest's first turn; None when none is held or Redis does not answer."""
+    try:
+        held = buffer.open_sessions()
+        first = buffer.oldest_first_s()
+    except EvalfleetError:
+        return None
+    if not held:
+        return None
+    return {"open": held, "oldest_age_s": None if first is None else max(
+        0.0, time.time() - first)}
 
 
 def batch_status(spool: BatchSpool) -> dict[str, Any] | None:

@@ -48,7 +48,8 @@ GUIDE_SUFFIX = ".guide.yaml"
 _DIGIT_RUN = re.compile(r"[0-9]+")
 
 #: Paths a template variable may read from a sample.
-SAMPLE_PATHS = ("id", "input", "output", "context", "reference", "timestamp", "trajectory")
+SAMPLE_PATHS = ("id", "input", "output", "context", "reference", "timestamp", "trajectory",
+                "session")
 
 
 class _Model(BaseModel):
@@ -104,7 +105,7 @@ class VariableSpec(_Model):
     source: str | None = Field(default=None, alias="from")
     """Sample path: ``input``, ``output``, ``context``, ``reference``, ``id``,
     ``timestamp``, ``trajectory`` (its steps), ``trajectory.tools`` (the offered tools),
-    ``fields.<key>`` or ``attributes.<key>``."""
+    ``session`` (a conversation's turns), ``fields.<key>`` or ``attributes.<key>``."""
 
     value: str | None = None
     """A literal value (used instead of ``from``)."""
@@ -335,9 +336,11 @@ class MetricFile(_Model):
     seed: str | None = None
     """Where the judge prompt came from."""
 
-    unit: Literal["call", "trace"] = "call"
+    unit: Literal["call", "trace", "session"] = "call"
     """What one verdict judges: ``call``, one question and answer; ``trace``, an agent's
-    whole run (the sample's ``trajectory``; its id is the trace id)."""
+    whole run (the sample's ``trajectory``; its id is the trace id); ``session``, a whole
+    conversation (the sample's ``session``; its id names the version,
+    ``<session>#<turns>-<digest>``)."""
 
     constants: dict[str, str] = Field(default_factory=dict)
     """Values usable in templates and in verdict field names (``{VERDICT_KEY}``)."""
@@ -457,7 +460,7 @@ def _variable_text(variable: VariableSpec, sample: Sample) -> str:
         return _list_text(value, variable.list_style)
     if isinstance(value, str):
         return value
-    if isinstance(value, BaseModel):  # a trajectory the renderer did not compact
+    if isinstance(value, BaseModel):  # a trajectory or session the renderer did not compact
         return value.model_dump_json()
     return json.dumps(value, ensure_ascii=False)
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from evalfleet.core import jsontext
 from evalfleet.core.errors import InvalidSample
+from evalfleet.core.session import Session
 from evalfleet.core.trajectory import Trajectory
 
 #: Longest sample id accepted, in characters.
@@ -94,6 +95,10 @@ class Sample(BaseModel):
     """An agent run's steps, offered tools and final answer (``evalfleet.core.trajectory``);
     None for a single call."""
 
+    session: Session | None = None
+    """A conversation's turns (``evalfleet.core.session``), for a metric of unit
+    ``session``; None otherwise."""
+
     @field_validator("id")
     @classmethod
     def _id_not_blank(cls, value: str) -> str:
@@ -115,9 +120,9 @@ class Sample(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         """The sample as plain JSON data (the format it was read in); without a
-        trajectory, no ``trajectory`` key (as before there was one)."""
-        return self.model_dump(mode="json", exclude={"trajectory"} if self.trajectory is None
-                               else None)
+        trajectory or a session, no such key (as before there were any)."""
+        absent = {name for name in ("trajectory", "session") if getattr(self, name) is None}
+        return self.model_dump(mode="json", exclude=absent or None)
 
 
 def parse_sample(data: Any, *, record: str = "", limits: SampleLimits | None = None) -> Sample:

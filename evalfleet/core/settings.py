@@ -516,6 +516,28 @@ class IngestSettings(BaseModel):
     outlast ``otlp_max_wait_s``: it is produced when its root span ends, or this long
     after its first span at the latest."""
 
+    otlp_session_idle_s: float = Field(default=900.0, gt=0)
+    """A session (the traces sharing a session or conversation id) is judged once no
+    turn of it arrived for this long (metrics of unit ``session``)."""
+
+    otlp_session_final_s: float = Field(default=3600.0, gt=0)
+    """A judged session's turns are kept this long after its last turn: a turn arriving
+    meanwhile makes its next version. Past it, its last version is final."""
+
+    otlp_session_max_age_s: float = Field(default=86_400.0, gt=0)
+    """A session is judged this long after its first turn at the latest."""
+
+    otlp_max_open_sessions: int = Field(default=100_000, ge=1)
+    """Most sessions held at once across the fleet; a turn opening one more is shed and
+    counted."""
+
+    otlp_max_turns_per_session: int = Field(default=1000, ge=1)
+    """Most turns kept per session; later turns are shed and counted."""
+
+    otlp_max_session_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    """Most bytes kept per session (its turns as kept); a turn past it is shed and
+    counted."""
+
 
 class AlertSettings(BaseModel):
     """The alert engine (``evalfleet beat``), drift canaries and the alert page."""

@@ -136,7 +136,7 @@ class Trajectory(_Model):
     def map_text(self, change: Callable[[str], str]) -> Trajectory:
         """The trajectory with ``change`` applied to every string value in it (names,
         contents, arguments, results, schemas). Linear in its size."""
-        return Trajectory.model_validate(_map_strings(self.model_dump(mode="json"), change))
+        return Trajectory.model_validate(map_strings(self.model_dump(mode="json"), change))
 
 
 def text_sizes(trajectory: Trajectory) -> Iterator[tuple[str, int]]:
@@ -203,8 +203,8 @@ def json_size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False))
 
 
-def _map_strings(value: Any, change: Callable[[str], str]) -> Any:
-    """``value`` with every string changed, without recursion (nesting is bounded by the
+def map_strings(value: Any, change: Callable[[str], str]) -> Any:
+    """A JSON ``value`` with every string changed, without recursion (nesting is bounded by the
     record's limits, but the walk need not rely on it)."""
     root: list[Any] = [value]
     stack: list[tuple[Any, Any]] = [(root, 0)]

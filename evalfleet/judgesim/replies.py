@@ -43,12 +43,14 @@ from evalfleet.judgesim.schema_fill import fill_verdict
 
 #: Which prompt the simulator recognised, and so the format of its answer.
 #: ``rag_qa``, ``context_precision``, ``bbh_match``, ``rec_faithfulness``,
-#: ``agent_task_completion``, ``agent_tool_use``: the built-in judge prompts;
+#: ``agent_task_completion``, ``agent_tool_use``, ``conversation_goal_completion``,
+#: ``conversation_faithfulness``, ``user_frustration``: the built-in judge prompts;
 #: ``json_schema``: a verdict that satisfies the request's schema;
 #: ``json_object``: ``{"score", "reason"}``; ``text``: one sentence.
 PromptFormat = Literal[
     "rag_qa", "context_precision", "bbh_match", "rec_faithfulness", "agent_task_completion",
-    "agent_tool_use", "json_schema", "json_object", "text",
+    "agent_tool_use", "conversation_goal_completion", "conversation_faithfulness",
+    "user_frustration", "json_schema", "json_object", "text",
 ]
 
 #: Hex characters of the prompt digest kept as the prompt key.
@@ -391,6 +393,9 @@ def _recognise(prompt: Prompt, response_format: Any) -> PromptFormat:
         return "agent_task_completion"
     if "**Tool Use**" in text and "evaluation_status" in text:
         return "agent_tool_use"
+    for name, (key, _, _) in _SESSION_SCORES.items():
+        if f'"{key}":' in text and "**Conversation**" in text:
+            return name  # type: ignore[return-value]
     if _schema_of(response_format) is not None:
         return "json_schema"
     return "json_object" if _is_json_mode(response_format) else "text"
@@ -439,6 +444,8 @@ def _simulate(prompt: Prompt, response_format: Any) -> _Simulation:
         return _Simulation(prompt_format, {"score": score}, ("score",))
     elif prompt_format in ("agent_task_completion", "agent_tool_use"):
         verdict, keys = _agent_verdict(prompt, overrides, prompt_format)
+    elif prompt_format in _SESSION_SCORES:
+        verdict, keys = _session_verdict(prompt, overrides, prompt_format)
     elif prompt_format == "json_schema":
         verdict, keys = fill_verdict(_schema_of(response_format) or {}, _slots(prompt.digest))
     else:
@@ -496,6 +503,33 @@ def _agent_verdict(prompt: Prompt, overrides: dict[str, Any],
     return ({key: score, f"{key}_explanation": _explain(sentences, score),
              "failed_step": failed_step, "evaluation_status": "success", "reason": None,
              "error": None}, (key,))
+
+
+#: The session metrics' score key, explanations (low to high) and the field naming the
+#: turn that went wrong.
+_SESSION_SCORES = {
+    "conversation_goal_completion": ("goal_completion", (
+        "The user did not get what they came for.",
+        "The user got part of what they came for.",
+        "The user got what they came for."), "failed_turn"),
+    "conversation_faithfulness": ("conversation_faithfulness", (
+        "Answers were unsupported by the retrieved context or contradicted earlier ones.",
+        "Most answers were supported; one was not, or contradicted an earlier one.",
+        "Every answer was supported by its context and consistent with earlier ones."),
+        "failed_turn"),
+    "user_frustration": ("no_frustration", (
+        "The user was clearly frustrated: repeated questions, corrections or abandonment.",
+        "The user showed some frustration.",
+        "The user showed no sign of frustration."), "first_frustrated_turn"),
+}
+
+
+def _session_verdict(prompt: Prompt, overrides: dict[str, Any],
+                     prompt_format: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    key, sentences, turn = _SESSION_SCORES[prompt_format]
+    score = overrides.get(key, _unit(prompt.digest, 0))
+    return ({key: score, f"{key}_explanation": _explain(sentences, score), turn: None,
+             "evaluation_status": "success", "reason": None, "error": None}, (key,))
 
 
 def _explain(sentences: tuple[str, str, str], value: Any) -> str:

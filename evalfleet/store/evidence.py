@@ -59,10 +59,11 @@ class Evidence:
 
 def sample_content(sample: Mapping[str, Any]) -> dict[str, Any]:
     """The evidence part of a sample's JSON (see :data:`SAMPLE_PARTS`), and its
-    ``trajectory`` when it has one."""
+    ``trajectory`` and ``session`` when it has them."""
     content = {part: sample.get(part) for part in SAMPLE_PARTS}
-    if sample.get("trajectory") is not None:
-        content["trajectory"] = sample["trajectory"]
+    for part in ("trajectory", "session"):
+        if sample.get(part) is not None:
+            content[part] = sample[part]
     return content
 
 

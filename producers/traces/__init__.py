@@ -1,5 +1,5 @@
 """OpenTelemetry traces in: OTLP export requests decoded into spans, spans assembled per
-trace, each trace mapped to samples.
+trace, each trace mapped to samples, traces grouped into conversations.
 
     span.py      the span as kept between a request and its trace's sample
     otlp.py      OTLP/HTTP requests (protobuf, OTLP JSON) in, responses out
@@ -9,6 +9,10 @@ trace, each trace mapped to samples.
     values.py    reading attribute values (indexed lists, JSON text), for both
     buffer/      where spans wait for their trace: Redis, or this process's memory
     assembly.py  the sampling decision, buffering, the sweep that produces due traces
+    conversation.py  a trace's session id and end marker, its turn, a session's sample
+    sessions/    where turns wait for their session to go quiet: Redis, or memory
+    session_assembly.py  turns offered to sessions, the sweep that produces due versions
+    scripts.py   running both Redis buffers' Lua scripts (errors mapped once)
     file.py      OTLP JSON lines (the Collector's file exporter) through the same
 """
 

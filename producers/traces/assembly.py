@@ -38,6 +38,7 @@ from producers.sampler import is_sampled
 from producers.screen import Keyed
 from producers.traces.buffer import ClaimedTrace, TraceBuffer
 from producers.traces.mapping import MappedSample, map_trace
+from producers.traces.session_assembly import SessionAssembly
 from producers.traces.span import Span, SpanRejection
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,8 @@ class TraceAssembly:
     """Buffers sampled spans and produces due traces. Thread-safe."""
 
     def __init__(self, *, buffer: TraceBuffer, pipeline: Pipeline,
-                 metrics: Mapping[str, Metric], clock: Callable[[], float] = time.time) -> None:
+                 metrics: Mapping[str, Metric], clock: Callable[[], float] = time.time,
+                 sessions: SessionAssembly | None = None) -> None:
         """Wire the buffer to the pipeline.
 
         Args:
@@ -71,7 +73,10 @@ class TraceAssembly:
             pipeline: The producer pipeline samples go through.
             metrics: Metric definitions by name (to check the inputs a sample carries).
             clock: Wall-clock time source.
+            sessions: Where each produced trace is offered as a turn of its session
+                (None: no session metric is produced).
         """
+        self.sessions = sessions
         self._buffer = buffer
         self._pipeline = pipeline
         self._metrics = metrics
@@ -87,9 +92,14 @@ class TraceAssembly:
             TraceBufferFull: When the buffer holds as many traces as allowed.
             BrokerUnavailable: When the buffer cannot be reached.
         """
-        rates = self._rates(self._pipeline.policy())
-        decisions = {trace_id: any(is_sampled(trace_id, rate, metric=metric)
-                                   for metric, rate in rates)
+        policy = self._pipeline.policy()
+        rates = self._rates(policy)
+        # A session metric's decision waits for the span naming the session (see
+        # producers.traces.session_assembly): until then every trace is kept.
+        deferred = self.sessions is not None and any(
+            rate > 0 for _, rate in self.sessions.metric_rates(policy))
+        decisions = {trace_id: deferred or any(is_sampled(trace_id, rate, metric=metric)
+                                               for metric, rate in rates)
                      for trace_id in {span.trace_id for span in spans}}
         kept = [span for span in spans if decisions[span.trace_id]]
         telemetry.OTLP_SPANS.labels("sampled_out").inc(len(spans) - len(kept))
@@ -129,8 +139,11 @@ class TraceAssembly:
         policy = self._pipeline.policy()
         groups: dict[tuple[str, ...], list[tuple[str, Any]]] = {}
         outcomes: Counter[str] = Counter()
+        mapped = []
         for trace in claimed:
-            for sample in self._samples(trace, policy, outcomes):
+            samples = self._samples(trace, policy, outcomes)
+            mapped.append((trace, samples))
+            for sample in samples:
                 wanted = tuple(self._metrics_for(sample.record, policy))
                 if wanted:
                     groups.setdefault(wanted, []).append(
@@ -144,6 +157,8 @@ class TraceAssembly:
             for error in result.errors:
                 telemetry.OTLP_METRIC_SKIPPED.labels(
                     self._metric_of(error), error.field or "record").inc()
+        if self.sessions is not None:  # kept before the traces are finished: nothing lost
+            self.sessions.offer(mapped, policy=policy, spec=policy.spec.traces.sessions)
         telemetry.OTLP_SPANS.labels("late").inc(self._buffer.finish(claimed))
         return Sweep(len(claimed), results)
 
@@ -166,6 +181,8 @@ class TraceAssembly:
         kept = []
         for name in self._pipeline.metrics(policy):
             metric = self._metrics.get(name)
+            if metric is not None and metric.spec.unit == "session":
+                continue  # judged on the session's versions (session_assembly)
             reads_context = metric is not None and any(
                 variable.source == "context" for variable in metric.spec.variables.values())
             if reads_context and not record.get("context"):
@@ -185,9 +202,11 @@ class TraceAssembly:
         return name if name in self._metrics else "all"
 
     def _rates(self, policy: Policy) -> list[tuple[str, float]]:
-        """Each metric produced and its rate (a trace is buffered when one keeps it)."""
+        """Each metric produced per trace and its rate (a trace is buffered when one
+        keeps it)."""
         return [(name, policy.rule_for(name, rate=self._pipeline.rate).rate)
-                for name in self._pipeline.metrics(policy)]
+                for name in self._pipeline.metrics(policy)
+                if (metric := self._metrics.get(name)) is None or metric.spec.unit != "session"]
 
 
 class TraceSweeper:
@@ -213,11 +232,15 @@ class TraceSweeper:
             self._thread.join(timeout=30)
 
     def _run(self) -> None:
+        sessions = self._assembly.sessions
         while not self._stop.is_set():
             produced = 0
             try:
                 produced = self._assembly.sweep().traces
                 telemetry.OPEN_TRACES.set(self._buffer.open_traces())
+                if sessions is not None:
+                    sessions.sweep()
+                    telemetry.OPEN_SESSIONS.set(sessions.buffer.open_sessions())
             except EvalfleetError as exc:
                 log.warning("trace sweep failed, retrying: %s", exc)
             except Exception:  # the sweeper outlives any one bad trace

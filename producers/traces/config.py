@@ -7,6 +7,9 @@
       segments: {tenant: app.tenant}  # segment name: span or resource attribute
       fields: {evaluation_goal: app.evaluation_goal}
       reference: app.expected_answer
+      sessions:                       # conversations judged whole (unit: session metrics)
+        attribute: app.chat_id        # read before session.id, gen_ai.conversation.id...
+        end: {span_name: [conversation.end], attribute: app.conversation_ended}
 
 Without ``judge``, each trace is one sample whose id is the trace id.
 """
@@ -38,6 +41,29 @@ class SpanSelector(_Model):
     """Span attributes and the value each must have."""
 
 
+class SessionEnd(_Model):
+    """What marks the end of a conversation: a span of the trace with one of these names,
+    or with this attribute set to true (or ``"true"``)."""
+
+    span_name: tuple[str, ...] = ()
+    """Span names that end the session."""
+
+    attribute: str | None = None
+    """A span attribute that ends the session when true."""
+
+
+class SessionSpec(_Model):
+    """How traces are grouped into sessions."""
+
+    attribute: str | None = None
+    """A span or resource attribute naming the session, read before the conventions'
+    ``session.id``, ``gen_ai.conversation.id`` and
+    ``traceloop.association.properties.session_id``."""
+
+    end: SessionEnd = Field(default_factory=SessionEnd)
+    """What closes a session at once (without waiting for it to go quiet)."""
+
+
 class TraceSpec(_Model):
     """How a trace's spans become samples."""
 
@@ -55,3 +81,6 @@ class TraceSpec(_Model):
 
     reference: str | None = None
     """The attribute holding the expected answer; None leaves ``reference`` null."""
+
+    sessions: SessionSpec = Field(default_factory=SessionSpec)
+    """How traces are grouped into conversations for the metrics of unit ``session``."""

@@ -59,6 +59,9 @@ def produce_otlp_lines(
             _reject(stats, on_error, f"line {number}: {message}")
     while (sweep := assembly.sweep(now_s=math.inf)).traces:
         stats.add(sweep.results)
+    if assembly.sessions is not None:  # every conversation of the file, closed at its end
+        while (closed := assembly.sessions.sweep(now_s=math.inf)).sessions:
+            stats.add(closed.results)
     return stats
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evalfleet.core.errors import InvalidSample
+from evalfleet.core.sample import Sample, parse_sample
 from evalfleet.core.settings import Settings
 from producers.limits import FieldLimits, check_limits
 from tests.producers.builders import sample
@@ -58,3 +59,39 @@ def test_limits_from_settings() -> None:
     assert limits.limit_for("output") == 10
     assert limits.limit_for("context[4]") == 10
     assert limits.max_context_items == 2
+
+
+def session_record(turns: list[dict[str, object]]) -> Sample:
+    return parse_sample({"id": "conv-1#2-abc", "session": {"id": "conv-1", "turns": turns}})
+
+
+def test_a_session_over_its_turns_or_characters_is_refused_naming_the_field() -> None:
+    turn = {"trace_id": "t", "input": "q", "output": "a"}
+    limits = FieldLimits(max_session_turns=3, max_session_chars=100)
+    check_limits(session_record([turn] * 3), limits=limits)
+    with pytest.raises(InvalidSample) as many:
+        check_limits(session_record([turn] * 4), limits=limits, record="line 2")
+    assert (many.value.field, many.value.record) == ("session.turns", "line 2")
+    assert "4 turns, over the limit of 3" in str(many.value)
+    long = {"trace_id": "t", "input": "q" * 60, "output": "a"}
+    with pytest.raises(InvalidSample) as large:
+        check_limits(session_record([long, long]), limits=limits)
+    assert large.value.field == "session.turns[1]"
+    assert "pass 100 characters" in str(large.value)
+
+
+def test_a_turns_trajectory_is_held_to_the_trajectory_limits_naming_the_turn() -> None:
+    steps = [{"type": "tool", "name": "t", "result": "r"}] * 5
+    turns = [{"trace_id": "a"}, {"trace_id": "b", "trajectory": {"steps": steps}}]
+    with pytest.raises(InvalidSample) as error:
+        check_limits(session_record(turns), limits=FieldLimits(max_trajectory_steps=4))
+    assert error.value.field == "session.turns[1].trajectory.steps"
+
+
+def test_a_huge_session_passes_up_to_the_default_turns_and_not_past_them() -> None:
+    steps = [{"type": "tool", "name": "t", "arguments": {"q": "x"}, "result": "r" * 100}] * 10
+    turns = [{"trace_id": f"t{n}", "input": "q", "output": "a", "trajectory": {"steps": steps}}
+             for n in range(1001)]
+    check_limits(session_record(turns[:1000]), limits=FieldLimits())
+    with pytest.raises(InvalidSample, match="1,001 turns, over the limit of 1,000"):
+        check_limits(session_record(turns), limits=FieldLimits())

@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from evalfleet.core.sample import parse_sample
 from producers.redact import RedactionRules, Redactor, luhn_valid, redact_sample
 from tests.producers.builders import sample
 
@@ -85,6 +86,23 @@ def test_sample_fields_redacted_id_and_attributes_kept() -> None:
     assert redacted.id == "a@b.io" and redacted.attributes == {"app": "x@y.io"}
     assert counts == {"email": 4, "phone": 1, "card": 1}
     assert original.input == "mail a@b.io"  # the original is untouched
+
+
+def test_every_text_of_a_sessions_turns_is_redacted_and_its_ids_kept() -> None:
+    original = parse_sample({"id": "conv-1#2-abc", "session": {"id": "conv-1", "turns": [
+        {"trace_id": "t1", "input": "I am a@b.io", "output": "ok",
+         "context": ["card 4111 1111 1111 1111"]},
+        {"trace_id": "t2", "input": "call me", "output": "done",
+         "trajectory": {"steps": [{"type": "tool", "name": "mail",
+                                   "arguments": {"to": "c@d.io"}, "result": "sent"}]}}]}})
+    redacted, counts = redact_sample(original, redactor=DEFAULT)
+    assert redacted.session is not None
+    first, second = redacted.session.turns
+    assert (first.input, first.context) == ("I am [EMAIL]", ["card [CARD]"])
+    assert second.trajectory is not None
+    assert second.trajectory.model_dump()["steps"][0]["arguments"] == {"to": "[EMAIL]"}
+    assert (redacted.session.id, first.trace_id) == ("conv-1", "t1")
+    assert counts == {"email": 2, "card": 1}
 
 
 def test_id_and_attributes_when_configured() -> None:

@@ -19,7 +19,6 @@ from typing import Any
 
 import redis
 
-from evalfleet.core.errors import BrokerUnavailable
 from producers.traces.buffer.base import (
     CLAIM_LEASE_S,
     Added,
@@ -27,6 +26,7 @@ from producers.traces.buffer.base import (
     Timing,
     TraceBuffer,
 )
+from producers.traces.scripts import ScriptRunner
 from producers.traces.span import Span, SpanRejection
 from producers.traces.steps import has_agent_marks
 
@@ -129,11 +129,11 @@ class RedisTraceBuffer(TraceBuffer):
             client: The shared Redis.
             timing: When traces are due, and how much is kept.
         """
-        self._client = client
+        self._scripts = ScriptRunner(client, what="trace buffer")
         self._timing = timing
-        self._add = client.register_script(_ADD)
-        self._claim = client.register_script(_CLAIM)
-        self._finish = client.register_script(_FINISH)
+        self._add = self._scripts.register(_ADD)
+        self._claim = self._scripts.register(_CLAIM)
+        self._finish = self._scripts.register(_FINISH)
 
     def add(self, spans: Sequence[Span], *, now_s: float) -> Added:
         """See :meth:`TraceBuffer.add`."""
@@ -151,14 +151,14 @@ class RedisTraceBuffer(TraceBuffer):
             agent = any(has_agent_marks(span.attributes) for span in members)
             args.extend([trace_id, "1" if root else "0", "1" if agent else "0", len(members)])
             args.extend(span.to_json() for span in members)
-        result = self._run(self._add, args)
+        result = self._scripts.run(self._add, args)
         if result[0] == -1:
             raise timing.full()
         return Added(rejections=_over_limit(result[1:], by_trace, timing), late=int(result[0]))
 
     def claim_due(self, *, now_s: float, limit: int) -> list[ClaimedTrace]:
         """See :meth:`TraceBuffer.claim_due`."""
-        result = self._run(self._claim, [KEY_PREFIX, now_s, CLAIM_LEASE_S, limit])
+        result = self._scripts.run(self._claim, [KEY_PREFIX, now_s, CLAIM_LEASE_S, limit])
         return [ClaimedTrace(trace_id=result[n].decode(),
                              spans=Span.list_from_json(result[n + 1]))
                 for n in range(0, len(result), 2)]
@@ -170,20 +170,11 @@ class RedisTraceBuffer(TraceBuffer):
         args: list[Any] = [KEY_PREFIX, int(self._timing.done_ttl_s)]
         for trace in traces:
             args.extend([trace.trace_id, len(trace.spans)])
-        return int(self._run(self._finish, args))
+        return int(self._scripts.run(self._finish, args))
 
     def open_traces(self) -> int:
         """See :meth:`TraceBuffer.open_traces`."""
-        try:
-            return int(self._client.zcard(KEY_PREFIX + "due"))
-        except redis.RedisError as exc:
-            raise BrokerUnavailable(f"trace buffer unreachable: {exc}") from exc
-
-    def _run(self, script: Any, args: list[Any]) -> Any:
-        try:
-            return script(keys=[], args=args)
-        except redis.RedisError as exc:
-            raise BrokerUnavailable(f"trace buffer unreachable: {exc}") from exc
+        return self._scripts.count(KEY_PREFIX + "due")
 
 
 def _over_limit(pairs: list[Any], by_trace: dict[str, list[Span]],

@@ -78,10 +78,11 @@ def test_the_shipped_gold_sets_feed_every_built_in_metric(tmp_path: Path) -> Non
     report = canaries.feed(T0)
     assert report.sent == {"bbh_match": 3, "context_precision": 3, "rag_qa": 3,
                            "rec_faithfulness": 3, "agent_task_completion": 3,
-                           "agent_tool_use": 3}
+                           "agent_tool_use": 3, "conversation_goal_completion": 3,
+                           "conversation_faithfulness": 3, "user_frustration": 3}
     assert not report.skipped
     assert all(job.purpose == "canary" and job.labels for job in sent)
-    assert len({job.sample.id for job in sent}) == 18
+    assert len({job.sample.id for job in sent}) == 27
 
 
 def test_missing_empty_and_bad_gold_sets_are_skipped_with_the_reason(tmp_path: Path) -> None:

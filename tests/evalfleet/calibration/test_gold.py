@@ -14,7 +14,8 @@ from evalfleet.core.metric import load_registry
 from evalfleet.core.scales import score_scales
 
 BUILT_IN = ["rag_qa", "context_precision", "bbh_match", "rec_faithfulness",
-            "agent_task_completion", "agent_tool_use"]
+            "agent_task_completion", "agent_tool_use", "conversation_goal_completion",
+            "conversation_faithfulness", "user_frustration"]
 
 
 @pytest.mark.parametrize("name", BUILT_IN)

@@ -39,7 +39,9 @@ def test_a_judge_that_works_passes_with_every_probe(sim_settings: Settings,
     seen = probes(report)
     assert [name for name in seen if name.startswith("metric ")] == [
         "metric agent_task_completion", "metric agent_tool_use", "metric bbh_match",
-        "metric context_precision", "metric rag_qa", "metric rec_faithfulness"]
+        "metric context_precision", "metric conversation_faithfulness",
+        "metric conversation_goal_completion", "metric rag_qa", "metric rec_faithfulness",
+        "metric user_frustration"]
     assert all(probe["ok"] for probe in seen.values())
     assert seen["metric rag_qa"]["detail"] == "verdict parsed (json_schema)"
     assert seen["metric rag_qa"]["prompt_tokens"] > 0

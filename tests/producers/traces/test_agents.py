@@ -22,20 +22,17 @@ from typing import Any
 
 import pytest
 import redis
-from pydantic import SecretStr
 
 from evalfleet.core.metric import load_registry
 from evalfleet.core.sample import parse_sample
-from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
 from producers.traces.buffer.redis import KEY_PREFIX
-from tests.helpers import WorkerProcess, wait_until
+from tests.helpers import wait_until
 from tests.producers.traces.test_end_to_end import (
     REPOSITORY,
-    TOKEN,
     Fleet,
     _otel_environment,
-    empty_session_services,
+    agent_fleet,
 )
 from workers.renderer import render
 
@@ -48,23 +45,10 @@ TOOLS = ["get_weather", "get_local_time"]
 @pytest.fixture(scope="module")
 def fleet(postgres_url: str, redis_session_url: str, sim_session: RunningSim,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    folder = tmp_path_factory.mktemp("agents")
-    empty_session_services(postgres_url, redis_session_url)
-    (folder / "sampling.yaml").write_text(CONFIG)
-    settings = Settings(
-        database_url=postgres_url, broker_url=redis_session_url,
-        openai_base_url=sim_session.base_url, data_dir=folder / "data", judge_timeout_s=5,
-        retry_base_s=0.2, retry_max_s=2.0, visibility_timeout_s=15, worker_concurrency=4,
-        sampling_config=folder / "sampling.yaml", ingest_tokens=SecretStr(TOKEN),
-        otlp_quiet_s=1.0, otlp_max_wait_s=2.0)
-    fleet = Fleet(settings, folder)
-    fleet.start_ingest()
-    worker = WorkerProcess(settings, queues=[METRIC], concurrency=4,
-                           log_path=folder / "worker.log")
-    worker.wait_ready()
-    yield fleet
-    worker.stop()
-    fleet.stop()
+    with agent_fleet(tmp_path_factory.mktemp("agents"), config=CONFIG, metric=METRIC,
+                     postgres_url=postgres_url, redis_url=redis_session_url,
+                     sim=sim_session) as fleet:
+        yield fleet
 
 
 class AgentRun:

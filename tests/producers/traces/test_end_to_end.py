@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +136,29 @@ def empty_session_services(postgres_url: str, redis_session_url: str) -> None:
     for key in client.scan_iter("*"):
         if not key.startswith(b"evalfleet-test-session"):
             client.delete(key)
+
+
+@contextmanager
+def agent_fleet(folder: Path, *, config: str, metric: str, postgres_url: str, redis_url: str,
+                sim: RunningSim, **more: Any) -> Iterator[Fleet]:
+    """The ingest and one worker of ``metric`` for a module of agent tests, on emptied
+    services, with ``config`` as the sampling config and ``more`` settings."""
+    empty_session_services(postgres_url, redis_url)
+    (folder / "sampling.yaml").write_text(config)
+    settings = Settings(
+        database_url=postgres_url, broker_url=redis_url,
+        openai_base_url=sim.base_url, data_dir=folder / "data", judge_timeout_s=5,
+        retry_base_s=0.2, retry_max_s=2.0, visibility_timeout_s=15, worker_concurrency=4,
+        sampling_config=folder / "sampling.yaml", ingest_tokens=SecretStr(TOKEN),
+        otlp_quiet_s=1.0, otlp_max_wait_s=2.0, **more)
+    fleet = Fleet(settings, folder)
+    fleet.start_ingest()
+    worker = WorkerProcess(settings, queues=[metric], concurrency=4,
+                           log_path=folder / "worker.log")
+    worker.wait_ready()
+    yield fleet
+    worker.stop()
+    fleet.stop()
 
 
 @pytest.fixture(scope="module")
