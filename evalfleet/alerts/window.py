@@ -95,6 +95,10 @@ def fetch_summaries(
         Summaries by segment, the whole (no labels) included when it has samples.
         Samples without a segment's attribute count only at the levels above it.
     """
+    if not is_sqlite(conn):
+        # These statements run in milliseconds; a long range's row estimate still passes
+        # jit_above_cost, and compiling then costs seconds (docs/operating.md).
+        conn.exec_driver_sql("SET LOCAL jit = off")
     periods = _exclusion_periods(conn, query) if query.exclude_rule is not None else []
     plan = cover(start, end, cuts=[moment for _, started, ended in periods
                                    for moment in (started, ended) if moment is not None])
