@@ -6,8 +6,8 @@ Setup: a database of its own (``evalfleet_bench_rollups``, dropped at the end un
 minutes, ``exclude_firing``, the sequential test) split by ``app`` over ``--segments``
 apps (100), with a trailing baseline of 1 hour, 1 day or 7 days. The real engine
 (``open_alert_engine(...).check(at=...)``) runs ``--cycles`` consecutive cycles a
-minute apart, each 30 seconds past a minute (so every window has partial minutes at
-both ends); printed: the median time of a cycle.
+minute apart, each ``--offset-s`` seconds past a minute (30: every window has partial
+minutes at both ends; 0: none); printed: the median time of a cycle.
 
 - **before**: the engine reading the score rows for every window and baseline, as on
   main (``fetch_summaries`` replaced by the score rows' summaries over the whole range,
@@ -77,13 +77,18 @@ def main() -> None:
     parser.add_argument("--raw-limit", type=int, default=2_000_000)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--write-cost", action="store_true")
+    parser.add_argument("--offset-s", type=int, default=30,
+                        help="seconds past a minute of each cycle (0: on the minute)")
     args = parser.parse_args()
+    global AT  # the cycles' time, set once from the command line
+    AT = AT.replace(second=args.offset_s)
     if args.write_cost:
         with _database(keep=args.keep) as url:
             _write_cost(url)
         return
     print(f"setup: {platform.platform()}, {os.cpu_count()} cores, Postgres at 127.0.0.1; "
-          f"{args.segments} segments, {args.cycles} cycles per cell, raw limit "
+          f"{args.segments} segments, {args.cycles} cycles per cell {args.offset_s} s past"
+          " a minute, raw limit "
           f"{args.raw_limit:,} score rows")
     results: dict[tuple[str, int, str], float | None] = {}
     with _database(keep=args.keep) as url:
