@@ -328,6 +328,7 @@ class AlertEngine:
                         renotify=spec.renotify, no_data=spec.no_data)
         rows = []
         points: list[dict[str, Any]] = []
+        states: list[dict[str, Any]] = []  # written together at the end: one round trip
         now = self._clock()
         with ledger.rule_transaction(self.engine, rule.name) as conn:
             suspicion = self._drift_suspicion(conn, rule, at)
@@ -344,15 +345,16 @@ class AlertEngine:
             for judgement in judgements:
                 segment = judgement.finding.segment
                 rows.append(self._step(conn, rule, segment, judgement, stored.get(segment),
-                                       policy, at, now, points, suspicion,
+                                       policy, at, now, points, states, suspicion,
                                        checks.get(segment), watches.get(segment),
                                        incident=incidents.get(segment)))
             # Segments known from earlier cycles with no samples now: too little data.
             for segment in sorted(set(stored) - seen):
                 kept = loaded[segment].detector
                 rows.append(self._step(conn, rule, segment, None, stored[segment], policy,
-                                       at, now, points, suspicion, checks.get(segment),
+                                       at, now, points, states, suspicion, checks.get(segment),
                                        kept_detector=kept))
+            ledger.save_states(conn, states)
             ledger.record_points(conn, rule=rule.name, at=at, points=points)
         return rows
 
@@ -383,7 +385,8 @@ class AlertEngine:
     def _step(
         self, conn: Connection, rule: Rule, segment: Segment, judgement: Judgement | None,
         previous: AlertState | None, policy: Policy, at: datetime, now: datetime,
-        points: list[dict[str, Any]], suspicion: dict[str, Any],
+        points: list[dict[str, Any]], states: list[dict[str, Any]],
+        suspicion: dict[str, Any],
         last_check: dict[str, Any] | None = None, watched: Watch | None = None,
         kept_detector: dict[str, Any] | None = None,
         incident: dict[str, Any] | None = None,
@@ -413,8 +416,8 @@ class AlertEngine:
         if watched is not None:
             detector = {name: state.to_json() for name, state in
                         after_events(watched.detectors, step.events).items()}
-        ledger.save_state(conn, rule=rule.name, segment=segment, state=step.state, at=at,
-                          finding=details, detector=detector)
+        states.append(ledger.state_row(rule=rule.name, segment=segment, state=step.state,
+                                       at=at, finding=details, detector=detector))
         was = current.state if previous else "new"
         points.append({"segment_key": segment.key, "n": int(str(details.get("n") or 0)),
                        "mean": details.get("mean"), "baseline_n": details.get("baseline_n"),

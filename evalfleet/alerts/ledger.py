@@ -101,13 +101,14 @@ def load_states(conn: Connection, rule: str | None = None) -> list[StoredState]:
     return [_stored(row) for row in conn.execute(query).mappings()]
 
 
-def save_state(
-    conn: Connection, *, rule: str, segment: Segment, state: AlertState, at: datetime,
+def state_row(
+    *, rule: str, segment: Segment, state: AlertState, at: datetime,
     finding: dict[str, Any], detector: dict[str, Any] | None = None,
-) -> None:
-    """Insert or replace the state of one rule and segment (and a sequential rule's
-    detector states, ``detector``)."""
-    values = {
+) -> dict[str, Any]:
+    """The ``alert_states`` row of one rule and segment (and a sequential rule's detector
+    states, ``detector``), for :func:`save_states`."""
+    return {
+        "rule": rule, "segment_key": segment.key,
         "state": state.state, "since": state.since, "breaches": state.breaches,
         "clears": state.clears, "breach_started_at": state.breach_started_at,
         "fired_at": state.fired_at, "notified_at": state.notified_at,
@@ -115,10 +116,19 @@ def save_state(
         "evaluated_at": at, "finding": finding, "detector": detector,
         "segment": [list(pair) for pair in segment.labels],
     }
-    statement = upsert(conn, alert_states).values(rule=rule, segment_key=segment.key, **values)
+
+
+def save_states(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Insert or replace the rows of :func:`state_row` (distinct segments), all in one
+    statement: a cycle's segments cost one round trip, not one each."""
+    if not rows:
+        return
+    statement = upsert(conn, alert_states)
+    replaced = {name: statement.excluded[name] for name in rows[0]
+                if name not in ("rule", "segment_key")}
     conn.execute(statement.on_conflict_do_update(
-        index_elements=[alert_states.c.rule, alert_states.c.segment_key], set_=values,
-    ))
+        index_elements=[alert_states.c.rule, alert_states.c.segment_key], set_=replaced,
+    ), rows)
 
 
 def record_transition(conn: Connection, *, rule: str, segment: Segment, at: datetime,

@@ -180,13 +180,19 @@ class Purger:
                                if p.suffix == LEGACY_SUFFIX), None) if partitioned else None
 
         def step(conn: Connection, cursor: datetime | None) -> list[datetime]:
-            batch = self._batch_ids(_old(metric, cursor, before))
-            statement = (delete(verdicts).where(verdicts.c.id.in_(batch))
-                         .returning(verdicts.c.id, verdicts.c.created_at, *_KEY_COLUMNS))
-            gone = conn.execute(statement).all()
+            gone = conn.execute(
+                select(verdicts.c.id, verdicts.c.created_at, *_KEY_COLUMNS)
+                .where(_old(metric, cursor, before)).order_by(verdicts.c.created_at)
+                .limit(self.batch_rows)).all()
             if gone:
-                _delete_dependents(conn, [(int(row[0]), to_utc(row[1])) for row in gone],
-                                   legacy_end=legacy_end)
+                # Scores before their verdicts: the rollups' trigger reads a deleted
+                # score's segment from its verdict (evalfleet.store.rollup).
+                moments = [(int(row[0]), to_utc(row[1])) for row in gone]
+                _delete_dependents(conn, moments, legacy_end=legacy_end)
+                conn.execute(delete(verdicts).where(
+                    verdicts.c.id.in_([row[0] for row in moments]),
+                    verdicts.c.created_at >= min(m for _, m in moments),
+                    verdicts.c.created_at <= max(m for _, m in moments)))
             if gone and partitioned:
                 digests = [VerdictKey(*row[2:]).digest() for row in gone]
                 conn.execute(delete(verdict_keys).where(verdict_keys.c.digest.in_(digests)))

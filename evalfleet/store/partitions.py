@@ -38,6 +38,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import Connection
 
+from evalfleet.store.rollup import subtract_partition
+
 #: The tables partitioned by day on ``created_at``, parents of the same bounds.
 PARTITIONED_TABLES = ("verdicts", "verdict_scores", "verdict_samples")
 
@@ -210,6 +212,9 @@ def drop_partition(conn: Connection, suffix: str,
         tables: Some of :data:`PARTITIONED_TABLES`.
     """
     _bound_locks(conn)
+    if "verdict_scores" in tables:
+        # A dropped table fires no trigger: its scores leave the rollups first.
+        subtract_partition(conn, suffix)
     for table in reversed(PARTITIONED_TABLES):
         if table in tables:
             conn.execute(text(f"DROP TABLE IF EXISTS {table}_{suffix}"))

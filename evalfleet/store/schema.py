@@ -135,6 +135,28 @@ verdict_scores = Table(
     postgresql_partition_by="RANGE (created_at)",
 )
 
+# The alert engine's sums of ``verdict_scores`` per metric, score, bucket of sample time
+# (a minute and an hour), segment attributes and level (``evalfleet.store.rollup``):
+# kept by triggers on ``verdict_scores`` in the transaction that writes or deletes the
+# scores, so windows and baselines cost the same at any traffic.
+score_rollups = Table(
+    "score_rollups", metadata,
+    Column("metric", String(64), primary_key=True),
+    Column("name", String(64), primary_key=True),
+    # The bucket's length: 60 (a minute) or 3600 (an hour), aligned to the epoch.
+    Column("span_s", Integer, primary_key=True),
+    Column("bucket", DateTime(timezone=True), primary_key=True),
+    # The attributes' key: md5 of the canonical JSONB text (Postgres), the JSON text (SQLite).
+    Column("segment_key", Text, primary_key=True),
+    # The value on the level grid (value * 2520, an integer) or -999999 for values off it.
+    Column("level", Integer, primary_key=True),
+    Column("attributes", JsonDocument, nullable=False),
+    Column("n", BigInteger, nullable=False),
+    Column("total", Float, nullable=False),
+    Column("total_sq", Float, nullable=False),
+    Column("first_ts", DateTime(timezone=True), nullable=False),
+)
+
 # The evidence: what each verdict judged, as the producer accepted it (after redaction).
 # A table of its own so verdict rows stay small and its retention purges it alone.
 verdict_samples = Table(

@@ -1,0 +1,208 @@
+"""Rollups of the score series: what the alert engine sums, kept per bucket of sample time.
+
+``score_rollups`` holds, per metric, score name, bucket (a minute and an hour of sample
+time, aligned to the epoch), segment attributes (the verdict's whole ``attributes``)
+and level, the count, sum, sum of squares and earliest sample time of the
+``verdict_scores`` rows that fall in it. Those add up across buckets and segments to
+every statistic the engine tests (Welch and one-sample t from count, sum and sum of
+squares; proportions from the sum of a 0/1 score; Mann-Whitney from the counts per
+level), so a window or a baseline costs its buckets and segments, never its samples.
+
+**Levels.** A value on the grid of multiples of 1/:data:`LEVEL_GRID` within [-1, 1]
+(every binary score, every normalised integer scale of up to eleven points, a canary's
+bias) gets a row per level, so an ordinal score's counts per level are exact; every
+other value goes to one row per bucket marked :data:`OFF_GRID`, so a continuous score
+costs one row per bucket and segment whatever its values.
+
+**Where they are kept, and why.** Triggers on ``verdict_scores`` add a statement's new
+rows and subtract its deleted ones, in the transaction that writes them (Postgres: one
+statement-level trigger per change with its transition table; SQLite: one per row). So
+a rollup is exactly its rows at every commit: a verdict landing late goes to its sample
+time's bucket, a verdict stored once is counted once (the insert that refuses a second
+copy adds no score row), concurrent writers add under the row lock of ``ON CONFLICT``
+(rows taken in key order, so two savers never deadlock on them), and a crash or a
+restart mid-save rolls the rollups back with the scores. Maintaining them from a
+high-water mark in ``beat`` was the alternative: scores commit out of the order of any
+column they carry (a worker's batch commits after a later one), so the mark would need
+a settling delay or the transaction horizon, and the engine would read rollups that lag
+the verdicts; a trigger costs the worker nothing (it runs in the database, on the one
+statement that stores a batch) and the worker's save path stays as it is.
+
+What a trigger does not see, the store does itself: dropping a day's partitions
+subtracts their rows first (:func:`subtract_partition`), and ``evalfleet purge``
+deletes scores before their verdicts (the trigger reads the attributes from the
+verdict). :func:`rebuild` computes every rollup again from the score rows.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.engine import Connection
+
+#: The buckets kept, in seconds: minutes for the edges of a window, hours for the rest.
+BUCKET_SPANS_S = (60, 3600)
+
+#: Levels are counted on the grid of multiples of 1/LEVEL_GRID (the least common multiple
+#: of 1 to 10: every integer scale of up to eleven points, normalised, lies on it).
+LEVEL_GRID = 2520
+
+#: The level of every value off the grid (or null): summed, not counted per level.
+OFF_GRID = -999_999
+
+_KEY = "metric, name, span_s, bucket, segment_key, level"
+
+_COLUMNS = f"{_KEY}, attributes, n, total, total_sq, first_ts"
+
+_LEVEL = (f"CASE WHEN abs(s.value) <= 1 AND round(s.value * {LEVEL_GRID}) / {LEVEL_GRID}"
+          f" = s.value THEN CAST(round(s.value * {LEVEL_GRID}) AS integer) ELSE {OFF_GRID} END")
+
+#: Per dialect: the bucket of ``s.sample_ts`` for ``spans.span_s``, the segment key of
+#: ``v.attributes``, the spans as a row source, and the smaller of two times.
+_DIALECT = {
+    "postgresql": {
+        "bucket": "to_timestamp(floor(extract(epoch FROM s.sample_ts) / spans.span_s)"
+                  " * spans.span_s)",
+        "segment_key": "md5(CAST(v.attributes AS text))",
+        "spans": "(VALUES " + ", ".join(f"({span})" for span in BUCKET_SPANS_S) + ")"
+                 " AS spans(span_s)",
+        "least": "least",
+    },
+    # Times are stored as UTC text 'YYYY-MM-DD HH:MM:SS.ffffff'.
+    "sqlite": {
+        "bucket": "CASE spans.span_s WHEN 60 THEN substr(s.sample_ts, 1, 16) || ':00.000000'"
+                  " ELSE substr(s.sample_ts, 1, 13) || ':00:00.000000' END",
+        "segment_key": "v.attributes",
+        "spans": "(" + " UNION ALL ".join(f"SELECT {span} AS span_s"
+                                          for span in BUCKET_SPANS_S) + ") AS spans",
+        "least": "min",
+    },
+}
+
+#: Rollup rows of the score rows in ``{scores}`` (joined to their verdicts on ``{join}``).
+_AGGREGATE = f"""
+SELECT s.metric AS metric, s.name AS name, spans.span_s AS span_s, {{bucket}} AS bucket,
+       {{segment_key}} AS segment_key, {_LEVEL} AS level, v.attributes AS attributes,
+       count(*) AS n, coalesce(sum(s.value), 0) AS total,
+       coalesce(sum(s.value * s.value), 0) AS total_sq, min(s.sample_ts) AS first_ts
+FROM {{scores}} AS s JOIN {{verdicts}} AS v ON {{join}} CROSS JOIN {{spans}}
+GROUP BY s.metric, s.name, spans.span_s, {{bucket}}, v.attributes, {_LEVEL}
+"""
+
+_ADD = f"""
+INSERT INTO score_rollups ({_COLUMNS})
+SELECT {_COLUMNS} FROM ({{aggregate}}) AS g WHERE true ORDER BY {_KEY}
+ON CONFLICT ({_KEY}) DO UPDATE SET n = score_rollups.n + excluded.n,
+    total = score_rollups.total + excluded.total,
+    total_sq = score_rollups.total_sq + excluded.total_sq,
+    first_ts = {{least}}(score_rollups.first_ts, excluded.first_ts)
+"""
+
+_SUBTRACT = f"""
+UPDATE score_rollups SET n = score_rollups.n - g.n, total = score_rollups.total - g.total,
+    total_sq = score_rollups.total_sq - g.total_sq
+FROM ({{aggregate}}) AS g
+WHERE ({", ".join(f"score_rollups.{c.strip()}" for c in _KEY.split(","))})
+    = ({", ".join(f"g.{c.strip()}" for c in _KEY.split(","))})
+"""
+
+_DROP_EMPTY = f"""
+DELETE FROM score_rollups WHERE n <= 0 AND ({_KEY}) IN (SELECT {_KEY} FROM ({{aggregate}}) AS g)
+"""
+
+#: The score rows a SQLite row trigger sees, as a one-row source.
+_SQLITE_ROW = ("(SELECT {row}.verdict_id AS verdict_id, {row}.metric AS metric,"
+               " {row}.name AS name, {row}.value AS value, {row}.sample_ts AS sample_ts)")
+
+
+def _aggregate(dialect: str, *, scores: str, verdicts: str = "verdicts",
+               join: str = "v.id = s.verdict_id") -> str:
+    parts = _DIALECT[dialect]
+    return _AGGREGATE.format(scores=scores, verdicts=verdicts, join=join, **parts)
+
+
+def _add(dialect: str, aggregate: str) -> str:
+    return _ADD.format(aggregate=aggregate, least=_DIALECT[dialect]["least"])
+
+
+def _subtract(aggregate: str) -> list[str]:
+    return [_SUBTRACT.format(aggregate=aggregate), _DROP_EMPTY.format(aggregate=aggregate)]
+
+
+def trigger_statements(dialect: str) -> list[str]:
+    """The DDL of the triggers that keep ``score_rollups`` (``migrations/versions/0017``).
+
+    Args:
+        dialect: ``postgresql`` or ``sqlite``.
+    """
+    if dialect == "postgresql":
+        # New scores join their verdict by its whole key (the partition is found at once);
+        # deleted ones by id, as scores stored before partitioning carry another time.
+        add = _add(dialect, _aggregate(dialect, scores="changed",
+                                       join="v.id = s.verdict_id AND v.created_at = s.created_at"))
+        subtract = ";\n".join(_subtract(_aggregate(dialect, scores="changed")))
+        return [
+            _pg_function("score_rollups_add", add),
+            _pg_function("score_rollups_subtract", subtract),
+            "CREATE TRIGGER score_rollups_add AFTER INSERT ON verdict_scores"
+            " REFERENCING NEW TABLE AS changed FOR EACH STATEMENT"
+            " EXECUTE FUNCTION score_rollups_add()",
+            "CREATE TRIGGER score_rollups_subtract AFTER DELETE ON verdict_scores"
+            " REFERENCING OLD TABLE AS changed FOR EACH STATEMENT"
+            " EXECUTE FUNCTION score_rollups_subtract()",
+        ]
+    added = _add(dialect, _aggregate(dialect, scores=_SQLITE_ROW.format(row="NEW")))
+    removed = ";\n".join(_subtract(_aggregate(dialect, scores=_SQLITE_ROW.format(row="OLD"))))
+    return [
+        f"CREATE TRIGGER score_rollups_add AFTER INSERT ON verdict_scores BEGIN {added}; END",
+        "CREATE TRIGGER score_rollups_subtract AFTER DELETE ON verdict_scores"
+        f" BEGIN {removed}; END",
+    ]
+
+
+def drop_trigger_statements(dialect: str) -> list[str]:
+    """The DDL that removes what :func:`trigger_statements` made."""
+    statements = [f"DROP TRIGGER IF EXISTS {name}" + (" ON verdict_scores"
+                                                      if dialect == "postgresql" else "")
+                  for name in ("score_rollups_add", "score_rollups_subtract")]
+    if dialect == "postgresql":
+        statements += ["DROP FUNCTION IF EXISTS score_rollups_add()",
+                       "DROP FUNCTION IF EXISTS score_rollups_subtract()"]
+    return statements
+
+
+def rebuild(conn: Connection) -> int:
+    """Compute every rollup again from the score rows (the migration's first fill; a repair).
+
+    Args:
+        conn: A connection in a transaction.
+
+    Returns:
+        How many rollup rows there are now.
+    """
+    dialect = conn.dialect.name
+    # Driver SQL: the statements hold colons (SQLite's times) that are not parameters.
+    conn.exec_driver_sql("DELETE FROM score_rollups")
+    conn.exec_driver_sql(_add(dialect, _aggregate(dialect, scores="verdict_scores")))
+    return int(conn.exec_driver_sql("SELECT count(*) FROM score_rollups").scalar_one())
+
+
+def subtract_partition(conn: Connection, suffix: str) -> None:
+    """Take the score rows of one day's partitions out of the rollups, before they are
+    dropped (a dropped table fires no trigger). Postgres only.
+
+    Args:
+        conn: A connection in the transaction that drops them.
+        suffix: The partitions' suffix (``pYYYYMMDD``, ``legacy``), from the store's own list.
+    """
+    found = conn.exec_driver_sql(f"SELECT to_regclass('verdict_scores_{suffix}') IS NOT NULL"
+                                 f" AND to_regclass('verdicts_{suffix}') IS NOT NULL")
+    if not found.scalar_one():
+        return
+    aggregate = _aggregate("postgresql", scores=f"verdict_scores_{suffix}",
+                           verdicts=f"verdicts_{suffix}")
+    for statement in _subtract(aggregate):
+        conn.exec_driver_sql(statement)
+
+
+def _pg_function(name: str, body: str) -> str:
+    return (f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $body$\n"
+            f"BEGIN\n{body};\nRETURN NULL;\nEND\n$body$")

@@ -1,0 +1,234 @@
+"""Score rollups against the raw computation, on Postgres and on the embedded SQLite store.
+
+Every test ends with :func:`assert_exact`: the rollup rows equal the same sums computed in
+Python from the score rows (counts, levels and earliest times exactly, sums to rounding).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import delete, select
+
+from evalfleet.ops.purger import Purger
+from evalfleet.ops.retention import RetentionPolicy
+from evalfleet.store import SqlStore, VerdictRecord
+from evalfleet.store.partitions import (
+    day_start,
+    day_suffix,
+    drop_partition,
+    ensure_partitions,
+    is_partitioned,
+)
+from evalfleet.store.rollup import LEVEL_GRID, OFF_GRID, rebuild
+from evalfleet.store.schema import score_rollups, verdict_scores, verdicts
+from evalfleet.store.sql import to_utc
+from tests.evalfleet.ops.builders import NOW, verdict
+
+DAY = timedelta(days=1)
+
+Key = tuple[str, str, int, datetime, str, int]
+
+
+def _bucket(moment: datetime, span_s: int) -> datetime:
+    seconds = int(to_utc(moment).timestamp()) // span_s * span_s
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def _level(value: float | None) -> int:
+    if value is None or abs(value) > 1:
+        return OFF_GRID
+    level = round(value * LEVEL_GRID)
+    return level if level / LEVEL_GRID == value else OFF_GRID
+
+
+def raw_rollups(store: SqlStore) -> dict[Key, tuple[int, float, float, datetime]]:
+    """The rollups computed in Python from every score row and its verdict."""
+    vs, v = verdict_scores.c, verdicts.c
+    expected: dict[Key, list[Any]] = {}
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(vs.metric, vs.name, vs.value, vs.sample_ts, v.attributes)
+                            .join(verdicts, v.id == vs.verdict_id)).all()
+    for metric, name, value, sample_ts, attributes in rows:
+        for span_s in (60, 3600):
+            key = (metric, name, span_s, _bucket(sample_ts, span_s),
+                   json.dumps(attributes, sort_keys=True), _level(value))
+            entry = expected.setdefault(key, [0, 0.0, 0.0, to_utc(sample_ts)])
+            entry[0] += 1
+            entry[1] += value or 0.0
+            entry[2] += (value or 0.0) ** 2
+            entry[3] = min(entry[3], to_utc(sample_ts))
+    return {key: (n, total, total_sq, first) for key, (n, total, total_sq, first)
+            in expected.items()}
+
+
+def stored_rollups(store: SqlStore) -> dict[Key, tuple[int, float, float, datetime]]:
+    """The rollup rows, keyed by canonical attributes (SQLite keys on the JSON text as
+    written, so one segment written in two key orders holds two rows: summed here)."""
+    r = score_rollups.c
+    found: dict[Key, tuple[int, float, float, datetime]] = {}
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(r.metric, r.name, r.span_s, r.bucket, r.attributes, r.level,
+                                   r.n, r.total, r.total_sq, r.first_ts)).all()
+    for metric, name, span_s, bucket, attributes, level, n, total, total_sq, first in rows:
+        key = (metric, name, span_s, to_utc(bucket), json.dumps(attributes, sort_keys=True),
+               level)
+        known = found.get(key)
+        if known is not None:
+            n, total, total_sq = n + known[0], total + known[1], total_sq + known[2]
+            first = min(to_utc(first), known[3])
+        found[key] = (n, total, total_sq, to_utc(first))
+    return found
+
+
+def assert_exact(store: SqlStore, *, deleted: bool = False) -> None:
+    """Rollups equal the raw sums; after deletions a bucket's earliest time may still be
+    that of a deleted row of it (the stated bound: less than the bucket's span)."""
+    expected, stored = raw_rollups(store), stored_rollups(store)
+    assert set(stored) == set(expected)
+    for key, (n, total, total_sq, first) in expected.items():
+        got = stored[key]
+        assert got[0] == n, key
+        if deleted:
+            assert first - timedelta(seconds=key[2]) < got[3] <= first, key
+        else:
+            assert got[3] == first, key
+        assert got[1] == pytest.approx(total, rel=1e-12, abs=1e-9), key
+        assert got[2] == pytest.approx(total_sq, rel=1e-12, abs=1e-9), key
+
+
+VALUES = (0.0, 0.25, 0.5, 0.75, 1.0, 1 / 3, 0.123456789, None)
+
+
+def random_verdicts(rng: random.Random, count: int, *, prefix: str,
+                    base: datetime = NOW) -> list[VerdictRecord]:
+    """Production verdicts over two hours of sample time, some judged days late, some with
+    another purpose, attributes in either key order."""
+    records = []
+    for i in range(count):
+        sample_ts = base - timedelta(seconds=rng.uniform(0, 7200))
+        late = rng.random() < 0.2
+        app, route = f"app-{rng.randrange(4)}", f"/r{rng.randrange(2)}"
+        attributes = {"app": app, "route": route} if rng.random() < 0.5 else {
+            "route": route, "app": app}
+        records.append(verdict(
+            f"{prefix}-{i}", sample_ts=sample_ts,
+            created_at=sample_ts + (rng.uniform(1, 3) * DAY if late else timedelta(seconds=5)),
+            scores={"faithfulness": rng.choice(VALUES), "correct": float(rng.random() < 0.7)},
+            attributes=attributes,
+            purpose="production" if rng.random() < 0.9 else "calibration"))
+    return records
+
+
+@pytest.fixture
+def rollup_store(any_store: SqlStore) -> Iterator[SqlStore]:
+    """A store with day partitions for the last week on Postgres (late verdicts' days)."""
+    with any_store.engine.begin() as conn:
+        if is_partitioned(conn):
+            ensure_partitions(conn, now=NOW, since=NOW - 45 * DAY)
+    yield any_store
+
+
+def test_saved_verdicts_late_ones_and_copies_are_counted_once(rollup_store: SqlStore) -> None:
+    rng = random.Random(1)
+    records = random_verdicts(rng, 300, prefix="a")
+    for start in range(0, len(records), 37):
+        rollup_store.save(verdicts=records[start:start + 37], owner="w")
+    assert rollup_store.save(verdicts=records[:50], owner="w") == 0  # stored once, never twice
+    canary = verdict("c-1", purpose="canary", canary_scores={"canary:faithfulness": 0.5})
+    rollup_store.save(verdicts=[canary], owner="w")
+    assert_exact(rollup_store)
+    with rollup_store.engine.connect() as conn:
+        levels = set(conn.execute(select(score_rollups.c.level)).scalars())
+    assert {0, 630, 1260, 1890, 2520, 840, OFF_GRID} <= levels  # 1/3 is on the grid too
+
+
+def test_concurrent_writers_sum_exactly(rollup_store: SqlStore) -> None:
+    rng = random.Random(2)
+    batches = [random_verdicts(rng, 40, prefix=f"t{i}") for i in range(12)]
+    failures: list[BaseException] = []
+
+    def save(mine: list[list[VerdictRecord]]) -> None:
+        try:
+            for batch in mine:
+                rollup_store.save(verdicts=batch, owner=threading.current_thread().name)
+        except BaseException as exc:  # reported by the test below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=save, args=(batches[i::4],)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not failures and not any(thread.is_alive() for thread in threads)
+    assert_exact(rollup_store)
+
+
+def test_a_purged_day_and_an_erased_sample_leave_the_rollups(rollup_store: SqlStore) -> None:
+    rng = random.Random(3)
+    old = random_verdicts(rng, 60, prefix="old", base=NOW - 40 * DAY)
+    recent = random_verdicts(rng, 60, prefix="new")
+    rollup_store.save(verdicts=old + recent, owner="w")
+    report = Purger(rollup_store, RetentionPolicy(verdict_days=30), batch_rows=7).run(now=NOW)
+    assert sum(report.verdicts_deleted.values()) > 0
+    assert_exact(rollup_store, deleted=True)
+    # An erasure done in the database: the sample's scores, then its verdict.
+    with rollup_store.engine.begin() as conn:
+        gone = conn.execute(select(verdicts.c.id).where(
+            verdicts.c.sample_id == recent[0].key.sample_id)).scalar_one()
+        conn.execute(delete(verdict_scores).where(verdict_scores.c.verdict_id == gone))
+        conn.execute(delete(verdicts).where(verdicts.c.id == gone))
+    assert_exact(rollup_store, deleted=True)
+
+
+def test_a_dropped_day_partition_leaves_the_rollups(store: SqlStore) -> None:
+    # Days after the test database's legacy partition, so they get partitions of their own.
+    day = day_start(datetime.now(UTC)) + 20 * DAY
+    with store.engine.begin() as conn:
+        ensure_partitions(conn, now=day, since=day - 3 * DAY, days_ahead=1)
+    rng = random.Random(6)
+    store.save(verdicts=random_verdicts(rng, 50, prefix="d1", base=day - 2 * DAY + DAY / 2)
+               + random_verdicts(rng, 50, prefix="d3", base=day + DAY / 2), owner="w")
+    with store.engine.connect() as conn:
+        names = set(conn.exec_driver_sql(
+            "SELECT DISTINCT tableoid::regclass::text FROM verdicts").scalars())
+    assert f"verdicts_{day_suffix(day - 2 * DAY)}" in names
+    with store.engine.begin() as conn:
+        drop_partition(conn, day_suffix(day - 2 * DAY))
+    assert_exact(store, deleted=True)
+
+
+def test_a_save_that_dies_mid_transaction_leaves_nothing(rollup_store: SqlStore) -> None:
+    rng = random.Random(4)
+    rollup_store.save(verdicts=random_verdicts(rng, 30, prefix="kept"), owner="w")
+    before = stored_rollups(rollup_store)
+    with pytest.raises(RuntimeError), rollup_store.engine.begin() as conn:
+        rollup_store.save_rows(conn, random_verdicts(rng, 30, prefix="lost"), [], release=[],
+                               owner="w")
+        raise RuntimeError("the process dies before the commit")
+    assert stored_rollups(rollup_store) == before
+    assert_exact(rollup_store)
+
+
+def test_rebuild_gives_what_the_triggers_kept(rollup_store: SqlStore) -> None:
+    rollup_store.save(verdicts=random_verdicts(random.Random(5), 80, prefix="r"), owner="w")
+    kept = stored_rollups(rollup_store)
+    with rollup_store.engine.begin() as conn:
+        assert rebuild(conn) > 0
+    assert stored_rollups(rollup_store).keys() == kept.keys()
+    assert_exact(rollup_store)
+
+
+def test_hostile_attributes_are_keys_like_any_other(rollup_store: SqlStore) -> None:
+    odd = ["a'b", 'q"uote', "ü\u202e", "x" * 2000, "{\"app\": 1}", "%s %(x)s", ":00"]
+    rollup_store.save(verdicts=[
+        verdict(f"h-{i}", attributes={"app": value, "k:ey": value})
+        for i, value in enumerate(odd)], owner="w")
+    assert_exact(rollup_store)
+    assert len({key[4] for key in stored_rollups(rollup_store)}) == len(odd)
