@@ -1,7 +1,7 @@
 """Rollups of the score series, kept by triggers.
 
-Revision ID: 0017
-Revises: 0016
+Revision ID: 0019
+Revises: 0018
 Create Date: 2026-11-27
 
 ``score_rollups``: count, sum, sum of squares and earliest sample time of the
@@ -19,8 +19,8 @@ from sqlalchemy.dialects import postgresql
 
 from evalfleet.store.rollup import drop_trigger_statements, rebuild, trigger_statements
 
-revision = "0017"
-down_revision = "0016"
+revision = "0019"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 
