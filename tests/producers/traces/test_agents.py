@@ -25,6 +25,7 @@ import redis
 
 from evalfleet.core.metric import load_registry
 from evalfleet.core.sample import parse_sample
+from evalfleet.core.trajectory import Trajectory
 from evalfleet.judgesim import RunningSim
 from producers.traces.buffer.redis import KEY_PREFIX
 from tests.helpers import wait_until
@@ -34,6 +35,7 @@ from tests.producers.traces.test_end_to_end import (
     _otel_environment,
     agent_fleet,
 )
+from workers.compactor import render_trajectory
 from workers.renderer import render
 
 METRIC = "agent_task_completion"
@@ -113,6 +115,13 @@ def test_an_agent_is_judged_with_its_tool_calls_and_offered_tools(
     names = {span["name"] for span in json.loads(dump.read_text())}
     assert {"execute_tool get_weather", "invoke_agent travel_agent"} <= names or {
         "get_weather", "travel_agent", "generation"} <= names
+    # Over a budget, this framework's run is cut the same way every time, its calls kept.
+    run = Trajectory.model_validate(verdict["sample"]["trajectory"])
+    whole, _ = render_trajectory(run, budget_chars=10**9)
+    first = render_trajectory(run, budget_chars=len(whole) - 100)
+    assert first[1] is not None and first[1].cut_chars > 0
+    assert render_trajectory(run, budget_chars=len(whole) - 100) == first
+    assert "get_weather" in first[0] and "get_local_time" in first[0]
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
@@ -126,9 +135,11 @@ def test_a_run_longer_than_a_plain_traces_wait_is_judged_whole(
     check_judged_whole(fleet, sim_session, agent.finish())
 
 
-def test_an_ingest_killed_mid_run_loses_no_span(fleet: Fleet, sim_session: RunningSim) -> None:
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_an_ingest_killed_mid_run_loses_no_span(
+        fleet: Fleet, sim_session: RunningSim, framework: str) -> None:
     before = buffered_spans(fleet)
-    agent = AgentRun(fleet, "pydantic_ai", "Weather and time in Tromso?", hold=True)
+    agent = AgentRun(fleet, framework, f"Weather and time in Tromso? ({framework})", hold=True)
     wait_until(lambda: buffered_spans(fleet) > before, timeout_s=30,
                what="the run's first spans buffered")
     fleet.kill_ingest()
