@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from evalfleet.cli.alerts import render_table
-from evalfleet.cli.context import CliState, parse_time, pass_state
+from evalfleet.cli.context import CliState, open_existing_store, parse_time, pass_state
 from evalfleet.core.durations import format_duration, format_moment
 from evalfleet.review.estimate import LABEL_WINDOW
 from evalfleet.review.estimator import LAM_MEANING, MIN_LABELS, MIN_STRATUM_LABELS
@@ -28,10 +28,9 @@ def review() -> None:
 
 
 def _queue(state: CliState) -> ReviewQueue:
-    from evalfleet.store import open_store
     from evalfleet.store.review import ReviewQueue
 
-    return ReviewQueue(open_store(state.settings.resolved_database_url(), pool_size=1))
+    return ReviewQueue(open_existing_store(state.settings.resolved_database_url(), pool_size=1))
 
 
 @review.command("add-reviewer")

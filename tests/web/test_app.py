@@ -158,6 +158,7 @@ def test_a_store_without_schema_says_to_migrate(backend: str, request: pytest.Fi
         # The test database, read through a schema that holds no tables.
         url = request.getfixturevalue("database_url") + "?options=-csearch_path%3Dnowhere"
     else:
+        (tmp_path / "empty.db").touch()  # a file with no schema (ui refuses a missing one)
         url = f"sqlite:///{tmp_path / 'empty.db'}"
     page = serve(build_ui_app(Settings(database_url=url, data_dir=tmp_path), token=None))
     for path in ("/", "/health"):
