@@ -97,7 +97,8 @@ def test_an_unreachable_redis_is_unknown_not_an_error() -> None:
 @pytest.mark.parametrize(("broker_url", "kind", "note"), [
     ("redis://127.0.0.1:6379/0", "RedisQueueProbe", None),
     ("amqp://guest:guest@127.0.0.1:5672//", "AmqpQueueProbe", None),
-    (None, "UnknownQueueProbe", "the embedded file-system broker does not report queue depth"),
+    (None, "FilesystemQueueProbe",
+     "embedded broker: jobs a worker holds are not on disk (in flight unknown)"),
     ("sqs://", "UnknownQueueProbe", "queue depth is not read from sqs:// brokers"),
 ])
 def test_each_broker_gets_its_probe(broker_url: str | None, kind: str, note: str | None,
