@@ -66,6 +66,8 @@ def test_pages_escape_hostile_text_and_allow_no_script(site: Any) -> None:
     alert = get(site, "/alerts/faithfulness_drop", params={"segment": "app=support-bot"})
     assert alert.status_code == 200
     assert "&lt;!channel&gt;" in alert.text and "<!channel>" not in alert.text
+    # 'label this segment' links to the review page with the segment to take first.
+    assert '<a href="/review?segment=app%3Dsupport-bot" id="label-segment">' in alert.text
     verdict_ids = re.findall(r'href="/verdicts/(\d+)"', alert.text)
     assert len(verdict_ids) >= 3
     for response in (overview, alert, get(site, f"/verdicts/{verdict_ids[0]}"),
