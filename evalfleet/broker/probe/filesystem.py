@@ -48,7 +48,8 @@ class FilesystemQueueProbe(QueueProbe):
         if names is None:
             if not self._folder.exists():  # nothing was ever published: nothing waits
                 return QueueReading(queue, read_at=now, waiting_messages=0, waiting_jobs=0,
-                                    note=FILESYSTEM_NOTE)
+                                    note=f"embedded broker: nothing published in "
+                                         f"{self._folder} yet")
             return QueueReading(queue, read_at=now,
                                 note=f"embedded broker folder {self._folder} cannot be read")
         exact = len(names) <= EXACT_COUNT_MESSAGES

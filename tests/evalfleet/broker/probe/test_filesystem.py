@@ -54,6 +54,8 @@ def test_counts_messages_and_jobs_per_queue(settings: Settings) -> None:
 def test_nothing_published_yet_is_an_empty_queue(settings: Settings) -> None:
     reading = read(settings)
     assert (reading.waiting_messages, reading.waiting_jobs) == (0, 0)
+    assert reading.note is not None and reading.note.startswith(
+        "embedded broker: nothing published in ")
 
 
 def test_an_unreadable_file_counts_as_one_job(settings: Settings) -> None:
