@@ -113,15 +113,17 @@ def test_status_watch_estimates_arrivals_from_the_backlog(settings: Settings,
     assert frames[1]["queues"][0]["arrival_basis"].startswith("completions + backlog change")
 
 
-def test_status_on_the_embedded_broker_says_it_does_not_know(store: SqlStore,
-                                                             database_url: str,
-                                                             tmp_path: Path) -> None:
-    settings = Settings(database_url=database_url, data_dir=tmp_path)
+def test_status_on_the_embedded_broker_counts_its_files(store: SqlStore, database_url: str,
+                                                         tmp_path: Path) -> None:
+    settings = Settings(database_url=database_url, data_dir=tmp_path, batch_size=2)
+    enqueuer = Enqueuer(settings)
+    enqueuer.send_many([job(f"fs-{n}") for n in range(5)])
+    enqueuer.close()
     result = run(settings, "status", "--metric", "rag_qa", "--sample", "0")
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if line.startswith("eval.rag_qa "))
-    assert row.split()[1:3] == ["?", "?"]
-    assert "does not report queue depth" in result.output
+    assert row.split()[1:3] == ["5", "?"]
+    assert "eval.rag_qa: embedded broker: jobs a worker holds are not on disk" in result.output
     assert "eval.rag_qa: judge latency unknown: no verdicts yet" in result.output
 
 

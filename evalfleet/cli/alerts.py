@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from evalfleet.cli.context import CliState, parse_time, pass_state
+from evalfleet.cli.context import CliState, open_existing_store, parse_time, pass_state
 from evalfleet.cli.jsonout import echo_json
 from evalfleet.core.durations import format_moment
 from evalfleet.core.errors import EvalfleetError
@@ -73,10 +73,9 @@ def alerts_list(state: CliState, show_all: bool, as_json: bool) -> None:
     from evalfleet.alerts.ledger import load_states
     from evalfleet.alerts.state import ATTENTION_ORDER
     from evalfleet.alerts.terminal import format_number
-    from evalfleet.store import open_store
 
     load_rules(state)  # a missing or bad rules file is reported as `alerts check` does
-    store = open_store(state.settings.resolved_read_database_url(), pool_size=1)
+    store = open_existing_store(state.settings.resolved_read_database_url(), pool_size=1)
     try:
         with store.connect() as conn:
             stored = load_states(conn)
@@ -115,11 +114,10 @@ def alerts_rebaseline(state: CliState, rule_name: str, segment_text: str | None)
     recovery settings.
     """
     from evalfleet.alerts.ledger import rebaseline
-    from evalfleet.store import open_store
 
     rule = find_rule(state, rule_name)
     segment = None if segment_text is None else parse_segment(segment_text)
-    store = open_store(state.settings.resolved_database_url(), pool_size=1)
+    store = open_existing_store(state.settings.resolved_database_url(), pool_size=1)
     try:
         with store.begin() as conn:
             forgotten = rebaseline(conn, rule=rule.name, segment=segment)
@@ -150,13 +148,12 @@ def alerts_show(state: CliState, rule_name: str, segment_text: str | None,
     """
     from evalfleet.alerts.terminal import render_alert_view
     from evalfleet.alerts.view import load_alert_view
-    from evalfleet.store import open_store
 
     try:
         at = parse_time(at_text)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    store = open_store(state.settings.resolved_read_database_url(), pool_size=1)
+    store = open_existing_store(state.settings.resolved_read_database_url(), pool_size=1)
     try:
         rule, segment = alert_target(state, store, rule_name, segment_text)
         view = load_alert_view(store.engine, rule, segment, at=at, worst=worst)
@@ -291,7 +288,6 @@ def alerts_plan(state: CliState, rule_name: str, drop: float, within_text: str,
     from evalfleet.alerts.planner import plan_segment, rule_false_alarms_per_month
     from evalfleet.alerts.window import WindowQuery, fetch_summaries
     from evalfleet.core.durations import format_duration, parse_duration
-    from evalfleet.store import open_store
 
     try:
         within, span = parse_duration(within_text), parse_duration(traffic_text)
@@ -299,7 +295,7 @@ def alerts_plan(state: CliState, rule_name: str, drop: float, within_text: str,
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     rule = find_rule(state, rule_name)
-    store = open_store(state.settings.resolved_read_database_url(), pool_size=1)
+    store = open_existing_store(state.settings.resolved_read_database_url(), pool_size=1)
     try:
         with store.connect() as conn:
             recent = fetch_summaries(conn, WindowQuery.for_rule(rule), start=now - span,

@@ -6,7 +6,7 @@ import time
 
 import click
 
-from evalfleet.cli.context import CliState, pass_state, require_schema
+from evalfleet.cli.context import CliState, open_existing_store, pass_state, require_schema
 
 
 @click.group()
@@ -20,13 +20,13 @@ def cancel(state: CliState) -> None:
     """Ask the provider to cancel every open batch. The beat then collects what each
     finished; the rest goes back to the queue with its attempt counted."""
     from evalfleet.core.errors import JudgeError
-    from evalfleet.store import SqlStore, open_store
+    from evalfleet.store import SqlStore
     from evalfleet.store.batchspool import BatchSpool
     from workers.batchjudge.rounds import batch_api
 
     settings = state.settings
     require_schema(settings)
-    store = open_store(settings.resolved_database_url(), pool_size=1)
+    store = open_existing_store(settings.resolved_database_url(), pool_size=1)
     api = batch_api(settings)
     try:
         assert isinstance(store, SqlStore)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from evalfleet.cli.context import CliState, pass_state, require_schema
+from evalfleet.cli.context import CliState, open_existing_store, pass_state, require_schema
 from evalfleet.core.errors import EvalfleetError
 
 
@@ -38,7 +38,7 @@ def beat(state: CliState, loglevel: str) -> None:
     from evalfleet.calibration.canary import CanaryFeeder
     from evalfleet.core.message import queue_for
     from evalfleet.core.metric import load_registry
-    from evalfleet.store import SqlStore, open_store
+    from evalfleet.store import SqlStore
     from evalfleet.store.batchspool import BatchSpool
     from producers.enqueuer import Enqueuer
     from workers.app import create_app
@@ -65,7 +65,7 @@ def beat(state: CliState, loglevel: str) -> None:
         settings, runtime=LazyRuntime(settings, concurrency=1).get,
         publish=lambda job, countdown_s: batch_enqueuer.send(job, delay_s=countdown_s)))
     default_alert_telemetry()
-    gauge_store = open_store(settings.resolved_database_url(), pool_size=1)
+    gauge_store = open_existing_store(settings.resolved_database_url(), pool_size=1)
     if isinstance(gauge_store, SqlStore):
         REGISTRY.register(BatchGauges(BatchSpool(gauge_store)))
     queues = [queue_for(name) for name in load_registry(settings.metrics_dir).names()]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from evalfleet.cli.context import CliState, pass_state
+from evalfleet.cli.context import CliState, open_existing_store, pass_state
 from evalfleet.core.durations import format_moment
 
 
@@ -104,7 +104,6 @@ def _compare(state: CliState, *, metric: str, since: str, as_json: bool) -> None
     from evalfleet.calibration.run import compare_shadows
     from evalfleet.cli.context import parse_time
     from evalfleet.core.metric import load_registry
-    from evalfleet.store import open_store
 
     try:
         since_at = parse_time(since)
@@ -112,7 +111,7 @@ def _compare(state: CliState, *, metric: str, since: str, as_json: bool) -> None
         raise click.UsageError(str(exc)) from None
     assert since_at is not None
     spec = load_registry(state.settings.metrics_dir).get(metric)
-    store = open_store(state.settings.resolved_database_url())
+    store = open_existing_store(state.settings.resolved_database_url())
     try:
         reports = compare_shadows(store, metric=spec, since=since_at)
         people = {(run.judge_model, run.prompt_version): run

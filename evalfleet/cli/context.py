@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -10,6 +12,9 @@ from evalfleet.cli.boundary import SetupError
 from evalfleet.core.durations import EXAMPLES, parse_duration
 from evalfleet.core.errors import InvalidSettings
 from evalfleet.core.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from evalfleet.store import SqlStore
 
 
 class CliState:
@@ -38,6 +43,26 @@ class CliState:
 pass_state = click.make_pass_decorator(CliState, ensure=True)
 
 
+def open_existing_store(url: str, *, pool_size: int = 10) -> SqlStore:
+    """The store at ``url``, which must exist already: every command but ``migrate`` uses
+    this, so reading a folder with no store never leaves an empty SQLite file behind.
+
+    Raises:
+        SetupError: When ``url`` names a SQLite file that does not exist.
+    """
+    from sqlalchemy.engine import make_url
+
+    from evalfleet.store import open_store
+
+    if url.startswith("sqlite"):
+        path = make_url(url).database
+        if path and path != ":memory:" and not Path(path).exists():
+            raise SetupError(f"no evalfleet store at {path} yet: run `evalfleet migrate` to "
+                             "create one, or set EVALFLEET_DATABASE_URL to yours (the demo "
+                             "prints its own)")
+    return open_store(url, pool_size=pool_size)
+
+
 def require_schema(settings: Settings) -> None:
     """Read the verdict table once, so a long-running command without a schema stops at
     start with the boundary's one-line advice instead of failing every job.
@@ -45,9 +70,7 @@ def require_schema(settings: Settings) -> None:
     Raises:
         StoreUnavailable: When the database cannot be reached or has no schema.
     """
-    from evalfleet.store import open_store
-
-    store = open_store(settings.resolved_database_url(), pool_size=1)
+    store = open_existing_store(settings.resolved_database_url(), pool_size=1)
     try:
         next(iter(store.iter_verdicts(since=datetime.now(UTC))), None)
     finally:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import click
 
 from evalfleet.cli.alerts import render_table
-from evalfleet.cli.context import CliState, parse_time, pass_state
+from evalfleet.cli.context import CliState, open_existing_store, parse_time, pass_state
 from evalfleet.core.durations import format_moment
 from evalfleet.core.errors import EvalfleetError, InvalidDataset
 
@@ -82,10 +82,9 @@ def _selection_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @contextmanager
 def open_datasets(state: CliState) -> Iterator[Datasets]:
     """The store's datasets; dataset errors become usage errors naming the field."""
-    from evalfleet.store import open_store
     from evalfleet.store.dataset import Datasets
 
-    store = open_store(state.settings.resolved_database_url(), pool_size=1)
+    store = open_existing_store(state.settings.resolved_database_url(), pool_size=1)
     try:
         yield Datasets(store)
     except InvalidDataset as exc:

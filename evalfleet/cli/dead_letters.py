@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from evalfleet.cli.alerts import render_table
-from evalfleet.cli.context import CliState, parse_time, pass_state
+from evalfleet.cli.context import CliState, open_existing_store, parse_time, pass_state
 
 if TYPE_CHECKING:
     from evalfleet.ops.dead_letter import DeadLetterFilter, ReplayReport
@@ -62,10 +62,9 @@ def dead_letters_list(state: CliState, metric: str | None, error_class: str | No
                       as_json: bool) -> None:
     """List dead letters, oldest first."""
     from evalfleet.ops.dead_letter import dead_letter_json, iter_dead_letters
-    from evalfleet.store import open_store
 
     selection = _selection(metric, error_class, since, until, limit)
-    store = open_store(state.settings.resolved_database_url(), pool_size=1)
+    store = open_existing_store(state.settings.resolved_database_url(), pool_size=1)
     try:
         found = iter_dead_letters(store, selection)
         if as_json:
@@ -96,11 +95,10 @@ def dead_letters_replay(state: CliState, metric: str | None, error_class: str | 
     stay in place. Exits with 1 when the broker could not be reached.
     """
     from evalfleet.ops.dead_letter import replay_dead_letters
-    from evalfleet.store import open_store
     from producers.enqueuer import Enqueuer
 
     selection = _selection(metric, error_class, since, until, limit)
-    store = open_store(state.settings.resolved_database_url(), pool_size=1)
+    store = open_existing_store(state.settings.resolved_database_url(), pool_size=1)
     enqueuer = Enqueuer(state.settings)
     try:
         report = replay_dead_letters(store, selection, publish=enqueuer.send_many,
@@ -134,12 +132,11 @@ def dead_letters_purge(state: CliState, metric: str | None, error_class: str | N
                        dry_run: bool, yes: bool) -> None:
     """Delete dead letters for good, in batches."""
     from evalfleet.ops.dead_letter import purge_dead_letters
-    from evalfleet.store import open_store
 
     selection = _selection(metric, error_class, since, until, limit)
     if selection.selects_all and not yes and not dry_run:
         raise click.UsageError("no filter given: add --yes to delete every dead letter")
-    store = open_store(state.settings.resolved_database_url(), pool_size=1)
+    store = open_existing_store(state.settings.resolved_database_url(), pool_size=1)
     try:
         count = purge_dead_letters(store, selection, dry_run=dry_run)
     finally:

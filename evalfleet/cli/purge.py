@@ -9,7 +9,7 @@ import click
 from sqlalchemy import Engine
 
 from evalfleet.cli.alerts import render_table
-from evalfleet.cli.context import CliState, pass_state
+from evalfleet.cli.context import CliState, open_existing_store, pass_state
 
 if TYPE_CHECKING:
     from evalfleet.store import SqlStore
@@ -31,7 +31,6 @@ def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
     """
     from evalfleet.ops.purger import Purger
     from evalfleet.ops.retention import RetentionPolicy
-    from evalfleet.store import open_store
 
     policy = RetentionPolicy.from_settings(state.settings)
     sample_days = state.settings.sample_retention_days
@@ -42,7 +41,7 @@ def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
                    "nothing to purge")
         return
     now = datetime.now(UTC)
-    store = open_store(state.settings.resolved_database_url(), pool_size=1)
+    store = open_existing_store(state.settings.resolved_database_url(), pool_size=1)
     try:
         report = Purger(store, policy, batch_rows=batch_rows).run(now=now, dry_run=dry_run)
         if sample_days is not None:
@@ -99,10 +98,9 @@ def _purge_samples(engine: Engine, *, before: datetime, batch_rows: int, dry_run
 
 def _purge_datasets(state: CliState, *, dry_run: bool) -> None:
     """Delete the datasets past their retention (their own, else the setting's)."""
-    from evalfleet.store import open_store
     from evalfleet.store.dataset import Datasets
 
-    store = open_store(state.settings.resolved_database_url(), pool_size=1)
+    store = open_existing_store(state.settings.resolved_database_url(), pool_size=1)
     try:
         names = Datasets(store).purge(now=datetime.now(UTC), dry_run=dry_run,
                                       default_days=state.settings.dataset_retention_days)

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from evalfleet.cli.alerts import render_table
-from evalfleet.cli.context import CliState, parse_time, pass_state
+from evalfleet.cli.context import CliState, open_existing_store, parse_time, pass_state
 from evalfleet.core.durations import format_duration, format_moment
 from evalfleet.review.estimate import LABEL_WINDOW
 from evalfleet.review.estimator import LAM_MEANING, MIN_LABELS, MIN_STRATUM_LABELS
 
 if TYPE_CHECKING:
     from evalfleet.store.review import ReviewQueue
+
+#: How far back ``review status`` looks without ``--since``.
+DEFAULT_STATUS_SPAN = timedelta(days=30)
 
 
 @click.group()
@@ -28,10 +31,9 @@ def review() -> None:
 
 
 def _queue(state: CliState) -> ReviewQueue:
-    from evalfleet.store import open_store
     from evalfleet.store.review import ReviewQueue
 
-    return ReviewQueue(open_store(state.settings.resolved_database_url(), pool_size=1))
+    return ReviewQueue(open_existing_store(state.settings.resolved_database_url(), pool_size=1))
 
 
 @review.command("add-reviewer")
@@ -271,14 +273,17 @@ def export_command(state: CliState, metric: str | None, gold: Path | None) -> No
 
 
 @review.command("status")
-@click.option("--since", default="30d", show_default=True,
-              help="Agreement over the random items queued since (ISO 8601 time or 7d ago).")
+@click.option("--since", default=None,
+              help="Agreement over the random items queued since, the judge's and the "
+                   "corrected means over the samples taken since (ISO 8601 time or 7d ago; "
+                   "default: 30d, or the 30 days up to the newest sample when no verdict "
+                   "is that recent).")
 @click.option("--segment-by", "segment_by", default=None, metavar="KEY",
               help="Also agreement per value of this sample attribute, where a value has "
                    "enough labelled random items (20).")
 @click.option("--json", "as_json", is_flag=True, help="Print the queue and agreement as JSON.")
 @pass_state
-def status_command(state: CliState, since: str, segment_by: str | None,
+def status_command(state: CliState, since: str | None, segment_by: str | None,
                    as_json: bool) -> None:
     """The review queue per metric (random and chosen items, labelled, partly labelled,
     skipped, open and expired, and random items with no label: non-response), and the
@@ -293,25 +298,29 @@ def status_command(state: CliState, since: str, segment_by: str | None,
     from evalfleet.review.estimate import estimate_record, metric_estimates
     from evalfleet.store.estimate import EstimateReads
 
+    now = datetime.now(UTC)
     try:
-        since_at = parse_time(since)
+        since_at = parse_time(since, now=now)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     queue = _queue(state)
     registry = load_registry(state.settings.metrics_dir)
-    now = datetime.now(UTC)
     try:
-        counts = queue.counts(now=now)
+        reads = EstimateReads(queue.store)
+        if since_at is None:
+            since_at, now, note = default_period(reads.latest_sample_at(), now=now)
+            if note and not as_json:
+                click.echo(note)
+        counts = queue.counts(now=datetime.now(UTC))
         agreement = live_agreement(queue.iter_items(), queue.iter_labels(),
                                    registry=registry, since=since_at)
         if segment_by:
             agreement += segment_agreement(queue.iter_items(), queue.iter_labels(),
                                            registry=registry, key=segment_by, since=since_at)
-        reads = EstimateReads(queue.store)
         estimates = [found for c in counts if c.metric in registry.names()
                      for found in metric_estimates(
-                         reads, metric=registry.get(c.metric), start=since_at or now,
-                         end=now, label_start=since_at or now) if found.verdicts]
+                         reads, metric=registry.get(c.metric), start=since_at,
+                         end=now, label_start=since_at) if found.verdicts]
     finally:
         queue.store.close()
     if as_json:
@@ -326,17 +335,43 @@ def status_command(state: CliState, since: str, segment_by: str | None,
     click.echo(render_table(["metric", "random", "chosen", "labelled", "partly", "skipped",
                              "open", "expired", "random unlabelled"], rows))
     if estimates:
-        click.echo(f"\nwhat the judge says and what people would say (since {since})")
+        click.echo("\nwhat the judge says and what people would say (samples of "
+                   f"{format_moment(since_at)} to {format_moment(now)})")
         click.echo(_estimates_table(estimates))
     if not agreement:
         click.echo("\nno labelled random items yet: no agreement figures")
         return
-    click.echo(f"\nagreement with reviewers (random items since {since}; 95% intervals)")
+    click.echo("\nagreement with reviewers (random items queued since "
+               f"{format_moment(since_at)}; 95% intervals)")
     click.echo(render_table(
         ["metric", "judge model", "score", "segment", "items", "statistics"],
         [[a.metric, a.judge_model, a.score, a.segment, str(a.items),
           "  ".join(f"{name} {_estimate(e)}" for name, e in a.statistics.items())]
          for a in agreement]))
+
+
+def default_period(latest: datetime | None, *, now: datetime) -> tuple[
+        datetime, datetime, str | None]:
+    """The period ``review status`` reads without ``--since``: the last 30 days, or, when
+    the newest sample is older than that (a demo's samples keep their dates), the 30
+    days up to it, so the status shows the data there is in any month.
+
+    Args:
+        latest: The newest sample time in the store (None: no verdicts).
+        now: The current time.
+
+    Returns:
+        The period's start and end, and a line saying why it moved (None when it did not).
+    """
+    start = now - DEFAULT_STATUS_SPAN
+    if latest is None or latest >= start:
+        return start, now, None
+    # The window's end is exclusive: one second past the newest sample keeps it in.
+    end = latest + timedelta(seconds=1)
+    return end - DEFAULT_STATUS_SPAN, end, (
+        f"no verdict sampled in the last {format_duration(DEFAULT_STATUS_SPAN)}: showing "
+        f"the {format_duration(DEFAULT_STATUS_SPAN)} up to the newest sample, "
+        f"{format_moment(latest)} (--since to choose)")
 
 
 def _estimate(estimate: Any) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from evalfleet.cli.alerts import render_table
-from evalfleet.cli.context import CliState, pass_state
+from evalfleet.cli.context import CliState, open_existing_store, pass_state
 from evalfleet.core.durations import format_age, format_duration, format_moment, parse_duration
 from evalfleet.core.errors import EvalfleetError
 
@@ -71,7 +71,7 @@ def status(state: CliState, metrics: tuple[str, ...], window: str, concurrency: 
     """
     from evalfleet.broker.probe import open_queue_probe
     from evalfleet.ops.monitor import StatusMonitor
-    from evalfleet.store import SqlStore, open_store
+    from evalfleet.store import SqlStore
     from evalfleet.store.batchspool import BatchSpool
 
     settings = state.settings
@@ -79,7 +79,7 @@ def status(state: CliState, metrics: tuple[str, ...], window: str, concurrency: 
                               concurrency=concurrency or settings.worker_concurrency,
                               drain_s=parse_duration_s(drain))
     sample_s = parse_duration_s(sample_text)
-    store = open_store(settings.resolved_read_database_url(), pool_size=1)
+    store = open_existing_store(settings.resolved_read_database_url(), pool_size=1)
     probe = open_queue_probe(settings)
     monitor = StatusMonitor(store=store, probe=probe, options=options)
     batches = BatchSpool(store) if isinstance(store, SqlStore) else None

@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 import click
 
-from evalfleet.cli.context import CliState, parse_time, pass_state
+from evalfleet.cli.context import CliState, open_existing_store, parse_time, pass_state
 from evalfleet.cli.jsonout import echo_json
 from evalfleet.core.message import PURPOSES
 
@@ -51,14 +51,13 @@ def migrate(state: CliState) -> None:
 def export(state: CliState, metric: str | None, since: str | None, until: str | None,
            with_sample: bool, purposes: tuple[str, ...]) -> None:
     """Write verdicts to stdout as JSONL, oldest first."""
-    from evalfleet.store import open_store
     from evalfleet.store.export import export_row
 
     try:
         since_at, until_at = parse_time(since), parse_time(until)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    store = open_store(state.settings.resolved_read_database_url())
+    store = open_existing_store(state.settings.resolved_read_database_url())
     out = sys.stdout
     try:
         for record in store.iter_verdicts(metric=metric, since=since_at, until=until_at,
@@ -79,10 +78,9 @@ def cost(state: CliState, days: int, as_json: bool) -> None:
     the provider's prompt cache apart), US dollars."""
     from datetime import UTC, datetime, timedelta
 
-    from evalfleet.store import open_store
 
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    store = open_store(state.settings.resolved_database_url())
+    store = open_existing_store(state.settings.resolved_database_url())
     try:
         rows = store.daily_costs(since=today - timedelta(days=days - 1))
     finally:

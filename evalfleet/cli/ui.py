@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
-from pathlib import Path
 from typing import Any
 
 import click
 
-from evalfleet.cli.boundary import SetupError
-from evalfleet.cli.context import CliState, pass_state
+from evalfleet.cli.context import CliState, open_existing_store, pass_state
 from evalfleet.core.errors import EvalfleetError
 from evalfleet.core.log import install_secret_filter
 
@@ -35,7 +33,6 @@ def ui(state: CliState, host: str, port: int, access_log: bool) -> None:
     if token is None and not is_loopback(host):
         raise click.UsageError(f"--host {host} is reachable from other machines: set "
                                "EVALFLEET_UI_TOKEN (or bind 127.0.0.1)")
-    _require_database_file(settings.resolved_read_database_url())
     try:
         app = build_ui_app(settings, token=token)
     except EvalfleetError as exc:
@@ -44,22 +41,6 @@ def ui(state: CliState, host: str, port: int, access_log: bool) -> None:
     click.echo(f"evalfleet ui on http://{host}:{port}/ (token {'on' if token else 'off'})",
                err=True)
     uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="warning")
-
-
-def _require_database_file(url: str) -> None:
-    """A SQLite store must exist already: opening it would create an empty file.
-
-    Raises:
-        SetupError: When the SQLite file is missing.
-    """
-    from sqlalchemy.engine import make_url
-
-    if not url.startswith("sqlite"):
-        return
-    path = make_url(url).database
-    if path and path != ":memory:" and not Path(path).exists():
-        raise SetupError(f"no evalfleet database at {path}: run `evalfleet migrate` first, "
-                         "or set EVALFLEET_DATABASE_URL (the demo prints its own)")
 
 
 def is_loopback(host: str) -> bool:
@@ -84,12 +65,11 @@ def build_ui_app(settings: Any, *, token: str | None) -> Any:
     from evalfleet.core.metric import load_registry
     from evalfleet.ops.monitor import StatusMonitor
     from evalfleet.ops.status import status_json
-    from evalfleet.store import open_store
     from evalfleet.web import UiOptions, create_app
     from evalfleet.web.pages import PageData
 
     rules = load_rule_set(settings)
-    store = open_store(settings.resolved_read_database_url(), pool_size=4)
+    store = open_existing_store(settings.resolved_read_database_url(), pool_size=4)
 
     def read_health() -> dict[str, Any]:
         try:
@@ -116,7 +96,7 @@ def build_ui_app(settings: Any, *, token: str | None) -> Any:
     # The review pages write (leases, labels): they use the primary when the pages read a
     # read-only copy.
     primary = (store if settings.resolved_read_database_url() == url
-               else open_store(url, pool_size=2))
+               else open_existing_store(url, pool_size=2))
     return create_app(data, options, review=_review_pages(settings, primary, rules))
 
 

@@ -130,8 +130,12 @@ def _alert_cycle(settings: Settings, verdicts: list[VerdictRecord], *, tag: str,
     segment = f" '{replay.shown}'" if replay.shown else ""
     echo("")
     echo("Look closer (the same data, nothing else to configure):")
+    # The data folder too when the broker is the demo's own: status and the health page
+    # then read its queue folder, not an empty one beside it.
+    data_dir = (f" EVALFLEET_DATA_DIR='{Path(settings.data_dir).resolve()}'"
+                if settings.embedded_broker else "")
     echo(f"  export EVALFLEET_DATABASE_URL='{shown_url}' "
-         f"EVALFLEET_ALERT_RULES_FILE='{rules_file.resolve()}'")
+         f"EVALFLEET_ALERT_RULES_FILE='{rules_file.resolve()}'{data_dir}")
     echo(f"  {command} alerts show {RULE_NAME}{segment}")
     echo(f"  {command} ui    # then open {UI_URL}/ and click the FIRING segment")
     queued = [name for name, part in settings.review_slice().metrics.items()

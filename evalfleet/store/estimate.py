@@ -115,6 +115,13 @@ class EstimateReads:
             count, last = conn.execute(select(func.count(), func.max(lab.created_at))).one()
         return int(count or 0), last
 
+    def latest_sample_at(self) -> datetime | None:
+        """The newest sample time of any scored verdict, or None when there is none: where
+        a default period ends when nothing is recent (a demo's dated samples)."""
+        with self._connect() as conn:
+            latest = conn.execute(select(func.max(verdict_scores.c.sample_ts))).scalar_one()
+        return None if latest is None else to_utc(latest)
+
     def pool_items(self, *, metric: str, start: datetime, end: datetime) -> list[PoolItem]:
         """The metric's review items whose samples were taken in ``[start, end)``, with
         their labels.

@@ -190,13 +190,18 @@ class ReviewQueue:
                     break
             return insert_items(conn, rows)
 
-    def take(self, *, reviewer: str, now: datetime, lease_s: float) -> ReviewItem | None:
+    def take(self, *, reviewer: str, now: datetime, lease_s: float,
+             segment: Mapping[str, str] | None = None) -> ReviewItem | None:
         """The item ``reviewer`` should label next, leased to them for ``lease_s``.
 
         The item they already hold, if its lease is live; else the first queued item that
         still wants labels, has not expired, nobody holds, and they have neither labelled
         nor skipped. However many reviewers (and imports) work at once, an item is leased
         to one reviewer at a time, never to one who labelled it, never once it is done.
+
+        Args:
+            segment: Attributes to prefer: the first such item comes before any other
+                (an alert's segment, labelled first); None or empty: queue order.
 
         Returns:
             The item, or None when there is nothing for them.
@@ -209,8 +214,11 @@ class ReviewQueue:
                 items.done_at.is_(None)).limit(1)).mappings().first()
             if held is not None:
                 return _item(held)
-            taken = self._lease(conn, reviewer=reviewer, now=now,
-                                until=now + timedelta(seconds=lease_s), limit=1)
+            until = now + timedelta(seconds=lease_s)
+            taken = self._lease(conn, reviewer=reviewer, now=now, until=until, limit=1,
+                                segment=segment) if segment else []
+            taken = taken or self._lease(conn, reviewer=reviewer, now=now, until=until,
+                                         limit=1)
         return taken[0] if taken else None
 
     def take_many(self, *, reviewer: str, now: datetime, lease_s: float, limit: int,
@@ -249,7 +257,8 @@ class ReviewQueue:
                 query.order_by(items.id).limit(limit)).mappings()]
 
     def _lease(self, conn: Connection, *, reviewer: str, now: datetime, until: datetime,
-               limit: int, metric: str | None = None) -> list[ReviewItem]:
+               limit: int, metric: str | None = None,
+               segment: Mapping[str, str] | None = None) -> list[ReviewItem]:
         """Lease up to ``limit`` open items to ``reviewer``, in queue order.
 
         Each candidate is leased by one UPDATE that checks every condition again (still
@@ -267,7 +276,7 @@ class ReviewQueue:
         for _ in range(_TAKE_SCANS):
             missed = False
             for candidate in _open_candidates(conn, reviewer=reviewer, now=now,
-                                              metric=metric):
+                                              metric=metric, segment=segment):
                 self._step("chosen")
                 row = conn.execute(
                     update(review_items).where(
@@ -554,9 +563,12 @@ class _Candidate:
 
 
 def _open_candidates(conn: Connection, *, reviewer: str, now: datetime,
-                     metric: str | None = None) -> Iterator[_Candidate]:
+                     metric: str | None = None,
+                     segment: Mapping[str, str] | None = None) -> Iterator[_Candidate]:
     """Queued open items nobody holds that ``reviewer`` neither labelled nor skipped, in
-    queue order (id order), as read now: the lease checks them again.
+    queue order (id order), as read now: the lease checks them again. With ``segment``,
+    only items whose sample attributes hold it (compared here, as JSON reads differ
+    between Postgres and SQLite; the attributes are read only then).
 
     Open items are read a page at a time along the primary key and the reviewer's own
     labels and skips looked up for that page only: an anti-join in one statement let the
@@ -567,14 +579,19 @@ def _open_candidates(conn: Connection, *, reviewer: str, now: datetime,
     items = review_items.c
     after = 0
     while True:
-        query = select(items.id, items.labels_given, items.skips).where(
+        columns = [items.id, items.labels_given, items.skips]
+        query = select(*columns, *([items.attributes] if segment else [])).where(
             items.id > after, items.done_at.is_(None), items.expires_at > now, _free(now))
         if metric is not None:
             query = query.where(items.metric == metric)
-        page = [_Candidate(*row) for row in conn.execute(
-            query.order_by(items.id).limit(_TAKE_PAGE))]
-        if not page:
+        rows = conn.execute(query.order_by(items.id).limit(_TAKE_PAGE)).all()
+        if not rows:
             return
+        after = rows[-1][0]
+        page = [_Candidate(*row[:3]) for row in rows if not segment
+                or segment.items() <= (row[3] or {}).items()]
+        if not page:
+            continue
         ids = [candidate.id for candidate in page]
         seen = set(conn.execute(
             select(review_labels.c.item_id).where(
@@ -583,7 +600,6 @@ def _open_candidates(conn: Connection, *, reviewer: str, now: datetime,
                 review_skips.c.reviewer == reviewer, review_skips.c.item_id.in_(ids))))
             .scalars())
         yield from (candidate for candidate in page if candidate.id not in seen)
-        after = ids[-1]
 
 
 def _matches(record: VerdictRecord, *, segment: Mapping[str, str] | None, score: str | None,

@@ -20,16 +20,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote, unquote
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from evalfleet.core.errors import InvalidSample, UnknownMetric
+from evalfleet.core.errors import InvalidDataset, InvalidSample, UnknownMetric
 from evalfleet.core.metric import Metric, MetricRegistry
 from evalfleet.core.scales import ScoreScale, score_scales
+from evalfleet.dataset.selection import parse_labels
 from evalfleet.review.guide import Anchor, InvalidGuide, load_guide
 from evalfleet.review.label import read_label
 from evalfleet.review.pending import label_studio_task, pending_record
@@ -46,6 +47,12 @@ MAX_KEY_CHARS = 64
 
 #: The cookie that carries a reviewer's token.
 REVIEWER_COOKIE = "evalfleet_reviewer"
+
+#: The cookie that carries the segment to label first (``/review?segment=app=bot``).
+SEGMENT_COOKIE = "evalfleet_review_segment"
+
+#: Longest segment text the review page keeps, in characters.
+MAX_SEGMENT_CHARS = 1024
 
 #: Largest form body read, in bytes (a comment and a few scores).
 MAX_FORM_BYTES = 64 * 1024
@@ -171,13 +178,30 @@ class ReviewPages:
     # --- pages
 
     async def home(self, request: Request) -> Response:
+        """The review home; ``?segment=app=bot,...`` (an alert page's link) makes the
+        items of that segment come first until ``?segment=`` clears it (a cookie keeps it
+        between items)."""
+        asked = request.query_params.get("segment")
+        text = asked if asked is not None else _segment_cookie(request)
+        segment, problem = review_segment(text)
+        if problem is not None:
+            return self._message(request, problem, status_code=400)
         reviewer = await self._reviewer(request)
         if reviewer is None:
-            return self._page(request, "review_login.html", csrf=self._csrf(None))
-        counts = await run_in_threadpool(self._queue.counts, now=datetime.now(UTC))
-        return self._page(request, "review_home.html", reviewer=reviewer, counts=counts,
-                          empty=request.query_params.get("empty") == "1",
-                          csrf=self._csrf(request))
+            response = self._page(request, "review_login.html", csrf=self._csrf(None))
+        else:
+            counts = await run_in_threadpool(self._queue.counts, now=datetime.now(UTC))
+            response = self._page(request, "review_home.html", reviewer=reviewer,
+                                  counts=counts, segment=segment,
+                                  empty=request.query_params.get("empty") == "1",
+                                  csrf=self._csrf(request))
+        if asked is not None and segment:
+            # Quoted: a segment's "=" and "," are not cookie characters.
+            response.set_cookie(SEGMENT_COOKIE, quote(text), httponly=True, samesite="strict",
+                                secure=request.url.scheme == "https", path="/review")
+        elif asked is not None:
+            response.delete_cookie(SEGMENT_COOKIE, path="/review")
+        return response
 
     async def agreement(self, request: Request) -> Response:
         """The judge's live agreement with reviewers: ``review status``'s figures over the
@@ -301,7 +325,7 @@ class ReviewPages:
         reviewer, refusal = await self._poster(request)
         if reviewer is None:
             return refusal
-        return await self._take_next(reviewer)
+        return await self._take_next(request, reviewer)
 
     async def skip(self, request: Request) -> Response:
         reviewer, refusal = await self._poster(request)
@@ -309,7 +333,7 @@ class ReviewPages:
             return refusal
         await run_in_threadpool(self._queue.skip, item_id=request.path_params["item_id"],
                                 reviewer=reviewer, now=datetime.now(UTC))
-        return await self._take_next(reviewer)
+        return await self._take_next(request, reviewer)
 
     async def release(self, request: Request) -> Response:
         reviewer, refusal = await self._poster(request)
@@ -343,9 +367,11 @@ class ReviewPages:
 
     # --- helpers
 
-    async def _take_next(self, reviewer: str) -> Response:
+    async def _take_next(self, request: Request, reviewer: str) -> Response:
+        segment, _ = review_segment(_segment_cookie(request))
         item = await run_in_threadpool(self._queue.take, reviewer=reviewer,
-                                       now=datetime.now(UTC), lease_s=self._options.lease_s)
+                                       now=datetime.now(UTC), lease_s=self._options.lease_s,
+                                       segment=segment)
         if item is None:
             return RedirectResponse("/review?empty=1", status_code=303)
         return RedirectResponse(f"/review/items/{item.id}", status_code=303)
@@ -417,6 +443,28 @@ class ReviewPages:
     def _page(self, request: Request, name: str, *, status_code: int = 200,
               **context: Any) -> HTMLResponse:
         return self._render(name, status_code=status_code, page="review", **context)
+
+
+def review_segment(text: str) -> tuple[dict[str, str], str | None]:
+    """The segment to label first, from its printed form (``app=bot,prompt_version=v12``;
+    empty or ``(all)``: none).
+
+    Returns:
+        The segment's labels, and what is wrong with ``text`` (None when nothing is).
+    """
+    text = text.strip()
+    if text in ("", "(all)"):
+        return {}, None
+    if len(text) > MAX_SEGMENT_CHARS:
+        return {}, f"segment: at most {MAX_SEGMENT_CHARS} characters"
+    try:
+        return parse_labels(text.split(",")), None
+    except InvalidDataset as exc:
+        return {}, f"segment {exc}"
+
+
+def _segment_cookie(request: Request) -> str:
+    return unquote(request.cookies.get(SEGMENT_COOKIE, ""))
 
 
 def _guide_of(metric: Metric | None) -> tuple[dict[str, tuple[Anchor, ...]], str | None]:

@@ -66,6 +66,8 @@ def test_pages_escape_hostile_text_and_allow_no_script(site: Any) -> None:
     alert = get(site, "/alerts/faithfulness_drop", params={"segment": "app=support-bot"})
     assert alert.status_code == 200
     assert "&lt;!channel&gt;" in alert.text and "<!channel>" not in alert.text
+    # 'label this segment' links to the review page with the segment to take first.
+    assert '<a href="/review?segment=app%3Dsupport-bot" id="label-segment">' in alert.text
     verdict_ids = re.findall(r'href="/verdicts/(\d+)"', alert.text)
     assert len(verdict_ids) >= 3
     for response in (overview, alert, get(site, f"/verdicts/{verdict_ids[0]}"),
@@ -158,6 +160,7 @@ def test_a_store_without_schema_says_to_migrate(backend: str, request: pytest.Fi
         # The test database, read through a schema that holds no tables.
         url = request.getfixturevalue("database_url") + "?options=-csearch_path%3Dnowhere"
     else:
+        (tmp_path / "empty.db").touch()  # a file with no schema (ui refuses a missing one)
         url = f"sqlite:///{tmp_path / 'empty.db'}"
     page = serve(build_ui_app(Settings(database_url=url, data_dir=tmp_path), token=None))
     for path in ("/", "/health"):

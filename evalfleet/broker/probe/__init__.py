@@ -3,7 +3,8 @@
     QueueProbe              base.py: the interface, and the reading it returns
     ├── RedisQueueProbe     redis.py: lists, the ``unacked`` hash, jobs per message
     ├── AmqpQueueProbe      amqp.py: RabbitMQ, ready messages by passive declare
-    └── UnknownQueueProbe   base.py: the embedded file-system broker and any other
+    ├── FilesystemQueueProbe filesystem.py: the embedded broker, message files in its folder
+    └── UnknownQueueProbe   base.py: any other broker
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ from urllib.parse import urlsplit
 from evalfleet.broker.probe.amqp import AmqpQueueProbe
 from evalfleet.broker.probe.base import QueueProbe, QueueReading, UnknownQueueProbe
 from evalfleet.broker.probe.envelope import EnvelopeSummary, summarize_envelope
+from evalfleet.broker.probe.filesystem import FilesystemQueueProbe
 from evalfleet.broker.probe.redis import RedisQueueProbe
+from evalfleet.broker.queues import embedded_broker_folder
 from evalfleet.core.settings import Settings
 
 __all__ = [
     "AmqpQueueProbe",
     "EnvelopeSummary",
+    "FilesystemQueueProbe",
     "QueueProbe",
     "QueueReading",
     "RedisQueueProbe",
@@ -41,5 +45,5 @@ def open_queue_probe(settings: Settings) -> QueueProbe:
     if scheme in _AMQP_SCHEMES:
         return AmqpQueueProbe(url)
     if settings.embedded_broker:
-        return UnknownQueueProbe("the embedded file-system broker does not report queue depth")
+        return FilesystemQueueProbe(embedded_broker_folder(settings) / "queue")
     return UnknownQueueProbe(f"queue depth is not read from {scheme}:// brokers")

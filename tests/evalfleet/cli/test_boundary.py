@@ -47,7 +47,9 @@ def closed_port() -> int:
 
 @pytest.fixture
 def sqlite_env(tmp_path: Path) -> dict[str, str]:
-    """Settings on a SQLite file that was never migrated."""
+    """Settings on a SQLite file that exists but was never migrated (a missing file is
+    test_consistency's case)."""
+    (tmp_path / "fresh.db").touch()
     return {"EVALFLEET_DATABASE_URL": f"sqlite:///{tmp_path / 'fresh.db'}",
             "EVALFLEET_DATA_DIR": str(tmp_path / "data")}
 

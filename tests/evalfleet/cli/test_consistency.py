@@ -53,8 +53,13 @@ def test_one_port_range(command: list[str]) -> None:
     assert_one_line(run({}, *command, "--port", "0"), "0 is not in the range 1<=x<=65535")
 
 
-def test_ui_in_an_empty_folder_makes_no_database(tmp_path: Path) -> None:
-    assert_one_line(run({}, "ui"), "no evalfleet database at", "run `evalfleet migrate`")
+@pytest.mark.parametrize("command", [
+    ["ui"], ["status", "--sample", "0"], ["alerts", "list"], ["review", "status"], ["export"],
+    ["cost"], ["dead-letters", "list"], ["worker", "-Q", "rag_qa"]])
+def test_a_command_in_an_empty_folder_makes_no_database(tmp_path: Path,
+                                                         command: list[str]) -> None:
+    assert_one_line(run({}, *command), "no evalfleet store at", "yet",
+                    "run `evalfleet migrate` to create one")
     assert not (tmp_path / ".evalfleet").exists()
 
 

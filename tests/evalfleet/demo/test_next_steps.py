@@ -94,6 +94,15 @@ def test_the_printed_next_steps_run_as_printed(tmp_path: Path) -> None:
     assert [row["sample_id"] for row in view["worst"]][:1] == ["demo-0299"]
     assert all(row["sample_ts"].endswith("Z") for row in view["worst"])
 
+    # Status reads the demo's own queue folder: a count, drained, not '?'.
+    status = subprocess.run(["bash", "-c", f"{setup}\n.venv/bin/evalfleet status --sample 0 "
+                             "--metric rag_qa"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=120, check=True).stdout
+    row = next(line for line in status.splitlines() if line.startswith("eval.rag_qa "))
+    assert row.split()[1] == "0", status
+    assert "embedded broker: jobs a worker holds" in status and "nothing published" not in status
+    assert "EVALFLEET_DATA_DIR='" in setup
+
     # The verdicts say the simulator judged them, under its one name.
     exported = subprocess.run(["bash", "-c", f"{setup}\n.venv/bin/evalfleet export"],
                               cwd=tmp_path, env=env, capture_output=True, text=True,

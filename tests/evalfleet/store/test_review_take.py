@@ -207,3 +207,24 @@ def test_eight_reviewers_and_an_import_label_every_item_as_asked(any_store: SqlS
           f"({sum(t.refused for t in tallies.values())} refused: the import was first), "
           f"{report.imported} imported ({len(report.errors)} lines refused: the page was "
           f"first); {elapsed:.1f} s")
+
+
+def test_a_segment_s_items_come_first_then_queue_order(any_store: SqlStore) -> None:
+    worker = reviewing(any_store, ReviewSlice({"rag_qa": MetricSlice(rate=1.0)}))
+    worker.save(verdicts=[record(f"s-{i}", created_at=NOW + timedelta(seconds=i),
+                                 attributes={"app": "bot" if i % 3 else "support"})
+                          for i in range(6)], owner="w")
+    worker.close()
+    queue = ReviewQueue(any_store)
+    support = {"app": "support"}
+    taken = []
+    for _ in range(4):
+        item = queue.take(reviewer="ann", now=NOW, lease_s=60, segment=support)
+        assert item is not None
+        taken.append((item.sample_id, item.attributes["app"]))
+        assert queue.label(item_id=item.id, reviewer="ann", labels=VALUE, comment=None,
+                           source="page", now=NOW) is not None
+    # s-0 and s-3 are the segment's; then the rest in queue order.
+    assert taken == [("s-0", "support"), ("s-3", "support"), ("s-1", "bot"), ("s-2", "bot")]
+    other = queue.take(reviewer="bob", now=NOW, lease_s=60, segment={"app": "<none>"})
+    assert other is not None and other.sample_id == "s-4"  # the first still open

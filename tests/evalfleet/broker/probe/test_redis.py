@@ -97,7 +97,7 @@ def test_an_unreachable_redis_is_unknown_not_an_error() -> None:
 @pytest.mark.parametrize(("broker_url", "kind", "note"), [
     ("redis://127.0.0.1:6379/0", "RedisQueueProbe", None),
     ("amqp://guest:guest@127.0.0.1:5672//", "AmqpQueueProbe", None),
-    (None, "UnknownQueueProbe", "the embedded file-system broker does not report queue depth"),
+    (None, "FilesystemQueueProbe", "embedded broker: nothing published in "),
     ("sqs://", "UnknownQueueProbe", "queue depth is not read from sqs:// brokers"),
 ])
 def test_each_broker_gets_its_probe(broker_url: str | None, kind: str, note: str | None,
@@ -105,5 +105,5 @@ def test_each_broker_gets_its_probe(broker_url: str | None, kind: str, note: str
     probe = open_queue_probe(Settings(broker_url=broker_url, data_dir=tmp_path))
     assert type(probe).__name__ == kind
     if note is not None:
-        assert probe.read(["eval.rag_qa"])["eval.rag_qa"].note == note
+        assert (probe.read(["eval.rag_qa"])["eval.rag_qa"].note or "").startswith(note)
     probe.close()
