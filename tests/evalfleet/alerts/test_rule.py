@@ -25,7 +25,7 @@ def rule(**fields: Any) -> dict[str, Any]:
     return {"name": "r", "metric": "rag_qa", "score": "faithfulness", **fields}
 
 
-def test_the_shipped_rules_cover_the_four_metrics_with_their_score_kinds() -> None:
+def test_the_shipped_rules_cover_the_call_and_agent_metrics_with_their_score_kinds() -> None:
     rules = load_rules(None, registry=REGISTRY)
     kinds = {(r.spec.metric, r.spec.score): r.kind for r in rules.rules if r.spec.kind == "app"}
     assert kinds == {
@@ -33,6 +33,8 @@ def test_the_shipped_rules_cover_the_four_metrics_with_their_score_kinds() -> No
         ("context_precision", "context_precision"): "continuous",
         ("bbh_match", "correct"): "binary",
         ("rec_faithfulness", "faithfulness"): "ordinal",
+        ("agent_task_completion", "task_completion"): "continuous",
+        ("agent_tool_use", "tool_use"): "continuous",
     }
     pinned = next(r for r in rules.rules if r.spec.metric == "rec_faithfulness")
     assert pinned.spec.segment_keys == ("prompt_version", "app")
@@ -46,6 +48,8 @@ def test_the_shipped_rules_watch_each_metrics_judge_on_its_gold_labels() -> None
         ("context_precision", "canary:context_precision", "continuous"),
         ("bbh_match", "canary:correct", "binary"),  # agreement is a proportion
         ("rec_faithfulness", "canary:faithfulness", "continuous"),  # 1 - |judge - label| / 4
+        ("agent_task_completion", "canary:task_completion", "continuous"),
+        ("agent_tool_use", "canary:tool_use", "continuous"),
     }
 
 
