@@ -10,6 +10,7 @@ run on RabbitMQ too, through the ``broker`` fixture.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -43,6 +44,12 @@ _TEST_METRICS = ("tone", "broken")
 
 #: Key that marks a Redis database as taken by a running test session.
 _REDIS_LOCK = "evalfleet-test-session"
+
+#: Seconds a test database's drop may wait before the database is left to a later session.
+_DROP_TIMEOUT_S = 60
+
+#: Names of the databases :func:`new_database` makes; group 1 is the test process's id.
+_TEST_DATABASE_NAME = r"evalfleet_(?:test|empty)_([0-9]+)_[0-9a-f]{6}"
 
 #: Environment variables that would leak the developer's configuration into tests.
 _CONFIG_PREFIXES = ("EVALFLEET_", "OPENAI_")
@@ -83,13 +90,52 @@ def new_database(prefix: str) -> Iterator[str]:
     try:
         yield f"{base}/{name}"
     finally:
+        _drop_database(name)
+
+
+def _drop_database(name: str) -> bool:
+    """Drop a test database, waiting at most ``_DROP_TIMEOUT_S``; warn when it stays.
+
+    PostgreSQL's DROP DATABASE waits until every backend of the whole server has closed
+    its files of the database (a ProcSignalBarrier), and a backend waiting on its client
+    in the middle of a ``COPY FROM STDIN`` does not answer until the copy ends: a bench
+    of another checkout on the shared server held one open for eight minutes, and this
+    drop, unbounded, took the last test past its 300 s timeout. A database left behind
+    is dropped by a later session (:func:`_drop_abandoned_databases`).
+
+    Returns:
+        Whether the database is gone.
+    """
+    try:
         with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f"SET statement_timeout = '{_DROP_TIMEOUT_S}s'")
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    except psycopg.errors.QueryCanceled:
+        warnings.warn(f"test database {name} left behind: its drop waited {_DROP_TIMEOUT_S} s "
+                      "on another backend of the server; a later test session drops it",
+                      stacklevel=1)
+        return False
+    return True
+
+
+def _drop_abandoned_databases() -> None:
+    """Drop the test databases of this machine's test processes that are gone (killed
+    runs, and drops that :func:`_drop_database` gave up on). Only on a server of this
+    machine, where the process id in a database's name is one of its processes."""
+    if urlsplit(POSTGRES_ADMIN_URL).hostname not in ("127.0.0.1", "localhost", "::1", None):
+        return
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+        names = [row[0] for row in admin.execute("SELECT datname FROM pg_database")]
+    for name in names:
+        match = re.fullmatch(_TEST_DATABASE_NAME, name)
+        if match and _gone(int(match[1])) and not _drop_database(name):
+            return  # the server holds every drop now: leave the rest to a later session
 
 
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A fresh database for this test session, migrated to head."""
+    _drop_abandoned_databases()
     with new_database("evalfleet_test") as url:
         store = open_store(url)
         migrate(store.engine)
@@ -154,8 +200,13 @@ def _abandoned(client: redis.Redis) -> bool:
     holder = (raw.decode(errors="replace") if isinstance(raw, bytes) else raw).split(":")
     if len(holder) != 3 or holder[0] != socket.gethostname() or not holder[1].isdigit():
         return False
+    return _gone(int(holder[1]))
+
+
+def _gone(pid: int) -> bool:
+    """Whether no process of this machine has this id."""
     try:
-        os.kill(int(holder[1]), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except PermissionError:
