@@ -185,22 +185,41 @@ def redis_session_url() -> Iterator[str]:
     session = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
     for db in range(1, 16):
         client = redis.Redis.from_url(f"{REDIS_SERVER_URL}/{db}")
-        if client.set(_REDIS_LOCK, session, nx=True, ex=6 * 3600) or _abandoned(client):
-            client.set(_REDIS_LOCK, session, ex=6 * 3600)
+        if client.set(_REDIS_LOCK, session, nx=True, ex=6 * 3600) or _take_over(client, session):
             yield f"{REDIS_SERVER_URL}/{db}"
             client.flushdb()
             return
     raise RuntimeError("every Redis database 1-15 is taken by another test session")
 
 
-def _abandoned(client: redis.Redis) -> bool:
-    """Whether the session holding this database was a process of this machine that is gone
-    (a killed test run leaves its lock behind for its six hours otherwise)."""
-    raw = client.get(_REDIS_LOCK) or b""
-    holder = (raw.decode(errors="replace") if isinstance(raw, bytes) else raw).split(":")
-    if len(holder) != 3 or holder[0] != socket.gethostname() or not holder[1].isdigit():
-        return False
-    return _gone(int(holder[1]))
+def _take_over(client: redis.Redis, session: str) -> bool:
+    """Take the database of a session that was a process of this machine that is gone (a
+    killed test run leaves its lock behind for its six hours otherwise).
+
+    Only if the lock still names that session when it is taken: the test processes of one
+    run start together, and two that both found the same dead holder both took its
+    database, each flushing the other's queues and taking the other's jobs.
+    """
+    with client.pipeline() as pipe:
+        try:
+            pipe.watch(_REDIS_LOCK)
+            raw = pipe.get(_REDIS_LOCK) or b""
+            if not _abandoned(raw.decode(errors="replace") if isinstance(raw, bytes) else raw):
+                return False
+            pipe.multi()
+            pipe.set(_REDIS_LOCK, session, ex=6 * 3600)
+            pipe.execute()
+        except redis.WatchError:  # another session took it first
+            return False
+    return True
+
+
+def _abandoned(holder: str) -> bool:
+    """Whether the session ``holder`` names was a process of this machine that is gone."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    return holder.count(":") == 2 and host == socket.gethostname() and pid.isdigit() \
+        and _gone(int(pid))
 
 
 def _gone(pid: int) -> bool:
@@ -219,8 +238,12 @@ def redis_url(redis_session_url: str) -> str:
     """This session's Redis database, flushed for this test."""
     client = redis.Redis.from_url(redis_session_url)
     session = client.get(_REDIS_LOCK)
-    client.flushdb()
-    client.set(_REDIS_LOCK, session or b"", ex=6 * 3600)
+    # One transaction: between a flush and the lock's return, a session starting would
+    # find this database free and take it too.
+    with client.pipeline(transaction=True) as pipe:
+        pipe.flushdb()
+        pipe.set(_REDIS_LOCK, session or b"", ex=6 * 3600)
+        pipe.execute()
     return redis_session_url
 
 
