@@ -10,6 +10,7 @@ run on RabbitMQ too, through the ``broker`` fixture.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -43,6 +44,12 @@ _TEST_METRICS = ("tone", "broken")
 
 #: Key that marks a Redis database as taken by a running test session.
 _REDIS_LOCK = "evalfleet-test-session"
+
+#: Seconds a test database's drop may wait before the database is left to a later session.
+_DROP_TIMEOUT_S = 60
+
+#: Names of the databases :func:`new_database` makes; group 1 is the test process's id.
+_TEST_DATABASE_NAME = r"evalfleet_(?:test|empty)_([0-9]+)_[0-9a-f]{6}"
 
 #: Environment variables that would leak the developer's configuration into tests.
 _CONFIG_PREFIXES = ("EVALFLEET_", "OPENAI_")
@@ -83,13 +90,52 @@ def new_database(prefix: str) -> Iterator[str]:
     try:
         yield f"{base}/{name}"
     finally:
+        _drop_database(name)
+
+
+def _drop_database(name: str) -> bool:
+    """Drop a test database, waiting at most ``_DROP_TIMEOUT_S``; warn when it stays.
+
+    PostgreSQL's DROP DATABASE waits until every backend of the whole server has closed
+    its files of the database (a ProcSignalBarrier), and a backend waiting on its client
+    in the middle of a ``COPY FROM STDIN`` does not answer until the copy ends: a bench
+    of another checkout on the shared server held one open for eight minutes, and this
+    drop, unbounded, took the last test past its 300 s timeout. A database left behind
+    is dropped by a later session (:func:`_drop_abandoned_databases`).
+
+    Returns:
+        Whether the database is gone.
+    """
+    try:
         with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f"SET statement_timeout = '{_DROP_TIMEOUT_S}s'")
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    except psycopg.errors.QueryCanceled:
+        warnings.warn(f"test database {name} left behind: its drop waited {_DROP_TIMEOUT_S} s "
+                      "on another backend of the server; a later test session drops it",
+                      stacklevel=1)
+        return False
+    return True
+
+
+def _drop_abandoned_databases() -> None:
+    """Drop the test databases of this machine's test processes that are gone (killed
+    runs, and drops that :func:`_drop_database` gave up on). Only on a server of this
+    machine, where the process id in a database's name is one of its processes."""
+    if urlsplit(POSTGRES_ADMIN_URL).hostname not in ("127.0.0.1", "localhost", "::1", None):
+        return
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+        names = [row[0] for row in admin.execute("SELECT datname FROM pg_database")]
+    for name in names:
+        match = re.fullmatch(_TEST_DATABASE_NAME, name)
+        if match and _gone(int(match[1])) and not _drop_database(name):
+            return  # the server holds every drop now: leave the rest to a later session
 
 
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A fresh database for this test session, migrated to head."""
+    _drop_abandoned_databases()
     with new_database("evalfleet_test") as url:
         store = open_store(url)
         migrate(store.engine)
@@ -139,23 +185,47 @@ def redis_session_url() -> Iterator[str]:
     session = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
     for db in range(1, 16):
         client = redis.Redis.from_url(f"{REDIS_SERVER_URL}/{db}")
-        if client.set(_REDIS_LOCK, session, nx=True, ex=6 * 3600) or _abandoned(client):
-            client.set(_REDIS_LOCK, session, ex=6 * 3600)
+        if client.set(_REDIS_LOCK, session, nx=True, ex=6 * 3600) or _take_over(client, session):
             yield f"{REDIS_SERVER_URL}/{db}"
             client.flushdb()
             return
     raise RuntimeError("every Redis database 1-15 is taken by another test session")
 
 
-def _abandoned(client: redis.Redis) -> bool:
-    """Whether the session holding this database was a process of this machine that is gone
-    (a killed test run leaves its lock behind for its six hours otherwise)."""
-    raw = client.get(_REDIS_LOCK) or b""
-    holder = (raw.decode(errors="replace") if isinstance(raw, bytes) else raw).split(":")
-    if len(holder) != 3 or holder[0] != socket.gethostname() or not holder[1].isdigit():
-        return False
+def _take_over(client: redis.Redis, session: str) -> bool:
+    """Take the database of a session that was a process of this machine that is gone (a
+    killed test run leaves its lock behind for its six hours otherwise).
+
+    Only if the lock still names that session when it is taken: the test processes of one
+    run start together, and two that both found the same dead holder both took its
+    database, each flushing the other's queues and taking the other's jobs.
+    """
+    with client.pipeline() as pipe:
+        try:
+            pipe.watch(_REDIS_LOCK)
+            raw = pipe.get(_REDIS_LOCK) or b""
+            if not _abandoned(raw.decode(errors="replace") if isinstance(raw, bytes) else raw):
+                return False
+            pipe.multi()
+            pipe.set(_REDIS_LOCK, session, ex=6 * 3600)
+            pipe.execute()
+        except redis.WatchError:  # another session took it first
+            return False
+    return True
+
+
+def _abandoned(holder: str) -> bool:
+    """Whether the session ``holder`` names was a process of this machine that is gone."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    return holder.count(":") == 2 and host == socket.gethostname() and pid.isdigit() \
+        and _gone(int(pid))
+
+
+def _gone(pid: int) -> bool:
+    """Whether no process of this machine has this id."""
     try:
-        os.kill(int(holder[1]), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except PermissionError:
@@ -168,8 +238,12 @@ def redis_url(redis_session_url: str) -> str:
     """This session's Redis database, flushed for this test."""
     client = redis.Redis.from_url(redis_session_url)
     session = client.get(_REDIS_LOCK)
-    client.flushdb()
-    client.set(_REDIS_LOCK, session or b"", ex=6 * 3600)
+    # One transaction: between a flush and the lock's return, a session starting would
+    # find this database free and take it too.
+    with client.pipeline(transaction=True) as pipe:
+        pipe.flushdb()
+        pipe.set(_REDIS_LOCK, session or b"", ex=6 * 3600)
+        pipe.execute()
     return redis_session_url
 
 

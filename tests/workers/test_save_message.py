@@ -21,7 +21,7 @@ from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import DeadLetter, SqlStore, VerdictKey, VerdictRecord
-from tests.brokers import EVERY_BROKER, broker_idle
+from tests.brokers import EVERY_BROKER, broker_idle, fleet_state
 from tests.helpers import WorkerProcess, allow_connections, evaluator_options, wait_until
 from workers.app import create_app
 from workers.evaluation import Evaluator
@@ -207,10 +207,13 @@ def test_a_worker_stores_a_save_message_once_however_often_it_is_delivered(
     app.send_task(SAVE_TASK, args=[{"v": 1, "owner": "o"}], queue="eval.rag_qa")
     app.close()
     worker = start_worker(settings, queues=["rag_qa"], concurrency=4)
-    wait_until(lambda: store.counts().dead_letters == 2, timeout_s=30,
-               what="the batch's dead letter and the unreadable message's")
-    wait_until(lambda: broker_idle(settings, worker), timeout_s=30, what="an idle broker")
-    assert sorted(r.key.sample_id for r in store.iter_verdicts()) == ["s-0", "s-1"]
-    letters = sorted(letter.error_class for letter in store.iter_dead_letters())
-    assert letters == ["invalid_message", "judge_rejected"]
+    try:
+        wait_until(lambda: store.counts().dead_letters == 2, timeout_s=30,
+                   what="the batch's dead letter and the unreadable message's")
+        wait_until(lambda: broker_idle(settings, worker), timeout_s=30, what="an idle broker")
+        assert sorted(r.key.sample_id for r in store.iter_verdicts()) == ["s-0", "s-1"]
+        letters = sorted(letter.error_class for letter in store.iter_dead_letters())
+        assert letters == ["invalid_message", "judge_rejected"]
+    except AssertionError as exc:  # failed once on a loaded machine: say what was left
+        raise AssertionError(f"{exc}\n{fleet_state(settings, store, [worker])}") from None
     assert sim.stats()["requests"] == 0

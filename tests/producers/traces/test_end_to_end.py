@@ -55,10 +55,14 @@ class Fleet:
     def start_ingest(self) -> None:
         env = {**os.environ, **self.settings.as_environment()}
         log = (self.folder / "ingest.log").open("ab")
-        self.ingest = subprocess.Popen(
+        ingest = self.ingest = subprocess.Popen(
             [sys.executable, "-m", "evalfleet", "ingest", "--port", str(self.port)],
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_until(self._ready, timeout_s=30, what="evalfleet ingest")
+        # As long as a worker may take to start on a loaded machine; an ingest that
+        # exits (its port taken meanwhile) fails at once, with its log.
+        wait_until(lambda: ingest.poll() is not None or self._ready(), timeout_s=60,
+                   what="evalfleet ingest")
+        assert ingest.poll() is None, (self.folder / "ingest.log").read_text()
 
     def kill_ingest(self) -> None:
         assert self.ingest is not None
@@ -151,14 +155,28 @@ def agent_fleet(folder: Path, *, config: str, metric: str, postgres_url: str, re
         retry_base_s=0.2, retry_max_s=2.0, visibility_timeout_s=15, worker_concurrency=4,
         sampling_config=folder / "sampling.yaml", ingest_tokens=SecretStr(TOKEN),
         otlp_quiet_s=1.0, otlp_max_wait_s=2.0, **more)
+    with running_fleet(settings, folder, queue=metric, concurrency=4) as fleet:
+        yield fleet
+
+
+@contextmanager
+def running_fleet(settings: Settings, folder: Path, *, queue: str,
+                  concurrency: int) -> Iterator[Fleet]:
+    """The ingest and one worker of ``queue``, both stopped on leaving, also when one of
+    them failed to start: a fleet left running after a failed start would go on sweeping
+    traces and taking jobs on the session's Redis database, under the tests that follow."""
     fleet = Fleet(settings, folder)
-    fleet.start_ingest()
-    worker = WorkerProcess(settings, queues=[metric], concurrency=4,
-                           log_path=folder / "worker.log")
-    worker.wait_ready()
-    yield fleet
-    worker.stop()
-    fleet.stop()
+    worker: WorkerProcess | None = None
+    try:
+        fleet.start_ingest()
+        worker = WorkerProcess(settings, queues=[queue], concurrency=concurrency,
+                               log_path=folder / "worker.log")
+        worker.wait_ready()
+        yield fleet
+    finally:
+        if worker is not None:
+            worker.stop()
+        fleet.stop()
 
 
 @pytest.fixture(scope="module")
@@ -173,14 +191,8 @@ def fleet(postgres_url: str, redis_session_url: str, sim_session: RunningSim,
         retry_base_s=0.2, retry_max_s=2.0, visibility_timeout_s=7, worker_concurrency=8,
         sampling_config=folder / "sampling.yaml", ingest_tokens=SecretStr(TOKEN),
         otlp_quiet_s=1.0)
-    fleet = Fleet(settings, folder)
-    fleet.start_ingest()
-    worker = WorkerProcess(settings, queues=["rag_qa"], concurrency=8,
-                           log_path=folder / "worker.log")
-    worker.wait_ready()
-    yield fleet
-    worker.stop()
-    fleet.stop()
+    with running_fleet(settings, folder, queue="rag_qa", concurrency=8) as fleet:
+        yield fleet
 
 
 def check_sample(verdict: dict[str, Any], *, question: str, answer: str,
