@@ -61,11 +61,13 @@ class FilesystemQueueProbe(QueueProbe):
         else:
             messages = len(names)
             jobs = round(messages * sum(s.jobs for s in summaries) / max(1, len(summaries)))
+        # The earliest of the files read, not the first file's: files written in one
+        # millisecond sort by their random uuid.
         return QueueReading(
             queue, read_at=now, waiting_messages=messages, waiting_jobs=jobs,
             waiting_exact=exact, note=FILESYSTEM_NOTE,
-            oldest_enqueued_at=next((s.oldest_enqueued_at for s in summaries
-                                     if s.oldest_enqueued_at is not None), None))
+            oldest_enqueued_at=min((s.oldest_enqueued_at for s in summaries
+                                    if s.oldest_enqueued_at is not None), default=None))
 
     def _summary(self, name: str) -> EnvelopeSummary | None:
         try:

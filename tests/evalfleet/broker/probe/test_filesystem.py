@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from evalfleet.core.message import Job
 from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
 from producers.enqueuer import Enqueuer
+from tests.helpers import wait_until
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 
@@ -70,7 +72,13 @@ def test_a_long_queue_is_sampled_at_both_ends(settings: Settings,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(filesystem_probe, "EXACT_COUNT_MESSAGES", 2)
     monkeypatch.setattr(filesystem_probe, "SAMPLE_MESSAGES", 1)
-    publish(settings, 10)  # messages of 3, 3, 3 and 1 jobs: the ends hold 3 and 1
+    publish(settings, 9)  # three messages of 3 jobs
+    # kombu names a file by the millisecond of its monotonic clock; the last message must
+    # sort last, so it is published once that clock has moved on.
+    published = time.monotonic()
+    wait_until(lambda: time.monotonic() - published > 0.002, timeout_s=5,
+               what="kombu's millisecond clock to move on", interval_s=0.001)
+    publish(settings, 1)  # the ends hold 3 and 1
     reading = read(settings)
     assert (reading.waiting_messages, reading.waiting_jobs, reading.waiting_exact) == (
         4, 8, False)
