@@ -20,6 +20,7 @@ from typing import Literal, Protocol
 from evalfleet.broker.depth import CachedQueueDepth
 from evalfleet.core.errors import RetryLater
 from evalfleet.core.message import Job, new_job, queue_for
+from evalfleet.core.sample import Sample
 from evalfleet.core.settings import ShadowJudge
 from producers import telemetry
 from producers.backpressure import keeps, rate_factor
@@ -89,7 +90,9 @@ class Dispatcher:
                 be reached; no job of the batch counts as published.
         """
         pairs = [(n, pick) for n, admitted in enumerate(batch) for pick in admitted.picks]
-        keys = [dedupe_key(pick.metric, batch[n].sample.id) for n, pick in pairs]
+        keys = [dedupe_key(pick.metric, batch[n].sample.id,
+                           final_session=_final_session(batch[n].sample))
+                for n, pick in pairs]
         repeats = self._deduper.seen(keys)
         fates: list[list[JobFate]] = [[] for _ in batch]
         jobs: list[Job] = []
@@ -163,3 +166,9 @@ def shadows(sample_id: str, *, share: float) -> bool:
 def _delays(batch: Sequence[Admitted]) -> dict[str, float]:
     return {pick.metric: pick.delay_s for admitted in batch for pick in admitted.picks
             if pick.delay_s > 0}
+
+
+def _final_session(sample: Sample) -> bool:
+    """True when the sample is a final session version (its id may repeat the idle
+    version's, sent again to be marked final)."""
+    return sample.session is not None and sample.session.final

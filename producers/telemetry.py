@@ -129,8 +129,9 @@ OTLP_TURNS = Counter(
 )
 OTLP_SESSIONS = Counter(
     "evalfleet_producer_otlp_sessions_total",
-    "Session versions produced, by why they were closed (idle, end, max_age), and "
-    "sessions forgotten after their final wait (forgotten).",
+    "Session versions produced, by why they were closed (idle, end, max_age, "
+    "final_wait: an idle version sent again once final), and sessions forgotten after "
+    "their final wait (forgotten).",
     ["outcome"],
 )
 OPEN_SESSIONS = Gauge(

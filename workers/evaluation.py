@@ -638,7 +638,8 @@ class Evaluator:
             attempts=job.attempt, latency_ms=round((time.perf_counter() - started) * 1000),
             prompt_tokens=None, completion_tokens=None, attributes=dict(job.sample.attributes),
             sample_ts=job.sample.timestamp or job.enqueued_at, created_at=self._clock(),
-            cost_usd=0.0, purpose=job.purpose, judge_mode=CHECK_MODE, sample=sample)
+            cost_usd=0.0, purpose=job.purpose, judge_mode=CHECK_MODE, sample=sample,
+            provisional=_provisional_session(job))
 
     def _spool_batch_mode(self, pending: list[_Pending], batch: _Batch, *,
                           owner: str) -> list[_Pending]:
@@ -820,9 +821,12 @@ class Evaluator:
         claims = self.store.claim([key for *_, key in resolved], owner=owner,
                                   lease_s=self.options.claim_lease_s, now=self._clock())
         pending: list[_Pending] = []
+        final: list[VerdictKey] = []
         for (index, job, metric, key), claim in zip(resolved, claims, strict=True):
             if claim.state is ClaimState.DONE:
                 batch.outcomes[index] = Outcome.duplicate()
+                if _final_session(job):
+                    final.append(key)
             elif claim.state is ClaimState.BUSY and claim.retry_in_s >= BATCH_HELD_S:
                 # A batch holds the key (its claim has no expiry): it will give a verdict,
                 # or send the job back itself. Waiting for it would loop for hours.
@@ -842,6 +846,9 @@ class Evaluator:
                     continue
                 pending.append(_Pending(index, job, metric, key, request,
                                         compaction=compaction))
+        # The same turns sent again once final: the verdict judged while the session was
+        # idle now counts (no second call, no second verdict).
+        self.store.finalise(final)
         return pending
 
     def _too_long(self, batch: _Batch, item: _Pending, error: TrajectoryTooLong) -> None:
@@ -968,7 +975,7 @@ class Evaluator:
             judge_mode=self.options.judge_mode,
             canary_scores=_canary_scores(job, item.metric, judgement),
             compaction=item.compaction.as_json() if item.compaction else None,
-            failed_step=judgement.failed_step,
+            failed_step=judgement.failed_step, provisional=_provisional_session(job),
             sample=sample_content(job.sample.to_json()) if self.options.keep_samples else None,
             cascade=(item.cascade.record(identity=item.key.judge_model,
                                          prices=self.options.prices)
@@ -1046,3 +1053,13 @@ def _error_class(error: JudgeError) -> str:
 def _total(values: Iterable[int | None]) -> int | None:
     known = [value for value in values if value is not None]
     return sum(known) if known else None
+
+
+def _final_session(job: Job) -> bool:
+    """A session version that is final (its verdict may have been stored provisional)."""
+    return job.sample.session is not None and job.sample.session.final
+
+
+def _provisional_session(job: Job) -> bool:
+    """A session version closed when idle: its verdict is stored provisional."""
+    return job.sample.session is not None and job.sample.session.provisional

@@ -36,9 +36,10 @@ MAX_SESSION_ID_LENGTH = 200
 #: Hex characters of the trace-id digest in a version id.
 DIGEST_LENGTH = 12
 
-#: Why a session version was closed: quiet for the idle time, an end marker, or its
-#: maximum age.
-ClosedBy = Literal["idle", "end", "max_age"]
+#: Why a session version was closed: quiet for the idle time, an end marker, its
+#: maximum age, or quiet past the final wait (the same turns as its idle version,
+#: produced again to say that version is final).
+ClosedBy = Literal["idle", "end", "max_age", "final_wait"]
 
 
 class _Model(BaseModel):
@@ -74,9 +75,17 @@ class Session(_Model):
 
     @property
     def final(self) -> bool:
-        """True for a version closed by an end marker or its maximum age (a version
-        closed when idle is final only once its final wait passes with no later turn)."""
-        return self.closed_by in ("end", "max_age")
+        """True for a version closed by an end marker, its maximum age or its final wait
+        (a version closed when idle is final only once its final wait passes with no
+        later turn: the producer then sends the same turns again, ``final_wait``)."""
+        return self.closed_by in ("end", "max_age", "final_wait")
+
+    @property
+    def provisional(self) -> bool:
+        """True for a version closed when idle: a later turn may still replace it, so
+        its verdict reaches alerts and corrected estimates only once marked final. A
+        session not built by the producer (``closed_by`` None) is final as given."""
+        return self.closed_by == "idle"
 
     def map_text(self, change: Callable[[str], str]) -> Session:
         """The session with ``change`` applied to every text of its turns (questions,

@@ -111,6 +111,10 @@ class VerdictRecord:
     sample: dict[str, Any] | None = None
     """The sample content judged (``input``, ``output``, ``context``, ``reference``,
     ``fields``) as the producer accepted it; None when not kept (or purged)."""
+    provisional: bool = False
+    """A session version closed when idle (``evalfleet.core.session.Session.provisional``):
+    its scores reach the score series (alerts, corrected estimates) only once it is
+    marked final (:meth:`VerdictStore.finalise`)."""
     cascade: dict[str, Any] | None = None
     """How a judge cascade reached the verdict (:func:`workers.cascade.cascade_record`):
     the tier that settled it, its model and confidence, the thresholds' version, and
@@ -273,6 +277,19 @@ class VerdictStore(ABC):
             StoreUnavailable: The database cannot be reached: nothing was claimed or stored.
             StoreRejected: The database refuses a verdict: nothing was claimed or stored
                 (:meth:`claim` and :meth:`save` with ``on_rejected`` keep the others).
+        """
+
+    @abstractmethod
+    def finalise(self, keys: Sequence[VerdictKey]) -> int:
+        """Mark the provisional verdicts of ``keys`` final, in one transaction: their
+        scores then enter the series alerts and corrected estimates read
+        (``evalfleet.store.finality``). Keys with no verdict or a final one are skipped.
+
+        Returns:
+            How many verdicts were marked final now.
+
+        Raises:
+            StoreUnavailable: The database cannot be reached: try again later.
         """
 
     @abstractmethod

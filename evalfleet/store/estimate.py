@@ -6,7 +6,9 @@ along its ``(metric, name, sample_ts)`` index, joined to ``verdicts`` for the se
 attributes only when there is a segment; ``created_at`` is bound too, so Postgres reads
 only the partitions of the range. People's side is the review items whose samples were
 taken in the pool, on sample time like the verdicts (random and chosen: the caller uses
-the first and counts the second), with their labels.
+the first and counts the second), with their labels. Both sides leave out provisional
+session versions until they are marked final (``evalfleet.store.finality``): their
+scores are not in ``verdict_scores`` yet, and their review items wait.
 Postgres and SQLite alike.
 """
 
@@ -134,8 +136,16 @@ class EstimateReads:
         Returns:
             Every item, random or chosen, in queue order.
         """
-        i, lab = review_items.c, review_labels.c
-        where = (i.metric == metric, i.sample_ts >= to_utc(start), i.sample_ts < to_utc(end))
+        i, lab, v = review_items.c, review_labels.c, verdicts.c
+        start, end = to_utc(start), to_utc(end)
+        # An item whose verdict is a provisional session version counts once it is final,
+        # as the verdict's score does on the judge's side (evalfleet.store.finality).
+        provisional = select(v.id).where(
+            v.metric == metric, v.sample_ts >= start, v.sample_ts < end,
+            v.created_at >= created_since(start), v.provisional,
+            v.sample_id == i.sample_id, v.prompt_version == i.prompt_version,
+            v.judge_model == i.judge_model).exists()
+        where = (i.metric == metric, i.sample_ts >= start, i.sample_ts < end, ~provisional)
         items_query = select(i.id, i.sample_id, i.reason, i.probability, i.stratum,
                              i.judge_scores, i.attributes).where(*where).order_by(i.id)
         labels_query = (select(lab.item_id, lab.score, lab.raw_value)

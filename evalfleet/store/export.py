@@ -23,7 +23,9 @@ def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str,
     step, from 1, the judge named as where things went wrong; null when it named none),
     ``settled_model`` (the model whose verdict a judge cascade kept; null for one judge)
     and ``cascade`` (how the cascade reached it: ``tier``, ``confidence``,
-    ``low_confidence``, ``tried``...; null for one judge) and, with
+    ``low_confidence``, ``tried``...; null for one judge), ``provisional`` (true for a
+    session version closed when idle and not yet final: a later turn may still replace
+    it, and alerts and corrected estimates do not count it yet) and, with
     ``with_sample``, ``sample``: the content judged (null when none was kept).
     """
     row = {
@@ -57,6 +59,7 @@ def export_row(record: VerdictRecord, *, with_sample: bool = False) -> dict[str,
         "failed_step": record.failed_step,
         "settled_model": record.cascade.get("model") if record.cascade else None,
         "cascade": record.cascade,
+        "provisional": record.provisional,
     }
     if with_sample:
         row["sample"] = record.sample

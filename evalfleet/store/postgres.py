@@ -60,7 +60,8 @@ FROM input LEFT JOIN claims ON claims.key = input.digest
 #: Inserts the verdicts in ``:rows`` (a JSON array of rows, each with its kept sample
 #: under ``sample`` and its key's digest under ``digest``) whose key is new in
 #: ``verdict_keys`` (the key's uniqueness across the partitions of ``verdicts``), with
-#: the non-null scores of the production ones (the series alerts read) and their
+#: the non-null scores of the production ones not provisional (the series alerts read,
+#: ``evalfleet.store.finality``) and their
 #: samples, drops ``:owner``'s claims on the digests in ``:release`` (a JSON array),
 #: and returns the new verdicts' ids and keys.
 #: ``{columns}``: the verdict rows' fields.
@@ -81,13 +82,14 @@ WITH input AS (
     WHERE element.doc ->> 'digest' IN (SELECT digest FROM keyed)
     ORDER BY element.n
     RETURNING id, sample_id, metric, prompt_version, judge_model, purpose, scores, sample_ts,
-              created_at
+              created_at, provisional
 ), scored AS (
     INSERT INTO verdict_scores (verdict_id, name, metric, value, sample_ts, created_at)
     SELECT new.id, score.key, new.metric, CAST(score.value AS float8), new.sample_ts,
            new.created_at
     FROM new, jsonb_each(new.scores) AS score
     WHERE jsonb_typeof(score.value) = 'number' AND new.purpose = 'production'
+        AND NOT new.provisional
 ), kept AS (
     INSERT INTO verdict_samples (verdict_id, created_at, sample)
     SELECT new.id, new.created_at, given.sample

@@ -31,6 +31,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -94,6 +95,9 @@ verdicts = Table(
     # How a judge cascade reached the verdict (tier, confidence, tiers tried); null
     # for a metric judged by one model.
     Column("cascade", JsonDocument),
+    # A session version closed when idle, not yet final: its scores stay out of
+    # ``verdict_scores`` (alerts, estimates) until it is marked final.
+    Column("provisional", Boolean, nullable=False, server_default=false()),
     # The exactly-once effect: one verdict per sample, metric, prompt and judge (on
     # Postgres: ``verdict_keys``, as a partitioned table cannot hold this constraint).
     UniqueConstraint("sample_id", "metric", "prompt_version", "judge_model", info=SQLITE_ONLY),

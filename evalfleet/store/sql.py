@@ -28,6 +28,7 @@ from evalfleet.store.base import (
     VerdictRecord,
     VerdictStore,
 )
+from evalfleet.store.finality import finalise
 from evalfleet.store.intake import queue_random
 from evalfleet.store.partitions import created_since
 from evalfleet.store.schema import calibration_runs, claims, verdict_samples, verdict_scores
@@ -241,12 +242,14 @@ class SqlStore(VerdictStore):
         new_ids = {VerdictKey(*row[1:]): row[0]
                    for row in conn.execute(statement, [verdict_row(r) for r in records])}
         # Only production values go to the aggregation table that alerts read; nulls,
-        # and the scores of calibration, canary and shadow verdicts, stay in the verdict.
+        # and the scores of calibration, canary and shadow verdicts and of provisional
+        # session versions (until marked final), stay in the verdict.
         score_rows = [
             {"verdict_id": new_ids[record.key], "name": name, "metric": record.key.metric,
              "value": value, "sample_ts": to_utc(record.sample_ts),
              "created_at": to_utc(record.created_at)}
             for record in records if record.key in new_ids and record.purpose == "production"
+            and not record.provisional
             for name, value in record.scores.items() if value is not None
         ] + canary_rows(records, new_ids)
         if score_rows:
@@ -255,6 +258,13 @@ class SqlStore(VerdictStore):
         if samples:
             conn.execute(verdict_samples.insert(), samples)
         return len(new_ids)
+
+    def finalise(self, keys: Sequence[VerdictKey]) -> int:
+        """See :meth:`VerdictStore.finalise`."""
+        if not keys:
+            return 0
+        with self._transaction() as conn:
+            return finalise(conn, keys)
 
     def iter_verdicts(
         self, *, metric: str | None = None, since: datetime | None = None,
@@ -579,7 +589,7 @@ def verdict_row(record: VerdictRecord) -> dict[str, Any]:
         "judge_fingerprint": record.judge_fingerprint, "purpose": record.purpose,
         "judge_mode": record.judge_mode, "cached_tokens": record.cached_tokens,
         "compaction": record.compaction, "failed_step": record.failed_step,
-        "cascade": record.cascade,
+        "cascade": record.cascade, "provisional": record.provisional,
     }
 
 
@@ -597,4 +607,5 @@ def _verdict_record(row: RowMapping) -> VerdictRecord:
         judge_mode=row["judge_mode"], cached_tokens=row["cached_tokens"],
         compaction=row.get("compaction"), failed_step=row.get("failed_step"),
         sample=row.get("sample"), cascade=row.get("cascade"),
+        provisional=bool(row.get("provisional")),
     )

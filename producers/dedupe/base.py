@@ -11,9 +11,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 
-def dedupe_key(metric: str, sample_id: str) -> str:
-    """The key of one job: a sample id is judged once per metric."""
-    return f"{metric}:{sample_id}"
+def dedupe_key(metric: str, sample_id: str, *, final_session: bool = False) -> str:
+    """The key of one job: a sample id is judged once per metric. A session version
+    sent again to be made final (``evalfleet.core.session.Session.final``) is a job of
+    its own: it repeats the idle version's id, and dropping it as a repeat would leave
+    that verdict provisional."""
+    return f"{metric}:{sample_id}" + (":final" if final_session else "")
 
 
 class Deduper(ABC):

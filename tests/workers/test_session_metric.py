@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from evalfleet.core.message import new_job
 from evalfleet.core.metric import MetricRegistry, load_registry
@@ -18,6 +19,7 @@ from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore
 from evalfleet.store.evidence import sample_content
 from evalfleet.store.export import export_row
+from evalfleet.store.schema import verdict_scores, verdicts
 from tests.workers.test_trace_metric import make_evaluator  # noqa: F401 (a fixture)
 from workers.renderer import render
 
@@ -35,11 +37,13 @@ def turn(n: int, *, answer_chars: int = 0, documents: int = 1) -> dict[str, Any]
                                       "result": "4 C, rain" + "z" * answer_chars}]}}
 
 
-def session_sample(turns: list[dict[str, Any]], session_id: str = "conv-1") -> Any:
+def session_sample(turns: list[dict[str, Any]], session_id: str = "conv-1", *,
+                   closed_by: str = "idle") -> Any:
     trace_ids = [t["trace_id"] for t in turns]
     return parse_sample({"id": version_id(session_id, trace_ids), "input": turns[0]["input"],
                          "output": turns[-1]["output"],
-                         "session": {"id": session_id, "turns": turns, "closed_by": "idle"}})
+                         "session": {"id": session_id, "turns": turns,
+                                     "closed_by": closed_by}})
 
 
 def registry_with_budget(tmp_path: Path, metric: str, budget_tokens: int) -> MetricRegistry:
@@ -80,6 +84,39 @@ def test_each_version_of_a_session_is_its_own_verdict(make_evaluator: Any,  # no
         evaluator.run(new_job(metric, sample), owner="w1")
     assert sorted(v.key.sample_id for v in store.iter_verdicts()) == sorted([three.id, four.id])
     assert sim.stats()["requests"] == 2
+
+
+def scored_sample_ids(store: SqlStore) -> list[str]:
+    """The verdicts whose scores are in the series alerts and estimates read."""
+    with store.engine.connect() as conn:
+        return sorted(conn.execute(select(verdicts.c.sample_id).join(
+            verdict_scores, verdict_scores.c.verdict_id == verdicts.c.id)).scalars())
+
+
+def test_an_idle_version_counts_once_the_same_turns_come_again_final(
+        make_evaluator: Any, store: SqlStore, sim: RunningSim) -> None:  # noqa: F811
+    evaluator = make_evaluator(load_registry())
+    metric = "conversation_goal_completion"
+    turns = [turn(1), turn(2)]
+    idle, ended = session_sample(turns), session_sample([turn(3)], "conv-2", closed_by="end")
+    for sample in (idle, ended):
+        assert evaluator.run(new_job(metric, sample), owner="w1").kind == "stored"
+    provisional = {v.key.sample_id: v.provisional for v in store.iter_verdicts()}
+    assert provisional == {idle.id: True, ended.id: False}
+    assert scored_sample_ids(store) == [ended.id]
+    # The producer sends the idle version's turns again once its final wait passed.
+    final = session_sample(turns, closed_by="final_wait")
+    assert final.id == idle.id
+    assert evaluator.run(new_job(metric, final), owner="w2").kind == "duplicate"
+    assert [v.provisional for v in store.iter_verdicts()] == [False, False]
+    assert scored_sample_ids(store) == sorted([idle.id, ended.id])
+    assert sim.stats()["requests"] == 2  # marked, never judged again
+    # A final version judged first (its idle job lost or late) is final at once.
+    late = session_sample([turn(4)], "conv-3", closed_by="final_wait")
+    evaluator.run(new_job(metric, late), owner="w1")
+    evaluator.run(new_job(metric, session_sample([turn(4)], "conv-3")), owner="w1")
+    assert not next(v for v in store.iter_verdicts() if v.key.sample_id == late.id).provisional
+    assert late.id in scored_sample_ids(store)
 
 
 def test_a_long_session_is_compacted_turn_by_turn_the_same_way_twice(

@@ -6,8 +6,13 @@ turns of a session past that age wait for the idle time). :meth:`SessionBuffer.c
 hands a due session out with a lease, as the trace buffer does, so a claimer that dies
 leaves it to be claimed again. :meth:`SessionBuffer.finish` records the version produced
 and keeps the turns for the final wait after the last turn: a turn arriving meanwhile
-makes the next version (all the turns so far), due when it goes quiet again; once the
-final wait passes with nothing new, the next claim forgets the session. A turn is kept
+makes the next version (all the turns so far), due when it goes quiet again. Once the
+final wait passes with nothing new, a session whose last version was closed when idle is
+claimed once more with the same turns, closed by ``final_wait`` (an end marker arriving
+with nothing new does the same, closed by ``end``): that version has the same sample id
+and so the same verdict key, and its job marks the idle version's verdict final instead
+of judging again (``docs/traces.md``). The next claim forgets a session whose last
+version is final. A turn is kept
 once per trace id, so a trace produced twice (its lease ended) adds no second turn.
 
 Bounds (what is shed is returned by reason, and counted by the caller): sessions held at
@@ -53,10 +58,14 @@ class SessionTiming:
         due = last_s + self.idle_s
         return due if aged else min(due, first_s + self.max_age_s)
 
-    def closed_by(self, *, first_s: float, aged: bool, ended: bool, now_s: float) -> ClosedBy:
-        """Why a session claimed at ``now_s`` is closed."""
+    def closed_by(self, *, first_s: float, aged: bool, ended: bool, fresh: bool,
+                  now_s: float) -> ClosedBy:
+        """Why a session claimed at ``now_s`` is closed (``fresh``: it has turns not
+        judged yet; without, its idle version is claimed again to be made final)."""
         if ended:
             return "end"
+        if not fresh:
+            return "final_wait"
         if not aged and now_s >= first_s + self.max_age_s:
             return "max_age"
         return "idle"
@@ -101,8 +110,10 @@ class SessionBuffer(ABC):
 
     @abstractmethod
     def claim_due(self, *, now_s: float, limit: int) -> tuple[list[ClaimedSession], int]:
-        """Lease up to ``limit`` due sessions to the caller, and forget those past their
-        final wait with nothing new.
+        """Lease up to ``limit`` due sessions to the caller (a session past its final
+        wait whose last version was closed when idle: once more, closed by
+        ``final_wait``), and forget those past their final wait whose last version is
+        final.
 
         Returns:
             The claimed sessions, and how many were forgotten.

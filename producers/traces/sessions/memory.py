@@ -31,6 +31,7 @@ class _Held:
     judged: int = 0
     ended: bool = False
     aged: bool = False
+    last_closed: str | None = None
 
 
 class MemorySessionBuffer(SessionBuffer):
@@ -91,16 +92,17 @@ class MemorySessionBuffer(SessionBuffer):
                          if held.due_s <= now_s)
             for _, session_id in due:
                 held = self._held[session_id]
-                if len(held.turns) <= held.judged:
+                fresh = len(held.turns) > held.judged
+                if not fresh and held.last_closed != "idle":
                     # Past its final wait (or ended) with nothing new: its last version
-                    # stands.
+                    # stands, and is final.
                     del self._held[session_id]
                     forgotten += 1
                     continue
                 if len(claimed) == limit:
                     break
                 closed_by = timing.closed_by(first_s=held.first_s, aged=held.aged,
-                                             ended=held.ended, now_s=now_s)
+                                             ended=held.ended, fresh=fresh, now_s=now_s)
                 held.due_s = now_s + SESSION_LEASE_S
                 claimed.append(ClaimedSession(session_id,
                                               [orjson.loads(b) for b in held.turns.values()],
@@ -116,6 +118,7 @@ class MemorySessionBuffer(SessionBuffer):
                 if held is None:
                     continue
                 held.judged = len(session.envelopes)
+                held.last_closed = session.closed_by
                 held.aged = held.aged or session.closed_by == "max_age"
                 held.ended = held.ended and session.closed_by != "end"
                 if len(held.turns) > held.judged or held.ended:

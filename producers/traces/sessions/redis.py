@@ -2,14 +2,15 @@
 
 Keys (``evalfleet:otlp:session:`` prefix): ``turns:<session>`` a hash of trace id to the
 turn's envelope (JSON), ``meta:<session>`` a hash (first and last turn arrival, turn
-count and bytes, turns judged in the last version, whether it ended or passed its
-maximum age), ``due`` a sorted set of session ids by the time each is due, ``firsts``
-one by the time of each session's first turn (the oldest, for ``evalfleet status``). Each
-operation is one Lua script, so replicas never see half of another's step, and a session
-is in ``due`` from its first turn until it is forgotten: an ingest killed at any point
-leaves every kept turn to the next sweep (with Redis persistence). The trace a turn came
-from is finished in the trace buffer only after its turn is kept here, so a SIGKILL in
-between produces the trace again and its turn is kept once (by trace id).
+count and bytes, turns judged in the last version and why it was closed, whether it ended
+or passed its maximum age), ``due`` a sorted set of session ids by the time each is due,
+``firsts`` one by the time of each session's first turn (the oldest, for ``evalfleet
+status``). Each operation is one Lua script, so replicas never see half of another's
+step, and a session is in ``due`` from its first turn until it is forgotten: an ingest
+killed at any point leaves every kept turn to the next sweep (with Redis persistence).
+The trace a turn came from is finished in the trace buffer only after its turn is kept
+here, so a SIGKILL in between produces the trace again and its turn is kept once (by
+trace id).
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ for _, sid in ipairs(ids) do
   local meta, turns = p .. 'meta:' .. sid, p .. 'turns:' .. sid
   local count = tonumber(redis.call('HGET', meta, 'count') or '0')
   local judged = tonumber(redis.call('HGET', meta, 'judged') or '0')
-  if count <= judged then
+  if count <= judged and redis.call('HGET', meta, 'closed') ~= 'idle' then
     redis.call('DEL', meta, turns)
     redis.call('ZREM', due, sid)
     redis.call('ZREM', p .. 'firsts', sid)
@@ -116,6 +117,8 @@ for _, sid in ipairs(ids) do
     local closed = 'idle'
     if redis.call('HGET', meta, 'ended') then
       closed = 'end'
+    elseif count <= judged then
+      closed = 'final_wait'
     elseif not redis.call('HGET', meta, 'aged')
         and now >= tonumber(redis.call('HGET', meta, 'first')) + max_age then
       closed = 'max_age'
@@ -139,7 +142,7 @@ for i = 6, #ARGV, 3 do
   local sid, judged, closed = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
   local meta = p .. 'meta:' .. sid
   if redis.call('EXISTS', meta) == 1 then
-    redis.call('HSET', meta, 'judged', judged)
+    redis.call('HSET', meta, 'judged', judged, 'closed', closed)
     if closed == 'max_age' then redis.call('HSET', meta, 'aged', 1) end
     if closed == 'end' then redis.call('HDEL', meta, 'ended') end
     local at

@@ -21,3 +21,10 @@ def test_keys_are_per_metric(deduper: Deduper) -> None:
     assert deduper.seen([dedupe_key("bbh_match", "id-1")]) == [False]
     assert deduper.seen([]) == []
     deduper.mark([])
+
+
+def test_a_final_session_version_is_not_a_repeat_of_its_idle_version(
+        deduper: Deduper) -> None:
+    deduper.mark([dedupe_key("conversation_goal_completion", "conv-1#2-abc")])
+    assert deduper.seen([dedupe_key("conversation_goal_completion", "conv-1#2-abc",
+                                    final_session=True)]) == [False]

@@ -170,9 +170,37 @@ def test_a_late_turn_makes_the_next_version_under_its_own_key(
     assert four["id"] == version_id("conv-1", [f"{n:032x}" for n in (1, 2, 3, 4)])
     assert three["id"] != four["id"] and four["id"].startswith("conv-1#4-")
     assert len(four["session"]["turns"]) == 4
-    # Nothing new: past its final wait the session is forgotten, no third version.
-    assert ingest.sweep(after_s=FINAL_S) == 0
-    assert len(jobs(redis_client)) == 2
+    # Nothing new past its final wait: the last version is sent once more, closed by
+    # final_wait under the same id (its verdict is marked final, not judged again), and
+    # the session is forgotten; no third version.
+    assert ingest.sweep(after_s=FINAL_S) == 1
+    final = jobs(redis_client)[-1]
+    assert final["id"] == four["id"] and final["session"]["closed_by"] == "final_wait"
+    assert final["session"]["turns"] == four["session"]["turns"]
+    assert ingest.sweep() == 0
+    assert len(jobs(redis_client)) == 3
+    assert ingest.sessions.buffer.open_sessions() == 0
+
+
+def test_a_final_version_is_sent_once_and_not_for_a_session_already_final(
+        make_ingest: Callable[..., Ingest], redis_client: redis.Redis) -> None:
+    ingest = make_ingest()
+    ingest.send(*turn_spans(1, "conv-idle"), *turn_spans(2, "conv-ended"))
+    assert ingest.sweep(after_s=IDLE_S + 3) == 2
+    # An end marker with nothing new closes the idle version's turns again, at once.
+    ingest.send(json_span("e000000000000001", trace_id="e" * 32, name="conversation.end",
+                          attributes={"gen_ai.conversation.id": "conv-ended"}))
+    assert ingest.sweep(after_s=3) == 1
+    idle_one, idle_two, ended = jobs(redis_client)
+    by_id = {idle_one["session"]["id"]: idle_one, idle_two["session"]["id"]: idle_two}
+    assert ended["id"] == by_id["conv-ended"]["id"]
+    assert ended["session"]["closed_by"] == "end"
+    # Past the final wait: only the session still idle is sent again; both forgotten.
+    assert ingest.sweep(after_s=FINAL_S) == 1
+    final = jobs(redis_client)[-1]
+    assert (final["id"], final["session"]["closed_by"]) == (by_id["conv-idle"]["id"],
+                                                            "final_wait")
+    assert ingest.sweep() == 0
     assert ingest.sessions.buffer.open_sessions() == 0
 
 
