@@ -68,10 +68,13 @@ def test_default_rules_evaluate_on_an_empty_store(database_url: str) -> None:
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     drops = ("rag_qa_faithfulness_drop", "context_precision_drop", "bbh_accuracy_drop",
-             "agent_task_completion_drop", "agent_tool_use_drop", "rec_faithfulness_drop")
+             "agent_task_completion_drop", "agent_tool_use_drop", "rec_faithfulness_drop",
+             "conversation_goal_completion_drop", "conversation_faithfulness_drop",
+             "user_frustration_rise")
     drifts = ("rag_qa_judge_drift", "context_precision_judge_drift", "bbh_judge_drift",
               "rec_faithfulness_judge_drift", "agent_task_completion_judge_drift",
-              "agent_tool_use_judge_drift")
+              "agent_tool_use_judge_drift", "conversation_goal_completion_judge_drift",
+              "conversation_faithfulness_judge_drift", "user_frustration_judge_drift")
     count = len(drops) + len(drifts)
     rows = [line.split() for line in lines[2:2 + count]]
     assert lines[2 + count:] == [f"{rule}: no baseline: no calibration run of this metric "

@@ -21,11 +21,16 @@ def load(tmp_path: Path, document: dict[str, Any]) -> Any:
     return load_rules(path, registry=REGISTRY)
 
 
+SESSION_METRICS = {"conversation_goal_completion", "conversation_faithfulness",
+                   "user_frustration"}
+
+
 def rule(**fields: Any) -> dict[str, Any]:
     return {"name": "r", "metric": "rag_qa", "score": "faithfulness", **fields}
 
 
-def test_the_shipped_rules_cover_the_call_and_agent_metrics_with_their_score_kinds() -> None:
+def test_the_shipped_rules_cover_the_call_agent_and_session_metrics_with_their_score_kinds(
+) -> None:
     rules = load_rules(None, registry=REGISTRY)
     kinds = {(r.spec.metric, r.spec.score): r.kind for r in rules.rules if r.spec.kind == "app"}
     assert kinds == {
@@ -35,7 +40,14 @@ def test_the_shipped_rules_cover_the_call_and_agent_metrics_with_their_score_kin
         ("rec_faithfulness", "faithfulness"): "ordinal",
         ("agent_task_completion", "task_completion"): "continuous",
         ("agent_tool_use", "tool_use"): "continuous",
+        ("conversation_goal_completion", "goal_completion"): "continuous",
+        ("conversation_faithfulness", "conversation_faithfulness"): "continuous",
+        ("user_frustration", "no_frustration"): "continuous",
     }
+    # Session verdicts count once final, after their sample time: whole windows read
+    # them, a sequential detector would have read past them.
+    assert {r.spec.test for r in rules.rules
+            if r.spec.metric in SESSION_METRICS and r.spec.kind == "app"} == {"fixed"}
     pinned = next(r for r in rules.rules if r.spec.metric == "rec_faithfulness")
     assert pinned.spec.segment_keys == ("prompt_version", "app")
 
@@ -50,6 +62,9 @@ def test_the_shipped_rules_watch_each_metrics_judge_on_its_gold_labels() -> None
         ("rec_faithfulness", "canary:faithfulness", "continuous"),  # 1 - |judge - label| / 4
         ("agent_task_completion", "canary:task_completion", "continuous"),
         ("agent_tool_use", "canary:tool_use", "continuous"),
+        ("conversation_goal_completion", "canary:goal_completion", "continuous"),
+        ("conversation_faithfulness", "canary:conversation_faithfulness", "continuous"),
+        ("user_frustration", "canary:no_frustration", "continuous"),
     }
 
 
