@@ -41,6 +41,7 @@ from evalfleet.store.pages import (
 )
 from evalfleet.store.sql import SqlStore
 from evalfleet.web.charts import histogram, polyline, shared_top, time_ticks, y_of
+from evalfleet.web.session import session_view
 from evalfleet.web.trajectory import trajectory_view
 
 #: Evaluations a sparkline shows.
@@ -257,6 +258,7 @@ class PageData:
             "trajectory": trajectory_view(sample.get("trajectory"),
                                           failed_step=found.get("failed_step"))
             if sample else None,
+            "session": session_view(sample.get("session")) if sample else None,
             "fields_json": json.dumps(sample.get("fields") or {}, indent=2, ensure_ascii=False)
             if sample else "",
             "error": self._mask(found.get("error")),

@@ -36,6 +36,7 @@ from evalfleet.review.label import read_label
 from evalfleet.review.pending import label_studio_task, pending_record
 from evalfleet.store.review import LabelValue, ReviewItem, ReviewQueue
 from evalfleet.web.csrf import check_token, issue_token
+from evalfleet.web.session import session_view
 from evalfleet.web.trajectory import trajectory_view
 
 #: The agreement view: its default and longest look-back in days.
@@ -429,6 +430,7 @@ class ReviewPages:
             reviewer=reviewer, given=given, problems=problems or [], scores=scores,
             reveal=reveal, sample=sample, csrf=self._csrf(request),
             trajectory=trajectory_view(sample.get("trajectory")),
+            session=session_view(sample.get("session")),
             description=metric.spec.description if metric else "", guide=guide,
             guide_problem=guide_problem)
 

@@ -87,42 +87,47 @@ def trajectory_view(data: Any, *, failed_step: int | None = None) -> TrajectoryV
     try:
         trajectory = Trajectory.model_validate(data)
     except (ValidationError, RecursionError) as exc:
-        first = exc.errors()[0] if isinstance(exc, ValidationError) else None
-        where = ".".join(str(p) for p in first["loc"]) if first else "trajectory"
-        return TrajectoryView(problem=f"the trajectory kept with this sample does not read "
-                                      f"({where}: {first['msg'] if first else 'too deep'})")
+        return TrajectoryView(problem=unreadable("trajectory", exc))
     steps = [StepView(number=n, kind=step.type,
                       summary=plain_text(step_summary(step), limit=SUMMARY_CHARS),
                       parts=_parts(step), failed=n == failed_step)
              for n, step in enumerate(trajectory.steps[:MAX_STEPS], 1)]
-    tools = [Part(label=_cut(f"{tool.name}: {tool.description}" if tool.description
+    tools = [Part(label=cut(f"{tool.name}: {tool.description}" if tool.description
                              else tool.name), text=_pretty(tool.parameters))
              for tool in trajectory.tools]
     return TrajectoryView(steps=steps, more_steps=max(0, len(trajectory.steps) - MAX_STEPS),
-                          tools=tools, final_answer=_cut(trajectory.final_answer)
+                          tools=tools, final_answer=cut(trajectory.final_answer)
                           if trajectory.final_answer is not None else None)
+
+
+def unreadable(what: str, error: ValidationError | RecursionError) -> str:
+    """Why a ``what`` kept with a sample does not read: its first error, where it is."""
+    first = error.errors()[0] if isinstance(error, ValidationError) else None
+    where = ".".join(str(p) for p in first["loc"]) if first else what
+    return (f"the {what} kept with this sample does not read "
+            f"({where}: {first['msg'] if first else 'too deep'})")
 
 
 def _parts(step: ModelStep | ToolStep | RetrievalStep | HandoffStep) -> list[Part]:
     if isinstance(step, ToolStep):
         parts = [Part("arguments", _pretty(step.arguments)), Part("result", _pretty(step.result))]
         if step.error:
-            parts.append(Part("error", _cut(step.error)))
+            parts.append(Part("error", cut(step.error)))
         return [*parts, *_took(step.duration_ms), *_named("call id", step.call_id)]
     if isinstance(step, ModelStep):
         messages = [part for message in step.input for part in _message("in", message)]
         messages += [part for message in step.output for part in _message("out", message)]
         return [*_named("model", step.model), *messages, *_took(step.duration_ms)]
     if isinstance(step, RetrievalStep):
-        documents = [Part(f"document {d}", _cut(text))
+        documents = [Part(f"document {d}", cut(text))
                      for d, text in enumerate(step.documents, 1)]
         return [*_named("query", step.query), *documents]
-    return [Part("agent", _cut(step.agent))]
+    return [Part("agent", cut(step.agent))]
 
 
 def _message(side: str, message: Message) -> list[Part]:
     answers = f" (answering call {message.tool_call_id})" if message.tool_call_id else ""
-    parts = [Part(f"{side}: {message.role}{answers}", _cut(message.content))] \
+    parts = [Part(f"{side}: {message.role}{answers}", cut(message.content))] \
         if message.content or not message.tool_calls else []
     parts += [Part(f"{side}: {message.role} asks for {call.name}"
                    + (f" (call {call.id})" if call.id else ""), _pretty(call.arguments))
@@ -131,7 +136,7 @@ def _message(side: str, message: Message) -> list[Part]:
 
 
 def _named(label: str, value: str | None) -> list[Part]:
-    return [Part(label, _cut(value))] if value else []
+    return [Part(label, cut(value))] if value else []
 
 
 def _took(duration_ms: float | None) -> list[Part]:
@@ -141,11 +146,12 @@ def _took(duration_ms: float | None) -> list[Part]:
 def _pretty(value: Any) -> str:
     """A JSON value indented for reading; text as it is."""
     if isinstance(value, str):
-        return _cut(value)
-    return _cut(json.dumps(value, ensure_ascii=False, indent=2))
+        return cut(value)
+    return cut(json.dumps(value, ensure_ascii=False, indent=2))
 
 
-def _cut(text: str) -> str:
+def cut(text: str) -> str:
+    """``text`` cut to :data:`PART_CHARS`, saying how much was left out."""
     if len(text) <= PART_CHARS:
         return text
     return (f"{text[:PART_CHARS]}\n[... {len(text) - PART_CHARS:,} more characters not "
