@@ -96,6 +96,24 @@ def failed_step_line(item: Evidence, *, limit: int = STEP_CHARS) -> str | None:
     return plain_text(f"step {item.failed_step} of {total}: {step_summary(step)}", limit=limit)
 
 
+def session_line(item: Evidence, *, limit: int = STEP_CHARS) -> str | None:
+    """A conversation's evidence as plain text: ``conversation conv-42, 3 turns (closed by
+    idle); last question: ...`` (the sample's own question and answer are its first
+    question and its last answer). None for a sample without a session."""
+    session = (item.sample or {}).get("session")
+    if not isinstance(session, dict):
+        return None
+    turns = session.get("turns")
+    turns = turns if isinstance(turns, list) else []
+    last = turns[-1] if turns and isinstance(turns[-1], dict) else {}
+    closed = f" (closed by {session['closed_by']})" if session.get("closed_by") else ""
+    line = f"conversation {session.get('id')}, {len(turns)} turn(s){closed}"
+    question = last.get("input")
+    if len(turns) > 1 and isinstance(question, str) and question:
+        line += f"; last question: {question}"
+    return plain_text(line, limit=limit)
+
+
 def _named_step(item: Evidence) -> tuple[Step | None, int]:
     """The step the judge named, read from the kept trajectory, and how many it has."""
     trajectory = (item.sample or {}).get("trajectory")

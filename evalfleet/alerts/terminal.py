@@ -10,7 +10,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalfleet.alerts.alert import detector_lines, drift_line
-from evalfleet.alerts.evidence import context_excerpt, failed_step_line, plain_text
+from evalfleet.alerts.evidence import (
+    context_excerpt,
+    failed_step_line,
+    plain_text,
+    session_line,
+)
 from evalfleet.alerts.judgecheck import check_line
 from evalfleet.alerts.segment import Segment
 from evalfleet.core.durations import format_duration, format_moment
@@ -139,6 +144,9 @@ def _worst_lines(worst: Sequence[Any], clean: Any) -> list[str]:
         sample = item.sample or {}
         if item.sample is None:
             lines.append("     (sample not kept)")
+        conversation = session_line(item)
+        if conversation:
+            lines.append(f"     {'session:':<10}{conversation}")
         for label, key in (("question", "input"), ("answer", "output")):
             if sample.get(key):
                 lines.append(f"     {label + ':':<10}{clean(sample[key], 300)}")

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from evalfleet.alerts.alert import detector_lines, drift_line
-from evalfleet.alerts.evidence import context_excerpt, failed_step_line
+from evalfleet.alerts.evidence import context_excerpt, failed_step_line, session_line
 from evalfleet.alerts.rule import (
     CalibrationBaseline,
     PinnedBaseline,
@@ -349,7 +349,8 @@ def _evidence_row(item: Any) -> dict[str, Any]:
             "reason": item.reason, "at": item.sample_ts, "attributes": item.attributes,
             "input": sample.get("input"), "output": sample.get("output"),
             "context": context, "more_context": more, "kept": item.sample is not None,
-            "failed_step": failed_step_line(item), "step_number": item.failed_step}
+            "failed_step": failed_step_line(item), "step_number": item.failed_step,
+            "session": session_line(item)}
 
 
 def _trend_chart(buckets: Sequence[Any], points: Sequence[Any], history: Sequence[Any], *,

@@ -368,3 +368,13 @@ def test_the_alert_page_histograms_and_worst_samples_explain_themselves(site: An
         "&lt;!channel&gt;")
     verdict = get(site, step.group(2).split("#")[0]).text
     assert '<li class="step step-tool failed" id="step-2">' in verdict
+    # A conversation among the worst: which, how long, its last question, linked to its
+    # turns; a provisional version is no evidence until final.
+    session = re.search(r'class="text session-line">([^<]*)</span> '
+                        r'<a href="(/verdicts/\d+)#session">', alert)
+    assert session and session.group(1).startswith(
+        "conversation conv-7, 2 turn(s) (closed by final_wait); last question: And tomorrow? "
+        "&lt;!channel&gt;")
+    assert "provisional-0" not in alert
+    turns = get(site, session.group(2)).text
+    assert '<li class="turn judged" id="turn-2" value="2">' in turns

@@ -52,6 +52,11 @@ def test_show_tells_the_story_of_a_firing_segment(fired: Path, alert_database: s
     worst = out.split("worst samples of the window", 1)[1]
     assert "1. 0.00  worst-1" in worst and "2. 0.01  worst-2" in worst
     assert "judge:    case 1: <!channel>" in worst and "answer:" in worst
+    # A conversation says which, how long, and its last question; a provisional version
+    # is no evidence until final.
+    assert ("session:  conversation conv-7, 2 turn(s) (closed by final_wait); last question: "
+            "And tomorrow? <!channel>") in worst
+    assert "provisional-0" not in out
     assert 'failed:   step 2 of 2: tool call weather {"city": "Olso"} -> no such city <!channel>' \
         in worst
     # What a faithfulness alert is about: the context the answer was given.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -86,6 +87,12 @@ AGENT_RUN = {"steps": [
      "result": f"no such city {HOSTILE[:60]}"}], "final_answer": "It is sunny."}
 
 
+#: Worst sample 1 is a conversation's version.
+CONVERSATION = {"id": "conv-7", "closed_by": "final_wait", "turns": [
+    {"trace_id": "a" * 32, "input": "q"},
+    {"trace_id": "b" * 32, "input": "And tomorrow? " + HOSTILE, "output": "rain"}]}
+
+
 def plant_worst(url: str) -> None:
     """Three verdicts with the lowest scores of the drop window, with hostile reasons; the
     first an agent's run with the step its judge named."""
@@ -97,8 +104,12 @@ def plant_worst(url: str) -> None:
         prompt_tokens=None, completion_tokens=None, attributes={"app": "support-bot"},
         sample_ts=T0 + n * MINUTE, created_at=T0 + n * MINUTE,
         sample={"input": "q", "output": HOSTILE, "context": context(n), "reference": None,
-                "fields": {}, **({"trajectory": AGENT_RUN} if n == 0 else {})},
+                "fields": {}, **({"trajectory": AGENT_RUN} if n == 0 else {}),
+                **({"session": CONVERSATION} if n == 1 else {})},
         failed_step=2 if n == 0 else None) for n, value in enumerate([0.02, 0.0, 0.01])]
+    # A conversation's version closed when idle, not yet final: no evidence until it is.
+    records.append(replace(records[1], key=VerdictKey("provisional-0", "rag_qa", "p1", "judge"),
+                           provisional=True))
     store.save(verdicts=records, owner="t")
     store.close()
 
