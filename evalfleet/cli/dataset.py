@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from evalfleet.store.dataset import DatasetItem, Datasets, DatasetVersion
 
 #: The formats ``dataset export`` writes (:mod:`evalfleet.dataset.export`).
-EXPORT_FORMATS = ("jsonl", "csv", "gold", "openai", "openai-agent")
+EXPORT_FORMATS = ("jsonl", "csv", "gold", "openai", "openai-agent", "openai-session")
 
 #: Longest text shown per cell by ``dataset show``, in characters.
 SHOW_CHARS = 60
@@ -278,9 +278,10 @@ def show_command(state: CliState, name: str, version: int | None) -> None:
 @click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS),
               default="jsonl", show_default=True,
               help="jsonl, csv, gold (the file `evalfleet calibrate` reads; needs --metric) "
-                   "openai (chat fine-tuning lines for the judge) or openai-agent (each "
+                   "openai (chat fine-tuning lines for the judge), openai-agent (each "
                    "agent run's own conversation with its tool calls, for fine-tuning the "
-                   "agent).")
+                   "agent) or openai-session (each conversation's turns, for fine-tuning "
+                   "a conversational app).")
 @click.option("--metric", default=None, help="Only items of this metric.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write here instead of stdout.")
@@ -318,6 +319,7 @@ def write_export(items: list[DatasetItem], *, fmt: str, metric: str | None,
         finetune_records,
         gold_records,
         jsonl_records,
+        session_chat_records,
     )
 
     registry = load_registry(state.settings.metrics_dir)
@@ -339,6 +341,8 @@ def write_export(items: list[DatasetItem], *, fmt: str, metric: str | None,
                                    skipped=skipped)
     elif fmt == "openai-agent":
         records = agent_chat_records(items, secrets=secrets, skipped=skipped)
+    elif fmt == "openai-session":
+        records = session_chat_records(items, secrets=secrets, skipped=skipped)
     else:
         records = jsonl_records(items, registry=registry, secrets=secrets)
     written = 0

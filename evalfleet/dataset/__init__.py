@@ -10,6 +10,7 @@ from evalfleet.dataset.export import (
     finetune_records,
     gold_records,
     jsonl_records,
+    session_chat_records,
 )
 from evalfleet.dataset.target import verdict_text
 
@@ -20,5 +21,6 @@ __all__ = [
     "finetune_records",
     "gold_records",
     "jsonl_records",
+    "session_chat_records",
     "verdict_text",
 ]

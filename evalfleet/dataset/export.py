@@ -16,6 +16,11 @@ settings' secrets masked in every string.
   people's scores in place of the judge's where they labelled (:mod:`.target`).
 - Agent fine-tuning: ``{"messages": [...], "tools": [...]}`` per agent run, the run's
   own conversation with its tool calls and their results (:mod:`.conversation`).
+- Conversation fine-tuning: the same per conversation, turn after turn
+  (:mod:`.session_chat`).
+
+A conversation's turns travel in the sample (JSONL, gold) and in the CSV's ``session``
+column.
 """
 
 from __future__ import annotations
@@ -34,8 +39,10 @@ from evalfleet.core.log import scrub
 from evalfleet.core.metric import Metric, MetricRegistry
 from evalfleet.core.sample import Sample, parse_sample
 from evalfleet.core.scales import score_scales
+from evalfleet.core.session import Session
 from evalfleet.core.trajectory import Trajectory
 from evalfleet.dataset.conversation import Unconvertible, chat_conversation
+from evalfleet.dataset.session_chat import session_chat
 from evalfleet.dataset.target import verdict_text
 from evalfleet.review.label import combine_labels
 from evalfleet.store.dataset import DatasetItem
@@ -45,18 +52,22 @@ from workers.renderer import render_messages
 CSV_COLUMNS = (
     "sample_id", "metric", "status", "error_class", "input", "output", "context", "reference",
     "fields", "attributes", "scores", "raw_scores", "reason", "labels", "reviews",
-    "verdict_key", "prompt_version", "judge_model", "sample_ts", "judged_at",
+    "verdict_key", "prompt_version", "judge_model", "sample_ts", "judged_at", "session",
 )
 
 #: CSV columns holding JSON text.
 _JSON_COLUMNS = frozenset({"context", "fields", "attributes", "scores", "raw_scores",
-                           "labels", "reviews"})
+                           "labels", "reviews", "session"})
 
 #: Text columns where an empty cell is an empty string (elsewhere it is null).
 _PLAIN_TEXT_COLUMNS = frozenset({"input", "output"})
 
 #: Sample parts taken out of ``sample`` into columns of their own.
 _SAMPLE_COLUMNS = ("input", "output", "context", "reference", "fields")
+
+#: Sample parts a sample may not have: a column of their own, null when absent, and
+#: absent again when read back.
+_OPTIONAL_SAMPLE_COLUMNS = ("session",)
 
 #: Called with an item left out of an export and why.
 Skipped = Callable[[DatasetItem, str], None]
@@ -97,7 +108,8 @@ def csv_rows(records: Iterable[Mapping[str, Any]]) -> Iterator[str]:
     for record in records:
         sample = record.get("sample") or {}
         row = {column: record.get(column) for column in CSV_COLUMNS}
-        row.update({part: sample.get(part) for part in _SAMPLE_COLUMNS})
+        row.update({part: sample.get(part)
+                    for part in (*_SAMPLE_COLUMNS, *_OPTIONAL_SAMPLE_COLUMNS)})
         writer.writerow({column: _cell(column, value) for column, value in row.items()})
         yield buffer.getvalue()
         buffer.seek(0)
@@ -119,6 +131,8 @@ def csv_row_to_json(row: Mapping[str, str]) -> dict[str, Any]:
         else:
             record[column] = text if text or column in _PLAIN_TEXT_COLUMNS else None
     sample = {part: record.pop(part) for part in _SAMPLE_COLUMNS}
+    sample.update({part: value for part in _OPTIONAL_SAMPLE_COLUMNS
+                   if (value := record.pop(part)) is not None})
     # A kept sample always has its context and fields (JSON, never null).
     kept = sample["context"] is not None or sample["fields"] is not None
     record["sample"] = sample if kept else None
@@ -183,20 +197,45 @@ def agent_chat_records(items: Iterable[DatasetItem], *, secrets: Sequence[str],
     and runs that do not read or cannot be written as a conversation (a tool call with
     no result, no answer at the end).
     """
+    def convert(data: Any, sample: dict[str, Any]) -> dict[str, Any]:
+        return chat_conversation(Trajectory.model_validate(data), question=sample.get("input"))
+
+    return _chat_records(items, part="trajectory", absent="not an agent's run",
+                         convert=convert, secrets=secrets, skipped=skipped)
+
+
+def session_chat_records(items: Iterable[DatasetItem], *, secrets: Sequence[str],
+                         skipped: Skipped = _ignore) -> Iterator[dict[str, Any]]:
+    """OpenAI chat fine-tuning lines for a conversational app: each conversation's turns
+    as user and assistant messages, with each turn's tool calls and results
+    (:mod:`.session_chat`). A version saved for several metrics is written once; each
+    version of a conversation saved is a line of its own.
+
+    Left out, through ``skipped``: items without a kept sample or without a session, and
+    sessions that do not read or have no turn with a question and an answer.
+    """
+    return _chat_records(items, part="session", absent="not a conversation",
+                         convert=lambda data, _: session_chat(Session.model_validate(data)),
+                         secrets=secrets, skipped=skipped)
+
+
+def _chat_records(items: Iterable[DatasetItem], *, part: str, absent: str,
+                  convert: Callable[[Any, dict[str, Any]], dict[str, Any]],
+                  secrets: Sequence[str], skipped: Skipped) -> Iterator[dict[str, Any]]:
+    """One chat line per sample id, from its sample's ``part`` by ``convert``."""
     written: set[str] = set()
     for item in items:
         if item.sample_id in written:
             continue
-        data = (item.sample or {}).get("trajectory")
+        data = (item.sample or {}).get(part)
         if data is None:
             skipped(item, "its sample was not kept" if item.sample is None
-                    else "not an agent's run (no trajectory)")
+                    else f"{absent} (no {part})")
             continue
         try:
-            record = chat_conversation(Trajectory.model_validate(data),
-                                       question=(item.sample or {}).get("input"))
+            record = convert(data, item.sample or {})
         except ValidationError as exc:
-            skipped(item, f"its trajectory does not read ({exc.error_count()} error(s))")
+            skipped(item, f"its {part} does not read ({exc.error_count()} error(s))")
             continue
         except Unconvertible as exc:
             skipped(item, str(exc))

@@ -21,6 +21,7 @@ from evalfleet.dataset import (
     finetune_records,
     gold_records,
     jsonl_records,
+    session_chat_records,
 )
 from evalfleet.dataset.export import item_sample
 from evalfleet.store.dataset import DatasetItem
@@ -192,3 +193,57 @@ def test_calibrate_reads_the_gold_export(tmp_path: Path) -> None:
         (f"b-{n}", {"correct": 0.0}) for n in range(3)]
     assert read[0].sample.input == f"question {HOSTILE}"
     assert skipped == ["unlabelled"]
+
+
+def session_item(sample_id: str, turns: list[dict[str, Any]],
+                 metric: str = "conversation_goal_completion") -> DatasetItem:
+    base = item("rag_qa", sample_id=sample_id)
+    assert base.sample is not None
+    return dataclasses.replace(base, metric=metric, sample={
+        **base.sample, "session": {"id": "conv-1", "turns": turns, "closed_by": "final_wait"}})
+
+
+CONVERSATION = [
+    {"trace_id": "a" * 32, "input": f"Weather in Oslo? {HOSTILE}", "output": "Rain.",
+     "trajectory": {"steps": [{"type": "tool", "name": "weather", "call_id": "c1",
+                               "arguments": {"city": "Oslo", "key": SECRET},
+                               "result": f"rain {HOSTILE}"}],
+                    "tools": [{"name": "weather", "parameters": {"type": "object"}}]}},
+    {"trace_id": "b" * 32, "input": "And tomorrow?", "output": "Sun."}]
+
+
+def test_conversations_export_as_chat_lines_turn_after_turn_once_each() -> None:
+    from tests.evalfleet.dataset.test_conversation import check_format
+
+    skipped: list[tuple[str, str]] = []
+    records = list(session_chat_records(
+        [session_item("conv-1#2-x", CONVERSATION),
+         session_item("conv-1#2-x", CONVERSATION, metric="user_frustration"),
+         item("rag_qa", sample_id="plain"),
+         session_item("empty", [{"trace_id": "c" * 32, "input": "hello?"}]),
+         session_item("unreadable", [{"input": "no trace id"}])],
+        secrets=[SECRET], skipped=lambda i, why: skipped.append((i.sample_id, why))))
+    (record,) = records  # the version saved for two metrics is written once
+    check_format(record)
+    line = json.dumps(record, ensure_ascii=False)
+    assert SECRET not in line and "***" in line
+    assert [m["role"] for m in record["messages"]] == [
+        "user", "assistant", "tool", "assistant", "user", "assistant"]
+    assert record["messages"][0]["content"] == f"Weather in Oslo? {HOSTILE}"
+    assert [m["content"] for m in record["messages"][3:]] == ["Rain.", "And tomorrow?", "Sun."]
+    assert [t["function"]["name"] for t in record["tools"]] == ["weather"]
+    assert skipped == [
+        ("plain", "not a conversation (no session)"),
+        ("empty", "no turn has both a question and an answer"),
+        ("unreadable", "its session does not read (1 error(s))")]
+
+
+def test_a_conversations_turns_round_trip_through_jsonl_and_csv() -> None:
+    records = list(jsonl_records([session_item("conv-1#2-x", CONVERSATION),
+                                  item("rag_qa", sample_id="plain")],
+                                 registry=REGISTRY, secrets=[SECRET]))
+    assert [t["input"] for t in records[0]["sample"]["session"]["turns"]] == [
+        f"Weather in Oslo? {HOSTILE}", "And tomorrow?"]
+    rows = list(csv.DictReader(io.StringIO("".join(csv_rows(records)))))
+    assert [row["session"] == "null" for row in rows] == [False, True]
+    assert [csv_row_to_json(row) for row in rows] == records
