@@ -522,7 +522,9 @@ class IngestSettings(BaseModel):
 
     otlp_session_final_s: float = Field(default=3600.0, gt=0)
     """A judged session's turns are kept this long after its last turn: a turn arriving
-    meanwhile makes its next version. Past it, its last version is final."""
+    meanwhile makes its next version. Past it, its last version is final: one closed when
+    idle is sent once more (`closed_by: final_wait`, the same key, no judge call) to mark
+    its verdict final, and only then do alerts and corrected estimates count it."""
 
     otlp_session_max_age_s: float = Field(default=86_400.0, gt=0)
     """A session is judged this long after its first turn at the latest."""
