@@ -70,13 +70,16 @@ class Tier:
     ``sample_temperature`` and take their agreement (k calls, no log-probabilities)."""
     sample_temperature: float = 1.0
     """Sampling temperature of the k samples."""
+    endpoint: str | None = None
+    """The named judge endpoint it is asked on; None: the fleet's judge."""
 
     def requests(self, request: JudgeRequest) -> tuple[JudgeRequest, ...]:
         """This tier's calls for a job's rendered request."""
         if self.samples == 1:
-            return (replace(request, model=self.model, top_logprobs=self.top_logprobs),)
+            return (replace(request, model=self.model, top_logprobs=self.top_logprobs,
+                            endpoint=self.endpoint),)
         sampled = replace(request, model=self.model, top_logprobs=None,
-                          temperature=self.sample_temperature)
+                          temperature=self.sample_temperature, endpoint=self.endpoint)
         return (sampled,) * self.samples
 
 
@@ -93,6 +96,8 @@ class TierAnswer:
     confidence: float | None
     others: tuple[JudgeReply | JudgeError, ...] = ()
     """A sampled tier's other k - 1 answers (paid for, not kept)."""
+    endpoint: str | None = None
+    """The named endpoint that answered; None: the fleet's judge."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +179,7 @@ def _read(answers: Answers, *, number: int, tier: Tier, metric: Metric,
         assert isinstance(result, Verdict)
         confidence = verdict_confidence(logprob_confidences(
             answer.text, answer.logprobs, metric=metric, verdict=result))
-    return TierAnswer(number, tier.model, answer, result, confidence)
+    return TierAnswer(number, tier.model, answer, result, confidence, endpoint=tier.endpoint)
 
 
 def _agreement(answers: Answers, parsed: list[Verdict | ParseFailure | None], *,
@@ -194,7 +199,8 @@ def _agreement(answers: Answers, parsed: list[Verdict | ParseFailure | None], *,
         if confidence is not None and (best_confidence is None or confidence > best_confidence):
             best, best_confidence = index, confidence
     others = tuple(answer for index, answer in enumerate(answers) if index != best)
-    return TierAnswer(number, tier.model, answers[best], parsed[best], best_confidence, others)
+    return TierAnswer(number, tier.model, answers[best], parsed[best], best_confidence, others,
+                      tier.endpoint)
 
 
 def _parse(answer: JudgeReply | JudgeError, *, metric: Metric,
@@ -248,7 +254,8 @@ def tiers_for(specs: Sequence[TierSpec], stored: StoredThresholds | None) -> lis
     fitted: Sequence[float | None] = (stored.thresholds if stored is not None
                                       and len(stored.thresholds) == len(specs)
                                       else [None] * len(specs))
-    return [Tier(spec.model, threshold, spec.top_logprobs, spec.samples, spec.sample_temperature)
+    return [Tier(spec.model, threshold, spec.top_logprobs, spec.samples, spec.sample_temperature,
+                 spec.endpoint)
             for spec, threshold in zip(specs, fitted, strict=True)]
 
 
@@ -298,8 +305,9 @@ class CascadeRun:
         Returns:
             ``identity``, ``tier`` (1 for the cheapest), ``model`` and ``confidence`` of
             the kept answer, ``low_confidence``, ``shadow``, ``thresholds_version`` and
-            ``tried``: per tier asked, its ``tier``, ``model``, ``confidence``,
-            ``scores`` (None without a verdict), ``error_class`` and ``cost_usd``.
+            ``tried``: per tier asked, its ``tier``, ``model``, ``endpoint`` (the named
+            endpoint, None for the fleet's judge), ``confidence``, ``scores`` (None
+            without a verdict), ``error_class`` and ``cost_usd``.
         """
         assert self.result is not None
         kept = self.result.kept
@@ -324,7 +332,8 @@ def _tried(answer: TierAnswer, *, prices: Mapping[str, Price]) -> dict[str, Any]
     elif isinstance(answer.result, Verdict) and answer.result.judge_failure:
         error_class = "judge_declared"
     return {
-        "tier": answer.tier, "model": answer.model, "confidence": answer.confidence,
+        "tier": answer.tier, "model": answer.model, "endpoint": answer.endpoint,
+        "confidence": answer.confidence,
         "scores": (dict(answer.result.scores) if isinstance(answer.result, Verdict)
                    and not answer.result.judge_failure else None),
         "error_class": error_class, "samples": 1 + len(answer.others),

@@ -297,7 +297,8 @@ class _Pending(_Claimed):
                     self.replies.append(reply)
                     self.models.append(answer.model)
         # A re-ask goes to the kept tier's model, without log-probabilities.
-        self.request = replace(self.request, model=kept.model, top_logprobs=None)
+        self.request = replace(self.request, model=kept.model, top_logprobs=None,
+                               endpoint=kept.endpoint)
         self.take(kept.answer)
 
     def follow_up(self) -> JudgeRequest:

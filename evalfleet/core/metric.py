@@ -34,6 +34,7 @@ from evalfleet.core.checkspec import (
     check_version,
     derive_check_scores,
 )
+from evalfleet.core.endpoint import ENDPOINT_NAME
 from evalfleet.core.errors import InvalidMetricSpec, InvalidSample, UnknownMetric
 from evalfleet.core.message import queue_for
 from evalfleet.core.sample import Sample
@@ -261,7 +262,12 @@ class TierSpec(_Model):
     """One judge of a metric's cascade (docs/judges.md#cascades)."""
 
     model: str = Field(min_length=1, max_length=128)
-    """The judge model asked, on the fleet's judge endpoint."""
+    """The judge model asked."""
+
+    endpoint: str | None = Field(default=None, pattern=ENDPOINT_NAME)
+    """The named judge endpoint it is asked on (``EVALFLEET_JUDGE_ENDPOINTS``: its URL,
+    key and limits live in the settings, so moving a server never changes a verdict
+    key); None: the fleet's judge endpoint (``OPENAI_BASE_URL``)."""
 
     top_logprobs: int = Field(default=5, ge=0, le=20)
     """Alternatives asked per token, to read the verdict's confidence from."""
