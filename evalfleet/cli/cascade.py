@@ -161,9 +161,11 @@ def _queue_items(state: CliState, spec: Metric,
 
 def _fit(items: list[CostedItem], spec: Metric, guarantee: Guarantee) -> CascadeStatus:
     from evalfleet.calibration.cascade_status import cascade_status
+    from evalfleet.core.cascade import check_tiers
     from evalfleet.core.scales import score_kinds
 
-    return cascade_status(items, kinds=score_kinds(spec), guarantee=guarantee)
+    return cascade_status(items, kinds=score_kinds(spec), guarantee=guarantee,
+                          fixed=check_tiers(spec))
 
 
 def _report_json(report: CascadeStatus, *, metric: str,

@@ -57,6 +57,17 @@ def settles(confidence: float | None, threshold: float | None) -> bool:
     return confidence is not None and threshold is not None and confidence >= threshold
 
 
+#: A check tier's threshold: it is sure (confidence 1) of what it is decisive on, and its
+#: decisive results settle, fit or not (its agreement with people is shown, not fitted).
+CHECK_THRESHOLD = 1.0
+
+
+def check_tiers(metric: Metric) -> dict[int, float]:
+    """A metric's check tiers (by index in its cascade) with their fixed threshold."""
+    return {index: CHECK_THRESHOLD for index, tier in enumerate(metric.spec.judge.cascade)
+            if tier.check is not None}
+
+
 #: Prefix of a cascade's identity where a judge model stands in the verdict key.
 CASCADE_PREFIX = "cascade:"
 
@@ -87,8 +98,8 @@ def cascade_identity(tiers: Sequence[tuple[str, str]]) -> str:
 
 
 def metric_cascade_identity(metric: Metric) -> str:
-    """The identity of a metric's ``judge.cascade``: its tiers, each with the metric's
-    prompt version.
+    """The identity of a metric's ``judge.cascade``: its tiers (a judge's model, a check
+    tier's ``check:<name>``; never an endpoint), each with the metric's prompt version.
 
     Args:
         metric: A metric with a cascade.
@@ -99,4 +110,4 @@ def metric_cascade_identity(metric: Metric) -> str:
     Raises:
         ValueError: When the metric has no cascade.
     """
-    return cascade_identity([(tier.model, metric.version) for tier in metric.spec.judge.cascade])
+    return cascade_identity([(tier.label, metric.version) for tier in metric.spec.judge.cascade])
