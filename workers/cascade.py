@@ -37,7 +37,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from evalfleet.core.cascade import AGREEMENT_TOLERANCE, CHECK_THRESHOLD, settles
+from evalfleet.core.cascade import AGREEMENT_TOLERANCE, CHECK_THRESHOLD, fold_of, settles
 from evalfleet.core.errors import JudgeError, JudgeRejected, StoreUnavailable
 from evalfleet.core.metric import Metric, settled_scores
 from evalfleet.core.price import Price, cost_usd
@@ -295,23 +295,29 @@ def run_cascades(flows: Sequence[Generator[Calls, Answers, CascadeResult]],
 
 
 def tiers_for(metric: Metric, stored: StoredThresholds | None, *,
-              checks: Mapping[int, PreparedCheck] | None = None) -> list[Tier]:
+              checks: Mapping[int, PreparedCheck] | None = None,
+              sample_id: str = "") -> list[Tier]:
     """A metric's cascade tiers with their stored thresholds (none before a fit: every
     judge tier but the last is then skipped, and the last keeps its verdict marked
-    low-confidence); check tiers settle what they are decisive on, fit or not.
+    low-confidence); check tiers settle what they are decisive on, fit or not. A
+    cross-fitted fit gives the thresholds of the sample's fold (fitted without the
+    labels of its fold: docs/estimates.md).
 
     Args:
         metric: The metric, with its ``judge.cascade``.
         stored: The latest fit of this cascade, or None.
         checks: The check tiers' prepared checks, by index in the cascade.
+        sample_id: The judged sample's id (its fold, for a cross-fitted fit).
 
     Returns:
         The tiers, cheapest first.
     """
     specs = metric.spec.judge.cascade
-    fitted: Sequence[float | None] = (stored.thresholds if stored is not None
-                                      and len(stored.thresholds) == len(specs)
-                                      else [None] * len(specs))
+    fitted: Sequence[float | None] = [None] * len(specs)
+    if stored is not None and len(stored.thresholds) == len(specs):
+        folds = stored.folds
+        fitted = (folds[fold_of(metric=metric.name, sample_id=sample_id, folds=len(folds))]
+                  if folds else stored.thresholds)
     tiers = []
     for index, (spec, threshold) in enumerate(zip(specs, fitted, strict=True)):
         if spec.check is None:

@@ -527,7 +527,7 @@ class Evaluator:
         review = self.options.review
         shadow = (item.job.purpose == "production" and review is not None
                   and review.may_choose(sample_id=item.job.sample.id, metric=item.metric.name))
-        tiers = tiers_for(item.metric, stored, checks={
+        tiers = tiers_for(item.metric, stored, sample_id=item.job.sample.id, checks={
             index: self.checks.prepare_check(check)
             for index, check in item.metric.tier_checks.items()})
         item.cascade = CascadeRun(item.request, tiers, metric=item.metric,

@@ -103,6 +103,8 @@ class LabelledItem:
     """People's normalised scores by name (scores they left out are not compared)."""
     tiers: tuple[TierJudgement | None, ...]
     """Each tier's verdict, cheapest first; None where that tier gave none (failed)."""
+    sample_id: str = ""
+    """The sample's id: its cross-fitting fold is a hash of it."""
 
 
 @dataclass(frozen=True, slots=True)

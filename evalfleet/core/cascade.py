@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 
 from evalfleet.core.metric import Metric
+from evalfleet.core.review import salted_fraction
 
 #: Slack on comparisons of normalised scores (0..1), for float rounding.
 _EPSILON = 1e-9
@@ -66,6 +67,24 @@ def check_tiers(metric: Metric) -> dict[int, float]:
     """A metric's check tiers (by index in its cascade) with their fixed threshold."""
     return {index: CHECK_THRESHOLD for index, tier in enumerate(metric.spec.judge.cascade)
             if tier.check is not None}
+
+
+#: The purpose the cross-fitting folds' hash is salted with.
+FOLD_SALT = "cascade-fold"
+
+
+def fold_of(*, metric: str, sample_id: str, folds: int) -> int:
+    """The cross-fitting fold of a sample (0 to ``folds`` - 1), by a hash of its id salted
+    for this purpose: the worker judges it with the thresholds fitted without this fold's
+    labels, and the fit leaves its label out of them (docs/estimates.md).
+
+    Raises:
+        ValueError: When ``folds`` is below 1.
+    """
+    if folds < 1:
+        raise ValueError(f"folds must be at least 1, not {folds}")
+    place = salted_fraction(FOLD_SALT, metric=metric, sample_id=sample_id)
+    return min(int(place * folds), folds - 1)
 
 
 #: Prefix of a cascade's identity where a judge model stands in the verdict key.
