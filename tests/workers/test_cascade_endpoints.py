@@ -2,7 +2,8 @@
 (named endpoint, its own key), the large one on the fleet's judge. Through a real worker
 and two judge simulators on different ports: each tier's calls reach its own server, the
 verdicts say which endpoint answered, and a tier naming an endpoint the settings lack
-keeps the worker from starting."""
+keeps the worker from starting. Through the evaluator: a failing local server opens its
+own circuit, never the fleet's judge's, and its jobs escalate."""
 
 from __future__ import annotations
 
@@ -15,13 +16,21 @@ import pytest
 from evalfleet.core.cascade import metric_cascade_identity
 from evalfleet.core.endpoint import JudgeEndpoint
 from evalfleet.core.errors import InvalidMetricSpec
+from evalfleet.core.message import new_job
 from evalfleet.core.metric import load_registry
+from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim, SimConfig, start_in_thread
 from evalfleet.store import SqlStore
 from evalfleet.store.cascade import ThresholdBook
-from tests.helpers import WorkerProcess, cascade_metrics, wait_until
+from tests.helpers import WorkerProcess, cascade_metrics, evaluator_options, wait_until
 from tests.test_fleet import cli, export, write_jsonl
+from workers.breaker import CircuitBreaker
+from workers.cascade import ThresholdCache
+from workers.evaluation import Evaluator
+from workers.judge import AsyncHttpJudge, JudgeFleet
+from workers.judge.fleet import Endpoint
+from workers.judge.gate import Breaker
 from workers.runtime import check_endpoints
 
 #: The small tier on the endpoint named ``local``; the large one on the fleet's judge.
@@ -103,3 +112,42 @@ def test_endpoint_names_and_keys_are_checked_and_masked(
         "local": {"base_url": "http://u:pw@127.0.0.1:9/v1", "api_key_env": KEY_VARIABLE}}})
     assert {"hidden-key", "pw"} <= set(named.secret_values())
     assert "hidden-key" not in repr(named)
+
+
+def test_a_failing_local_server_opens_its_own_circuit_and_its_jobs_escalate(
+        store: SqlStore, sim: RunningSim, local_sim: RunningSim, tmp_path: Path) -> None:
+    metrics_dir = cascade_metrics(tmp_path / "metrics", TIERS)
+    metric = load_registry(metrics_dir).get("bbh_match")
+    ThresholdBook(store).save(metric="bbh_match", identity=metric_cascade_identity(metric),
+                              thresholds=[0.0, None], report={}, now=datetime.now(UTC))
+    local_sim.configure(server_error_rate=1.0, api_key=None)
+    local = Endpoint(AsyncHttpJudge(base_url=local_sim.base_url, api_key=None, timeout_s=5,
+                                    max_connections=2),
+                     breaker=CircuitBreaker(failure_threshold=3, open_s=600))
+    fleet = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+                                      max_connections=2), concurrency=2,
+                       endpoints={"local": local})
+    try:
+        evaluator = Evaluator(registry=load_registry(metrics_dir), store=store, judge=fleet,
+                              options=evaluator_options(judge_model="judge-sim"),
+                              thresholds=ThresholdCache(ThresholdBook(store).latest, ttl_s=0))
+        for n in range(8):  # one job a delivery: the breaker sees each failure in turn
+            job = new_job("bbh_match", parse_sample({
+                "id": f"down-{n}", "input": f"Is {n} even?", "output": "True",
+                "reference": str(n % 2 == 0)}))
+            assert [o.kind for o in evaluator.run_batch([job], owner=f"m{n}")] == ["stored"]
+    finally:
+        fleet.close()
+    records = list(store.iter_verdicts())
+    assert len(records) == 8
+    for record in records:  # every job settled by the fleet's judge, none lost or retried
+        assert record.cascade is not None and record.cascade["model"] == "large"
+        small = record.cascade["tried"][0]
+        assert (small["endpoint"], small["error_class"]) == ("local", "judge_unavailable")
+    # Three 500s opened the local circuit: the rest were never sent there; the fleet's
+    # judge, behind its own breaker, answered all eight.
+    assert local_sim.stats()["requests"] == 3
+    assert sim.stats()["requests"] == 8
+    assert local.breaker is not None and local.breaker.state == "open"
+    (own,) = [layer for layer in fleet.layers if isinstance(layer, Breaker)]
+    assert own.breaker.state == "closed"
