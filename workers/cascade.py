@@ -8,6 +8,10 @@ jobs escalate together within the same delivery.
 
 Rules, in order, per tier:
 
+- A check tier (a deterministic check before the judges) runs in the worker, no call:
+  a decisive result (a failure with ``on_fail``, a pass with ``on_pass``) settles the
+  job outright with the scores the metric file gives, at confidence 1 and no cost;
+  otherwise (a pass with no ``on_pass``, a check that could not run) the job goes on.
 - A tier with no threshold (not fitted yet, too few labels) settles nothing, so it is
   not asked at all, unless the job is a **shadow**: a sample the random review slice
   may choose is judged by every tier, whatever settles it, because fitting tier k needs
@@ -33,12 +37,14 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from evalfleet.core.cascade import AGREEMENT_TOLERANCE, settles
+from evalfleet.core.cascade import AGREEMENT_TOLERANCE, CHECK_THRESHOLD, fold_of, settles
 from evalfleet.core.errors import JudgeError, JudgeRejected, StoreUnavailable
-from evalfleet.core.metric import Metric, TierSpec
+from evalfleet.core.metric import Metric, settled_scores
 from evalfleet.core.price import Price, cost_usd
 from evalfleet.core.sample import Sample
+from evalfleet.core.scales import score_scales
 from evalfleet.store.cascade import StoredThresholds
+from workers.checks import CheckResult, PreparedCheck
 from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
 from workers.verdicts import ParseFailure, Verdict, parse_verdict
 from workers.verdicts.confidence import (
@@ -46,6 +52,7 @@ from workers.verdicts.confidence import (
     logprob_confidences,
     verdict_confidence,
 )
+from workers.verdicts.result import RawValue
 
 #: Alternatives asked per token when a tier states none.
 DEFAULT_TOP_LOGPROBS = 5
@@ -70,13 +77,22 @@ class Tier:
     ``sample_temperature`` and take their agreement (k calls, no log-probabilities)."""
     sample_temperature: float = 1.0
     """Sampling temperature of the k samples."""
+    endpoint: str | None = None
+    """The named judge endpoint it is asked on; None: the fleet's judge."""
+    check: PreparedCheck | None = None
+    """A check tier's check (``model`` is then ``check:<name>``)."""
+    on_fail: dict[str, float | None] | None = None
+    """The scores a failed check settles; None: a failure settles nothing."""
+    on_pass: dict[str, float | None] | None = None
+    """The scores a passed check settles; None: a pass settles nothing."""
 
     def requests(self, request: JudgeRequest) -> tuple[JudgeRequest, ...]:
         """This tier's calls for a job's rendered request."""
         if self.samples == 1:
-            return (replace(request, model=self.model, top_logprobs=self.top_logprobs),)
+            return (replace(request, model=self.model, top_logprobs=self.top_logprobs,
+                            endpoint=self.endpoint),)
         sampled = replace(request, model=self.model, top_logprobs=None,
-                          temperature=self.sample_temperature)
+                          temperature=self.sample_temperature, endpoint=self.endpoint)
         return (sampled,) * self.samples
 
 
@@ -87,12 +103,18 @@ class TierAnswer:
     tier: int
     """1 for the cheapest."""
     model: str
-    answer: JudgeReply | JudgeError
+    answer: JudgeReply | JudgeError | None
+    """None for a check tier (no call)."""
     result: Verdict | ParseFailure | None
-    """The parsed reply; None when the call failed."""
+    """The parsed reply (a check tier's settled verdict); None when the call failed (or
+    the check settled nothing)."""
     confidence: float | None
     others: tuple[JudgeReply | JudgeError, ...] = ()
     """A sampled tier's other k - 1 answers (paid for, not kept)."""
+    endpoint: str | None = None
+    """The named endpoint that answered; None: the fleet's judge."""
+    check: CheckResult | None = None
+    """A check tier's result."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,10 +174,14 @@ def cascade_flow(request: JudgeRequest, tiers: Sequence[Tier], *, metric: Metric
     tried: list[TierAnswer] = []
     settled_at: int | None = None
     for number, tier in enumerate(tiers, start=1):
-        if tier.threshold is None and number < len(tiers) and not shadow:
+        if tier.check is not None:
+            tried.append(_run_check(tier, number=number, metric=metric, sample=sample))
+        elif tier.threshold is None and number < len(tiers) and not shadow:
             continue  # it could settle nothing: its call would be wasted
-        answers = yield tier.requests(request)
-        tried.append(_read(answers, number=number, tier=tier, metric=metric, sample=sample))
+        else:
+            answers = yield tier.requests(request)
+            tried.append(_read(answers, number=number, tier=tier, metric=metric,
+                               sample=sample))
         if settled_at is None and settles(tried[-1].confidence, tier.threshold):
             settled_at = len(tried) - 1
             if not shadow:
@@ -174,7 +200,35 @@ def _read(answers: Answers, *, number: int, tier: Tier, metric: Metric,
         assert isinstance(result, Verdict)
         confidence = verdict_confidence(logprob_confidences(
             answer.text, answer.logprobs, metric=metric, verdict=result))
-    return TierAnswer(number, tier.model, answer, result, confidence)
+    return TierAnswer(number, tier.model, answer, result, confidence, endpoint=tier.endpoint)
+
+
+def _run_check(tier: Tier, *, number: int, metric: Metric, sample: Sample) -> TierAnswer:
+    """A check tier: decisive, it settles with the metric file's scores (confidence 1);
+    otherwise it leaves the job to the next tier (confidence unknown)."""
+    assert tier.check is not None
+    try:
+        result = tier.check.run(sample)
+    except Exception as exc:  # a bug in a check: the judges take the job
+        result = CheckResult.failure("internal_error", f"{type(exc).__name__}: {exc}")
+    scores = (None if result.error_class is not None
+              else tier.on_pass if result.score else tier.on_fail)
+    if scores is None:
+        return TierAnswer(number, tier.model, None, None, None, check=result)
+    verdict = Verdict(fields={}, scores=dict(scores), raw_scores=_raw(scores, metric=metric),
+                      reason=f"{tier.model}: {result.reason}")
+    return TierAnswer(number, tier.model, None, verdict, 1.0, check=result)
+
+
+def _raw(scores: Mapping[str, float | None], *, metric: Metric) -> dict[str, RawValue]:
+    """Normalised scores back on the metric's own scales (a boolean for a binary one)."""
+    raw: dict[str, RawValue] = {}
+    scales = score_scales(metric)
+    for name, value in scores.items():
+        scale = scales[name]
+        raw[name] = (None if value is None else value >= 0.5 if scale.kind == "binary"
+                     else scale.low + value * (scale.high - scale.low))
+    return raw
 
 
 def _agreement(answers: Answers, parsed: list[Verdict | ParseFailure | None], *,
@@ -194,7 +248,8 @@ def _agreement(answers: Answers, parsed: list[Verdict | ParseFailure | None], *,
         if confidence is not None and (best_confidence is None or confidence > best_confidence):
             best, best_confidence = index, confidence
     others = tuple(answer for index, answer in enumerate(answers) if index != best)
-    return TierAnswer(number, tier.model, answers[best], parsed[best], best_confidence, others)
+    return TierAnswer(number, tier.model, answers[best], parsed[best], best_confidence, others,
+                      tier.endpoint)
 
 
 def _parse(answer: JudgeReply | JudgeError, *, metric: Metric,
@@ -221,7 +276,12 @@ def run_cascades(flows: Sequence[Generator[Calls, Answers, CascadeResult]],
         One result per flow, in order.
     """
     results: list[CascadeResult | None] = [None] * len(flows)
-    waiting = {index: next(flow) for index, flow in enumerate(flows)}
+    waiting: dict[int, Calls] = {}
+    for index, flow in enumerate(flows):
+        try:
+            waiting[index] = next(flow)
+        except StopIteration as done:  # a check tier settled it: no call
+            results[index] = done.value
     while waiting:
         calls = list(waiting.items())
         answers = iter(client.complete_many([call for _, tier in calls for call in tier]))
@@ -234,22 +294,43 @@ def run_cascades(flows: Sequence[Generator[Calls, Answers, CascadeResult]],
     return [result for result in results if result is not None]
 
 
-def tiers_for(specs: Sequence[TierSpec], stored: StoredThresholds | None) -> list[Tier]:
-    """A metric file's tiers with their stored thresholds (none before a fit: every tier
-    but the last is then skipped, and the last keeps its verdict marked low-confidence).
+def tiers_for(metric: Metric, stored: StoredThresholds | None, *,
+              checks: Mapping[int, PreparedCheck] | None = None,
+              sample_id: str = "") -> list[Tier]:
+    """A metric's cascade tiers with their stored thresholds (none before a fit: every
+    judge tier but the last is then skipped, and the last keeps its verdict marked
+    low-confidence); check tiers settle what they are decisive on, fit or not. A
+    cross-fitted fit gives the thresholds of the sample's fold (fitted without the
+    labels of its fold: docs/estimates.md).
 
     Args:
-        specs: The metric's ``judge.cascade``.
+        metric: The metric, with its ``judge.cascade``.
         stored: The latest fit of this cascade, or None.
+        checks: The check tiers' prepared checks, by index in the cascade.
+        sample_id: The judged sample's id (its fold, for a cross-fitted fit).
 
     Returns:
         The tiers, cheapest first.
     """
-    fitted: Sequence[float | None] = (stored.thresholds if stored is not None
-                                      and len(stored.thresholds) == len(specs)
-                                      else [None] * len(specs))
-    return [Tier(spec.model, threshold, spec.top_logprobs, spec.samples, spec.sample_temperature)
-            for spec, threshold in zip(specs, fitted, strict=True)]
+    specs = metric.spec.judge.cascade
+    fitted: Sequence[float | None] = [None] * len(specs)
+    if stored is not None and len(stored.thresholds) == len(specs):
+        folds = stored.folds
+        fitted = (folds[fold_of(metric=metric.name, sample_id=sample_id, folds=len(folds))]
+                  if folds else stored.thresholds)
+    tiers = []
+    for index, (spec, threshold) in enumerate(zip(specs, fitted, strict=True)):
+        if spec.check is None:
+            tiers.append(Tier(spec.label, threshold, spec.top_logprobs, spec.samples,
+                              spec.sample_temperature, spec.endpoint))
+            continue
+        prepared = (checks or {}).get(index)
+        if prepared is None:
+            raise ValueError(f"check tier {index + 1} of {metric.name} was not prepared")
+        tiers.append(Tier(spec.label, CHECK_THRESHOLD, check=prepared,
+                          on_fail=settled_scores(metric, spec, passed=False),
+                          on_pass=settled_scores(metric, spec, passed=True)))
+    return tiers
 
 
 class CascadeRun:
@@ -267,10 +348,14 @@ class CascadeRun:
     def __init__(self, request: JudgeRequest, tiers: Sequence[Tier], *, metric: Metric,
                  sample: Sample, shadow: bool, thresholds_version: int | None) -> None:
         self._flow = cascade_flow(request, tiers, metric=metric, sample=sample, shadow=shadow)
-        self.calls: Calls = next(self._flow)
-        """The calls of the tier asked now."""
         self.result: CascadeResult | None = None
         """Set once the cascade is over."""
+        self.calls: Calls = ()
+        """The calls of the tier asked now; none when a check tier settled the job."""
+        try:
+            self.calls = next(self._flow)
+        except StopIteration as done:
+            self.result = done.value
         self.shadow = shadow
         self.thresholds_version = thresholds_version
 
@@ -298,8 +383,11 @@ class CascadeRun:
         Returns:
             ``identity``, ``tier`` (1 for the cheapest), ``model`` and ``confidence`` of
             the kept answer, ``low_confidence``, ``shadow``, ``thresholds_version`` and
-            ``tried``: per tier asked, its ``tier``, ``model``, ``confidence``,
-            ``scores`` (None without a verdict), ``error_class`` and ``cost_usd``.
+            ``tried``: per tier asked, its ``tier``, ``model``, ``endpoint`` (the named
+            endpoint, None for the fleet's judge), ``confidence``, ``scores`` (None
+            without a verdict), ``error_class`` and ``cost_usd``; a check tier's entry has
+            no call (``samples`` 0, ``cost_usd`` 0) and says ``check``: ``passed`` and
+            ``reason``.
         """
         assert self.result is not None
         kept = self.result.kept
@@ -312,6 +400,8 @@ class CascadeRun:
 
 
 def _tried(answer: TierAnswer, *, prices: Mapping[str, Price]) -> dict[str, Any]:
+    if answer.check is not None:
+        return _checked(answer)
     reply = answer.answer if isinstance(answer.answer, JudgeReply) else None
     costs = [cost_usd(prices.get(answer.model), prompt_tokens=paid.prompt_tokens,
                       completion_tokens=paid.completion_tokens, cached_tokens=paid.cached_tokens)
@@ -324,13 +414,26 @@ def _tried(answer: TierAnswer, *, prices: Mapping[str, Price]) -> dict[str, Any]
     elif isinstance(answer.result, Verdict) and answer.result.judge_failure:
         error_class = "judge_declared"
     return {
-        "tier": answer.tier, "model": answer.model, "confidence": answer.confidence,
+        "tier": answer.tier, "model": answer.model, "endpoint": answer.endpoint,
+        "confidence": answer.confidence,
         "scores": (dict(answer.result.scores) if isinstance(answer.result, Verdict)
                    and not answer.result.judge_failure else None),
         "error_class": error_class, "samples": 1 + len(answer.others),
         "cost_usd": (sum(cost for cost in costs if cost is not None)
                      if costs and None not in costs else None),
     }
+
+
+def _checked(answer: TierAnswer) -> dict[str, Any]:
+    """A check tier's entry: what it settled (scores None: nothing), at no cost."""
+    assert answer.check is not None
+    scores = answer.result.scores if isinstance(answer.result, Verdict) else None
+    return {"tier": answer.tier, "model": answer.model, "endpoint": None,
+            "confidence": answer.confidence, "scores": dict(scores) if scores else None,
+            "error_class": answer.check.error_class, "samples": 0, "cost_usd": 0.0,
+            "check": {"passed": (None if answer.check.score is None
+                                 else bool(answer.check.score)),
+                      "reason": answer.check.reason}}
 
 
 class ThresholdCache:

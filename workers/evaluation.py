@@ -296,8 +296,12 @@ class _Pending(_Claimed):
                 if isinstance(reply, JudgeReply):
                     self.replies.append(reply)
                     self.models.append(answer.model)
+        if kept.answer is None:  # a check tier settled it: its verdict, no reply
+            self.result = kept.result
+            return
         # A re-ask goes to the kept tier's model, without log-probabilities.
-        self.request = replace(self.request, model=kept.model, top_logprobs=None)
+        self.request = replace(self.request, model=kept.model, top_logprobs=None,
+                               endpoint=kept.endpoint)
         self.take(kept.answer)
 
     def follow_up(self) -> JudgeRequest:
@@ -473,6 +477,11 @@ class Evaluator:
         its re-ask."""
         reask: list[_Pending] = []
         asking = [(item, self._first_calls(item)) for item in pending]
+        for item, calls in asking:
+            if not calls:  # a cascade's check tier settled it: no judge call
+                item.settle()
+                self._conclude(item, batch)
+        asking = [(item, calls) for item, calls in asking if calls]
         while asking:
             escalated: list[tuple[_Pending, tuple[JudgeRequest, ...]]] = []
             owner = [position for position, (_, calls) in enumerate(asking) for _ in calls]
@@ -518,7 +527,10 @@ class Evaluator:
         review = self.options.review
         shadow = (item.job.purpose == "production" and review is not None
                   and review.may_choose(sample_id=item.job.sample.id, metric=item.metric.name))
-        item.cascade = CascadeRun(item.request, tiers_for(specs, stored), metric=item.metric,
+        tiers = tiers_for(item.metric, stored, sample_id=item.job.sample.id, checks={
+            index: self.checks.prepare_check(check)
+            for index, check in item.metric.tier_checks.items()})
+        item.cascade = CascadeRun(item.request, tiers, metric=item.metric,
                                   sample=item.job.sample, shadow=shadow,
                                   thresholds_version=stored.version if stored else None)
         return item.cascade.calls
@@ -996,6 +1008,8 @@ class Evaluator:
                           cached_tokens=reply.cached_tokens)
                  for reply, model in zip(item.replies, item.models, strict=True)]
         known = [cost for cost in costs if cost is not None]
+        if not costs:  # settled by a check tier: no call was paid for
+            return 0.0
         return sum(known) if known and len(known) == len(costs) else None
 
 

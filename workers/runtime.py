@@ -6,12 +6,16 @@ import time.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from evalfleet.core.metric import load_registry
+from evalfleet.core.endpoint import JudgeEndpoint
+from evalfleet.core.errors import InvalidMetricSpec
+from evalfleet.core.metric import MetricRegistry, load_registry
+from evalfleet.core.ratelimit import RateLimit
 from evalfleet.core.settings import Settings
 from evalfleet.core.spend import SpendLedger
 from evalfleet.store import SqlStore, VerdictStore, open_store
@@ -21,6 +25,7 @@ from workers.cascade import ThresholdCache
 from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeProvider, OpenAIJudge, Pacing
 from workers.judge.cache_key import CacheKeySupport, RedisCacheKeySupport
+from workers.judge.fleet import Endpoint
 from workers.judge.formats import FormatSupport, RedisFormatSupport
 from workers.judge.gate import LEASE_MARGIN_S, InFlightCap
 from workers.limiter import LocalRateLimiter, RateLimiter, RedisRateLimiter
@@ -57,6 +62,7 @@ def build_runtime(settings: Settings, *, concurrency: int,
     registry = load_registry(settings.metrics_dir)
     for metric in registry:
         check_templates(metric)
+    check_endpoints(registry, settings)
     # Only task threads use the database, one transaction at a time each. The review
     # slice is queued in the transaction that stores the verdicts.
     store = open_store(settings.resolved_database_url(),
@@ -77,6 +83,22 @@ def build_runtime(settings: Settings, *, concurrency: int,
     return Runtime(evaluator=evaluator, store=store)
 
 
+def check_endpoints(registry: MetricRegistry, settings: Settings) -> None:
+    """Refuse to start when a cascade tier names an endpoint the settings lack.
+
+    Raises:
+        InvalidMetricSpec: Naming the metric file, the tier and the endpoints there are.
+    """
+    for metric in registry:
+        for number, tier in enumerate(metric.spec.judge.cascade, start=1):
+            if tier.endpoint is not None and tier.endpoint not in settings.judge_endpoints:
+                known = ", ".join(sorted(settings.judge_endpoints)) or "none"
+                raise InvalidMetricSpec(
+                    f"judge.cascade[{number}] names endpoint {tier.endpoint!r}, which "
+                    f"EVALFLEET_JUDGE_ENDPOINTS does not define (defined: {known})",
+                    path=metric.path)
+
+
 def task_slots(settings: Settings, *, concurrency: int) -> int:
     """Celery threads for ``concurrency`` judge calls in flight.
 
@@ -87,14 +109,21 @@ def task_slots(settings: Settings, *, concurrency: int) -> int:
     return max(2, 2 * math.ceil(concurrency / settings.batch_size))
 
 
-def build_provider(settings: Settings, *, concurrency: int) -> JudgeProvider:
-    """The judge provider the settings ask for: the lean HTTP one, or the openai client."""
-    api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+def build_provider(settings: Settings, *, concurrency: int,
+                   endpoint: JudgeEndpoint | None = None) -> JudgeProvider:
+    """The judge provider the settings ask for (the lean HTTP one, or the openai client),
+    for the fleet's judge or for a named ``endpoint``."""
+    if endpoint is None:
+        base_url = settings.openai_base_url
+        api_key = (settings.openai_api_key.get_secret_value() if settings.openai_api_key
+                   else None)
+    else:
+        base_url, api_key = endpoint.base_url, endpoint.api_key()
     if settings.judge_client == "openai":
-        return OpenAIJudge(base_url=settings.openai_base_url, api_key=api_key,
+        return OpenAIJudge(base_url=base_url, api_key=api_key,
                            timeout_s=settings.judge_timeout_s, max_connections=concurrency,
                            max_reply_bytes=settings.judge_max_reply_bytes)
-    return AsyncHttpJudge(base_url=settings.openai_base_url, api_key=api_key,
+    return AsyncHttpJudge(base_url=base_url, api_key=api_key,
                           timeout_s=settings.judge_timeout_s, max_connections=concurrency,
                           max_reply_bytes=settings.judge_max_reply_bytes)
 
@@ -118,19 +147,41 @@ def build_judge(settings: Settings, *, concurrency: int, telemetry: Telemetry | 
         def on_step_down(model: str, mode: str) -> None:
             telemetry.record_format_step_down(judge_model=model, mode=mode)
 
-    pacing = Pacing(limiter=build_limiter(settings, concurrency=concurrency),
-                    max_wait_s=settings.rate_limit_max_wait_s,
-                    budget_for=settings.rate_limit_for, on_wait=on_wait)
-    cap = InFlightCap(slots=build_slots(settings, concurrency=concurrency),
-                      limit_for=lambda model: settings.judge_max_in_flight,
-                      lease_s=settings.judge_timeout_s + LEASE_MARGIN_S,
-                      max_wait_s=settings.slot_max_wait_s,
-                      adaptive_max=((settings.judge_max_in_flight or concurrency)
-                                    if settings.judge_adaptive_in_flight else None))
+    limiter = build_limiter(settings, concurrency=concurrency)
+    slots = build_slots(settings, concurrency=concurrency)
+
+    def pacing(budget_for: Callable[[str], RateLimit]) -> Pacing:
+        return Pacing(limiter=limiter, max_wait_s=settings.rate_limit_max_wait_s,
+                      budget_for=budget_for, on_wait=on_wait)
+
+    def cap(most: int | None) -> InFlightCap:
+        return InFlightCap(slots=slots, limit_for=lambda model: most,
+                           lease_s=settings.judge_timeout_s + LEASE_MARGIN_S,
+                           max_wait_s=settings.slot_max_wait_s,
+                           adaptive_max=((most or concurrency)
+                                         if settings.judge_adaptive_in_flight else None))
+
+    endpoints = {name: Endpoint(
+        build_provider(settings, concurrency=concurrency, endpoint=named),
+        pacing=pacing(functools.partial(endpoint_rate_limit, settings, named)),
+        cap=cap(named.max_in_flight or settings.judge_max_in_flight),
+        formats=build_formats(settings, url=named.base_url),
+        cache_keys=build_cache_keys(settings, url=named.base_url))
+        for name, named in settings.judge_endpoints.items()}
     return JudgeFleet(build_provider(settings, concurrency=concurrency),
-                      concurrency=concurrency, pacing=pacing, formats=build_formats(settings),
-                      deadline=deadline, on_step_down=on_step_down, cap=cap,
-                      cache_keys=build_cache_keys(settings))
+                      concurrency=concurrency, pacing=pacing(settings.rate_limit_for),
+                      formats=build_formats(settings, url=settings.openai_base_url),
+                      deadline=deadline, on_step_down=on_step_down,
+                      cap=cap(settings.judge_max_in_flight),
+                      cache_keys=build_cache_keys(settings, url=settings.openai_base_url),
+                      endpoints=endpoints)
+
+
+def endpoint_rate_limit(settings: Settings, endpoint: JudgeEndpoint, model: str) -> RateLimit:
+    """A named endpoint's rate limits for ``model``: its own, else the fleet's."""
+    fleet = settings.rate_limit_for(model)
+    return RateLimit(requests_per_minute=endpoint.rpm or fleet.requests_per_minute,
+                     tokens_per_minute=endpoint.tpm or fleet.tokens_per_minute)
 
 
 def build_slots(settings: Settings, *, concurrency: int) -> Slots | None:
@@ -144,22 +195,21 @@ def build_slots(settings: Settings, *, concurrency: int) -> Slots | None:
     return RedisSlots(url, max_connections=min(concurrency, LIMITER_MAX_CONNECTIONS))
 
 
-def build_formats(settings: Settings) -> FormatSupport:
-    """The response formats the judge endpoint's models accept: shared by the fleet in
-    Redis when there is one, else learnt by this process alone."""
+def build_formats(settings: Settings, *, url: str | None) -> FormatSupport:
+    """The response formats the models of the judge endpoint at ``url`` accept: shared by
+    the fleet in Redis when there is one, else learnt by this process alone."""
     shared = settings.resolved_shared_redis_url()
     if shared:
-        return RedisFormatSupport(settings.judge_response_format, url=shared,
-                                  endpoint=settings.openai_base_url)
+        return RedisFormatSupport(settings.judge_response_format, url=shared, endpoint=url)
     return FormatSupport(settings.judge_response_format)
 
 
-def build_cache_keys(settings: Settings) -> CacheKeySupport:
-    """The judge endpoint's models that refuse ``prompt_cache_key``: shared by the fleet in
-    Redis when there is one, else learnt by this process alone."""
+def build_cache_keys(settings: Settings, *, url: str | None) -> CacheKeySupport:
+    """The models of the judge endpoint at ``url`` that refuse ``prompt_cache_key``: shared
+    by the fleet in Redis when there is one, else learnt by this process alone."""
     shared = settings.resolved_shared_redis_url()
     if shared:
-        return RedisCacheKeySupport(url=shared, endpoint=settings.openai_base_url)
+        return RedisCacheKeySupport(url=shared, endpoint=url)
     return CacheKeySupport()
 
 

@@ -103,6 +103,8 @@ class LabelledItem:
     """People's normalised scores by name (scores they left out are not compared)."""
     tiers: tuple[TierJudgement | None, ...]
     """Each tier's verdict, cheapest first; None where that tier gave none (failed)."""
+    sample_id: str = ""
+    """The sample's id: its cross-fitting fold is a hash of it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,11 +137,13 @@ class CascadeFit:
     guarantee: Guarantee
     items: int
     """Labelled items the fit used."""
+    fixed: tuple[int, ...] = ()
+    """Tiers whose threshold was given, not fitted (check tiers): outside the guarantee."""
 
     @property
     def confidence_level(self) -> float:
-        """Chance that every tier's guarantee holds at once: 1 - (sum of deltas)."""
-        return max(0.0, 1.0 - self.guarantee.delta * len(self.tiers))
+        """Chance that every fitted tier's guarantee holds at once: 1 - (sum of deltas)."""
+        return max(0.0, 1.0 - self.guarantee.delta * (len(self.tiers) - len(self.fixed)))
 
     @property
     def low_confidence_share(self) -> float:
@@ -244,13 +248,16 @@ def _lower_agreement(accepted: int, errors: int, *, delta: float) -> float:
 
 
 def fit_cascade(items: Sequence[LabelledItem], *, kinds: Mapping[str, str],
-                guarantee: Guarantee) -> CascadeFit:
+                guarantee: Guarantee, fixed: Mapping[int, float] | None = None) -> CascadeFit:
     """Every tier's threshold, cheapest first, each on the items earlier tiers leave.
 
     Args:
         items: Random review items with people's labels and every tier's verdict.
         kinds: Each score's kind.
         guarantee: What the thresholds must guarantee.
+        fixed: Thresholds given, by tier index (a cascade's check tiers, which settle what
+            they are decisive on whatever the labels say): not fitted, outside the
+            guarantee; their agreement with people is reported all the same.
 
     Returns:
         The fit. Items people labelled on no score of ``kinds`` are left out.
@@ -265,8 +272,20 @@ def fit_cascade(items: Sequence[LabelledItem], *, kinds: Mapping[str, str],
             confidences.append(None if judgement is None else judgement.confidence)
             agrees.append(judgement is not None and bool(item_agrees(
                 judgement, item.labels, kinds=kinds, tolerance=guarantee.tolerance)))
-        fit = fit_threshold(confidences, agrees, guarantee=guarantee)
+        fit = (fit_threshold(confidences, agrees, guarantee=guarantee)
+               if fixed is None or tier not in fixed
+               else _given(confidences, agrees, threshold=fixed[tier], delta=guarantee.delta))
         fits.append(fit)
         remaining = [item for item, confidence in zip(remaining, confidences, strict=True)
                      if not settles(confidence, fit.threshold)]
-    return CascadeFit(tuple(fits), guarantee, len(usable))
+    return CascadeFit(tuple(fits), guarantee, len(usable), tuple(sorted(fixed or {})))
+
+
+def _given(confidences: Sequence[float | None], agrees: Sequence[bool], *, threshold: float,
+           delta: float) -> TierFit:
+    """A tier whose threshold is given: what it settles, and how well, as a fit would say."""
+    accepted = [agree for confidence, agree in zip(confidences, agrees, strict=True)
+                if settles(confidence, threshold)]
+    errors = accepted.count(False)
+    return TierFit(threshold, len(confidences), len(accepted), len(accepted) - errors,
+                   _lower_agreement(len(accepted), errors, delta=delta) if accepted else None)

@@ -81,7 +81,7 @@ def queue_items(rows: Sequence[CascadeLabelItem], *, metric: Metric) -> QueueIte
             not_every_tier += 1  # no known draw: it cannot stand for the traffic
             continue
         usable.append((row, CostedItem(
-            LabelledItem(labels, tuple(_judgement(tier) for tier in tried)),
+            LabelledItem(labels, tuple(_judgement(tier) for tier in tried), row.sample_id),
             tuple(_number(tier.get("cost_usd")) for tier in tried),
             tuple(str(tier.get("model")) for tier in tried))))
     lowest = min((float(row.probability or 1.0) for row, _ in usable), default=1.0)

@@ -143,20 +143,23 @@ def _cost(value: Any, where: str) -> float | None:
 
 
 def cascade_status(items: list[CostedItem], *, kinds: Mapping[str, str],
-                   guarantee: Guarantee) -> CascadeStatus:
+                   guarantee: Guarantee, fixed: Mapping[int, float] | None = None,
+                   ) -> CascadeStatus:
     """Fit the thresholds and summarise each tier, and the cost per 1,000 verdicts.
 
     Args:
         items: Labelled items with each tier's verdict and cost.
         kinds: Each score's kind.
         guarantee: What the thresholds must guarantee.
+        fixed: Thresholds given, not fitted, by tier index (check tiers).
 
     Returns:
         The status. The cascade's cost counts every tier an item reaches (the first
         always, the next when the earlier ones do not settle it); it is None when a
         cost on that path is unknown.
     """
-    fit = fit_cascade([costed.item for costed in items], kinds=kinds, guarantee=guarantee)
+    fit = fit_cascade([costed.item for costed in items], kinds=kinds, guarantee=guarantee,
+                      fixed=fixed)
     n_items = max(fit.items, 1)
     tiers = tuple(
         TierStatus(index + 1, _model(items, index), tier.threshold, tier.labels, tier.accepted,

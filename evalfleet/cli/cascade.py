@@ -84,13 +84,18 @@ def status(state: CliState, labels: Path | None, metric: str, target: float, del
 @cascade.command("fit")
 @_guarantee_options
 @click.option("--dry-run", is_flag=True, help="Show the fit; store nothing.")
+@click.option("--folds", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Cross-fit: K folds by a hash of the sample id, each fold's thresholds "
+                   "fitted on the other folds at delta / K (docs/estimates.md).")
 @pass_state
 def fit(state: CliState, metric: str, target: float, delta: float, tolerance: float,
-        min_labels: int, as_json: bool, dry_run: bool) -> None:
+        min_labels: int, as_json: bool, dry_run: bool, folds: int) -> None:
     """Fit the metric's cascade thresholds on the review queue's labelled random items
     and store them as the next version, which workers use within a minute. Refused,
     nothing stored, with fewer labelled items than --min-labels (until then every job
-    goes to the last tier). Verdicts already stored are never judged again."""
+    goes to the last tier). Verdicts already stored are never judged again. With
+    --folds K, workers judge each sample with its fold's thresholds, fitted without
+    that fold's labels, so every label can correct the estimates across refits."""
     from evalfleet.core.cascade import metric_cascade_identity
     from evalfleet.store import open_store
     from evalfleet.store.cascade import ThresholdBook
@@ -104,14 +109,16 @@ def fit(state: CliState, metric: str, target: float, delta: float, tolerance: fl
                    "tier", err=True)
         sys.exit(SETUP_EXIT_CODE)
     report = _fit(items, spec, guarantee)
+    stored_report = _report_json(report, metric=metric, guarantee=guarantee)
+    if folds > 1:
+        stored_report["folds"] = _crossfit(items, spec, guarantee, folds=folds)
     stored = None
     if not dry_run:
         store = open_store(state.settings.resolved_database_url(), pool_size=1)
         try:
             stored = ThresholdBook(store).save(
                 metric=metric, identity=metric_cascade_identity(spec),
-                thresholds=report.fit.thresholds,
-                report=_report_json(report, metric=metric, guarantee=guarantee),
+                thresholds=report.fit.thresholds, report=stored_report,
                 now=datetime.now(UTC))
         finally:
             store.close()
@@ -161,9 +168,24 @@ def _queue_items(state: CliState, spec: Metric,
 
 def _fit(items: list[CostedItem], spec: Metric, guarantee: Guarantee) -> CascadeStatus:
     from evalfleet.calibration.cascade_status import cascade_status
+    from evalfleet.core.cascade import check_tiers
     from evalfleet.core.scales import score_kinds
 
-    return cascade_status(items, kinds=score_kinds(spec), guarantee=guarantee)
+    return cascade_status(items, kinds=score_kinds(spec), guarantee=guarantee,
+                          fixed=check_tiers(spec))
+
+
+def _crossfit(items: list[CostedItem], spec: Metric, guarantee: Guarantee, *,
+              folds: int) -> list[list[float | None]]:
+    """Each fold's thresholds, fitted on the other folds' items."""
+    from evalfleet.calibration.crossfit import crossfit_cascade
+    from evalfleet.core.cascade import check_tiers
+    from evalfleet.core.scales import score_kinds
+
+    fitted = crossfit_cascade([costed.item for costed in items], metric=spec.name, folds=folds,
+                              kinds=score_kinds(spec), guarantee=guarantee,
+                              fixed=check_tiers(spec))
+    return [list(thresholds) for thresholds in fitted.thresholds]
 
 
 def _report_json(report: CascadeStatus, *, metric: str,
@@ -203,6 +225,10 @@ def _show(report: CascadeStatus, *, metric: str, guarantee: Guarantee, as_json: 
                f"(last tier alone: {_usd(report.last_tier_usd_per_1000)})")
     if in_use is not None:
         thresholds = ", ".join(_num(value) for value in in_use.thresholds)
+        folds = in_use.folds
+        if folds:  # what workers use: each sample its fold's thresholds
+            thresholds = "; ".join(f"fold {k}: " + ", ".join(_num(v) for v in fold)
+                                   for k, fold in enumerate(folds))
         click.echo(f"workers use version {in_use.version} (fitted "
                    f"{in_use.created_at:%Y-%m-%d %H:%M} UTC): {thresholds}")
 

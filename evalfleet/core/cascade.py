@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 
 from evalfleet.core.metric import Metric
+from evalfleet.core.review import salted_fraction
 
 #: Slack on comparisons of normalised scores (0..1), for float rounding.
 _EPSILON = 1e-9
@@ -57,6 +58,35 @@ def settles(confidence: float | None, threshold: float | None) -> bool:
     return confidence is not None and threshold is not None and confidence >= threshold
 
 
+#: A check tier's threshold: it is sure (confidence 1) of what it is decisive on, and its
+#: decisive results settle, fit or not (its agreement with people is shown, not fitted).
+CHECK_THRESHOLD = 1.0
+
+
+def check_tiers(metric: Metric) -> dict[int, float]:
+    """A metric's check tiers (by index in its cascade) with their fixed threshold."""
+    return {index: CHECK_THRESHOLD for index, tier in enumerate(metric.spec.judge.cascade)
+            if tier.check is not None}
+
+
+#: The purpose the cross-fitting folds' hash is salted with.
+FOLD_SALT = "cascade-fold"
+
+
+def fold_of(*, metric: str, sample_id: str, folds: int) -> int:
+    """The cross-fitting fold of a sample (0 to ``folds`` - 1), by a hash of its id salted
+    for this purpose: the worker judges it with the thresholds fitted without this fold's
+    labels, and the fit leaves its label out of them (docs/estimates.md).
+
+    Raises:
+        ValueError: When ``folds`` is below 1.
+    """
+    if folds < 1:
+        raise ValueError(f"folds must be at least 1, not {folds}")
+    place = salted_fraction(FOLD_SALT, metric=metric, sample_id=sample_id)
+    return min(int(place * folds), folds - 1)
+
+
 #: Prefix of a cascade's identity where a judge model stands in the verdict key.
 CASCADE_PREFIX = "cascade:"
 
@@ -87,8 +117,8 @@ def cascade_identity(tiers: Sequence[tuple[str, str]]) -> str:
 
 
 def metric_cascade_identity(metric: Metric) -> str:
-    """The identity of a metric's ``judge.cascade``: its tiers, each with the metric's
-    prompt version.
+    """The identity of a metric's ``judge.cascade``: its tiers (a judge's model, a check
+    tier's ``check:<name>``; never an endpoint), each with the metric's prompt version.
 
     Args:
         metric: A metric with a cascade.
@@ -99,4 +129,4 @@ def metric_cascade_identity(metric: Metric) -> str:
     Raises:
         ValueError: When the metric has no cascade.
     """
-    return cascade_identity([(tier.model, metric.version) for tier in metric.spec.judge.cascade])
+    return cascade_identity([(tier.label, metric.version) for tier in metric.spec.judge.cascade])

@@ -16,7 +16,7 @@ import json
 import re
 import string
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -27,13 +27,17 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalfleet.core.checkspec import (
+    CHECK_MODEL_PREFIX,
     CheckSpec,
     JsonSchema,
     LoadedCheck,
+    Team,
+    check_model,
     check_schema_document,
     check_version,
     derive_check_scores,
 )
+from evalfleet.core.endpoint import ENDPOINT_NAME
 from evalfleet.core.errors import InvalidMetricSpec, InvalidSample, UnknownMetric
 from evalfleet.core.message import queue_for
 from evalfleet.core.sample import Sample
@@ -257,11 +261,38 @@ class ScoreSpec(_Model):
     """Raw range: stored as ``(raw - low) / (high - low)``; booleans map to 0 and 1."""
 
 
-class TierSpec(_Model):
-    """One judge of a metric's cascade (docs/judges.md#cascades)."""
+#: What a check tier settles: one normalised value (0..1) for every score, or one per
+#: score name (null where the score is null).
+SettledScores = float | dict[str, float | None]
 
-    model: str = Field(min_length=1, max_length=128)
-    """The judge model asked, on the fleet's judge endpoint."""
+
+class TierSpec(_Model):
+    """One tier of a metric's cascade: a judge, or a deterministic check before the
+    judges (docs/judges.md#cascades)."""
+
+    model: str | None = Field(default=None, min_length=1, max_length=128)
+    """The judge model asked (a judge tier)."""
+
+    check: CheckSpec | None = None
+    """A check tier: a built-in check (as a ``kind: check`` metric writes one), run in
+    the worker before the judges. When its result is decisive (``on_fail`` for a
+    failure, ``on_pass`` for a pass) it settles the sample outright, at no cost;
+    otherwise the sample goes on to the next tier."""
+
+    name: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_]{0,62}$")
+    """A check tier's name (``check:<name>`` in its verdicts' record); its check's kind
+    unless given."""
+
+    on_fail: SettledScores | None = None
+    """The scores a failed check settles (``0``: every score 0)."""
+
+    on_pass: SettledScores | None = None
+    """The scores a passed check settles; None: a pass settles nothing."""
+
+    endpoint: str | None = Field(default=None, pattern=ENDPOINT_NAME)
+    """The named judge endpoint it is asked on (``EVALFLEET_JUDGE_ENDPOINTS``: its URL,
+    key and limits live in the settings, so moving a server never changes a verdict
+    key); None: the fleet's judge endpoint (``OPENAI_BASE_URL``)."""
 
     top_logprobs: int = Field(default=5, ge=0, le=20)
     """Alternatives asked per token, to read the verdict's confidence from."""
@@ -273,6 +304,32 @@ class TierSpec(_Model):
 
     sample_temperature: float = Field(default=1.0, ge=0.0, le=2.0)
     """Sampling temperature of the k samples."""
+
+    @property
+    def label(self) -> str:
+        """What names the tier in its verdicts' record: the model, or ``check:<name>``."""
+        if self.check is None:
+            assert self.model is not None
+            return self.model
+        return check_model(self.name or self.check.check)
+
+    @model_validator(mode="after")
+    def _judge_or_check(self) -> TierSpec:
+        if (self.model is None) == (self.check is None):
+            raise ValueError("a tier gives exactly one of 'model' and 'check'")
+        if self.check is None:
+            if self.on_fail is not None or self.on_pass is not None or self.name is not None:
+                raise ValueError("'on_fail', 'on_pass' and 'name' belong to a check tier")
+            return self
+        if isinstance(self.check, Team):
+            raise ValueError("a cascade's check tier is a built-in check (a team check "
+                             "runs in a process pool: make it a kind: check metric)")
+        if self.on_fail is None and self.on_pass is None:
+            raise ValueError("a check tier settles something: give 'on_fail', 'on_pass' "
+                             "or both")
+        if self.endpoint is not None:
+            raise ValueError("a check tier runs in the worker: it has no 'endpoint'")
+        return self
 
 
 class JudgeOptions(_Model):
@@ -312,11 +369,15 @@ class JudgeOptions(_Model):
     def _cascade_fits(self) -> JudgeOptions:
         if not self.cascade:
             return self
-        models = [tier.model for tier in self.cascade]
+        models = [tier.label for tier in self.cascade]
         if len(models) < 2:
             raise ValueError("a cascade needs at least two tiers (one judge: 'model')")
         if len(set(models)) != len(models):
             raise ValueError(f"cascade names a model twice: {models}")
+        judges = [tier.check is None for tier in self.cascade]
+        if True not in judges or not all(judges[judges.index(True):]):
+            raise ValueError("a cascade's check tiers come first, and a judge tier after "
+                             "them")
         if self.model is not None:
             raise ValueError("give 'model' or 'cascade', not both")
         if self.mode == "batch":
@@ -383,7 +444,40 @@ class MetricFile(_Model):
         for name, score in self.scores.items():
             if score.source not in self.output.fields:
                 raise ValueError(f"score {name!r} reads {score.source!r}, not a verdict field")
+        for number, tier in enumerate(self.judge.cascade, start=1):
+            for side in ("on_fail", "on_pass"):
+                settled = getattr(tier, side)
+                if settled is not None:
+                    _settled_scores(settled, scores=self.scores,
+                                    where=f"judge.cascade[{number}].{side}")
         return self
+
+
+def _settled_scores(settled: SettledScores, *, scores: Mapping[str, ScoreSpec],
+                    where: str) -> dict[str, float | None]:
+    values = dict.fromkeys(scores, settled) if not isinstance(settled, dict) else settled
+    if set(values) != set(scores):
+        raise ValueError(f"{where} names {sorted(values)}; a check tier settles every score: "
+                         f"{sorted(scores)}")
+    for name, value in values.items():
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise ValueError(f"{where}.{name}: {value} is not a normalised score (0 to 1)")
+    return {name: None if value is None else float(value) for name, value in values.items()}
+
+
+def settled_scores(metric: Metric, tier: TierSpec, *,
+                   passed: bool) -> dict[str, float | None] | None:
+    """The normalised scores a check tier's result settles; None when it is not decisive.
+
+    Args:
+        metric: The metric whose cascade holds the tier.
+        tier: A check tier.
+        passed: Whether its check passed.
+    """
+    settled = tier.on_pass if passed else tier.on_fail
+    if settled is None:
+        return None
+    return _settled_scores(settled, scores=metric.spec.scores, where="tier")
 
 
 @dataclass(frozen=True)
@@ -404,6 +498,9 @@ class Metric:
 
     checks: tuple[LoadedCheck, ...] = ()
     """``kind: check``: its checks, in file order."""
+
+    tier_checks: dict[int, LoadedCheck] = field(default_factory=dict)
+    """A cascade's check tiers, by their index in ``judge.cascade``."""
 
     @property
     def name(self) -> str:
@@ -531,9 +628,12 @@ def load_metric_file(path: Path) -> Metric:
         examples_text[variable] = _render_examples(examples, example_bytes, path=path)
     checks = tuple(_load_check(name, check, path=path, digest=digest)
                    for name, check in spec.checks.items())
+    tier_checks = {index: _load_check(tier.label.removeprefix(CHECK_MODEL_PREFIX), tier.check,
+                                      path=path, digest=digest)
+                   for index, tier in enumerate(spec.judge.cascade) if tier.check is not None}
     return Metric(
         spec=spec, version=digest.hexdigest()[:VERSION_LENGTH], examples_text=examples_text,
-        path=str(path), checks=checks,
+        path=str(path), checks=checks, tier_checks=tier_checks,
     )
 
 

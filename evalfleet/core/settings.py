@@ -32,6 +32,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
+from evalfleet.core.endpoint import ENDPOINT_NAME, JudgeEndpoint
 from evalfleet.core.errors import InvalidSettings
 from evalfleet.core.price import ModelPrice, Price, resolve_prices
 from evalfleet.core.ratelimit import RateLimit
@@ -203,6 +204,14 @@ class JudgeSettings(BaseModel):
         default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "openai_api_key"),
     )
     """API key sent to the judge (masked everywhere)."""
+
+    judge_endpoints: dict[str, JudgeEndpoint] = Field(default_factory=dict)
+    """More judge servers by name, for cascade tiers that name one (``endpoint: local``
+    in a metric file), JSON: ``{"local": {"base_url": "http://10.0.0.5:8080/v1",
+    "api_key_env": "LOCAL_JUDGE_KEY", "max_in_flight": 4}}``; each also takes ``rpm``
+    and ``tpm``. Each has its own circuit breaker, rate budgets and cap on calls in
+    flight (unset limits: the fleet's). Moving one to another URL changes no verdict
+    key."""
 
     metrics_dir: Path | None = None
     """Extra metric files (``*.yaml``); they add metrics or replace bundled ones by name."""
@@ -713,6 +722,15 @@ class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, Lim
     def _blank_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
 
+    @field_validator("judge_endpoints")
+    @classmethod
+    def _endpoint_names(cls, value: dict[str, JudgeEndpoint]) -> dict[str, JudgeEndpoint]:
+        for name in value:
+            if not re.fullmatch(ENDPOINT_NAME, name):
+                raise ValueError(f"judge endpoint name {name!r} must be lower case letters, "
+                                 "digits, _ and -, starting with a letter")
+        return value
+
     @model_validator(mode="after")
     def _timeouts_fit_together(self) -> Settings:
         # A call and its re-ask, each waiting for a fleet-wide slot when there is a cap.
@@ -874,6 +892,9 @@ class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, Lim
             secrets.append(self.openai_api_key.get_secret_value())
         if self.batch_api_key is not None:
             secrets.append(self.batch_api_key.get_secret_value())
+        for endpoint in self.judge_endpoints.values():
+            secrets.extend(url_secrets(endpoint.base_url))
+            secrets.append(endpoint.api_key())
         if self.alert_webhook_secret is not None:
             secrets.append(self.alert_webhook_secret.get_secret_value())
         if self.ui_token is not None:

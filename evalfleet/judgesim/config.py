@@ -113,6 +113,10 @@ class SimConfig(BaseModel):
     ``error_rate`` (share of prompts it gets wrong) and whether the log-probabilities it
     returns when asked (``logprobs: true``) are ``honest`` or ``overconfident``."""
 
+    api_key: str | None = None
+    """When set, a chat request without ``Authorization: Bearer <api_key>`` is refused
+    (401), as a hosted judge refuses a missing or wrong key; None accepts any."""
+
     system_fingerprint: str = SIMULATOR_NAME
     """The ``system_fingerprint`` every completion reports (change it to play a provider
     that silently swapped its backend)."""

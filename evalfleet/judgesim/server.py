@@ -308,6 +308,9 @@ async def _chat_completions(request: Request) -> Response:
 
 
 async def _answer(sim: SimState, counters: _Counters, request: Request) -> Response:
+    key = sim.config.api_key
+    if key is not None and request.headers.get("authorization") != f"Bearer {key}":
+        return _error(401, "Incorrect API key provided", code="invalid_api_key")
     try:
         chat = _read_chat_request(await request.body())
     except InvalidChatRequest as exc:

@@ -43,6 +43,17 @@ class StoredThresholds:
     """The fit: guarantee, labels and settled share per tier."""
     created_at: datetime
 
+    @property
+    def folds(self) -> tuple[tuple[float | None, ...], ...]:
+        """A cross-fitted fit's thresholds per fold (``report["folds"]``: fold k's fitted
+        without fold k's labels); empty when not cross-fitted."""
+        folds = self.report.get("folds")
+        if not isinstance(folds, list) or not all(
+                isinstance(fold, list) and len(fold) == len(self.thresholds) for fold in folds):
+            return ()
+        return tuple(tuple(None if value is None else float(value) for value in fold)
+                     for fold in folds)
+
 
 @dataclass(frozen=True)
 class CascadeLabelItem:

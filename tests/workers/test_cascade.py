@@ -6,17 +6,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from functools import cache
+from pathlib import Path
 
 import pytest
 
 from evalfleet.calibration.cascade import Guarantee, LabelledItem, TierJudgement, fit_cascade
+from evalfleet.core.cascade import fold_of, metric_cascade_identity
 from evalfleet.core.errors import JudgeError
 from evalfleet.core.metric import Metric, load_registry
 from evalfleet.core.sample import Sample, parse_sample
 from evalfleet.core.scales import score_kinds
 from evalfleet.judgesim import RunningSim, simulated_verdict
-from workers.cascade import CascadeResult, Tier, cascade_flow, run_cascades
+from evalfleet.store.cascade import StoredThresholds
+from tests.helpers import cascade_metrics
+from workers.cascade import CascadeResult, Tier, cascade_flow, run_cascades, tiers_for
 from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeRequest
 from workers.renderer import render_messages
 from workers.verdicts import Verdict, parse_verdict
@@ -208,3 +213,17 @@ def test_the_review_slice_samples_by_confidence_band_before_score_strata() -> No
     assert middling is None or middling.stratum == "confidence below 0.9"
     assert all(review.may_choose(sample_id=i, metric="m") for i, c in zip(ids, unsure, strict=True)
                if c is not None)
+
+
+def test_a_cross_fitted_fit_judges_each_sample_with_its_fold_s_thresholds(
+        tmp_path: Path) -> None:
+    metric = load_registry(cascade_metrics(tmp_path / "metrics")).get("bbh_match")
+    stored = StoredThresholds("bbh_match", metric_cascade_identity(metric), 1, (0.8, None),
+                              {"folds": [[0.7, None], [0.9, None]]}, datetime.now(UTC))
+    ids = {fold_of(metric="bbh_match", sample_id=f"s{n}", folds=2): f"s{n}" for n in range(20)}
+    assert [tiers_for(metric, stored, sample_id=ids[k])[0].threshold for k in (0, 1)] == [
+        0.7, 0.9]
+    # A fit without folds (or a malformed one) gives every sample the same thresholds.
+    plain = StoredThresholds("bbh_match", stored.identity, 2, (0.8, None),
+                             {"folds": [[0.7]]}, datetime.now(UTC))
+    assert plain.folds == () and tiers_for(metric, plain, sample_id="s1")[0].threshold == 0.8

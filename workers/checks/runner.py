@@ -103,6 +103,15 @@ class CheckRunner:
             self._prepared[cache_key] = prepared
         return prepared
 
+    def prepare_check(self, check: LoadedCheck) -> PreparedCheck:
+        """One check, prepared once per check version (a cascade's check tier)."""
+        cache_key = (f"check:{check.name}", check.version)
+        prepared = self._prepared.get(cache_key)
+        if prepared is None:
+            prepared = [self._prepare(check)]
+            self._prepared[cache_key] = prepared
+        return prepared[0]
+
     def run(self, check: PreparedCheck, sample: Sample) -> CheckOutcome:
         """Run one check on ``sample``."""
         return CheckOutcome(check, check.run(sample))

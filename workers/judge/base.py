@@ -28,6 +28,9 @@ class JudgeRequest:
     """The OpenAI ``response_format`` argument, or None for plain text."""
     metric: str = ""
     """The metric it judges (for telemetry; not sent)."""
+    endpoint: str | None = None
+    """The named judge endpoint it goes to (``EVALFLEET_JUDGE_ENDPOINTS``, a cascade
+    tier's ``endpoint``); None: the fleet's judge. Not sent."""
     prompt_cache_key: str | None = None
     """Sent as ``prompt_cache_key`` (:func:`prompt_cache_key`), or None to send none: the
     fleet drops it for an endpoint and model that refuse it."""

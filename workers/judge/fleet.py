@@ -24,6 +24,13 @@ Each call passes the concerns of :data:`FLEET_ORDER`, outermost first:
 The order matters: a refused format or cache key is an answer, so it never trips the
 breaker; a call that waits for rate budget holds its concurrency slot and its breaker
 admission.
+
+A fleet may also reach named endpoints (:class:`Endpoint`: another server, for a
+cascade tier that names one). Each has its own provider and its own breaker, formats,
+cache-key support, rate budgets and in-flight cap, so a small local server that fails
+opens its own circuit, never the hosted judge's; the process's concurrency and the
+shutdown deadline are shared. A request goes where its ``endpoint`` says (None: the
+fleet's own provider).
 Which of them apply depends on the provider's kind (:func:`layers_for`): a batch
 provider answers later through its own submit and collect steps, so neither a
 concurrency slot nor a rate-budget slot per call means anything for it.
@@ -36,9 +43,10 @@ import functools
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
-from evalfleet.core.errors import JudgeError, WorkerShuttingDown
+from evalfleet.core.errors import JudgeError, JudgeRejected, WorkerShuttingDown
 from workers.breaker import CircuitBreaker
 from workers.judge.base import Answered, JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.cache_key import CacheKeySupport
@@ -88,6 +96,21 @@ def layers_for(capabilities: ProviderCapabilities) -> tuple[str, ...]:
     return FLEET_ORDER
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """A named judge server a fleet sends to besides its own, with its own concerns
+    (None: a fresh one, as for the fleet's own provider)."""
+
+    provider: JudgeProvider
+    pacing: Pacing | None = None
+    """Its rate budgets."""
+    breaker: CircuitBreaker | None = None
+    formats: FormatSupport | None = None
+    cap: InFlightCap | None = None
+    """Its cap on calls in flight."""
+    cache_keys: CacheKeySupport | None = None
+
+
 class JudgeFleet(JudgeClient):
     """A provider wrapped in the fleet's concerns, with a blocking, thread-safe face.
 
@@ -103,6 +126,8 @@ class JudgeFleet(JudgeClient):
         cap: The fleet-wide cap on calls in flight (none: no cap).
         cache_keys: The models of the endpoint that refuse ``prompt_cache_key``, learnt
             from refusals (by default in this process alone).
+        endpoints: Named endpoints, each with its own concerns, for requests that name
+            one (``JudgeRequest.endpoint``).
     """
 
     def __init__(self, provider: JudgeProvider, *, concurrency: int,
@@ -111,22 +136,22 @@ class JudgeFleet(JudgeClient):
                  deadline: ShutdownDeadline | None = None,
                  on_step_down: Callable[[str, str], None] | None = None,
                  cap: InFlightCap | None = None,
-                 cache_keys: CacheKeySupport | None = None) -> None:
+                 cache_keys: CacheKeySupport | None = None,
+                 endpoints: Mapping[str, Endpoint] | None = None) -> None:
         self.provider = provider
         self.deadline = deadline or ShutdownDeadline()
-        endpoint = provider.endpoint
-        available: dict[str, Layer] = {
-            "concurrency": Concurrency(concurrency),
-            "breaker": Breaker(breaker or CircuitBreaker(), endpoint=endpoint),
-            "response_format": StepDown(formats or FormatSupport("json_schema"),
-                                        on_step_down=on_step_down),
-            "prompt_cache_key": CacheKeyDrop(cache_keys or CacheKeySupport()),
-            "rate_limit": RateBudget(pacing or Pacing(), endpoint=endpoint),
-            "in_flight": InFlight(cap or InFlightCap(), endpoint=endpoint),
-        }
-        self.layers: tuple[Layer, ...] = tuple(
-            available[name] for name in layers_for(provider.capabilities) if name != "deadline")
+        shared = Concurrency(concurrency)  # the process's, whichever server a call goes to
+        self.layers: tuple[Layer, ...] = _layers(
+            Endpoint(provider, pacing, breaker, formats, cap, cache_keys),
+            concurrency=shared, on_step_down=on_step_down)
         self._send = _chain(self.layers, provider)
+        self.endpoints: dict[str, tuple[Endpoint, tuple[Layer, ...]]] = {}
+        """The named endpoints, each with the layers around its provider."""
+        self._sends: dict[str | None, Send] = {None: self._send}
+        for name, named in (endpoints or {}).items():
+            layers = _layers(named, concurrency=shared, on_step_down=on_step_down)
+            self.endpoints[name] = (named, layers)
+            self._sends[name] = _chain(layers, named.provider)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="judge-loop",
                                         daemon=True)
@@ -202,7 +227,7 @@ class JudgeFleet(JudgeClient):
     ) -> None:
         async def one(index: int, request: JudgeRequest) -> None:
             try:
-                put((index, await self._send(request)))
+                put((index, await self._route(request)))
             except BaseException as exc:  # the waiting thread must not wait for ever
                 put((index, exc))
                 raise
@@ -210,8 +235,14 @@ class JudgeFleet(JudgeClient):
         await asyncio.gather(*(one(index, request) for index, request in enumerate(requests)),
                              return_exceptions=True)
 
+    async def _route(self, request: JudgeRequest) -> Answer:
+        send = self._sends.get(request.endpoint)
+        if send is None:  # the worker checks tiers' endpoints at start: a caller's slip
+            return JudgeRejected(f"no judge endpoint named {request.endpoint!r}")
+        return await send(request)
+
     def close(self) -> None:
-        """See :meth:`JudgeClient.close`: the provider's and the layers' connections."""
+        """See :meth:`JudgeClient.close`: every provider's and layer's connections."""
         if not self._loop.is_running():
             return
 
@@ -219,10 +250,32 @@ class JudgeFleet(JudgeClient):
             await self.provider.aclose()
             for layer in self.layers:
                 await layer.aclose()
+            for named, layers in self.endpoints.values():
+                await named.provider.aclose()
+                for layer in layers:
+                    if not isinstance(layer, Concurrency):  # shared: closed above
+                        await layer.aclose()
 
         asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(CLOSE_TIMEOUT_S)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(CLOSE_TIMEOUT_S)
+
+
+def _layers(endpoint: Endpoint, *, concurrency: Concurrency,
+            on_step_down: Callable[[str, str], None] | None) -> tuple[Layer, ...]:
+    """The fleet's concerns around one endpoint's provider, in :data:`FLEET_ORDER`."""
+    url = endpoint.provider.endpoint
+    available: dict[str, Layer] = {
+        "concurrency": concurrency,
+        "breaker": Breaker(endpoint.breaker or CircuitBreaker(), endpoint=url),
+        "response_format": StepDown(endpoint.formats or FormatSupport("json_schema"),
+                                    on_step_down=on_step_down),
+        "prompt_cache_key": CacheKeyDrop(endpoint.cache_keys or CacheKeySupport()),
+        "rate_limit": RateBudget(endpoint.pacing or Pacing(), endpoint=url),
+        "in_flight": InFlight(endpoint.cap or InFlightCap(), endpoint=url),
+    }
+    return tuple(available[name] for name in layers_for(endpoint.provider.capabilities)
+                 if name != "deadline")
 
 
 def _chain(layers: Sequence[Layer], provider: JudgeProvider) -> Send:

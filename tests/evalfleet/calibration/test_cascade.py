@@ -142,3 +142,21 @@ def test_an_overconfident_judge_is_caught_by_the_labels() -> None:
     settled = [fit.tiers[0].settled_share for fit in fits]
     assert sum(settled) / len(settled) < 0.1
     assert all(fit.low_confidence_share > 0.8 for fit in fits)
+
+
+def test_a_check_tier_is_given_not_fitted_and_its_agreement_is_reported() -> None:
+    # 40 items the check is decisive on (36 agree with people), 60 it leaves to the judge.
+    items = [LabelledItem({"correct": 0.0 if n < 36 else 1.0},
+                          (judged(1.0, correct=0.0), judged(0.99, correct=0.0)))
+             for n in range(40)]
+    items += [LabelledItem({"correct": 1.0}, (None, judged(0.99, correct=1.0)))
+              for _ in range(60)]
+    fit = fit_cascade(items, kinds=KINDS, guarantee=Guarantee(), fixed={0: 1.0})
+    check, judge = fit.tiers
+    # 90% agreement on 40 items would not pass the test at 85%: a check settles all the
+    # same (the team's rule), outside the guarantee, its agreement shown.
+    assert (check.threshold, check.accepted, check.agreeing) == (1.0, 40, 36)
+    assert check.guaranteed_agreement is not None and check.guaranteed_agreement < 0.85
+    # The judge tier is fitted on what the check leaves, and only it counts in delta.
+    assert judge.labels == 60 and judge.threshold == pytest.approx(0.99)
+    assert fit.fixed == (0,) and fit.confidence_level == pytest.approx(0.95)

@@ -135,6 +135,16 @@ def test_fit_on_the_review_queue_is_refused_on_too_few_labels_then_used_by_worke
         tiers = [r.cascade["tier"] for r in records if r.cascade]
         assert len(tiers) == 40 and 1 in tiers
         assert all(r.cascade and r.cascade["thresholds_version"] == 1 for r in records)
+
+        # Cross-fitted: each fold's thresholds stored, fitted on the other fold's labels.
+        crossed = CliRunner(env=env).invoke(main, ["judge", "cascade", "fit", "--metric",
+                                                   "bbh_match", "--folds", "2"],
+                                            catch_exceptions=False)
+        assert crossed.exit_code == 0, crossed.output
+        assert "stored as version 2" in crossed.stdout and "fold 1: " in crossed.stdout
+        second = ThresholdBook(store).latest(metric="bbh_match", identity=identity)
+        assert second is not None and len(second.folds) == 2
+        assert all(len(fold) == 2 for fold in second.folds)
     finally:
         fleet.close()
         store.close()
