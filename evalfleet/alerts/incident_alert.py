@@ -107,6 +107,8 @@ def build_incident_alert(*, rule: Rule, change: IncidentChange, head: Segment,
         "description": line, "incident_cause": str(incident.get("cause")),
         "incident_detail": line, "incident_segments": ", ".join(segments),
         "segment": str(head), "test": "sequential",
+        # A webhook's body says firing or resolved only: a reminder says so here.
+        "incident_event": change.event,
     }
     if sequential:
         annotations.update(sequential_annotations(sequential))
