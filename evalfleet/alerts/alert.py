@@ -126,7 +126,7 @@ def _annotations(rule: Rule, segment: Segment, details: dict[str, Any], *,
             annotations["baseline_wilson_interval"] = _interval(test["baseline_interval"])
     if spec.threshold is not None:
         annotations["threshold"] = _text(spec.threshold)
-    annotations.update(_sequential_annotations(details.get("sequential")))
+    annotations.update(sequential_annotations(details.get("sequential")))
     if isinstance(incident := details.get("incident"), dict) and not no_data:
         annotations["incident_cause"] = str(incident.get("cause"))
         annotations["incident_detail"] = cause_line(incident)
@@ -242,7 +242,9 @@ def _detectors(sequential: Any) -> list[tuple[str, dict[str, Any]]]:
             if isinstance(sequential.get(name), dict)]
 
 
-def _sequential_annotations(sequential: Any) -> dict[str, str]:
+def sequential_annotations(sequential: Any) -> dict[str, str]:
+    """A sequential rule's detectors as annotations: the test, its run length, and each
+    detector's e-value, alarm level, drop, drop interval and change start."""
     found = _detectors(sequential)
     if not found:
         return {}

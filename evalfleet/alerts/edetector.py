@@ -47,12 +47,16 @@ Shiryaev-Roberts statistics grows by at most K a cycle and is at least ``K · R`
 alarm. K is the most streams that can be watched at once (the rule's ``max_segments``
 times its tests), so segments that appear later need no new budget.
 
-**The baseline's own error** enters through its lower bound: b is the baseline mean less
-``BASELINE_Z`` standard errors (a normal approximation over at least ``min_samples``
-values). The guarantee holds while the pre-change mean is at least b; a baseline that
-runs high by less than its bound costs nothing, and one that runs high by more makes the
-e-process grow only when the excess outweighs the variance term of the bet (see
-docs/alerts.md).
+**The baseline's own error** enters through its lower bound: b is the lower end of a
+one-sided confidence sequence for the baseline's mean (:func:`baseline_radius`), so the
+chance that b is above the true mean at *any* size the baseline reaches is at most
+:data:`BASELINE_ALPHA`, not at each size separately as a fixed normal bound would give.
+The guarantee then reads: with probability at least ``1 - BASELINE_ALPHA`` the boundary
+never exceeds the pre-change mean, and on that event the run length is as stated. The
+sequence is the normal mixture on the baseline's own standard deviation (an asymptotic
+confidence sequence, Waudby-Smith, Arnold, Wu, Howard and Ramdas, "Time-uniform central
+limit theory and asymptotic confidence sequences", AoS 2024): it needs only the count,
+sum and sum of squares, and adapts to the score's spread (see docs/alerts.md).
 """
 
 from __future__ import annotations
@@ -72,8 +76,13 @@ BET_MULTIPLIERS = (0.5, 1.0, 2.0, 4.0, 8.0)
 #: (``1 / (1 - b)``): a payoff is never below one half.
 BET_CAP = 0.5
 
-#: Standard errors between the baseline's mean and the boundary the detector tests.
-BASELINE_Z = 2.33
+#: Chance that the boundary is above the baseline's true mean at any size the baseline
+#: reaches (the confidence sequence's error).
+BASELINE_ALPHA = 0.05
+
+#: Baseline size (samples) at which its confidence sequence is tightest: about a day of
+#: a segment's judged traffic at one sample a minute.
+BASELINE_TUNED_N = 1000
 
 #: How far above the cycle's own boundary a growing bet may keep the one it restarted
 #: on, as a share of ``min_effect``: a trailing baseline that takes in a drop is held
@@ -236,19 +245,37 @@ def growth_bets(*, boundary: float, min_effect: float, variance: float) -> tuple
     return tuple(_capped(m * tuned, boundary) for m in BET_MULTIPLIERS)
 
 
+def baseline_radius(n: float, *, variance: float, alpha: float = BASELINE_ALPHA) -> float:
+    """How far below a baseline's mean its one-sided confidence sequence ends.
+
+    Args:
+        n: The baseline's samples.
+        variance: Their variance (floored at ``1 / n``: a baseline of equal values
+            still has an unknown spread).
+        alpha: Chance the true mean lies below the bound at any ``n`` at once.
+
+    Returns:
+        The radius; ``inf`` for no samples.
+    """
+    if n <= 0:
+        return math.inf
+    scale = math.sqrt(max(variance, 1.0 / n))
+    return _mixture_radius(n, scale=scale, alpha=alpha, tuned_n=BASELINE_TUNED_N)
+
+
 def baseline_reference(baseline: Summary, *, min_effect: float,
-                       z: float = BASELINE_Z) -> Reference:
+                       alpha: float = BASELINE_ALPHA) -> Reference:
     """The reference of a baseline test, from the baseline's summary (oriented).
 
     Args:
         baseline: The baseline's values on the lower-is-worse scale (at least 2).
         min_effect: The drop the bets are tuned to.
-        z: Standard errors between the baseline's mean and the boundary.
+        alpha: Error of the baseline's confidence sequence (:func:`baseline_radius`).
 
     Returns:
         The boundary (mean less its bound), the mean and the bets.
     """
-    half = z * math.sqrt(baseline.variance / baseline.n) if baseline.n else math.inf
+    half = baseline_radius(baseline.n, variance=baseline.variance, alpha=alpha)
     mean = baseline.mean
     boundary = mean - half
     return Reference(boundary=boundary, mean=mean, half_width=half,
@@ -462,10 +489,16 @@ def fleet_streams(*, segments: int, tests: int) -> int:
 def _mean_radius(n: int, *, alpha: float) -> float:
     """Half-width of a two-sided normal-mixture confidence sequence for a mean of values
     in 0..1 (sub-Gaussian with scale 1/2; Howard et al. 2021), valid at every n at once."""
-    variance = _SCORE_SCALE**2 * n
-    rho = _SCORE_SCALE**2 * _CS_TUNED_N
+    return _mixture_radius(n, scale=_SCORE_SCALE, alpha=alpha / 2, tuned_n=_CS_TUNED_N)
+
+
+def _mixture_radius(n: float, *, scale: float, alpha: float, tuned_n: int) -> float:
+    """One side of the normal-mixture confidence sequence for a mean of ``n`` samples of
+    spread ``scale``, tightest near ``tuned_n``, valid at every ``n`` at once."""
+    variance = scale**2 * n
+    rho = scale**2 * tuned_n
     boundary = math.sqrt(2 * (variance + rho)
-                         * math.log(math.sqrt((variance + rho) / rho) / (alpha / 2)))
+                         * math.log(math.sqrt((variance + rho) / rho) / alpha))
     return boundary / n
 
 

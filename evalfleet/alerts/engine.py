@@ -44,6 +44,12 @@ from evalfleet.alerts.detector import (
     pair_baselines,
 )
 from evalfleet.alerts.evidence import evidence_details, plain_text, window_evidence
+from evalfleet.alerts.incident_alert import (
+    INCIDENT_RECEIVERS,
+    build_incident_alert,
+    incident_changes,
+    outbox_key,
+)
 from evalfleet.alerts.judgecheck import JudgeCheckSource
 from evalfleet.alerts.notifier import Notifier
 from evalfleet.alerts.rule import (
@@ -79,6 +85,9 @@ logger = logging.getLogger(__name__)
 
 #: The whole of a rule's traffic.
 ROOT = Segment()
+
+#: Events a per-incident receiver hears of an incident, not of each segment in it.
+INCIDENT_EVENTS = ("firing", "renotify", "resolved")
 
 #: Calibration runs read for a judge_drift baseline: the newest gold-set run among them
 #: counts (shadow comparisons are stored beside them).
@@ -354,6 +363,9 @@ class AlertEngine:
                 rows.append(self._step(conn, rule, segment, None, stored[segment], policy,
                                        at, now, points, states, suspicion, checks.get(segment),
                                        kept_detector=kept))
+            if rule.spec.sequential:
+                self._queue_incidents(conn, rule, loaded, incidents, watches, rows, at=at,
+                                      now=now)
             ledger.save_states(conn, states)
             ledger.record_points(conn, rule=rule.name, at=at, points=points)
         return rows
@@ -455,15 +467,66 @@ class AlertEngine:
 
     def _queue(self, conn: Connection, rule: Rule, segment: Segment, step: Step,
                details: dict[str, Any], *, at: datetime, now: datetime) -> None:
+        in_incident = isinstance(details.get("incident"), dict)
         for sequence, event in step.numbered():
             alert = build_alert(rule=rule, segment=segment, event=event, state=step.state,
                                 details=details, at=at, external_url=self._external_url)
             for receiver in self.rules.receivers_of(rule):
+                if in_incident and event in INCIDENT_EVENTS and \
+                        self._per_incident(receiver):
+                    continue  # told once per incident (_queue_incidents)
                 key = outbox.idempotency_key(rule=rule.name, segment_key=segment.key,
                                              sequence=sequence, receiver=receiver)
                 outbox.enqueue(conn, key=key, rule=rule.name, segment_key=segment.key,
                                receiver=receiver, kind=event, alert=alert, now=now)
             logger.warning("alert %s %s %s", rule.name, event, segment)
+
+    def _per_incident(self, receiver: str) -> bool:
+        spec = self.rules.receivers.get(receiver)
+        return spec is not None and spec.type in INCIDENT_RECEIVERS
+
+    def _queue_incidents(self, conn: Connection, rule: Rule,
+                         loaded: Mapping[Segment, ledger.StoredState],
+                         incidents: Mapping[Segment, dict[str, Any]],
+                         watches: Mapping[Segment, Watch], rows: list[ReportRow], *,
+                         at: datetime, now: datetime) -> None:
+        """One notification per incident opened, due again or closed this cycle, to the
+        receivers that do not group alerts themselves (Slack, webhooks)."""
+        receivers = [r for r in self.rules.receivers_of(rule) if self._per_incident(r)]
+        if not receivers:
+            return
+        before: dict[str, dict[str, Any]] = {}
+        fired: dict[str, datetime] = {}
+        for stored in loaded.values():
+            carried = carried_incident(stored.finding)
+            if stored.state.state == "firing" and carried and isinstance(carried.get("key"), str):
+                before[carried["key"]] = carried
+                started = stored.state.fired_at or at
+                fired[carried["key"]] = min(fired.get(carried["key"], started), started)
+        named = {str(segment): segment for segment in (*loaded, *incidents)}
+        after: dict[str, dict[str, Any]] = {}
+        renotified = set()
+        for row in rows:
+            segment = named.get(row.segment)
+            incident = incidents.get(segment) if segment is not None else None
+            if row.state == "firing" and incident is not None:
+                after[str(incident["key"])] = incident
+                if "renotify" in row.events:
+                    renotified.add(str(incident["key"]))
+        for change in incident_changes(before=before, after=after, renotified=renotified):
+            head = named.get(str(change.incident.get("head")), ROOT)
+            watched = watches.get(head)
+            alert = build_incident_alert(
+                rule=rule, change=change, head=head,
+                sequential=watched.details if watched is not None else None,
+                started=fired.get(change.key, at), at=at, external_url=self._external_url)
+            digest = outbox_key(change.key)
+            for receiver in receivers:
+                key = outbox.idempotency_key(rule=rule.name, segment_key=digest,
+                                             sequence=int(at.timestamp()), receiver=receiver)
+                outbox.enqueue(conn, key=key, rule=rule.name, segment_key=digest,
+                               receiver=receiver, kind=change.event, alert=alert, now=now)
+            logger.warning("alert %s incident %s %s", rule.name, change.event, change.key)
 
     def _record(self, report: CycleReport, due: list[Rule], *, elapsed_s: float) -> None:
         if self._telemetry is None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from evalfleet.alerts.edetector import BASELINE_Z, detection_cycles, oriented
+from evalfleet.alerts.edetector import baseline_radius, detection_cycles, oriented
 from evalfleet.alerts.rule import PinnedBaseline, Rule, TrailingBaseline
 from evalfleet.alerts.sequential import level_of
 from evalfleet.alerts.statistic import Summary
@@ -103,7 +103,7 @@ def _cycles(rule: Rule, *, size: float, rate: float, mean: float, variance: floa
                   if isinstance(spec.baseline, TrailingBaseline | PinnedBaseline)
                   else timedelta(days=1))
         baseline_n = rate * (length / timedelta(minutes=1))
-        half = BASELINE_Z * math.sqrt(variance / baseline_n) if baseline_n > 0 else math.inf
+        half = baseline_radius(baseline_n, variance=variance)
     return detection_cycles(drop=size, mean=mean, variance=variance,
                             samples_per_cycle=per_cycle, level=level,
                             min_effect=spec.min_effect, half_width=half)

@@ -64,10 +64,13 @@ def webhook_payload(notification: Notification, *, receiver: str,
     alert = notification.alert
     labels = alert["labels"]
     status = alert["status"]
-    group_labels = {"alertname": labels["alertname"]}
+    # An incident's notification is the group of its segments, as Alertmanager grouping
+    # by ``incident`` would name it.
+    group_labels = {key: labels[key] for key in ("alertname", "incident") if key in labels}
+    group_key = ",".join(f'{key}="{value}"' for key, value in group_labels.items())
     return {
         "version": "4",
-        "groupKey": "{}:" + "{" + f'alertname="{labels["alertname"]}"' + "}",
+        "groupKey": "{}:{" + group_key + "}",
         "truncatedAlerts": 0,
         "status": status,
         "receiver": receiver,

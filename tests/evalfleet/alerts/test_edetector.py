@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from bench.alert_simulation import segment_stream
+from bench.alert_simulation import RUBRIC, RUBRIC_SHARES, segment_stream
 from evalfleet.alerts.edetector import (
     BET_MULTIPLIERS,
     DetectorState,
@@ -236,3 +236,42 @@ def test_planning_figures_grow_with_the_level_and_shrink_with_traffic() -> None:
     assert detection_cycles(samples_per_cycle=10, level=1e3, **common) < slow
     assert math.isinf(detection_cycles(samples_per_cycle=10, level=1e7, half_width=0.06,
                                        **common))
+
+
+def _draws(kind: str, rng: np.random.Generator, size: tuple[int, int]) -> np.ndarray:
+    """Samples of the bench's three score shapes (Beta(4, 1) skewed continuous, yes/no at
+    0.85, the rubric's shares)."""
+    if kind == "continuous":
+        return rng.beta(4.0, 1.0, size)
+    if kind == "binary":
+        return (rng.random(size) < 0.85).astype(float)
+    return rng.choice(RUBRIC, size=size, p=RUBRIC_SHARES)
+
+
+TRUE_MEANS = {"continuous": 0.8, "binary": 0.85, "ordinal": float(RUBRIC @ RUBRIC_SHARES)}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_baseline_boundary_stays_below_the_true_mean_at_every_size(kind: str) -> None:
+    # The guarantee needs the boundary at or below the pre-change mean. The baseline's
+    # confidence sequence bounds the chance that it ever rises above it, over every size
+    # the baseline reaches at once, by BASELINE_ALPHA (5%); a fixed bound of 2.33 standard
+    # errors, right 99% of the time at each size, is wrong at some size far more often.
+    runs, sizes = 400, np.unique(np.geomspace(30, 20_000, 120).astype(int))
+    values = _draws(kind, np.random.default_rng(7), (runs, int(sizes[-1])))
+    sums, squares = np.cumsum(values, axis=1), np.cumsum(values * values, axis=1)
+    crossed_sequence = crossed_fixed = 0
+    for run in range(runs):
+        sequence = fixed = False
+        for n in sizes:
+            baseline = Summary(n=int(n), total=float(sums[run, n - 1]),
+                               total_sq=float(squares[run, n - 1]))
+            boundary = baseline_reference(baseline, min_effect=0.05).boundary
+            sequence |= boundary > TRUE_MEANS[kind]
+            fixed |= baseline.mean - 2.33 * math.sqrt(baseline.variance / n) > TRUE_MEANS[kind]
+        crossed_sequence += sequence
+        crossed_fixed += fixed
+    # 3 to 8 of 400 (seed 7); 5% of 400 is 20, and a binomial at 5% stays under 32 with
+    # probability 0.998.
+    assert crossed_sequence <= 32, crossed_sequence
+    assert crossed_fixed > 40, crossed_fixed  # 81 to 105 of 400 (seed 7)

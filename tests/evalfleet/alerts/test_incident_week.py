@@ -33,13 +33,15 @@ APPS, VERSIONS = 23, 12  # 276 app-and-version segments, 23 apps and the whole: 
 #: Judged samples a cycle per app-and-version segment; the score's mean before a drop.
 PER_CYCLE, MEAN = 30, 0.8
 
-SPEC = AlertRule.model_validate({
+#: The rule, as a rules file would write it.
+FIELDS = {
     "name": "quality_drop", "metric": "rag_qa", "score": "faithfulness",
     "test": "sequential", "segment_by": ["app", "prompt_version"], "max_segments": 300,
     "interval": "30m", "window": "1h", "min_samples": 30, "min_effect": 0.05,
     "mode": "baseline", "baseline": {"type": "trailing", "window": "1d", "gap": "1h"},
     "for": 1, "recovery": {"for": 3, "margin": 0.02},
-})
+}
+SPEC = AlertRule.model_validate(FIELDS)
 RULE = Rule(spec=SPEC, kind="continuous")
 POLICY = Policy(for_count=1, recovery_count=3, renotify=SPEC.renotify, no_data="ok")
 
