@@ -278,10 +278,11 @@ class ReviewQueue:
         same transaction). ``FOR UPDATE SKIP LOCKED`` passes over items other takers are
         leasing at that moment instead of waiting for them to commit: with one plain UPDATE
         per candidate, eight reviewers reading the same page queued behind each other's
-        leases (about 9,000 UPDATEs for 2,000 takes, 35 to 40 s, against 2,000 UPDATEs and
-        20 to 30 s, on a loaded two-core machine). SQLite runs one writer at a time
-        (``BEGIN IMMEDIATE``) and has no ``SKIP LOCKED`` (SQLAlchemy leaves it out there),
-        where the same statement is simply atomic.
+        leases (the race test: about 9,800 UPDATEs for 2,250 takes and 22 to 23 s of the
+        client's CPU, against 2,960 UPDATEs and 17 to 18 s; the wall time, 27 to 64 s
+        either way on a two-core machine at load 13 to 19, followed the load). SQLite
+        runs one writer at a time (``BEGIN IMMEDIATE``) and has no ``SKIP LOCKED``
+        (SQLAlchemy leaves it out there), where the same statement is simply atomic.
         """
         found: list[ReviewItem] = []
         for _ in range(_TAKE_SCANS):
