@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, and_, case, exists, func, or_, select, update
+from sqlalchemy import Select, and_, case, exists, func, or_, select, tuple_, update
 from sqlalchemy.engine import Connection, RowMapping
 
 from evalfleet.core.review import RANDOM_REASON
@@ -40,6 +40,10 @@ TOKEN_BYTES = 24
 
 #: Open items read per step when looking for the next one a reviewer may take.
 _TAKE_PAGE = 64
+
+#: Candidates one leasing UPDATE chooses from: takers that read the same page each find
+#: one nobody else is leasing in one statement (a whole page made it slow to plan).
+_LEASE_TRIES = 8
 
 #: Times the queue is read again when every candidate was taken or moved under the taker.
 _TAKE_SCANS = 5
@@ -261,34 +265,41 @@ class ReviewQueue:
                segment: Mapping[str, str] | None = None) -> list[ReviewItem]:
         """Lease up to ``limit`` open items to ``reviewer``, in queue order.
 
-        Each candidate is leased by one UPDATE that checks every condition again (still
-        open, unexpired, free, wanting labels, neither labelled nor skipped by them) and
-        that the item's label and skip counts are still those read with the candidate.
-        The counts matter on Postgres: an UPDATE that waited for another transaction's
-        row lock re-checks the row's own columns on its newest version but reads other
-        tables (the labels, the skips) as of its start, so a label committed between the
-        read and the UPDATE is caught by the count it moved (every label or skip of an
-        item updates the item's row in the same transaction). SQLite runs one writer at
-        a time (``BEGIN IMMEDIATE``), where the same statement is simply atomic.
+        Candidates are read a page at a time (:func:`_open_candidates`); each item is then
+        leased by one UPDATE whose subquery picks the first of the next few candidates
+        that still passes every check (open, unexpired, free, wanting labels, neither
+        labelled nor skipped by them) and whose label and skip counts are still those read
+        with the page.
+
+        The counts matter on Postgres: a row locked after another transaction changed it
+        is re-checked on its newest version for its own columns, but the labels and skips
+        are read as of the statement's start, so a label committed in between is caught by
+        the count it moved (every label or skip of an item updates the item's row in the
+        same transaction). ``FOR UPDATE SKIP LOCKED`` passes over items other takers are
+        leasing at that moment instead of waiting for them to commit: with one plain UPDATE
+        per candidate, eight reviewers reading the same page queued behind each other's
+        leases (the race test: about 9,800 UPDATEs for 2,250 takes and 22 to 23 s of the
+        client's CPU, against 2,960 UPDATEs and 17 to 18 s; the wall time, 27 to 64 s
+        either way on a two-core machine at load 13 to 19, followed the load). SQLite
+        runs one writer at a time (``BEGIN IMMEDIATE``) and has no ``SKIP LOCKED``
+        (SQLAlchemy leaves it out there), where the same statement is simply atomic.
         """
-        items = review_items.c
         found: list[ReviewItem] = []
         for _ in range(_TAKE_SCANS):
             missed = False
-            for candidate in _open_candidates(conn, reviewer=reviewer, now=now,
-                                              metric=metric, segment=segment):
-                self._step("chosen")
-                row = conn.execute(
-                    update(review_items).where(
-                        items.id == candidate.id,
-                        items.labels_given == candidate.labels_given,
-                        items.skips == candidate.skips, _takeable(reviewer=reviewer, now=now))
-                    .values(lease_owner=reviewer, lease_expires_at=until)
-                    .returning(*review_items.c)).mappings().first()
-                if row is None:
-                    missed = True
-                    continue
-                found.append(_item(row))
+            for page in _open_candidates(conn, reviewer=reviewer, now=now, metric=metric,
+                                         segment=segment):
+                while page and len(found) < limit:
+                    self._step("chosen")
+                    tried = page[:_LEASE_TRIES]
+                    row = conn.execute(_lease_first(tried, reviewer=reviewer, now=now,
+                                                    until=until)).mappings().first()
+                    if row is None:
+                        missed = True  # these moved, or others are leasing them
+                        page = page[len(tried):]
+                        continue
+                    found.append(_item(row))
+                    page = [candidate for candidate in page if candidate.id != row["id"]]
                 if len(found) >= limit:
                     return found
             # A candidate that moved under us may still be open: read the queue again.
@@ -562,13 +573,30 @@ class _Candidate:
     skips: int
 
 
+def _lease_first(page: Sequence[_Candidate], *, reviewer: str, now: datetime,
+                 until: datetime) -> Any:
+    """The UPDATE that leases the first item of ``page`` still takeable and unmoved (its
+    counts as read), skipping rows another transaction has locked, returning the item."""
+    items = review_items.c
+    first = (select(items.id)
+             .where(items.id.in_([c.id for c in page]),  # the primary key's index
+                    tuple_(items.id, items.labels_given, items.skips).in_(
+                        [(c.id, c.labels_given, c.skips) for c in page]),
+                    _takeable(reviewer=reviewer, now=now))
+             .order_by(items.id).limit(1)
+             .with_for_update(skip_locked=True).scalar_subquery())
+    return (update(review_items).where(items.id == first)
+            .values(lease_owner=reviewer, lease_expires_at=until)
+            .returning(*review_items.c))
+
+
 def _open_candidates(conn: Connection, *, reviewer: str, now: datetime,
                      metric: str | None = None,
-                     segment: Mapping[str, str] | None = None) -> Iterator[_Candidate]:
+                     segment: Mapping[str, str] | None = None) -> Iterator[list[_Candidate]]:
     """Queued open items nobody holds that ``reviewer`` neither labelled nor skipped, in
-    queue order (id order), as read now: the lease checks them again. With ``segment``,
-    only items whose sample attributes hold it (compared here, as JSON reads differ
-    between Postgres and SQLite; the attributes are read only then).
+    queue order (id order) a page at a time, as read now: the lease checks them again.
+    With ``segment``, only items whose sample attributes hold it (compared here, as JSON
+    reads differ between Postgres and SQLite; the attributes are read only then).
 
     Open items are read a page at a time along the primary key and the reviewer's own
     labels and skips looked up for that page only: an anti-join in one statement let the
@@ -599,7 +627,9 @@ def _open_candidates(conn: Connection, *, reviewer: str, now: datetime,
             .union(select(review_skips.c.item_id).where(
                 review_skips.c.reviewer == reviewer, review_skips.c.item_id.in_(ids))))
             .scalars())
-        yield from (candidate for candidate in page if candidate.id not in seen)
+        page = [candidate for candidate in page if candidate.id not in seen]
+        if page:
+            yield page
 
 
 def _matches(record: VerdictRecord, *, segment: Mapping[str, str] | None, score: str | None,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from evalfleet.core.metric import load_registry
 from evalfleet.core.review import MetricSlice, ReviewSlice
@@ -79,6 +79,28 @@ def test_an_item_a_reviewer_labelled_inside_their_take_is_not_leased_to_them(
     assert taken is None
     bob = other.take(reviewer="bob", now=NOW, lease_s=60)
     assert bob is not None and bob.id == only
+
+
+def test_a_take_passes_over_an_item_another_transaction_is_leasing(store: SqlStore) -> None:
+    # Postgres: the lease skips a locked row instead of waiting for its transaction.
+    first, second = queued(store, 2)
+    taken: list[int | None] = []
+    returned = threading.Event()
+
+    def ann_takes() -> None:
+        item = ReviewQueue(store).take(reviewer="ann", now=NOW, lease_s=60)
+        taken.append(None if item is None else item.id)
+        returned.set()
+
+    with store.begin() as conn:  # bob's take or label of the first item, not committed
+        conn.execute(select(review_items.c.id).where(review_items.c.id == first)
+                     .with_for_update())
+        thread = threading.Thread(target=ann_takes)
+        thread.start()
+        held_meanwhile = returned.wait(timeout=60)
+    thread.join(timeout=60)
+    assert held_meanwhile, "the take waited for the other transaction's row lock"
+    assert taken == [second]
 
 
 #: Items in the race, and the share of them that want two labels (the rest want one).
