@@ -148,7 +148,7 @@ def key_problem(key: VerdictKey) -> str | None:
     """Which column of ``key`` the database would refuse, or None."""
     for column, limit in KEY_COLUMN_CHARS.items():
         value = getattr(key, column)
-        if _UNSTORABLE.search(value) is not None or len(value) > limit:
+        if len(value) > limit or not storable_as_is(value):
             return column
     return None
 
