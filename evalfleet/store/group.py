@@ -34,11 +34,21 @@ class ClaimAndSave:
     claims: list[Claim] = field(default_factory=list)
     error: BaseException | None = None
     done: bool = False
+    wakeup: threading.Lock = field(default_factory=threading.Lock)
+    """Held until the leader releases it: the call is done, or its caller leads next."""
+
+    def __post_init__(self) -> None:
+        self.wakeup.acquire()
 
 
 class GroupCommit:
     """Runs calls together: ``run`` gets a group and must set each call's claims or
-    error (it is never left to raise)."""
+    error, and mark it done (it is never left to raise).
+
+    One caller leads at a time: it runs a group, wakes the callers of the calls in it,
+    and hands the lead to the oldest call still waiting (or keeps it while its own call
+    waits). Each waiting caller is woken once, not at every group.
+    """
 
     def __init__(self, run: Callable[[list[ClaimAndSave]], None], *,
                  max_group: int = MAX_GROUP) -> None:
@@ -46,26 +56,35 @@ class GroupCommit:
         self._max_group = max_group
         self._pending: list[ClaimAndSave] = []
         self._leading = False
-        self._changed = threading.Condition()
+        self._lock = threading.Lock()
 
     def submit(self, call: ClaimAndSave) -> list[Claim]:
         """Run ``call`` (alone or with others); its claims, or its error raised."""
-        with self._changed:
+        with self._lock:
             self._pending.append(call)
-        while True:
-            with self._changed:
-                while not call.done and self._leading:
-                    self._changed.wait()
-                if call.done:
-                    break
-                self._leading = True
+            leads = not self._leading
+            self._leading = True
+        if not leads:
+            call.wakeup.acquire()  # done, or handed the lead
+        while not call.done:
+            with self._lock:
                 group = self._take_group()
             try:
                 self._run(group)
+            except BaseException as exc:  # not meant to happen: no caller waits for ever
+                for member in group:
+                    if not member.done:
+                        member.error, member.done = exc, True
             finally:
-                with self._changed:
-                    self._leading = False
-                    self._changed.notify_all()
+                with self._lock:
+                    for member in group:
+                        if member is not call:
+                            member.wakeup.release()
+                    if call.done:  # hand the lead on, or lay it down
+                        if self._pending:
+                            self._pending[0].wakeup.release()
+                        else:
+                            self._leading = False
         if call.error is not None:
             raise call.error
         return call.claims
@@ -73,7 +92,7 @@ class GroupCommit:
     @property
     def waiting(self) -> int:
         """Calls waiting for a transaction (not the one running)."""
-        with self._changed:
+        with self._lock:
             return len(self._pending)
 
     def _take_group(self) -> list[ClaimAndSave]:
