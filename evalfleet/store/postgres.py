@@ -72,8 +72,9 @@ FROM input LEFT JOIN claims ON claims.key = input.digest
 #: under ``sample`` and its key's digest under ``digest``) whose key is new in
 #: ``verdict_keys`` (the key's uniqueness across the partitions of ``verdicts``), with
 #: the non-null scores of the production ones (the series alerts read) and their
-#: samples, drops the claims in ``:release`` (a JSON array of digests with their owners),
-#: and returns the new verdicts' ids and keys.
+#: samples, drops ``:owner``'s claims on the digests in ``:release`` (a JSON array),
+#: and returns the new verdicts' ids and keys; ``:release`` pairs each digest with its
+#: owner (one statement may release the claims of several messages, ``store.group``).
 #: ``{columns}``: the verdict rows' fields.
 _INSERT_VERDICTS = """
 WITH input AS (
