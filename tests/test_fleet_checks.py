@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
+from tests.evalfleet.alerts.conftest import write_rules
 from tests.helpers import WorkerProcess, wait_until
 from tests.test_fleet import cli, export, make_samples, write_jsonl
 from tests.workers.checks.builders import contract_metrics, install_team_package
@@ -150,3 +152,37 @@ def test_trajectory_checks_end_to_end(
         expected = 0.0 if failing.get(name) else 1.0
         assert verdict["status"] == "ok" and verdict["scores"] == {name: expected}, verdict
     assert sim.stats()["requests"] == 0
+
+
+def test_an_alert_fires_on_a_check_metrics_rising_failure_rate_from_produce_to_worker(
+    settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
+    tmp_path: Path,
+) -> None:
+    at = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+    rule = {"name": "key_leaks", "metric": "output_contract", "score": "no_api_key",
+            "window": "10m", "min_samples": 30, "min_effect": 0.05, "mode": "baseline",
+            "test": "fixed", "for": 1,
+            "baseline": {"type": "trailing", "window": "2h", "gap": "10m"}}
+    settings = settings.model_copy(update={
+        "metrics_dir": contract_metrics(tmp_path),
+        "alert_rules_file": write_rules(tmp_path / "rules.yaml", rule)})
+    # 120 answers over the two hours before the window, one in 20 leaking a key; then 60
+    # in the last ten minutes, one in 3 leaking.
+    timed = [(at - timedelta(minutes=130) + n * timedelta(minutes=1), n % 20 == 0)
+             for n in range(120)]
+    timed += [(at - timedelta(minutes=10) + n * timedelta(seconds=10), n % 3 == 0)
+              for n in range(60)]
+    samples = make_samples(len(timed))
+    for sample, (when, leaks) in zip(samples, timed, strict=True):
+        leak = " sk-" + "x" * 24 if leaks else ""
+        sample["timestamp"] = when.isoformat()
+        sample["output"] = f'{{"answer": "{sample["output"]}{leak}", "sources": ["p.md"]}}'
+    result = cli(settings, "produce", str(write_jsonl(tmp_path / "s.jsonl", samples)),
+                 "--metric", "output_contract")
+    assert result.exit_code == 0, result.output
+    start_worker(settings, queues=["output_contract"], concurrency=8)
+    wait_until(lambda: len(export(settings)) == 180 * 5, timeout_s=120, what="900 verdicts")
+    fired = cli(settings, "alerts", "check", "--at", at.isoformat())
+    assert fired.exit_code == 1, fired.output  # a segment is firing
+    assert "key_leaks" in fired.output and "firing" in fired.output.lower()
+    assert sim.stats()["requests"] == 0  # no judge call for any of it

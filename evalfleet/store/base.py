@@ -267,8 +267,10 @@ class VerdictStore(ABC):
             owner: Who claims (the broker message id).
             lease_s: As for :meth:`claim`.
             now: The current time.
-            settle: The verdicts of the keys claimed (called once, inside the
-                transaction; it must not wait on anything).
+            settle: The verdicts of the keys claimed (called inside the transaction; it
+                must not wait on anything). A store may run the calls of several threads
+                in one transaction (PostgreSQL does): when that transaction fails, each
+                call runs again alone, so ``settle`` may be called twice.
 
         Returns:
             One claim per key, in order, as :meth:`claim` returns them.

@@ -15,30 +15,41 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
-from sqlalchemy import Table, create_engine, func, text
+from sqlalchemy import Table, create_engine, delete, func, text, tuple_
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
+from evalfleet.core.errors import StoreUnavailable
 from evalfleet.core.review import ReviewSlice
-from evalfleet.store.base import DeadLetter, VerdictKey, VerdictRecord
-from evalfleet.store.schema import verdict_scores
-from evalfleet.store.sql import SqlStore, canary_rows, verdict_row
+from evalfleet.store.base import Claim, DeadLetter, VerdictKey, VerdictRecord
+from evalfleet.store.group import ClaimAndSave, GroupCommit
+from evalfleet.store.intake import queue_random
+from evalfleet.store.schema import claims, verdict_scores
+from evalfleet.store.sql import (
+    SqlStore,
+    canary_rows,
+    claim_state,
+    storable_rows,
+    to_utc,
+    verdict_row,
+)
 from evalfleet.store.storable import key_problem
 
-#: Claims the keys in ``:keys`` (a JSON array of keys with their digests) for
-#: ``:owner`` until ``:expires_at``, unless a verdict or a dead letter settled them or a
+#: Claims the keys in ``:keys`` (a JSON array of keys with their digests and owners)
+#: for their owners until ``:expires_at``, unless a verdict or a dead letter settled them or a
 #: live claim of another owner holds them. One row per key: settled, taken, and the
 #: expiry of the claim it found (the snapshot before this statement's own write).
 _CLAIM = """
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(CAST(:keys AS jsonb)) AS k(
-        sample_id text, metric text, prompt_version text, judge_model text, digest text)
+        sample_id text, metric text, prompt_version text, judge_model text, digest text,
+        owner text)
 ), settled AS (
     SELECT verdict_keys.digest FROM verdict_keys JOIN input USING (digest)
     UNION
@@ -46,10 +57,10 @@ WITH input AS (
         ON dead_letters.verdict_key = input.digest
 ), taken AS (
     INSERT INTO claims (key, owner, expires_at)
-    SELECT digest, :owner, :expires_at FROM input
+    SELECT digest, owner, :expires_at FROM input
     WHERE digest NOT IN (SELECT digest FROM settled)
     ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-    WHERE claims.expires_at < :now OR claims.owner = :owner
+    WHERE claims.expires_at < :now OR claims.owner = EXCLUDED.owner
     RETURNING key
 )
 SELECT input.digest, input.digest IN (SELECT digest FROM settled),
@@ -63,7 +74,8 @@ FROM input LEFT JOIN claims ON claims.key = input.digest
 #: the non-null scores of the production ones not provisional (the series alerts read,
 #: ``evalfleet.store.finality``) and their
 #: samples, drops ``:owner``'s claims on the digests in ``:release`` (a JSON array),
-#: and returns the new verdicts' ids and keys.
+#: and returns the new verdicts' ids and keys; ``:release`` pairs each digest with its
+#: owner (one statement may release the claims of several messages, ``store.group``).
 #: ``{columns}``: the verdict rows' fields.
 _INSERT_VERDICTS = """
 WITH input AS (
@@ -98,9 +110,9 @@ WITH input AS (
         USING (sample_id, metric, prompt_version, judge_model)
     WHERE jsonb_typeof(given.sample) = 'object'
 ), released AS (
-    DELETE FROM claims
-    WHERE owner = :owner AND key IN (
-        SELECT jsonb_array_elements_text(CAST(:release AS jsonb)))
+    DELETE FROM claims USING jsonb_to_recordset(CAST(:release AS jsonb)) AS given(
+        key text, owner text)
+    WHERE claims.key = given.key AND claims.owner = given.owner
 )
 SELECT id, sample_id, metric, prompt_version, judge_model FROM new
 """
@@ -116,6 +128,7 @@ class PostgresStore(SqlStore):
             pool_pre_ping=True, pool_recycle=1800,
         )
         super().__init__(engine, review=review)
+        self._group = GroupCommit(self._claim_and_save_group)
 
     def day_of(self, column: Any) -> Any:
         """The UTC day of a ``timestamptz`` column, whatever the session's time zone."""
@@ -129,26 +142,91 @@ class PostgresStore(SqlStore):
         """PostgreSQL's INSERT, with ``on_conflict_do_nothing`` / ``_do_update``."""
         return insert(table)
 
+    def claim_and_save(
+        self, keys: Sequence[VerdictKey], *, owner: str, lease_s: float, now: datetime,
+        settle: Callable[[list[Claim]], Sequence[VerdictRecord]],
+    ) -> list[Claim]:
+        """See :meth:`VerdictStore.claim_and_save`; calls of other threads waiting at the
+        same time share its transaction (:mod:`evalfleet.store.group`)."""
+        if not keys:
+            return []
+        return self._group.submit(ClaimAndSave(keys, owner, lease_s, now, settle))
+
+    def _claim_and_save_group(self, group: list[ClaimAndSave]) -> None:
+        """Run ``group`` in one transaction; when that fails, each call alone, so that
+        one call's refused verdict or error is its own."""
+        try:
+            self._claim_and_save_together(group)
+            return
+        except StoreUnavailable as exc:  # alone, each would wait out the same database
+            for call in group:
+                call.error = exc
+        except BaseException as exc:
+            if len(group) > 1:
+                for call in group:
+                    self._claim_and_save_group([call])
+                return
+            group[0].error = exc
+        for call in group:
+            call.done = True
+
+    def _claim_and_save_together(self, group: list[ClaimAndSave]) -> None:
+        """Two statements and one commit for all of ``group``: each call's claims (its
+        own owner's), its ``settle``, and the claims taken dropped again."""
+        now = max(to_utc(call.now) for call in group)
+        expires_at = now + timedelta(seconds=max(call.lease_s for call in group))
+        owned = [(key, call.owner) for call in group for key in call.keys]
+        with self._transaction() as conn:
+            done, taken, held = self._take_owned_claims(conn, owned, now=now,
+                                                        expires_at=expires_at)
+            settled: list[VerdictRecord] = []
+            release: list[tuple[str, str]] = []
+            each: list[list[Claim]] = []
+            for call in group:
+                each.append([claim_state(key, done=done, taken=taken, held=held, now=now)
+                               for key in call.keys])
+                settled.extend(call.settle(each[-1]))
+                release.extend((digest, call.owner) for digest in
+                               sorted({key.digest() for key in call.keys} & taken))
+            records, _ = storable_rows(settled, (), on_rejected=None)
+            if records:
+                self._write_verdicts(conn, records, release=release)
+            elif release:
+                conn.execute(delete(claims).where(
+                    tuple_(claims.c.key, claims.c.owner).in_(release)))
+            if self.review is not None:
+                queue_random(conn, records, review=self.review)
+        for call, taken_claims in zip(group, each, strict=True):
+            call.claims, call.done = taken_claims, True
+
     def take_claims(
         self, conn: Connection, keys: Sequence[VerdictKey], *, owner: str, now: datetime,
         expires_at: datetime,
     ) -> tuple[set[VerdictKey], set[str], dict[str, datetime]]:
         """See :meth:`SqlStore.take_claims`: one statement (:data:`_CLAIM`)."""
-        by_digest = {key.digest(): key for key in keys}
+        return self._take_owned_claims(conn, [(key, owner) for key in keys], now=now,
+                                       expires_at=expires_at)
+
+    def _take_owned_claims(
+        self, conn: Connection, owned: Sequence[tuple[VerdictKey, str]], *, now: datetime,
+        expires_at: datetime,
+    ) -> tuple[set[VerdictKey], set[str], dict[str, datetime]]:
+        """:meth:`take_claims` of keys each with its owner."""
+        by_digest = {key.digest(): (key, owner) for key, owner in owned}
         # A key the database cannot hold (a NUL, too long) has no verdict to look up, and
         # JSON could not carry it: it goes by digest only (claim and dead letter).
         rows = [{"sample_id": key.sample_id, "metric": key.metric,
                  "prompt_version": key.prompt_version, "judge_model": key.judge_model,
-                 "digest": digest} if key_problem(key) is None else {"digest": digest}
-                for digest, key in by_digest.items()]
+                 "digest": digest, "owner": owner} if key_problem(key) is None
+                else {"digest": digest, "owner": owner}
+                for digest, (key, owner) in sorted(by_digest.items())]
         done: set[VerdictKey] = set()
         taken: set[str] = set()
         held: dict[str, datetime] = {}
         for digest, settled, took, held_until in conn.execute(_statement(_CLAIM), {
-                "keys": _json_text(rows), "owner": owner, "now": now,
-                "expires_at": expires_at}):
+                "keys": _json_text(rows), "now": now, "expires_at": expires_at}):
             if settled:
-                done.add(by_digest[digest])
+                done.add(by_digest[digest][0])
             elif took:
                 taken.add(digest)
             elif held_until is not None:
@@ -164,13 +242,14 @@ class PostgresStore(SqlStore):
             self._insert_dead_letters(conn, letters)
         if not records:
             return super().save_rows(conn, [], [], release=release, owner=owner)
-        return self._write_verdicts(conn, records, release=release, owner=owner)
+        return self._write_verdicts(conn, records,
+                                    release=[(digest, owner) for digest in release])
 
     def _insert_verdicts(self, conn: Connection, records: Sequence[VerdictRecord]) -> int:
-        return self._write_verdicts(conn, records, release=(), owner="")
+        return self._write_verdicts(conn, records, release=())
 
     def _write_verdicts(self, conn: Connection, records: Sequence[VerdictRecord], *,
-                        release: Sequence[str], owner: str) -> int:
+                        release: Sequence[tuple[str, str]]) -> int:
         # One row per key, the first: the key table admits each key once per statement.
         first: dict[VerdictKey, VerdictRecord] = {}
         for record in records:
@@ -183,8 +262,9 @@ class PostgresStore(SqlStore):
             row["sample"] = record.sample
             row["digest"] = record.key.digest()
         new = conn.execute(statement, {
-            "rows": _json_text(rows), "owner": owner,
-            "release": _json_text(list(release))}).all()
+            "rows": _json_text(rows),
+            "release": _json_text([{"key": key, "owner": owner} for key, owner in release])}
+        ).all()
         # Canary series are few (a slice of a gold set per beat): a plain insert.
         canaries = canary_rows(records, {VerdictKey(*row[1:]): row[0] for row in new})
         if canaries:

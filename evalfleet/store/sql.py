@@ -109,7 +109,7 @@ class SqlStore(VerdictStore):
         now = to_utc(now)
         done, taken, held = self.take_claims(
             conn, keys, owner=owner, now=now, expires_at=now + timedelta(seconds=lease_s))
-        return [_claim_state(key, done=done, taken=taken, held=held, now=now)
+        return [claim_state(key, done=done, taken=taken, held=held, now=now)
                 for key in keys], taken
 
     def take_claims(
@@ -154,7 +154,7 @@ class SqlStore(VerdictStore):
         database still refuses the batch, each verdict is tried on its own (a savepoint
         each), so one refused verdict never holds back the others.
         """
-        records, letters = _storable_rows(verdicts, dead_letters, on_rejected=on_rejected)
+        records, letters = storable_rows(verdicts, dead_letters, on_rejected=on_rejected)
         keys = [*release, *(record.key for record in verdicts)]
         try:
             return self._save_rows(records, letters, release=keys, owner=owner,
@@ -175,7 +175,7 @@ class SqlStore(VerdictStore):
             return []
         with self._transaction() as conn:
             claims, taken = self._claims(conn, keys, owner=owner, lease_s=lease_s, now=now)
-            records, _ = _storable_rows(settle(claims), (), on_rejected=None)
+            records, _ = storable_rows(settle(claims), (), on_rejected=None)
             self.save_rows(conn, records, [], release=sorted(taken), owner=owner)
             if self.review is not None:
                 queue_random(conn, records, review=self.review)
@@ -397,7 +397,7 @@ def translate_errors() -> Iterator[None]:
                             f"{storable_text(str(exc))[:200]}") from exc
 
 
-def _storable_rows(
+def storable_rows(
     verdicts: Sequence[VerdictRecord], dead_letters: Sequence[DeadLetter], *,
     on_rejected: RejectedVerdict | None,
 ) -> tuple[list[VerdictRecord], list[DeadLetter]]:
@@ -451,7 +451,7 @@ def _key_tuple(key: VerdictKey) -> tuple[str, str, str, str]:
     return (key.sample_id, key.metric, key.prompt_version, key.judge_model)
 
 
-def _claim_state(key: VerdictKey, *, done: set[VerdictKey], taken: set[str],
+def claim_state(key: VerdictKey, *, done: set[VerdictKey], taken: set[str],
                  held: dict[str, datetime], now: datetime) -> Claim:
     if key in done:
         return Claim(ClaimState.DONE)

@@ -114,6 +114,32 @@ def first_unstorable(value: Any, *, path: str = "") -> str | None:
     return None
 
 
+def storable_as_is(value: Any, *, _depth: int = 0) -> bool:
+    """Whether :func:`storable_json` leaves ``value`` as it is (``first_unstorable`` is
+    None), without naming where: checked for every verdict stored, so kept cheap (no
+    path built; ASCII text can only hold a NUL)."""
+    kind = type(value)
+    if kind is str:
+        if value.isascii():
+            return "\x00" not in value
+        return _UNSTORABLE.search(value) is None
+    if value is None or kind is bool:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if kind is int:
+        return not _too_wide(value)
+    if kind is dict:
+        return _depth < _MAX_DEPTH and all(
+            isinstance(key, str) and storable_as_is(key)
+            and storable_as_is(item, _depth=_depth + 1)
+            for key, item in value.items())
+    if kind is list or kind is tuple:
+        return _depth < _MAX_DEPTH and all(
+            storable_as_is(item, _depth=_depth + 1) for item in value)
+    return first_unstorable(value) is None  # subclasses, other types: the full walk
+
+
 def _too_wide(value: int) -> bool:
     return value.bit_length() > _MAX_INT_BITS
 
@@ -122,7 +148,7 @@ def key_problem(key: VerdictKey) -> str | None:
     """Which column of ``key`` the database would refuse, or None."""
     for column, limit in KEY_COLUMN_CHARS.items():
         value = getattr(key, column)
-        if _UNSTORABLE.search(value) is not None or len(value) > limit:
+        if len(value) > limit or not storable_as_is(value):
             return column
     return None
 
@@ -149,10 +175,9 @@ def verdict_problem(record: VerdictRecord) -> str | None:
 
 def storable_verdict(record: VerdictRecord) -> VerdictRecord:
     """``record`` with its text and JSON made storable (its key left as it is)."""
-    fields = {"error": record.error, "reason": record.reason, "raw_output": record.raw_output,
-              "raw_scores": record.raw_scores, "scores": record.scores,
-              "attributes": record.attributes}
-    if first_unstorable(fields) is None:
+    if all(storable_as_is(value) for value in (
+            record.error, record.reason, record.raw_output, record.raw_scores, record.scores,
+            record.attributes)):
         return record
     return replace(
         record, error=_text_or_none(record.error), reason=_text_or_none(record.reason),

@@ -158,6 +158,7 @@ class PageData:
             "window_count": len(window_values), "baseline_count": len(baseline_values),
             "baseline_label": baseline_label,
             "worst": [{**_evidence_row(item)} for item in view.worst],
+            "scored_by": self._scored_by(rule),
             "check": view.finding.get("judge_check"),
             "estimate": self._estimate(rule, parsed, start=view.at - rule.spec.window,
                                        end=view.at),
@@ -216,7 +217,15 @@ class PageData:
                                   min_effect=rule.spec.min_effect),
             "buckets": buckets, "history": history, "start": start, "end": end,
             "estimate": self._estimate(rule, chosen, start=start, end=end),
+            "scored_by": self._scored_by(rule),
         }
+
+    def _scored_by(self, rule: Rule) -> str:
+        """Who gave the rule's scores: ``check`` for a metric scored by code, else ``judge``."""
+        metric = rule.spec.metric
+        if self.registry is None or metric not in self.registry.names():
+            return "judge"
+        return "check" if self.registry.get(metric).spec.kind == "check" else "judge"
 
     def _estimate(self, rule: Rule, segment: Segment, *, start: datetime,
                   end: datetime) -> ScoreEstimate | None:

@@ -189,3 +189,24 @@ def test_a_consumer_of_three_queues_with_work_takes_from_each_in_turn(
     for start in range(0, 15, 3):
         assert sorted(served[start:start + 3]) == sorted(names), served
     assert client.hlen("unacked") == 0
+
+
+def test_one_wait_delivers_what_waits_up_to_the_free_slots(
+    redis_url: str, client: redis.Redis,
+) -> None:
+    queue = _queue("eval.many")
+    _publish_many(redis_url, queue, [{"n": n} for n in range(10)])
+    received: list[Message] = []
+    with _connection(redis_url) as connection, Consumer(
+            connection, [queue], callbacks=[lambda _body, m: received.append(m)],
+            accept=["json"], prefetch_count=3):
+        connection.drain_events(timeout=5)  # one wait's answer
+        assert [m.decode()["n"] for m in received] == [0, 1, 2]
+        assert client.llen("eval.many") == 7 and client.hlen("unacked") == 3
+        for message in received:
+            message.ack()
+        connection.drain_events(timeout=5)
+        assert [m.decode()["n"] for m in received[3:]] == [3, 4, 5]
+        for message in received[3:]:
+            message.ack()
+    assert client.hlen("unacked") == 0 and client.llen("eval.many") == 4

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import threading
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from evalfleet.core.errors import StoreRejected
 from evalfleet.store import Claim, ClaimState, SqlStore, VerdictKey, VerdictRecord
-from evalfleet.store.postgres import _json_text
+from evalfleet.store.postgres import PostgresStore, _json_text
 from tests.evalfleet.store.test_sql import NOW, record
+from tests.helpers import wait_until
 
 KEYS = [VerdictKey(f"s-{n}", "contract", "c1", "check:valid_json") for n in range(3)]
 
@@ -81,3 +84,99 @@ def test_no_keys_no_transaction(any_store: SqlStore) -> None:
 def test_json_parameters_read_back_as_json_writes_them(value: object) -> None:
     expected = json.dumps(value, default=lambda moment: moment.isoformat())
     assert json.loads(_json_text(value)) == json.loads(expected)
+
+
+def transactions(store: SqlStore) -> dict[str, str]:
+    """Each stored verdict's sample id with the transaction that wrote it."""
+    with store.engine.connect() as conn:
+        return dict(conn.exec_driver_sql("SELECT sample_id, xmin::text FROM verdicts").all())
+
+
+def run_while_held(store: PostgresStore, calls: dict[str, tuple[list[VerdictKey], Any]],
+                   ) -> dict[str, list[Claim] | BaseException]:
+    """Run ``calls`` (name: keys, settle) in threads while a first call holds the store's
+    transaction, so that they wait together; what each call came to."""
+    release = threading.Event()
+
+    def holding(claims: list[Claim]) -> list[VerdictRecord]:
+        assert release.wait(timeout=30)
+        return [record(HELD)]
+
+    outcomes: dict[str, list[Claim] | BaseException] = {}
+
+    def call(name: str, keys: list[VerdictKey], settle: Any) -> None:
+        try:
+            outcomes[name] = store.claim_and_save(keys, owner=name, lease_s=60, now=NOW,
+                                                  settle=settle)
+        except Exception as exc:
+            outcomes[name] = exc
+
+    threads = [threading.Thread(target=call, args=("held", [HELD], holding))]
+    threads[0].start()
+    wait_until(lambda: held_open(store), timeout_s=30, what="the first transaction")
+    threads += [threading.Thread(target=call, args=(name, keys, settle))
+                for name, (keys, settle) in calls.items()]
+    for thread in threads[1:]:
+        thread.start()
+    wait_until(lambda: store._group.waiting == len(calls), timeout_s=30,
+               what=f"{len(calls)} waiting calls")
+    release.set()
+    for thread in threads:
+        thread.join(timeout=60)
+    return outcomes
+
+
+HELD = VerdictKey("held", "contract", "c1", "check:valid_json")
+
+
+def held_open(store: PostgresStore) -> bool:
+    """Whether the first call's claim is taken (its transaction is open)."""
+    with store.engine.connect() as conn:
+        return bool(conn.exec_driver_sql(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND state = 'idle in transaction'"
+        ).scalar_one())
+
+
+def settle_keys(keys: list[VerdictKey]):  # type: ignore[no-untyped-def]
+    def settle(claims: list[Claim]) -> list[VerdictRecord]:
+        return [record(key) for key, claim in zip(keys, claims, strict=True)
+                if claim.state is ClaimState.CLAIMED]
+
+    return settle
+
+
+def test_calls_waiting_together_share_one_transaction(store: PostgresStore) -> None:
+    first = [VerdictKey(f"a-{n}", "contract", "c1", "check:valid_json") for n in range(2)]
+    second = [VerdictKey(f"b-{n}", "contract", "c1", "check:valid_json") for n in range(3)]
+    store.claim([second[0]], owner="m2", lease_s=60, now=NOW - timedelta(days=1))  # its own
+    outcomes = run_while_held(store, {"m1": (first, settle_keys(first)),
+                                      "m2": (second, settle_keys(second))})
+    assert outcomes["m1"] == [Claim(ClaimState.CLAIMED)] * 2
+    assert outcomes["m2"] == [Claim(ClaimState.CLAIMED)] * 3  # a claim of its own re-taken
+    written = transactions(store)
+    assert sorted(written) == ["a-0", "a-1", "b-0", "b-1", "b-2", "held"]
+    assert len({written[key.sample_id] for key in first + second}) == 1
+    assert written["held"] != written["a-0"] and claims_left(store) == 0
+
+
+def test_a_failing_call_of_a_group_fails_alone(store: PostgresStore) -> None:
+    fine = [VerdictKey(f"f-{n}", "contract", "c1", "check:valid_json") for n in range(2)]
+    long_key = VerdictKey("x" * 300, "contract", "c1", "check:valid_json")
+
+    def raises(claims: list[Claim]) -> list[VerdictRecord]:
+        raise ValueError("a bug in a check")
+
+    outcomes = run_while_held(store, {
+        "fine": (fine, settle_keys(fine)),
+        "refused": ([long_key], lambda claims: [record(long_key)]),
+        "raises": ([KEYS[0]], raises),
+        "again": ([HELD], settle_keys([HELD])),  # the held call's key: waits for it
+    })
+    assert outcomes["fine"] == [Claim(ClaimState.CLAIMED)] * 2
+    assert isinstance(outcomes["refused"], StoreRejected)
+    assert isinstance(outcomes["raises"], StoreRejected)  # as alone: nothing stored
+    assert "ValueError: a bug in a check" in str(outcomes["raises"])
+    assert outcomes["again"] == [Claim(ClaimState.DONE)]
+    assert sorted(transactions(store)) == ["f-0", "f-1", "held"]
+    assert claims_left(store) == 0

@@ -4,7 +4,11 @@ of the batch is stored, and a refusal is never reported as an outage."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import text
 
 from evalfleet.core.errors import StoreRejected
@@ -13,6 +17,7 @@ from evalfleet.store.sql import translate_errors
 from evalfleet.store.storable import (
     decode_original,
     first_unstorable,
+    storable_as_is,
     storable_json,
     storable_text,
 )
@@ -35,6 +40,31 @@ def test_storable_json_and_the_path_it_names() -> None:
     assert first_unstorable({"n": 10**5000}) == "n"
     assert storable_json({"n": 10**30, "m": 10**5000, "s": {1}}) == {
         "n": str(10**30), "m": "<an integer of 16,610 bits>", "s": "{1}"}
+
+
+#: JSON-like values with what the database refuses mixed in: NUL, lone surrogates,
+#: non-finite floats, integers past 64 bits, keys that are not text, nesting past 64.
+ANY_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats()
+    | st.text(alphabet=st.characters(codec=None, categories=None), max_size=8)
+    | st.sampled_from(["a\x00", "\ud800", "plain", "é"]),
+    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner)
+    | st.dictionaries(st.text(max_size=3) | st.integers(0, 3) | st.just("k\x00"), inner,
+                      max_size=3),
+    max_leaves=12)
+
+
+@given(ANY_VALUES)
+def test_storable_as_is_agrees_with_the_walk_that_names_the_path(value: Any) -> None:
+    assert storable_as_is(value) == (first_unstorable(value) is None)
+
+
+def test_storable_as_is_at_the_nesting_bound() -> None:
+    for depth, expected in ((63, True), (64, False)):
+        value: Any = "x"
+        for _ in range(depth + 1):
+            value = [value]
+        assert storable_as_is(value) is (first_unstorable(value) is None) is expected
 
 
 def letter(payload: object, sample_id: str | None = "s-1") -> DeadLetter:
