@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from evalfleet.core.backoff import compute_backoff
 from evalfleet.core.budget import budget_day
@@ -66,6 +66,7 @@ from workers.compactor import Compaction, SessionTooLong, TrajectoryTooLong
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.base import prompt_cache_key
 from workers.judge.status import prompt_too_long
+from workers.outcome import Outcome
 from workers.renderer import ChatMessage, render
 from workers.save_message import UnsavedBatch
 from workers.telemetry import Telemetry
@@ -181,73 +182,6 @@ class EvaluatorOptions:
             return False
         return (metric.spec.judge.mode == "batch" or metric.name in self.batch_metrics
                 or job.purpose in self.batch_purposes)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What became of one delivery of a job. Build with the named constructors."""
-
-    kind: Literal["stored", "kept", "duplicate", "retry", "requeued", "paused",
-                  "dead_letter", "spooled"]
-    detail: str = ""
-    """Verdict status, dead-letter error class, or why a retry is due."""
-    retry_job: Job | None = None
-    """For ``retry``, ``requeued`` and ``paused``: the job to enqueue again."""
-    countdown_s: float = 0.0
-    """For ``retry`` and ``requeued``: how long to wait before it runs."""
-    pause_s: float = 0.0
-    """For ``paused`` (and ``requeued``, ``kept``): how long the worker should stop taking
-    the job's queue."""
-    record: VerdictRecord | None = None
-    """For ``stored`` (and ``kept``: judged, waiting in a save message): the verdict."""
-    letter: DeadLetter | None = None
-    """For ``dead_letter``: the letter still to store (the batch's own are stored)."""
-    entry: SpoolEntry | None = None
-    """For ``spooled`` by the collector's evaluator: the re-ask still to spool (its
-    claim stays held)."""
-
-    @classmethod
-    def stored(cls, record: VerdictRecord) -> Outcome:
-        """A verdict (``ok`` or ``failed``) was stored."""
-        return cls("stored", record.status, record=record)
-
-    @classmethod
-    def spooled(cls, entry: SpoolEntry | None = None) -> Outcome:
-        """The job waits in the batch spool; its claim is the batch's (docs/batch.md).
-        With ``entry``, the caller must still spool it (a re-ask for a later batch)."""
-        return cls("spooled", entry=entry)
-
-    @classmethod
-    def duplicate(cls) -> Outcome:
-        """The verdict already existed; the judge was not called."""
-        return cls("duplicate")
-
-    @classmethod
-    def retry(cls, job: Job, *, countdown_s: float, reason: str) -> Outcome:
-        """Run ``job`` again after ``countdown_s`` seconds."""
-        return cls("retry", reason, retry_job=job, countdown_s=countdown_s)
-
-    @classmethod
-    def paused(cls, job: Job, *, pause_s: float, reason: str) -> Outcome:
-        """No judge call can be made for a while (access refused, circuit open, rate
-        budget spent): put ``job`` back in the queue now and stop taking that queue for
-        ``pause_s``, so the backlog waits in the broker rather than in workers."""
-        return cls("paused", reason, retry_job=job, pause_s=pause_s)
-
-    @classmethod
-    def requeued(cls, job: Job, *, countdown_s: float, reason: str,
-                 pause_s: float = 0.0) -> Outcome:
-        """The delivery could not finish (the worker shuts down, the database or another
-        service is away): put ``job`` back under the delivery's message id (so its copy
-        takes over the delivery's claims) after ``countdown_s``, and stop taking its queue
-        for ``pause_s``."""
-        return cls("requeued", reason, retry_job=job, countdown_s=countdown_s,
-                   pause_s=pause_s)
-
-    @classmethod
-    def dead_letter(cls, error_class: str, *, letter: DeadLetter | None = None) -> Outcome:
-        """The job was stored as a dead letter, or (with ``letter``) must be."""
-        return cls("dead_letter", error_class, letter=letter)
 
 
 @dataclass
@@ -466,8 +400,13 @@ class Evaluator:
                     batch.outcomes[reask[index].index] = Outcome.spooled(
                         self._reask_entry(reask[index]))
                     continue
-                reask[index].take(answer)
-                self._conclude(reask[index], batch)
+                try:
+                    reask[index].take(answer)
+                    self._conclude(reask[index], batch)
+                except (RetryLater, WorkerShuttingDown):
+                    raise
+                except Exception as exc:  # one job's bug costs that job alone
+                    self._failed_unexpectedly(reask[index], batch, exc)
             self._save(batch, pending, save, final=False)
 
     def _ask(self, pending: list[_Pending], batch: _Batch, save: _Saving) -> list[_Pending]:
@@ -494,14 +433,19 @@ class Evaluator:
                     if len(got[owner[index]]) < len(calls):
                         continue  # the tier's other samples are still out
                     answers = got.pop(owner[index])
-                    if not self._take(item, tuple(answers[i] for i in sorted(answers))):
-                        assert item.cascade is not None
-                        escalated.append((item, item.cascade.calls))
-                    elif self._needs_reask(item):
-                        item.first_failure = item.result  # type: ignore[assignment]
-                        reask.append(item)
-                    else:
-                        self._conclude(item, batch)
+                    try:
+                        if not self._take(item, tuple(answers[i] for i in sorted(answers))):
+                            assert item.cascade is not None
+                            escalated.append((item, item.cascade.calls))
+                        elif self._needs_reask(item):
+                            item.first_failure = item.result  # type: ignore[assignment]
+                            reask.append(item)
+                        else:
+                            self._conclude(item, batch)
+                    except (RetryLater, WorkerShuttingDown):
+                        raise
+                    except Exception as exc:  # one job's bug costs that job alone
+                        self._failed_unexpectedly(item, batch, exc)
                 self._save(batch, pending, save, final=False)
             asking = escalated
         return reask
@@ -856,6 +800,10 @@ class Evaluator:
                 except InvalidSample as exc:
                     self._dead_letter(batch, index, job, "invalid_sample", str(exc), key=key)
                     continue
+                except Exception as exc:  # one job's bug costs that job alone
+                    self._failed_unexpectedly(_Pending(index, job, metric, key, _NO_REQUEST),
+                                              batch, exc)
+                    continue
                 pending.append(_Pending(index, job, metric, key, request,
                                         compaction=compaction))
         # The same turns sent again once final: the verdict judged while the session was
@@ -934,6 +882,15 @@ class Evaluator:
                 job, at=self._clock(), error_class=_error_class(error), error=str(error)))
             batch.outcomes[item.index] = Outcome.retry(next_job, countdown_s=countdown_s,
                                                        reason=str(error))
+
+    def _failed_unexpectedly(self, item: _Pending, batch: _Batch, error: Exception) -> None:
+        """A job whose parse, render or conclusion raised (a bug): kept as a dead letter
+        under its key, for replay, while the other jobs of the delivery go on."""
+        logger.exception("dead letter: %s job %s failed unexpectedly", item.job.metric,
+                         item.job.sample.id)
+        batch.verdicts = [kept for kept in batch.verdicts if kept.key != item.key]
+        self._dead_letter(batch, item.index, item.job, INTERNAL_ERROR,
+                          f"{type(error).__name__}: {error}", key=item.key)
 
     def _dead_letter(
         self, batch: _Batch, index: int, job: Job, error_class: str, error: str, *,

@@ -22,7 +22,7 @@ from evalfleet.core.sample import parse_sample
 from evalfleet.core.spend import SpendLedger
 from evalfleet.judgesim import RunningSim, simulated_scores
 from evalfleet.store import SqlStore
-from tests.helpers import DeferringJudge, evaluator_options
+from tests.helpers import DeferringJudge, evaluator_options, poison
 from workers.evaluation import Evaluator
 from workers.judge import (
     AsyncHttpJudge,
@@ -295,6 +295,21 @@ def test_one_bad_job_does_not_hold_back_its_batch(evaluator: Evaluator, store: S
     kinds = [o.kind for o in evaluator.run_batch(jobs, owner="m1")]
     assert kinds == ["stored", "retry", "dead_letter", "stored"]
     assert store.counts().verdicts == 2 and store.counts().dead_letters == 1
+
+
+@pytest.mark.parametrize("step", ["parse_verdict", "_judgement"])
+def test_a_job_whose_parse_or_conclusion_raises_costs_that_job_alone(
+        step: str, evaluator: Evaluator, store: SqlStore,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    poison(monkeypatch, step, sample_id="b", error=KeyError("poisoned"))
+    outcomes = evaluator.deliver([job(id="a"), job(id="b"), job(id="c")], owner="m1")
+    assert [o.kind for o in outcomes] == ["stored", "dead_letter", "stored"]
+    assert {v.key.sample_id for v in stored(store)} == {"a", "c"}
+    (letter,) = store.iter_dead_letters()
+    assert (letter.sample_id, letter.error_class) == ("b", "internal_error")
+    assert "KeyError" in letter.error and letter.verdict_key is not None
+    # Kept under its verdict key: a redelivered copy is not judged again.
+    assert evaluator.run(job(id="b"), owner="m2").kind == "duplicate"
 
 
 @pytest.mark.parametrize("reply", [

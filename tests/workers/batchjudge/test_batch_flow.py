@@ -24,9 +24,8 @@ from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore
 from evalfleet.store.batchspool import BATCH_OWNER, HELD_UNTIL, BatchSpool
 from evalfleet.store.schema import claims
-from tests.helpers import evaluator_options
+from tests.helpers import evaluator_options, poison
 from tests.test_fleet import cli
-from workers import evaluation
 from workers.batchjudge.api import BatchApi, Flavor, batch_object, dialect_of
 from workers.batchjudge.collector import (
     Collector,
@@ -213,33 +212,35 @@ def test_failed_lines_come_back_with_their_attempt_counted(
     assert all(job.attempt == 2 for job in published)
 
 
+@pytest.mark.parametrize("step", ["_judgement", "parse_verdict"])
 def test_a_line_whose_judgement_raises_is_its_own_dead_letter_and_the_round_goes_on(
-        store: SqlStore, api: BatchApi, worker: Evaluator, sim: RunningSim,
+        step: str, store: SqlStore, api: BatchApi, worker: Evaluator, sim: RunningSim,
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug met by one line, in its conclusion or in its parse (all 30 lines in one
+    chunk of the collector's delivery), costs that job alone."""
     sim.configure(batch_turnaround_s=0.05)
     spool_jobs(worker, jobs(30))
     submitter(store, api).run()
-    judgement = evaluation._judgement
-
-    def poisoned(item: Any, **kwargs: Any) -> Any:  # a bug met by one line only
-        if item.job.sample.id == "s-13":
-            raise ZeroDivisionError("poisoned line")
-        return judgement(item, **kwargs)
-
-    monkeypatch.setattr(evaluation, "_judgement", poisoned)
+    poison(monkeypatch, step, sample_id="s-13", error=ZeroDivisionError("poisoned line"))
     published: list[Job] = []
-    report = collect_all(collector(store, api, worker, published), store)
+    coll = collector(store, api, worker, published)
+    assert coll.chunk >= 30
+    report = collect_all(coll, store)
     assert report.outcomes == {"stored": 29, "dead_letter": 1} and not published
     assert {v.key.sample_id for v in store.iter_verdicts()} == {
         f"s-{i}" for i in range(30)} - {"s-13"}
     (letter,) = store.iter_dead_letters()
     assert (letter.sample_id, letter.error_class) == ("s-13", INTERNAL_ERROR)
     assert "ZeroDivisionError: poisoned line" in letter.error
+    assert letter.verdict_key is not None
+    with store.connect() as conn:  # the poisoned job's claim goes with the others'
+        assert conn.execute(select(claims)).all() == []
     # The spool is settled and the next round runs: batch judging goes on.
     assert BatchSpool(store).summary().waiting == 0
     spool_jobs(worker, jobs(33)[30:], owner="msg-2")
     submitter(store, api).run()
-    assert collect_all(collector(store, api, worker, []), store).outcomes == {"stored": 3}
+    assert collect_all(coll, store).outcomes == {"stored": 3}
+    assert collect_all(collector(store, api, worker, []), store).outcomes == {}
 
 
 def test_a_batch_failed_without_running_is_resubmitted_without_an_attempt(
