@@ -7,7 +7,6 @@ verdict, the re-ask, the retry decision or the dead letter.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +22,7 @@ from evalfleet.core.spend import SpendLedger
 from evalfleet.judgesim import RunningSim, simulated_scores
 from evalfleet.store import SqlStore
 from tests.helpers import DeferringJudge, evaluator_options, poison
+from workers.batchjudge.mode import CollectingMode
 from workers.evaluation import Evaluator
 from workers.judge import (
     AsyncHttpJudge,
@@ -352,9 +352,9 @@ def test_cached_tokens_are_kept_summed_over_a_reask_and_priced_in_batch_mode(
     sim.configure(prompt_cache_min_tokens=0, prompt_cache_block_tokens=16)
     sim.script([{"match": "Reasked sample", "replies": [{"content": "no verdict here"}]}])
     prices = {"judge-sim": {"input": 1.0, "cached_input": 0.1, "output": 2.0, "batch": 0.4}}
-    options = replace(evaluator_options(judge_model="judge-sim", model_prices=prices),
-                      judge_mode="batch")
-    evaluator = Evaluator(registry=load_registry(), store=store, judge=judge, options=options)
+    options = evaluator_options(judge_model="judge-sim", model_prices=prices)
+    evaluator = Evaluator(registry=load_registry(), store=store, judge=judge, options=options,
+                          batch=CollectingMode(reask_in_batch=False))
     for sample_id, question in (("a", None), ("b", None), ("c", "Reasked sample?")):
         changes = {"id": sample_id, **({"input": question} if question else {})}
         assert evaluator.run(job(**changes), owner="m1").kind == "stored"

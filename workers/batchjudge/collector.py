@@ -31,9 +31,11 @@ from evalfleet.core.price import Price, cost_usd
 from evalfleet.store import DeadLetter
 from evalfleet.store.batchspool import BATCH_OWNER, BatchRow, BatchSpool, SpoolEntry
 from workers.batchjudge.api import OPEN_STATUSES, BatchApi, error_message
-from workers.batchjudge.provider import CollectedAnswers, CollectedJudge, first_exchange
+from workers.batchjudge.mode import CollectingMode
+from workers.batchjudge.provider import CollectedAnswers, first_exchange
 from workers.evaluation import Evaluator
 from workers.judge.base import JudgeReply
+from workers.judge.fleet import JudgeFleet
 from workers.judge.reply import reply_from_body
 from workers.judge.status import classify_status
 from workers.outcome import FatePort, Outcome, carry_out
@@ -70,26 +72,30 @@ class CollectReport:
 
 def collecting_evaluator(evaluator: Evaluator, *, endpoint: str,
                          reask_sync: bool = False) -> tuple[Evaluator, CollectedAnswers]:
-    """The worker's evaluator as the collector uses it: judged by the batch lines, priced
-    at each model's batch price (``judge_mode`` batch), spend not counted again (a
-    batch's estimate was counted when it was sent), nothing spooled. With
-    ``reask_on_invalid``, an unusable reply is re-asked in a later batch, or at once
-    through the worker's synchronous judge with ``reask_sync``; a second unusable reply
-    is stored as a failed verdict.
+    """The worker's evaluator as the collector uses it: judged by the batch lines through a
+    :class:`JudgeFleet` of their own (the layers docs/architecture.md gives a batch
+    provider: the worker's shutdown deadline, and the response-format step-down learnt
+    with the worker's fleet), priced at each model's batch price (``judge_mode`` batch),
+    spend not counted again (a batch's estimate was counted when it was sent), nothing
+    spooled. With ``reask_on_invalid``, an unusable reply is re-asked in a later batch,
+    or at once through the worker's synchronous judge with ``reask_sync``; a second
+    unusable reply is stored as a failed verdict.
 
     Returns:
         The evaluator, and the provider to load each batch's answers into.
     """
     provider = CollectedAnswers(endpoint)
+    worker = evaluator.judge if isinstance(evaluator.judge, JudgeFleet) else None
+    fleet = JudgeFleet(provider, concurrency=1,
+                       formats=worker.formats if worker is not None else None,
+                       deadline=worker.deadline if worker is not None else None)
     reask = evaluator.options.reask_on_invalid
     sync = reask and reask_sync
-    options = replace(evaluator.options, reask_on_invalid=reask, judge_mode="batch",
-                      reask_in_batch=reask and not sync)
-    return Evaluator(registry=evaluator.registry, store=evaluator.store,
-                     judge=CollectedJudge(provider,
-                                          fallback=evaluator.judge if sync else None),
-                     options=options,
-                     telemetry=evaluator.telemetry), provider
+    mode = CollectingMode(reask_in_batch=reask and not sync,
+                          reask_judge=evaluator.judge if sync else None)
+    return Evaluator(registry=evaluator.registry, store=evaluator.store, judge=fleet,
+                     options=evaluator.options, telemetry=evaluator.telemetry,
+                     batch=mode), provider
 
 
 class Collector:
