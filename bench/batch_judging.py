@@ -15,6 +15,11 @@ accepted in batches, and how many of them repeated a custom id already sent. Cos
 ``model_prices`` of (0.15, 0.60) $/Mtok, the batch price half.
 
     python -m bench.batch_judging --jobs 2000 --turnaround-s 5
+    python -m bench.batch_judging --trees /tmp/base . --modes batch --repeat 2
+
+``--trees`` runs the worker and the beat from other source trees (a checkout of an older
+commit) in the same run, alternated, so before and after share one machine state;
+``--repeat`` runs every tree that many times, in turn.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from bench.worker_throughput import (
     sim_call,
     start_simulator,
     start_worker,
+    tree_label,
 )
 from evalfleet.core.settings import Settings
 
@@ -51,14 +57,22 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--poll-s", type=float, default=1.0)
     parser.add_argument("--batch-requests", type=int, default=1000)
+    parser.add_argument("--trees", nargs="+", type=Path, default=[Path(".")],
+                        help="Source trees to run the worker and beat from (default: this one).")
+    parser.add_argument("--modes", nargs="+", choices=["sync", "batch"],
+                        default=["sync", "batch"])
+    parser.add_argument("--repeat", type=int, default=1, help="Runs per tree, alternated.")
     args = parser.parse_args()
     sim, base_url = start_simulator(args.latency_ms, extra=[
         "--batch-turnaround-s", str(args.turnaround_s)])
     rows = []
     try:
-        for mode in ("sync", "batch"):
-            sim_call(base_url, "POST", "/_sim/reset")
-            rows.append((mode, run(mode, args, base_url)))
+        for _ in range(args.repeat):
+            for mode in args.modes:
+                for tree in args.trees:
+                    sim_call(base_url, "POST", "/_sim/reset")
+                    rows.append((f"{mode} {tree_label(tree)}",
+                                 run(mode, args, base_url, tree=tree)))
     finally:
         sim.terminate()
         sim.wait()
@@ -67,23 +81,25 @@ def main() -> None:
           f"{args.turnaround_s:g} s, worker concurrency {args.concurrency}, beat round "
           f"{args.poll_s:g} s, at most {args.batch_requests} requests per batch; "
           f"{os.cpu_count()} cores shared")
-    print(f"{'mode':6} {'verdicts':>8} {'worker CPU ms/v':>16} {'+ beat ms/v':>12} "
+    print(f"{'mode, tree':24} {'verdicts':>8} {'worker CPU ms/v':>16} {'+ beat ms/v':>12} "
           f"{'judge HTTP/1k':>14} {'cost $':>10} {'last verdict s':>15} "
           f"{'batch lines':>12} {'repeated':>9}")
     for mode, row in rows:
-        print(f"{mode:6} {row['verdicts']:>8.0f} {row['worker_ms']:>16.3f} "
+        print(f"{mode:24} {row['verdicts']:>8.0f} {row['worker_ms']:>16.3f} "
               f"{row['cpu_ms']:>12.3f} {row['http_per_1k']:>14.1f} {row['cost']:>10.5f} "
               f"{row['elapsed_s']:>15.1f} {row['lines']:>12.0f} {row['repeated']:>9.0f}")
 
 
-def run(mode: str, args: argparse.Namespace, base_url: str) -> dict[str, float]:
+def run(mode: str, args: argparse.Namespace, base_url: str, *,
+        tree: Path | None = None) -> dict[str, float]:
     settings = fresh_services(base_url).model_copy(update={
         "model_prices": {"judge-sim": PRICE}, "batch_poll_s": args.poll_s,
         "batch_max_wait_s": args.poll_s, "batch_max_requests": args.batch_requests,
         "batch_metrics": ["rag_qa"] if mode == "batch" else []})
-    processes = [start_worker(settings, concurrency=args.concurrency, name=f"batch-{mode}")]
+    processes = [start_worker(settings, concurrency=args.concurrency, name=f"batch-{mode}",
+                              tree=tree)]
     if mode == "batch":
-        processes.append(start_beat(settings))
+        processes.append(start_beat(settings, tree=tree))
     try:
         wait_ready(processes)
         idle_cpu = [cpu_s(p.pid) for p in processes]  # start-up left out
@@ -124,13 +140,16 @@ def wait_ready(processes: list[subprocess.Popen[bytes]]) -> None:
         before = now
 
 
-def start_beat(settings: Settings) -> subprocess.Popen[bytes]:
+def start_beat(settings: Settings, *, tree: Path | None = None) -> subprocess.Popen[bytes]:
     data_dir = Path(f"/tmp/evalfleet-bench-beat-{os.getpid()}")
     env = {**os.environ, **settings.model_copy(update={"data_dir": data_dir,
                                                        "metrics_port": 0}).as_environment()}
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree.resolve())
     with BEAT_LOG.open("wb") as log:
         return subprocess.Popen([sys.executable, "-m", "evalfleet", "beat", "--loglevel",
-                                 "INFO"], env=env, stdout=log, stderr=subprocess.STDOUT)
+                                 "INFO"], env=env, cwd=tree.resolve() if tree is not None else None,
+                                stdout=log, stderr=subprocess.STDOUT)
 
 
 def verdicts(settings: Settings) -> tuple[int, float]:

@@ -16,6 +16,7 @@ from evalfleet.core.settings import Settings
 from testkit.metrics import cascade_metrics as cascade_metrics
 from testkit.process import WorkerProcess as WorkerProcess  # shared with the benchmarks
 from testkit.process import wait_until as wait_until
+from workers import evaluation
 from workers.evaluation import EvaluatorOptions
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 
@@ -76,3 +77,17 @@ def evaluator_options(**settings: Any) -> EvaluatorOptions:
     :class:`~evalfleet.core.settings.Settings`), as a worker builds them."""
     return EvaluatorOptions.from_settings(Settings(**settings))
 
+
+
+def poison(monkeypatch: Any, step: str, *, sample_id: str, error: Exception) -> None:
+    """Make the evaluator's ``parse_verdict`` or ``_judgement`` raise ``error`` for one
+    sample only (a bug met by one job), through ``monkeypatch``."""
+    real = getattr(evaluation, step)
+
+    def poisoned(first: Any, **kwargs: Any) -> Any:
+        sample = kwargs["sample"] if step == "parse_verdict" else first.job.sample
+        if sample.id == sample_id:
+            raise error
+        return real(first, **kwargs)
+
+    monkeypatch.setattr(evaluation, step, poisoned)

@@ -28,6 +28,7 @@ from tests.helpers import WorkerProcess, wait_until
 from tests.ops.servers import stop_process
 from tests.test_fleet import cli, export, make_samples, write_jsonl
 from tests.workers.batchjudge.test_batch_flow import NoSyncCalls
+from workers.batchjudge.mode import SpoolingMode
 from workers.batchjudge.rounds import KILL_AT_ENV
 from workers.evaluation import Evaluator, EvaluatorOptions
 
@@ -135,7 +136,7 @@ def test_a_beat_sigkilled_at_a_batch_step_loses_nothing_and_sends_nothing_twice(
     # Spooled as a worker spools them (its settings, its store), without a worker process.
     worker = Evaluator(registry=load_registry(batch_fleet.metrics_dir), store=store,
                        judge=NoSyncCalls(), options=EvaluatorOptions.from_settings(batch_fleet),
-                       spool=BatchSpool(store))
+                       batch=SpoolingMode(BatchSpool(store)))
     jobs = [new_job("rag_qa", parse_sample(sample)) for sample in make_samples(KILL_JOBS)]
     assert {o.kind for o in worker.run_batch(jobs, owner="msg-1")} == {"spooled"}
     log = start_beat(batch_fleet, **{KILL_AT_ENV: kill_at})

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -44,8 +43,9 @@ from evalfleet.core.message import (
 )
 from evalfleet.core.settings import Settings
 from evalfleet.store import DeadLetter
-from workers.evaluation import STORE_PAUSE_S, Outcome
+from workers.evaluation import STORE_PAUSE_S
 from workers.health.activity import WorkerActivity
+from workers.outcome import FatePort, Outcome, carry_out, summary
 from workers.runtime import LazyRuntime, Runtime
 from workers.save_message import SAVE_TASK, UnsavedBatch, decode_save, encode_save
 from workers.shutdown import ShutdownDeadline, install_shutdown_deadline
@@ -225,59 +225,73 @@ def run_message(task: Task, message: Any, runtime: Runtime, *,
         return "dead_letter"
     outcomes = runtime.evaluator.deliver(
         jobs, owner=str(task.request.id), keep=lambda unsaved: _publish_save(task, unsaved))
-    return carry_out(task, runtime, outcomes, queue=queue_for(jobs[0].metric),
-                     activity=activity)
+    return summary(carry_out(outcomes, TaskPort(task, runtime, queue=queue_for(jobs[0].metric),
+                                                activity=activity)))
 
 
-def carry_out(task: Task, runtime: Runtime, outcomes: Sequence[Outcome], *, queue: str,
-              activity: WorkerActivity | None = None) -> str:
-    """Carry out the fate the evaluator decided for each job of one delivery.
-
-    Dead letters still to store are stored; jobs going back under this delivery's id are
-    re-published as one message; retries are re-published each; paused jobs go back at
-    once; the queue is paused for the longest pause asked. All of it happens before the
-    delivery is acknowledged: at worst a crash in between runs a job twice, and the claim
-    makes that harmless.
+class TaskPort(FatePort):
+    """Carries outcomes out for one Celery delivery: to the broker, the store and this
+    worker's consumer (:func:`workers.outcome.carry_out`). All of it happens before the
+    delivery is acknowledged; a step that fails rejects the delivery back to its queue.
 
     Args:
-        task: The bound evaluate task (its request is the delivery).
+        task: The bound task (its request is the delivery).
         runtime: The process's runtime.
-        outcomes: One per job of the delivery.
         queue: The jobs' queue.
         activity: Told about queues this worker pauses.
-
-    Returns:
-        The outcome kinds with their counts, for Celery's log line.
     """
-    letters = [outcome.letter for outcome in outcomes if outcome.letter is not None]
-    if letters:
-        _keep_as_dead_letters(runtime, letters)
-    # A countdown longer than the visibility timeout gets the waiting message handed
-    # out a second time, same id and so same claims: both copies judge the same jobs.
-    # The settings fit retry_max_s in the timeout, so no countdown may exceed it.
-    longest_s = runtime.evaluator.options.retry_max_s
-    requeued = [outcome for outcome in outcomes if outcome.kind == "requeued"]
-    if requeued:
-        _publish(task, [outcome.retry_job for outcome in requeued if outcome.retry_job],
-                 countdown_s=min(max(outcome.countdown_s for outcome in requeued), longest_s),
-                 task_id=str(task.request.id))
-    for outcome in outcomes:
-        if outcome.kind == "retry" and outcome.retry_job is not None:
-            countdown_s = min(outcome.countdown_s, longest_s)
-            _publish(task, [outcome.retry_job], countdown_s=countdown_s)
-            logger.info("retry %s/%s in %.1fs: %s", outcome.retry_job.metric,
-                        outcome.retry_job.sample.id, countdown_s, outcome.detail)
-    paused = [outcome.retry_job for outcome in outcomes
-              if outcome.kind == "paused" and outcome.retry_job is not None]
-    if paused:
-        _publish(task, paused, countdown_s=0.0)
-    pausing = [outcome for outcome in outcomes if outcome.pause_s > 0]
-    if pausing:
-        longest = max(pausing, key=lambda outcome: outcome.pause_s)
-        _pause_queue(task, runtime, queue=queue, pause_s=longest.pause_s,
-                     reason=longest.detail, activity=activity)
-    kinds = Counter(outcome.kind for outcome in outcomes)
-    return ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+
+    def __init__(self, task: Task, runtime: Runtime, *, queue: str,
+                 activity: WorkerActivity | None = None) -> None:
+        self.task = task
+        self.runtime = runtime
+        self.queue = queue
+        self.activity = activity
+        # A countdown longer than the visibility timeout gets the waiting message handed
+        # out a second time, same id and so same claims: both copies judge the same jobs.
+        # The settings fit retry_max_s in the timeout, so no countdown may exceed it.
+        self.longest_countdown_s = runtime.evaluator.options.retry_max_s
+
+    def keep_letters(self, letters: Sequence[DeadLetter]) -> None:
+        """See :meth:`FatePort.keep_letters`."""
+        _keep_as_dead_letters(self.runtime, list(letters))
+
+    def requeue(self, jobs: Sequence[Job], *, countdown_s: float, reason: str) -> None:
+        """See :meth:`FatePort.requeue`: one message, under this delivery's id."""
+        _publish(self.task, list(jobs), countdown_s=countdown_s,
+                 task_id=str(self.task.request.id))
+
+    def retry(self, job: Job, *, countdown_s: float, reason: str) -> None:
+        """See :meth:`FatePort.retry`."""
+        _publish(self.task, [job], countdown_s=countdown_s)
+        logger.info("retry %s/%s in %.1fs: %s", job.metric, job.sample.id, countdown_s, reason)
+
+    def put_back(self, jobs: Sequence[Job]) -> None:
+        """See :meth:`FatePort.put_back`."""
+        _publish(self.task, list(jobs), countdown_s=0.0)
+
+    def pause(self, *, pause_s: float, reason: str) -> None:
+        """See :meth:`FatePort.pause`: this worker stops consuming the queue."""
+        _pause_queue(self.task, self.runtime, queue=self.queue, pause_s=pause_s,
+                     reason=reason, activity=self.activity)
+
+
+class SavePort(TaskPort):
+    """:class:`TaskPort` for a save message: what goes back is the message itself.
+
+    Args:
+        message: The save message's body.
+    """
+
+    def __init__(self, task: Task, runtime: Runtime, *, message: Any, queue: str,
+                 activity: WorkerActivity | None = None) -> None:
+        super().__init__(task, runtime, queue=queue, activity=activity)
+        self.message = message
+
+    def requeue(self, jobs: Sequence[Job], *, countdown_s: float, reason: str) -> None:
+        """See :meth:`FatePort.requeue`: the save message, under its own id."""
+        _republish(self.task, self.message, queue=self.queue,
+                   task_id=str(self.task.request.id))
 
 
 def run_save(task: Task, message: Any, runtime: Runtime, *,
@@ -303,22 +317,24 @@ def run_save(task: Task, message: Any, runtime: Runtime, *,
         logger.warning("dead letter: %s", exc)
         _keep_as_dead_letters(runtime, [_undecodable(message, exc)])
         return "dead_letter"
+    queue = queue_for(unsaved.metric)
     try:
         new = runtime.store.save(verdicts=unsaved.verdicts, dead_letters=unsaved.dead_letters,
                                  release=unsaved.release, owner=unsaved.owner)
     except StoreUnavailable as exc:
-        queue = queue_for(unsaved.metric)
         logger.warning("%s; a save message of %d verdict(s) goes back to %s", exc,
                        len(unsaved.verdicts), queue)
-        _republish(task, message, queue=queue, task_id=str(task.request.id))
-        _pause_queue(task, runtime, queue=queue, pause_s=STORE_PAUSE_S, reason=f"{exc}",
-                     activity=activity)
+        outcomes = [Outcome.requeued(None, countdown_s=0.0, reason=f"{exc}",
+                                     pause_s=STORE_PAUSE_S)]
+        carry_out(outcomes, SavePort(task, runtime, message=message, queue=queue,
+                                     activity=activity))
         return "retry"
     except Exception as exc:
         logger.exception("dead letter: %d saved verdict(s) of %s could not be stored",
                          len(unsaved.verdicts), unsaved.metric)
-        _keep_as_dead_letters(runtime, [*(_internal_error(job, exc) for job in unsaved.jobs),
-                                        *unsaved.dead_letters])
+        letters = [*(_internal_error(job, exc) for job in unsaved.jobs), *unsaved.dead_letters]
+        carry_out([Outcome.dead_letter(letter.error_class, letter=letter) for letter in letters],
+                  SavePort(task, runtime, message=message, queue=queue, activity=activity))
         return "dead_letter"
     return f"{new} saved, {len(unsaved.verdicts) - new} stored before"
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from evalfleet.core.backoff import compute_backoff
 from evalfleet.core.budget import budget_day
@@ -42,7 +42,7 @@ from evalfleet.core.errors import (
     UnknownMetric,
     WorkerShuttingDown,
 )
-from evalfleet.core.message import AttemptFailure, Job, encode_job, next_attempt
+from evalfleet.core.message import AttemptFailure, Job, next_attempt
 from evalfleet.core.metric import Metric, MetricRegistry, OutputSpec
 from evalfleet.core.price import Price, cost_usd
 from evalfleet.core.review import ReviewSlice
@@ -57,15 +57,15 @@ from evalfleet.store import (
     VerdictRecord,
     VerdictStore,
 )
-from evalfleet.store.batchspool import BatchSpool, SpoolEntry
 from evalfleet.store.evidence import sample_content
-from workers.batchjudge.provider import with_first_reply
+from workers.batch_port import BatchPort, BatchRequest
 from workers.cascade import CascadeRun, ThresholdCache, tiers_for
 from workers.checks import CheckOutcome, CheckResult, CheckRunner, PreparedCheck
 from workers.compactor import Compaction, SessionTooLong, TrajectoryTooLong
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.base import prompt_cache_key
 from workers.judge.status import prompt_too_long
+from workers.outcome import Outcome
 from workers.renderer import ChatMessage, render
 from workers.save_message import UnsavedBatch
 from workers.telemetry import Telemetry
@@ -113,10 +113,6 @@ CHECK_MODE = "check"
 #: Seconds a worker stops taking a queue whose jobs could not reach the database.
 STORE_PAUSE_S = 10.0
 
-#: A claim held longer than this (in seconds) is a batch's (it holds its keys with no
-#: expiry: evalfleet.store.batchspool): a copy of its job is a duplicate.
-BATCH_HELD_S = 365 * 86_400.0
-
 #: Longest wait before re-checking a job whose key another worker holds, in seconds.
 #: The holder usually finishes within one judge call; the re-check is one query.
 BUSY_RETRY_MAX_S = 5.0
@@ -144,13 +140,8 @@ class EvaluatorOptions:
     """Metrics judged in batch mode whatever their metric file says."""
     batch_purposes: frozenset[str] = frozenset()
     """Job purposes judged in batch mode whatever their metric."""
-    judge_mode: str = "call"
-    """What this evaluator's verdicts record as their ``judge_mode``."""
     prompt_cache_key: bool = False
     """Send each call's ``prompt_cache_key`` (its metric and prompt version)."""
-    reask_in_batch: bool = False
-    """A re-ask no batch line answers waits for a later batch (the collector's
-    evaluator): its job's outcome is ``spooled`` with the entry to spool."""
     review: ReviewSlice | None = None
     """The random review slice: a cascade asks every tier for the samples it may
     choose (their labels fit the thresholds)."""
@@ -181,73 +172,6 @@ class EvaluatorOptions:
             return False
         return (metric.spec.judge.mode == "batch" or metric.name in self.batch_metrics
                 or job.purpose in self.batch_purposes)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What became of one delivery of a job. Build with the named constructors."""
-
-    kind: Literal["stored", "kept", "duplicate", "retry", "requeued", "paused",
-                  "dead_letter", "spooled"]
-    detail: str = ""
-    """Verdict status, dead-letter error class, or why a retry is due."""
-    retry_job: Job | None = None
-    """For ``retry``, ``requeued`` and ``paused``: the job to enqueue again."""
-    countdown_s: float = 0.0
-    """For ``retry`` and ``requeued``: how long to wait before it runs."""
-    pause_s: float = 0.0
-    """For ``paused`` (and ``requeued``, ``kept``): how long the worker should stop taking
-    the job's queue."""
-    record: VerdictRecord | None = None
-    """For ``stored`` (and ``kept``: judged, waiting in a save message): the verdict."""
-    letter: DeadLetter | None = None
-    """For ``dead_letter``: the letter still to store (the batch's own are stored)."""
-    entry: SpoolEntry | None = None
-    """For ``spooled`` by the collector's evaluator: the re-ask still to spool (its
-    claim stays held)."""
-
-    @classmethod
-    def stored(cls, record: VerdictRecord) -> Outcome:
-        """A verdict (``ok`` or ``failed``) was stored."""
-        return cls("stored", record.status, record=record)
-
-    @classmethod
-    def spooled(cls, entry: SpoolEntry | None = None) -> Outcome:
-        """The job waits in the batch spool; its claim is the batch's (docs/batch.md).
-        With ``entry``, the caller must still spool it (a re-ask for a later batch)."""
-        return cls("spooled", entry=entry)
-
-    @classmethod
-    def duplicate(cls) -> Outcome:
-        """The verdict already existed; the judge was not called."""
-        return cls("duplicate")
-
-    @classmethod
-    def retry(cls, job: Job, *, countdown_s: float, reason: str) -> Outcome:
-        """Run ``job`` again after ``countdown_s`` seconds."""
-        return cls("retry", reason, retry_job=job, countdown_s=countdown_s)
-
-    @classmethod
-    def paused(cls, job: Job, *, pause_s: float, reason: str) -> Outcome:
-        """No judge call can be made for a while (access refused, circuit open, rate
-        budget spent): put ``job`` back in the queue now and stop taking that queue for
-        ``pause_s``, so the backlog waits in the broker rather than in workers."""
-        return cls("paused", reason, retry_job=job, pause_s=pause_s)
-
-    @classmethod
-    def requeued(cls, job: Job, *, countdown_s: float, reason: str,
-                 pause_s: float = 0.0) -> Outcome:
-        """The delivery could not finish (the worker shuts down, the database or another
-        service is away): put ``job`` back under the delivery's message id (so its copy
-        takes over the delivery's claims) after ``countdown_s``, and stop taking its queue
-        for ``pause_s``."""
-        return cls("requeued", reason, retry_job=job, countdown_s=countdown_s,
-                   pause_s=pause_s)
-
-    @classmethod
-    def dead_letter(cls, error_class: str, *, letter: DeadLetter | None = None) -> Outcome:
-        """The job was stored as a dead letter, or (with ``letter``) must be."""
-        return cls("dead_letter", error_class, letter=letter)
 
 
 @dataclass
@@ -354,7 +278,7 @@ class Evaluator:
         self, *, registry: MetricRegistry, store: VerdictStore, judge: JudgeClient,
         options: EvaluatorOptions, clock: Callable[[], datetime] | None = None,
         jitter: Callable[[], float] = random.random, spend: SpendLedger | None = None,
-        telemetry: Telemetry | None = None, spool: BatchSpool | None = None,
+        telemetry: Telemetry | None = None, batch: BatchPort | None = None,
         checks: CheckRunner | None = None, thresholds: ThresholdCache | None = None,
     ) -> None:
         self.registry = registry
@@ -362,8 +286,9 @@ class Evaluator:
         """Judge cascades' fitted thresholds; None: no cascade tier settles anything."""
         self.checks = checks or CheckRunner()
         """Runs the metrics of kind ``check`` (no judge call)."""
-        self.spool = spool
-        """Where batch-mode jobs go; None judges every job while the worker waits."""
+        self.batch = batch or BatchPort()
+        """The port to batch judging (the default: none, every job is judged while the
+        worker waits)."""
         self.store = store
         self.judge = judge
         self.options = options
@@ -446,8 +371,7 @@ class Evaluator:
         checked = self._run_checks(jobs, batch, owner=owner)
         self._save(batch, checked, save, final=False)
         pending = self._claim_and_render(jobs, batch, owner=owner)
-        if self.spool is not None:
-            pending = self._spool_batch_mode(pending, batch, owner=owner)
+        pending = self._spool_batch_mode(pending, batch, owner=owner)
         if pending:
             self._judge(pending, batch, save)
         self._save(batch, [*checked, *pending], save, final=True)
@@ -459,15 +383,19 @@ class Evaluator:
         """Call the judge for ``pending``, re-ask once where a reply is unusable, and
         save the verdicts as the answers arrive."""
         reask = self._ask(pending, batch, save)
-        for answered in self.judge.answers([item.follow_up() for item in reask],
-                                           gather_s=ANSWER_GATHER_S):
+        judge = self.batch.reask_judge or self.judge
+        for answered in judge.answers([item.follow_up() for item in reask],
+                                      gather_s=ANSWER_GATHER_S):
             for index, answer in answered:
-                if self.options.reask_in_batch and isinstance(answer, JudgeDeferred):
-                    batch.outcomes[reask[index].index] = Outcome.spooled(
-                        self._reask_entry(reask[index]))
+                if isinstance(answer, JudgeDeferred) and self._unanswered(reask[index], batch):
                     continue
-                reask[index].take(answer)
-                self._conclude(reask[index], batch)
+                try:
+                    reask[index].take(answer)
+                    self._conclude(reask[index], batch)
+                except (RetryLater, WorkerShuttingDown):
+                    raise
+                except Exception as exc:  # one job's bug costs that job alone
+                    self._failed_unexpectedly(reask[index], batch, exc)
             self._save(batch, pending, save, final=False)
 
     def _ask(self, pending: list[_Pending], batch: _Batch, save: _Saving) -> list[_Pending]:
@@ -494,14 +422,19 @@ class Evaluator:
                     if len(got[owner[index]]) < len(calls):
                         continue  # the tier's other samples are still out
                     answers = got.pop(owner[index])
-                    if not self._take(item, tuple(answers[i] for i in sorted(answers))):
-                        assert item.cascade is not None
-                        escalated.append((item, item.cascade.calls))
-                    elif self._needs_reask(item):
-                        item.first_failure = item.result  # type: ignore[assignment]
-                        reask.append(item)
-                    else:
-                        self._conclude(item, batch)
+                    try:
+                        if not self._take(item, tuple(answers[i] for i in sorted(answers))):
+                            assert item.cascade is not None
+                            escalated.append((item, item.cascade.calls))
+                        elif self._needs_reask(item):
+                            item.first_failure = item.result  # type: ignore[assignment]
+                            reask.append(item)
+                        else:
+                            self._conclude(item, batch)
+                    except (RetryLater, WorkerShuttingDown):
+                        raise
+                    except Exception as exc:  # one job's bug costs that job alone
+                        self._failed_unexpectedly(item, batch, exc)
                 self._save(batch, pending, save, final=False)
             asking = escalated
         return reask
@@ -655,33 +588,29 @@ class Evaluator:
 
     def _spool_batch_mode(self, pending: list[_Pending], batch: _Batch, *,
                           owner: str) -> list[_Pending]:
-        """Spool the batch-mode jobs (their claims pass to the batch) and return the rest.
+        """Hand the batch-mode jobs to batch judging (their claims pass to the batch) and
+        return the rest; all of them when this evaluator judges batch-mode jobs itself.
 
         Raises:
             StoreUnavailable: The database cannot be reached (nothing was spooled).
         """
-        assert self.spool is not None
-        spooled = [item for item in pending
-                   if self.options.in_batch_mode(item.job, item.metric)]
-        if not spooled:
+        chosen = [item for item in pending if self.options.in_batch_mode(item.job, item.metric)]
+        if not chosen or not self.batch.spool(
+                [BatchRequest(item.key, item.metric, item.job, item.request) for item in chosen],
+                owner=owner, now=self._clock()):
             return pending
-        # Batch lines carry no prompt_cache_key: a Batch API that refused it would fail
-        # every line, with no call of the fleet's to drop it and send again.
-        self.spool.put([SpoolEntry(item.key.digest(), item.key.judge_model, item.metric.name,
-                                   encode_job(item.job),
-                                   replace(item.request, prompt_cache_key=None).payload())
-                        for item in spooled], owner=owner, now=self._clock())
-        for item in spooled:
+        for item in chosen:
             batch.outcomes[item.index] = Outcome.spooled()
         return [item for item in pending if batch.outcomes[item.index] is None]
 
-    def _reask_entry(self, item: _Pending) -> SpoolEntry:
-        """The re-ask of ``item`` as a later batch's line: the same key and job, carrying
-        the first reply (served again when the later batch is collected)."""
-        job = with_first_reply(encode_job(item.job), item.replies[-1],
-                               asked=len(item.request.messages))
-        return SpoolEntry(item.key.digest(), item.key.judge_model, item.metric.name, job,
-                          item.follow_up().payload())
+    def _unanswered(self, item: _Pending, batch: _Batch) -> bool:
+        """Whether batch judging took a re-ask no answer was given for (a later batch's)."""
+        outcome = self.batch.unanswered(
+            BatchRequest(item.key, item.metric, item.job, item.follow_up()),
+            first=item.replies[-1], asked=len(item.request.messages))
+        if outcome is not None:
+            batch.outcomes[item.index] = outcome
+        return outcome is not None
 
     def _needs_reask(self, item: _Pending) -> bool:
         """An unusable first reply gets one re-ask carrying the error."""
@@ -839,7 +768,7 @@ class Evaluator:
                 batch.outcomes[index] = Outcome.duplicate()
                 if _final_session(job):
                     final.append(key)
-            elif claim.state is ClaimState.BUSY and claim.retry_in_s >= BATCH_HELD_S:
+            elif claim.state is ClaimState.BUSY and self.batch.holds(claim):
                 # A batch holds the key (its claim has no expiry): it will give a verdict,
                 # or send the job back itself. Waiting for it would loop for hours.
                 batch.outcomes[index] = Outcome.duplicate()
@@ -855,6 +784,10 @@ class Evaluator:
                     continue
                 except InvalidSample as exc:
                     self._dead_letter(batch, index, job, "invalid_sample", str(exc), key=key)
+                    continue
+                except Exception as exc:  # one job's bug costs that job alone
+                    self._failed_unexpectedly(_Pending(index, job, metric, key, _NO_REQUEST),
+                                              batch, exc)
                     continue
                 pending.append(_Pending(index, job, metric, key, request,
                                         compaction=compaction))
@@ -935,6 +868,15 @@ class Evaluator:
             batch.outcomes[item.index] = Outcome.retry(next_job, countdown_s=countdown_s,
                                                        reason=str(error))
 
+    def _failed_unexpectedly(self, item: _Pending, batch: _Batch, error: Exception) -> None:
+        """A job whose parse, render or conclusion raised (a bug): kept as a dead letter
+        under its key, for replay, while the other jobs of the delivery go on."""
+        logger.exception("dead letter: %s job %s failed unexpectedly", item.job.metric,
+                         item.job.sample.id)
+        batch.verdicts = [kept for kept in batch.verdicts if kept.key != item.key]
+        self._dead_letter(batch, item.index, item.job, INTERNAL_ERROR,
+                          f"{type(error).__name__}: {error}", key=item.key)
+
     def _dead_letter(
         self, batch: _Batch, index: int, job: Job, error_class: str, error: str, *,
         key: VerdictKey | None = None,
@@ -984,7 +926,7 @@ class Evaluator:
                                 cached_tokens=cached_tokens),
             notes=list(judgement.notes), judge_reported_model=last.model if last else None,
             judge_fingerprint=last.system_fingerprint if last else None, purpose=job.purpose,
-            judge_mode=self.options.judge_mode,
+            judge_mode=self.batch.judge_mode,
             canary_scores=_canary_scores(job, item.metric, judgement),
             compaction=item.compaction.as_json() if item.compaction else None,
             failed_step=judgement.failed_step, provisional=_provisional_session(job),
@@ -1002,7 +944,7 @@ class Evaluator:
             return cost_usd(self.options.prices.get(item.key.judge_model),
                             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                             cached_tokens=cached_tokens,
-                            batch=self.options.judge_mode == "batch")
+                            batch=self.batch.judge_mode == "batch")
         costs = [cost_usd(self.options.prices.get(model), prompt_tokens=reply.prompt_tokens,
                           completion_tokens=reply.completion_tokens,
                           cached_tokens=reply.cached_tokens)

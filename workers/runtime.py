@@ -21,6 +21,7 @@ from evalfleet.core.spend import SpendLedger
 from evalfleet.store import SqlStore, VerdictStore, open_store
 from evalfleet.store.batchspool import BatchSpool
 from evalfleet.store.cascade import ThresholdBook
+from workers.batchjudge.mode import SpoolingMode
 from workers.cascade import ThresholdCache
 from workers.evaluation import Evaluator, EvaluatorOptions
 from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeProvider, OpenAIJudge, Pacing
@@ -75,11 +76,12 @@ def build_runtime(settings: Settings, *, concurrency: int,
     options = EvaluatorOptions.from_settings(settings)
     shared = settings.resolved_shared_redis_url()
     spend = SpendLedger(shared) if shared else None
-    spool = BatchSpool(store) if isinstance(store, SqlStore) else None
+    batch = (SpoolingMode(BatchSpool(store), formats=judge.formats)
+             if isinstance(store, SqlStore) else None)
     thresholds = (ThresholdCache(ThresholdBook(store).latest)
                   if isinstance(store, SqlStore) else None)
     evaluator = Evaluator(registry=registry, store=store, judge=judge, options=options,
-                          spend=spend, telemetry=telemetry, spool=spool, thresholds=thresholds)
+                          spend=spend, telemetry=telemetry, batch=batch, thresholds=thresholds)
     return Runtime(evaluator=evaluator, store=store)
 
 

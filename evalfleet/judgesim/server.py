@@ -646,12 +646,17 @@ async def _reset(request: Request) -> Response:
 
 def _judge_line(sim: SimState, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
     """One batch line judged as a chat request is, less latency, rate limit and script;
-    only the malformed and truncated faults apply."""
+    only the malformed and truncated faults apply, and a refused ``response_format`` fails
+    the line as it fails a call."""
     try:
         chat = _chat_request_of(dict(body))
     except InvalidChatRequest as exc:
         return 400, {"error": {"message": str(exc), "type": "invalid_request_error",
                                "param": exc.param, "code": exc.code}}
+    refused = _refused_format(chat.response_format, config=sim.config)
+    if refused is not None:
+        refusal = _format_refusal(refused, style=sim.config.server_style)
+        return refusal.status_code, json.loads(bytes(refusal.body))
     sim.counters.prompt(chat.prompt.key)
     fault = decide_fault(sim.rng, config=sim.config)
     if fault.outcome not in ("malformed", "truncated"):

@@ -7,7 +7,6 @@ verdict, the re-ask, the retry decision or the dead letter.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,7 +21,8 @@ from evalfleet.core.sample import parse_sample
 from evalfleet.core.spend import SpendLedger
 from evalfleet.judgesim import RunningSim, simulated_scores
 from evalfleet.store import SqlStore
-from tests.helpers import DeferringJudge, evaluator_options
+from tests.helpers import DeferringJudge, evaluator_options, poison
+from workers.batchjudge.mode import CollectingMode
 from workers.evaluation import Evaluator
 from workers.judge import (
     AsyncHttpJudge,
@@ -297,6 +297,21 @@ def test_one_bad_job_does_not_hold_back_its_batch(evaluator: Evaluator, store: S
     assert store.counts().verdicts == 2 and store.counts().dead_letters == 1
 
 
+@pytest.mark.parametrize("step", ["parse_verdict", "_judgement"])
+def test_a_job_whose_parse_or_conclusion_raises_costs_that_job_alone(
+        step: str, evaluator: Evaluator, store: SqlStore,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    poison(monkeypatch, step, sample_id="b", error=KeyError("poisoned"))
+    outcomes = evaluator.deliver([job(id="a"), job(id="b"), job(id="c")], owner="m1")
+    assert [o.kind for o in outcomes] == ["stored", "dead_letter", "stored"]
+    assert {v.key.sample_id for v in stored(store)} == {"a", "c"}
+    (letter,) = store.iter_dead_letters()
+    assert (letter.sample_id, letter.error_class) == ("b", "internal_error")
+    assert "KeyError" in letter.error and letter.verdict_key is not None
+    # Kept under its verdict key: a redelivered copy is not judged again.
+    assert evaluator.run(job(id="b"), owner="m2").kind == "duplicate"
+
+
 @pytest.mark.parametrize("reply", [
     {"status": 401}, {"status": 403},
     {"status": 429, "code": "insufficient_quota", "message": "You exceeded your quota."},
@@ -337,9 +352,9 @@ def test_cached_tokens_are_kept_summed_over_a_reask_and_priced_in_batch_mode(
     sim.configure(prompt_cache_min_tokens=0, prompt_cache_block_tokens=16)
     sim.script([{"match": "Reasked sample", "replies": [{"content": "no verdict here"}]}])
     prices = {"judge-sim": {"input": 1.0, "cached_input": 0.1, "output": 2.0, "batch": 0.4}}
-    options = replace(evaluator_options(judge_model="judge-sim", model_prices=prices),
-                      judge_mode="batch")
-    evaluator = Evaluator(registry=load_registry(), store=store, judge=judge, options=options)
+    options = evaluator_options(judge_model="judge-sim", model_prices=prices)
+    evaluator = Evaluator(registry=load_registry(), store=store, judge=judge, options=options,
+                          batch=CollectingMode(reask_in_batch=False))
     for sample_id, question in (("a", None), ("b", None), ("c", "Reasked sample?")):
         changes = {"id": sample_id, **({"input": question} if question else {})}
         assert evaluator.run(job(**changes), owner="m1").kind == "stored"

@@ -29,13 +29,16 @@ from evalfleet.core.errors import InvalidMessage, JudgeError, JudgeUnavailable, 
 from evalfleet.core.message import Job, decode_job
 from evalfleet.core.price import Price, cost_usd
 from evalfleet.store import DeadLetter
-from evalfleet.store.batchspool import BATCH_OWNER, BatchRow, BatchSpool
+from evalfleet.store.batchspool import BATCH_OWNER, BatchRow, BatchSpool, SpoolEntry
 from workers.batchjudge.api import OPEN_STATUSES, BatchApi, error_message
-from workers.batchjudge.provider import CollectedAnswers, CollectedJudge, first_exchange
-from workers.evaluation import INTERNAL_ERROR, Evaluator, Outcome
+from workers.batchjudge.mode import CollectingMode
+from workers.batchjudge.provider import CollectedAnswers, first_exchange
+from workers.evaluation import Evaluator
 from workers.judge.base import JudgeReply
+from workers.judge.fleet import JudgeFleet
 from workers.judge.reply import reply_from_body
 from workers.judge.status import classify_status
+from workers.outcome import FatePort, Outcome, carry_out
 
 logger = logging.getLogger(__name__)
 
@@ -45,9 +48,6 @@ CHUNK = 500
 #: The steps after which :class:`Collector`'s ``step`` hook is called: a batch's first
 #: result file read, a chunk's verdicts stored (its spool rows not yet dropped).
 STEPS = ("downloaded", "stored")
-
-#: Outcomes whose job goes back to the queue.
-BACK_TO_QUEUE = frozenset({"retry", "paused", "requeued"})
 
 
 @dataclass(frozen=True)
@@ -72,26 +72,30 @@ class CollectReport:
 
 def collecting_evaluator(evaluator: Evaluator, *, endpoint: str,
                          reask_sync: bool = False) -> tuple[Evaluator, CollectedAnswers]:
-    """The worker's evaluator as the collector uses it: judged by the batch lines, priced
-    at each model's batch price (``judge_mode`` batch), spend not counted again (a
-    batch's estimate was counted when it was sent), nothing spooled. With
-    ``reask_on_invalid``, an unusable reply is re-asked in a later batch, or at once
-    through the worker's synchronous judge with ``reask_sync``; a second unusable reply
-    is stored as a failed verdict.
+    """The worker's evaluator as the collector uses it: judged by the batch lines through a
+    :class:`JudgeFleet` of their own (the layers docs/architecture.md gives a batch
+    provider: the worker's shutdown deadline, and the response-format step-down learnt
+    with the worker's fleet), priced at each model's batch price (``judge_mode`` batch),
+    spend not counted again (a batch's estimate was counted when it was sent), nothing
+    spooled. With ``reask_on_invalid``, an unusable reply is re-asked in a later batch,
+    or at once through the worker's synchronous judge with ``reask_sync``; a second
+    unusable reply is stored as a failed verdict.
 
     Returns:
         The evaluator, and the provider to load each batch's answers into.
     """
     provider = CollectedAnswers(endpoint)
+    worker = evaluator.judge if isinstance(evaluator.judge, JudgeFleet) else None
+    fleet = JudgeFleet(provider, concurrency=1,
+                       formats=worker.formats if worker is not None else None,
+                       deadline=worker.deadline if worker is not None else None)
     reask = evaluator.options.reask_on_invalid
     sync = reask and reask_sync
-    options = replace(evaluator.options, reask_on_invalid=reask, judge_mode="batch",
-                      reask_in_batch=reask and not sync)
-    return Evaluator(registry=evaluator.registry, store=evaluator.store,
-                     judge=CollectedJudge(provider,
-                                          fallback=evaluator.judge if sync else None),
-                     options=options,
-                     telemetry=evaluator.telemetry), provider
+    mode = CollectingMode(reask_in_batch=reask and not sync,
+                          reask_judge=evaluator.judge if sync else None)
+    return Evaluator(registry=evaluator.registry, store=evaluator.store, judge=fleet,
+                     options=evaluator.options, telemetry=evaluator.telemetry,
+                     batch=mode), provider
 
 
 class Collector:
@@ -126,6 +130,8 @@ class Collector:
         self.prices = prices
         self.chunk = chunk
         self._step = step or (lambda name: None)
+        self.paused_until: datetime | None = None
+        """Set by a pause an outcome asked (access refused): no collecting until then."""
 
     def run(self) -> CollectReport:
         """One round over the open batches.
@@ -135,6 +141,8 @@ class Collector:
             StoreUnavailable: The database is away.
         """
         report = CollectReport()
+        if self.paused_until is not None and self._clock() < self.paused_until:
+            return report
         for row in self.spool.batches("open"):
             assert row.provider_id is not None
             batch = self.api.retrieve(row.provider_id)
@@ -170,57 +178,44 @@ class Collector:
         for start in range(0, len(lines), self.chunk):
             chunk = lines[start:start + self.chunk]
             runnable: list[_Line] = []
-            letters: list[DeadLetter] = []
+            unreadable: list[Outcome] = []
             for key, body in chunk:
                 try:
                     job = decode_job(jobs[key])
                 except InvalidMessage as exc:  # written by a worker: kept for a look
                     logger.error("batch %s: spooled job %s unreadable: %s", row.id, key, exc)
-                    letters.append(DeadLetter(
+                    unreadable.append(Outcome.dead_letter("invalid_message", letter=DeadLetter(
                         sample_id=None, metric=None, error_class="invalid_message",
                         error=str(exc), attempts=0, payload=jobs[key],
-                        created_at=self._clock(), verdict_key=key))
+                        created_at=self._clock(), verdict_key=key)))
                     continue
                 first = first_exchange(jobs[key], body)
                 runnable.append(_Line(key, job, [(body, answers.get(key, undone)),
                                                  *([first] if first else [])]))
-            if letters:
-                self.evaluator.store.save(dead_letters=letters, owner=BATCH_OWNER)
-            outcomes = self._judge(runnable, row=row)
-            # Re-asks are spooled before the chunk's rows go: killed in between, the
-            # next round judges the chunk again and finds the same re-asks.
-            self._carry_out(outcomes, report)
+            outcomes = [*unreadable, *self._judge(runnable)]
+            # Re-asks are spooled and letters stored before the chunk's rows go: killed in
+            # between, the next round judges the chunk again and finds the same re-asks.
+            port = _RoundPort(self)
+            for kind, count in carry_out(outcomes, port).items():
+                report.outcomes[kind] = report.outcomes.get(kind, 0) + count
+            if port.interrupted is not None:  # the chunk is judged again by a later round
+                raise port.interrupted
             self._step("stored")
             keys = [key for key, _ in chunk]
             cost, saved = self._lines_cost(row.judge_model, [answers.get(key) for key in keys])
             self.spool.settle(row.id, keys, now=self._clock(), cost_usd=cost, saved_usd=saved)
 
-    def _judge(self, lines: Sequence[_Line], *, row: BatchRow) -> list[Outcome]:
-        """The outcomes of a chunk's jobs, in order. A failure the round cannot get past
-        (the database away, the process stopping) ends the round, to be done again by the
-        next; anything else (a bug met by one line) is narrowed down by judging the chunk
-        again one job at a time, so the job that raises becomes a dead letter of its own,
-        kept for replay, and the other lines get their verdicts: one poisoned line never
-        stops batch judging."""
+    def _judge(self, lines: Sequence[_Line]) -> list[Outcome]:
+        """The outcomes of a chunk's jobs, in order, as the worker's evaluator decides them
+        (``Evaluator.deliver``): a bug met by one line is that job's dead letter, kept for
+        replay under its verdict key, and the other lines get their verdicts; one poisoned
+        line never stops batch judging."""
         self.answers.load([answer for line in lines for answer in line.answers])
         try:
-            return self.evaluator.run_batch([line.job for line in lines], owner=BATCH_OWNER)
-        except RetryLater:
-            raise
-        except Exception as exc:
-            if len(lines) > 1:
-                self.answers.clear()  # each line's answers are loaded again with it
-                return [outcome for line in lines for outcome in self._judge([line], row=row)]
-            (line,) = lines
-            logger.exception("batch %s: job %s (%s) failed unexpectedly; kept as a dead "
-                             "letter", row.provider_id or row.id, line.job.sample.id,
-                             line.job.metric)
-            letter = DeadLetter.of_job(line.job, error_class=INTERNAL_ERROR,
-                                       error=f"{type(exc).__name__}: {exc}", at=self._clock())
-            return [Outcome.dead_letter(INTERNAL_ERROR,
-                                        letter=replace(letter, verdict_key=line.key))]
+            outcomes = self.evaluator.deliver([line.job for line in lines], owner=BATCH_OWNER)
         finally:
             self.answers.clear()
+        return [_keyed(outcome, line.key) for outcome, line in zip(outcomes, lines, strict=True)]
 
     def _lines_cost(self, judge_model: str,
                     answers: Sequence[JudgeReply | JudgeError | None]) -> tuple[float, float]:
@@ -238,16 +233,50 @@ class Collector:
                    for answer in answers if isinstance(answer, JudgeReply))
         return cost, cost * (1 / price.batch_multiplier - 1)
 
-    def _carry_out(self, outcomes: Sequence[Outcome], report: CollectReport) -> None:
-        reasks = [outcome.entry for outcome in outcomes if outcome.entry is not None]
-        self.spool.put(reasks, owner=BATCH_OWNER, now=self._clock())
-        letters = [outcome.letter for outcome in outcomes if outcome.letter is not None]
-        if letters:
-            self.evaluator.store.save(dead_letters=letters, owner=BATCH_OWNER)
-        for outcome in outcomes:
-            report.outcomes[outcome.kind] = report.outcomes.get(outcome.kind, 0) + 1
-            if outcome.kind in BACK_TO_QUEUE and outcome.retry_job is not None:
-                self._publish(outcome.retry_job, outcome.countdown_s)
+
+
+class _RoundPort(FatePort):
+    """Carries a chunk's outcomes out for the collector: letters stored and re-asks
+    spooled under the batch's claim, jobs back to their queue. A delivery that could not
+    finish (the database away, the process stopping) ends the round: its chunk is judged
+    again by the next, its spool rows kept. A pause stops collecting until it ends."""
+
+    def __init__(self, collector: Collector) -> None:
+        self.collector = collector
+        self.interrupted: RetryLater | None = None
+
+    def keep_letters(self, letters: Sequence[DeadLetter]) -> None:
+        """See :meth:`FatePort.keep_letters`."""
+        self.collector.evaluator.store.save(dead_letters=letters, owner=BATCH_OWNER)
+
+    def spool(self, entries: Sequence[SpoolEntry]) -> None:
+        """See :meth:`FatePort.spool`: the claims stay the batch's."""
+        self.collector.spool.put(entries, owner=BATCH_OWNER, now=self.collector._clock())
+
+    def requeue(self, jobs: Sequence[Job], *, countdown_s: float, reason: str) -> None:
+        """See :meth:`FatePort.requeue`: the round ends, the chunk stays spooled."""
+        self.interrupted = RetryLater(f"collecting stopped: {reason}")
+
+    def retry(self, job: Job, *, countdown_s: float, reason: str) -> None:
+        """See :meth:`FatePort.retry`."""
+        self.collector._publish(job, countdown_s)
+
+    def put_back(self, jobs: Sequence[Job]) -> None:
+        """See :meth:`FatePort.put_back`."""
+        for job in jobs:
+            self.collector._publish(job, 0.0)
+
+    def pause(self, *, pause_s: float, reason: str) -> None:
+        """See :meth:`FatePort.pause`: no batch is collected until the pause ends."""
+        logger.error("batch collecting pauses for %.3g s, %s", pause_s, reason)
+        self.collector.paused_until = self.collector._clock() + timedelta(seconds=pause_s)
+
+
+def _keyed(outcome: Outcome, key: str) -> Outcome:
+    """``outcome`` with its letter under the spooled job's verdict key (a replay finds it)."""
+    if outcome.letter is None or outcome.letter.verdict_key is not None:
+        return outcome
+    return replace(outcome, letter=replace(outcome.letter, verdict_key=key))
 
 
 def read_lines(data: bytes, answers: dict[str, JudgeReply | JudgeError], *,

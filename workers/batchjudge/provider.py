@@ -15,7 +15,6 @@ worker would, re-asking at most once.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import hashlib
 import json
@@ -23,8 +22,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evalfleet.core.errors import JudgeDeferred, JudgeError
-from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
+from workers.judge.base import JudgeReply, JudgeRequest
+from workers.judge.formats import mode_of
 from workers.judge.provider import JudgeProvider, ProviderCapabilities
+from workers.judge.status import refuses_response_format
 
 #: What the provider answers a request no batch line answered (a re-ask, say).
 NO_LINE = "no batch line answers this request"
@@ -89,7 +90,7 @@ class CollectedAnswers(JudgeProvider):
 
     def __init__(self, endpoint: str) -> None:
         self._endpoint = endpoint
-        self._answers: dict[str, list[JudgeReply | JudgeError]] = {}
+        self._answers: dict[str, list[tuple[Mapping[str, Any], JudgeReply | JudgeError]]] = {}
 
     @property
     def endpoint(self) -> str:
@@ -99,7 +100,7 @@ class CollectedAnswers(JudgeProvider):
     def load(self, answers: Sequence[tuple[Mapping[str, Any], JudgeReply | JudgeError]]) -> None:
         """Hold answers to hand out, each with the request body it answers."""
         for body, answer in answers:
-            self._answers.setdefault(request_fingerprint(body), []).append(answer)
+            self._answers.setdefault(request_fingerprint(body), []).append((body, answer))
 
     def clear(self) -> None:
         """Drop answers nobody asked for."""
@@ -115,44 +116,12 @@ class CollectedAnswers(JudgeProvider):
         waiting = self._answers.get(request_fingerprint(request.payload()))
         if not waiting:
             raise NoBatchLine()
-        answer = waiting.pop()
+        body, answer = waiting.pop()
+        if (refuses_response_format(answer)
+                and mode_of(body.get("response_format")) != mode_of(request.response_format)):
+            # The line refused a format this request no longer asks (the fleet stepped down
+            # since it was sent): no line answers the request in its own format.
+            raise NoBatchLine()
         if isinstance(answer, JudgeError):
             raise answer
         return answer
-
-
-class CollectedJudge(JudgeClient):
-    """The blocking face the evaluator takes, over :class:`CollectedAnswers`: every answer
-    is already here, so none of the fleet's per-call concerns applies (a line's failure
-    is the provider's answer, not the endpoint's health).
-
-    Args:
-        provider: The batch lines' answers.
-        fallback: Sends the requests no line answers (the re-asks) to a synchronous judge;
-            None answers them :class:`NoBatchLine`.
-    """
-
-    def __init__(self, provider: CollectedAnswers, *,
-                 fallback: JudgeClient | None = None) -> None:
-        self.provider = provider
-        self.fallback = fallback
-
-    def complete_many(self, requests: Sequence[JudgeRequest]) -> list[JudgeReply | JudgeError]:
-        """See :meth:`JudgeClient.complete_many`."""
-        async def answer(request: JudgeRequest) -> JudgeReply | JudgeError:
-            try:
-                return await self.provider.generate(request)
-            except JudgeError as exc:
-                return exc
-
-        async def every() -> list[JudgeReply | JudgeError]:
-            return [await answer(request) for request in requests]
-
-        answers = asyncio.run(every())
-        unanswered = [index for index, answer in enumerate(answers)
-                      if isinstance(answer, NoBatchLine)]
-        if self.fallback is not None and unanswered:
-            sent = self.fallback.complete_many([requests[index] for index in unanswered])
-            for index, reply in zip(unanswered, sent, strict=True):
-                answers[index] = reply
-        return answers

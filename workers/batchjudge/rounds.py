@@ -157,9 +157,7 @@ class BatchRounds:
     def _parts(self) -> tuple[Submitter, Collector]:
         if self._built is None:
             runtime = self._runtime()
-            spool = runtime.evaluator.spool
-            if spool is None:
-                spool = BatchSpool(runtime.store)  # type: ignore[arg-type]
+            spool = BatchSpool(runtime.store)  # type: ignore[arg-type]
             api = batch_api(self.settings)
             step = kill_at(os.environ.get(KILL_AT_ENV))
             evaluator, answers = collecting_evaluator(

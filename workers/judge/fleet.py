@@ -33,7 +33,8 @@ shutdown deadline are shared. A request goes where its ``endpoint`` says (None: 
 fleet's own provider).
 Which of them apply depends on the provider's kind (:func:`layers_for`): a batch
 provider answers later through its own submit and collect steps, so neither a
-concurrency slot nor a rate-budget slot per call means anything for it.
+concurrency slot nor a rate-budget slot per call means anything for it, and its circuit
+breaker is on the Batch API's requests, not on each collected line.
 """
 
 from __future__ import annotations
@@ -72,8 +73,11 @@ FLEET_ORDER = ("deadline", "concurrency", "breaker", "response_format", "prompt_
                "rate_limit", "in_flight")
 
 #: Concerns that do not apply to a batch provider: it makes no call per request (and its
-#: lines carry no prompt_cache_key).
-PER_CALL_ONLY = frozenset({"concurrency", "prompt_cache_key", "rate_limit", "in_flight"})
+#: lines carry no prompt_cache_key). Its breaker counts the Batch API's requests
+#: (``workers.batchjudge.api.BatchApi``), not each line: a failed line is the provider's
+#: answer about that request, not the endpoint's health.
+PER_CALL_ONLY = frozenset({"concurrency", "breaker", "prompt_cache_key", "rate_limit",
+                           "in_flight"})
 
 #: Seconds to wait for in-flight calls when the fleet closes.
 CLOSE_TIMEOUT_S = 10.0
@@ -140,9 +144,11 @@ class JudgeFleet(JudgeClient):
                  endpoints: Mapping[str, Endpoint] | None = None) -> None:
         self.provider = provider
         self.deadline = deadline or ShutdownDeadline()
+        self.formats = formats or FormatSupport("json_schema")
+        """What the step-down learnt (a batch fleet shares its worker fleet's)."""
         shared = Concurrency(concurrency)  # the process's, whichever server a call goes to
         self.layers: tuple[Layer, ...] = _layers(
-            Endpoint(provider, pacing, breaker, formats, cap, cache_keys),
+            Endpoint(provider, pacing, breaker, self.formats, cap, cache_keys),
             concurrency=shared, on_step_down=on_step_down)
         self._send = _chain(self.layers, provider)
         self.endpoints: dict[str, tuple[Endpoint, tuple[Layer, ...]]] = {}

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from evalfleet.core.errors import JudgeError
+from evalfleet.core.errors import JudgeError, RetryLater
 from evalfleet.core.message import Job, Purpose, new_job
 from evalfleet.core.metric import load_registry
 from evalfleet.core.price import ModelPrice, Price
@@ -23,10 +23,9 @@ from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore
 from evalfleet.store.batchspool import BATCH_OWNER, HELD_UNTIL, BatchSpool
-from evalfleet.store.schema import claims
-from tests.helpers import evaluator_options
+from evalfleet.store.schema import claims, judge_batch_spool
+from tests.helpers import evaluator_options, poison
 from tests.test_fleet import cli
-from workers import evaluation
 from workers.batchjudge.api import BatchApi, Flavor, batch_object, dialect_of
 from workers.batchjudge.collector import (
     Collector,
@@ -35,10 +34,13 @@ from workers.batchjudge.collector import (
     read_lines,
 )
 from workers.batchjudge.gauges import BatchGauges
+from workers.batchjudge.mode import SpoolingMode
 from workers.batchjudge.submitter import STEPS, BatchLimits, Submitter
 from workers.evaluation import INTERNAL_ERROR, Evaluator
 from workers.judge import AsyncHttpJudge, JudgeClient, JudgeFleet
 from workers.judge.base import JudgeReply
+from workers.judge.formats import FormatSupport
+from workers.shutdown import ShutdownDeadline
 
 PRICES = {"judge-sim": (1.0, 2.0)}
 #: The same, as the collector takes them (the fleet's batch share of 0.5).
@@ -92,7 +94,7 @@ def worker(store: SqlStore) -> Evaluator:
     options = evaluator_options(judge_model="judge-sim", batch_metrics=["rag_qa"],
                                 model_prices=PRICES, max_attempts=3)
     return Evaluator(registry=load_registry(), store=store, judge=NoSyncCalls(),
-                     options=options, spool=BatchSpool(store))
+                     options=options, batch=SpoolingMode(BatchSpool(store)))
 
 
 def submitter(store: SqlStore, api: BatchApi, *, step: Any = None,
@@ -213,33 +215,35 @@ def test_failed_lines_come_back_with_their_attempt_counted(
     assert all(job.attempt == 2 for job in published)
 
 
+@pytest.mark.parametrize("step", ["_judgement", "parse_verdict"])
 def test_a_line_whose_judgement_raises_is_its_own_dead_letter_and_the_round_goes_on(
-        store: SqlStore, api: BatchApi, worker: Evaluator, sim: RunningSim,
+        step: str, store: SqlStore, api: BatchApi, worker: Evaluator, sim: RunningSim,
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug met by one line, in its conclusion or in its parse (all 30 lines in one
+    chunk of the collector's delivery), costs that job alone."""
     sim.configure(batch_turnaround_s=0.05)
     spool_jobs(worker, jobs(30))
     submitter(store, api).run()
-    judgement = evaluation._judgement
-
-    def poisoned(item: Any, **kwargs: Any) -> Any:  # a bug met by one line only
-        if item.job.sample.id == "s-13":
-            raise ZeroDivisionError("poisoned line")
-        return judgement(item, **kwargs)
-
-    monkeypatch.setattr(evaluation, "_judgement", poisoned)
+    poison(monkeypatch, step, sample_id="s-13", error=ZeroDivisionError("poisoned line"))
     published: list[Job] = []
-    report = collect_all(collector(store, api, worker, published), store)
+    coll = collector(store, api, worker, published)
+    assert coll.chunk >= 30
+    report = collect_all(coll, store)
     assert report.outcomes == {"stored": 29, "dead_letter": 1} and not published
     assert {v.key.sample_id for v in store.iter_verdicts()} == {
         f"s-{i}" for i in range(30)} - {"s-13"}
     (letter,) = store.iter_dead_letters()
     assert (letter.sample_id, letter.error_class) == ("s-13", INTERNAL_ERROR)
     assert "ZeroDivisionError: poisoned line" in letter.error
+    assert letter.verdict_key is not None
+    with store.connect() as conn:  # the poisoned job's claim goes with the others'
+        assert conn.execute(select(claims)).all() == []
     # The spool is settled and the next round runs: batch judging goes on.
     assert BatchSpool(store).summary().waiting == 0
     spool_jobs(worker, jobs(33)[30:], owner="msg-2")
     submitter(store, api).run()
-    assert collect_all(collector(store, api, worker, []), store).outcomes == {"stored": 3}
+    assert collect_all(coll, store).outcomes == {"stored": 3}
+    assert collect_all(collector(store, api, worker, []), store).outcomes == {}
 
 
 def test_a_batch_failed_without_running_is_resubmitted_without_an_attempt(
@@ -467,7 +471,7 @@ def test_an_unusable_batch_reply_is_reasked_synchronously_by_setting(
                                            max_connections=4), concurrency=4)
     options = evaluator_options(judge_model="judge-sim", batch_metrics=["rag_qa"])
     worker = Evaluator(registry=load_registry(), store=store, judge=sync_judge,
-                       options=options, spool=BatchSpool(store))
+                       options=options, batch=SpoolingMode(BatchSpool(store)))
     try:
         spool_jobs(worker, jobs(6))
         submitter(store, api).run()
@@ -479,6 +483,76 @@ def test_an_unusable_batch_reply_is_reasked_synchronously_by_setting(
     assert {v.attempts for v in verdicts} == {2}
     stats = sim.stats()
     assert stats["requests"] == 6 and stats["batches"]["lines_accepted"] == 6
+
+
+def sync_worker(store: SqlStore, sim: RunningSim, **fleet: Any) -> Evaluator:
+    """A worker's evaluator with rag_qa in batch mode and a judge fleet (its layers are
+    what the collector's fleet shares); close its judge."""
+    judge = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
+                                      max_connections=2), concurrency=2, **fleet)
+    return Evaluator(registry=load_registry(), store=store, judge=judge,
+                     options=evaluator_options(judge_model="judge-sim", batch_metrics=["rag_qa"]),
+                     batch=SpoolingMode(BatchSpool(store), formats=judge.formats))
+
+
+def test_a_batch_line_refusing_its_response_format_steps_it_down_for_the_next_batch(
+        store: SqlStore, api: BatchApi, sim: RunningSim) -> None:
+    sim.configure(batch_turnaround_s=0.05, refused_response_formats=("json_schema",))
+    formats = FormatSupport("json_schema")
+    worker = sync_worker(store, sim, formats=formats)
+    try:
+        spool_jobs(worker, jobs(4))
+        submitter(store, api).run()
+        published: list[Job] = []
+        report = collect_all(collector(store, api, worker, published), store)
+        # A refusal is an answer: the mode steps down fleet-wide, the jobs go back to their
+        # queue with no attempt counted, nothing is dead-lettered.
+        assert report.outcomes == {"paused": 4}
+        assert formats.mode_for("judge-sim") != "json_schema"
+        assert len(published) == 4 and {job.attempt for job in published} == {1}
+        assert not list(store.iter_verdicts()) and not list(store.iter_dead_letters())
+        # Spooled again, their lines go in the lower format and get their verdicts.
+        spool_jobs(worker, published, owner="msg-2")
+        assert all(body["response_format"]["type"] != "json_schema"
+                   for _, body in pending_lines(store))
+        submitter(store, api).run()
+        assert collect_all(collector(store, api, worker, []), store).outcomes == {"stored": 4}
+    finally:
+        worker.judge.close()
+    assert sim.stats()["requests"] == 0
+
+
+def pending_lines(store: SqlStore) -> list[tuple[str, dict[str, Any]]]:
+    """The request bodies of the spooled jobs no batch holds yet."""
+    with store.connect() as conn:
+        return [(key, json.loads(body)) for key, body in conn.execute(
+            select(judge_batch_spool.c.key, judge_batch_spool.c.body)
+            .where(judge_batch_spool.c.batch.is_(None)))]
+
+
+def test_a_collector_past_the_shutdown_deadline_ends_its_round_and_keeps_the_batch(
+        store: SqlStore, api: BatchApi, sim: RunningSim) -> None:
+    sim.configure(batch_turnaround_s=0.05)
+    deadline = ShutdownDeadline()
+    worker = sync_worker(store, sim, deadline=deadline)
+    try:
+        spool_jobs(worker, jobs(5))
+        submitter(store, api).run()
+        published: list[Job] = []
+        coll = collector(store, api, worker, published)
+        deadline.expire()
+        with pytest.raises(RetryLater, match="shutting down"):
+            collect_all(coll, store)
+    finally:
+        worker.judge.close()
+    # Nothing judged, nothing sent back: the batch's jobs wait for the next process.
+    assert not published and not list(store.iter_verdicts())
+    assert BatchSpool(store).summary().in_batches == 5
+    again = sync_worker(store, sim)
+    try:
+        assert collect_all(collector(store, api, again, []), store).outcomes == {"stored": 5}
+    finally:
+        again.judge.close()
 
 
 def test_a_request_over_the_file_limit_alone_is_dead_lettered_naming_job_and_limit(

@@ -317,9 +317,10 @@ def test_every_provider_passes_each_fleet_concern_once_in_one_order(
 @pytest.mark.parametrize(("capabilities", "order"), [
     (ProviderCapabilities(name="http"), FLEET_ORDER),
     (ProviderCapabilities(name="openai"), FLEET_ORDER),
-    # Submitted now, collected later: no call per request to hold a slot or a rate budget.
+    # Submitted now, collected later: no call per request to hold a slot or a rate budget,
+    # and its breaker guards the Batch API's requests (BatchApi), not each line.
     (ProviderCapabilities(name="batch", kind="batch"),
-     ("deadline", "breaker", "response_format")),
+     ("deadline", "response_format")),
 ])
 def test_which_fleet_concerns_apply_to_which_kind_of_provider(
     capabilities: ProviderCapabilities, order: tuple[str, ...],
