@@ -201,10 +201,12 @@ def _load(url: str, *, mode: str, rate: int, segments: int, span: timedelta,
     else:
         edge = [AT - WINDOW + k * MINUTE for k in range(cycles)] + [
             AT + k * MINUTE for k in range(cycles)]
-        # The page's reads: the last window and the baseline's last window-length.
-        read = _floor(AT - 2 * WINDOW - GAP)
-        shown = [read + i * MINUTE for i in range(int((end - read) / MINUTE) + 1)]
-        minutes = sorted({_floor(m) for m in edge} | set(shown))
+        # The page's reads at the last cycle: its window and the baseline's last
+        # window-length (a minute more each side: the cycle's own second may be off).
+        last = _floor(AT + (cycles - 1) * MINUTE)
+        shown = {last - WINDOW - GAP - WINDOW + i * MINUTE for i in range(-1, 12)} | {
+            last - WINDOW + i * MINUTE for i in range(-1, 12)}
+        minutes = sorted({_floor(m) for m in edge} | shown)
         rollups = _load_rollups(url, rate=rate, segments=segments, start=_floor(start),
                                 end=_floor(end), rng=rng)
     scores = _load_scores(url, rate=rate, segments=segments, minutes=minutes, rng=rng)
