@@ -5,7 +5,9 @@ the ``evalfleet.alerts`` queue; the task runs one cycle, in which each rule is
 evaluated only if its own interval has come round. The cycle evaluates at the last
 whole minute (``evalfleet.alerts.cover.settled_at``): its windows then end on rollup
 buckets and no score row is read, whatever the traffic; samples of the current minute
-count from the next cycle on. Two beats, or a beat and a
+count from the next cycle on. Before the cycle the task folds the rollups' shards of
+past buckets into one row each (``evalfleet.store.rollup.fold``), so the cycle reads
+one row per bucket and segment. Two beats, or a beat and a
 cron job, are safe: a rule is evaluated once per cycle slot, and each transition
 is notified once (see ``evalfleet.alerts.ledger``).
 
@@ -36,6 +38,8 @@ from evalfleet.alerts.telemetry import default_alert_telemetry
 from evalfleet.core.settings import Settings
 from evalfleet.store import SqlStore, open_store
 from evalfleet.store.partitions import MAINTENANCE_INTERVAL_S, maintain
+from evalfleet.store.rollup import fold
+from evalfleet.store.sql import unavailable_as_store_error
 
 logger = logging.getLogger(__name__)
 
@@ -78,9 +82,11 @@ def register_alert_beat(app: Celery, settings: Settings) -> None:
     def check_alerts() -> str:
         """Evaluate the rules that are due and deliver notifications."""
         engine = holder.get()
-        at = settled_at(datetime.now(UTC),
-                        intervals=[rule.spec.interval for rule in engine.rules.rules])
-        report = engine.check(at=at)
+        now = datetime.now(UTC)
+        with unavailable_as_store_error(), engine.engine.begin() as conn:
+            fold(conn, now=now)
+        report = engine.check(at=settled_at(
+            now, intervals=[rule.spec.interval for rule in engine.rules.rules]))
         return (f"{len(report.rows)} segments, {len(report.events)} notifications, "
                 f"{len(report.skipped)} rules skipped")
 
