@@ -38,7 +38,7 @@ row's lock is held from the trigger to the commit: eight writer processes saving
 app's verdicts spent about twice as long per save with the triggers on as with each
 writer on an app of its own (``bench/alert_cycle_rollups.py --contention``). On
 Postgres a save therefore adds to the rows of its connection's shard
-(``pg_backend_pid() % SHARDS``), so writers on different connections rarely share a
+(``mod(pg_backend_pid(), SHARDS)``), so writers on different connections rarely share a
 row; a read sums the shards like any other rows. Removals go to shard 0 (a shard row
 may go below zero while its samples' additions sit in another shard; the sum stays
 exact), and a row is dropped once it is empty and alone. :func:`fold`, run by
@@ -65,7 +65,7 @@ LEVEL_GRID = 2520
 OFF_GRID = -999_999
 
 #: Rows a bucket of one segment and level is spread over on Postgres, one per group of
-#: saving connections (``pg_backend_pid() % SHARDS``); 0 also takes removals and folds.
+#: saving connections (``mod(pg_backend_pid(), SHARDS)``); 0 also takes removals and folds.
 SHARDS = 8
 
 #: How long after a bucket ends its shards are folded into one row, in seconds: a
@@ -164,8 +164,9 @@ ON CONFLICT ({_ROW_KEY}) DO UPDATE SET n = score_rollups.n + excluded.n,
     first_ts = least(score_rollups.first_ts, excluded.first_ts)
 """
 
-#: Buckets that ended before ``:settled``.
-_SETTLED = "bucket < CAST(:settled AS timestamptz) - span_s * interval '1 second'"
+#: Buckets that ended before ``:settled`` (the first bound is the partial index's range).
+_SETTLED = ("bucket < CAST(:settled AS timestamptz)"
+            " AND bucket < CAST(:settled AS timestamptz) - span_s * interval '1 second'")
 
 #: The score rows a SQLite row trigger sees, as a one-row source.
 _SQLITE_ROW = ("(SELECT {row}.verdict_id AS verdict_id, {row}.metric AS metric,"
