@@ -6,19 +6,27 @@ Setup: a database of its own (``evalfleet_bench_rollups``, dropped at the end un
 minutes, ``exclude_firing``, the sequential test) split by ``app`` over ``--segments``
 apps (100), with a trailing baseline of 1 hour, 1 day or 7 days. The real engine
 (``open_alert_engine(...).check(at=...)``) runs ``--cycles`` consecutive cycles a
-minute apart, each ``--offset-s`` seconds past a minute (30: every window has partial
-minutes at both ends; 0: none); printed: the median time of a cycle.
+minute apart, each ``--offset-s`` seconds past a minute, evaluated as ``evalfleet beat``
+evaluates (``--evaluate beat``: at the last whole minute, ``cover.settled_at``) or at
+the tick's own time (``--evaluate tick``: every window then has partial minutes at both
+ends, read from the score rows); printed: the median time of a cycle. After the
+cycles of an *after* cell, the alert page's reads (``load_alert_view``: the trend from
+the rollups, the window's values and worst samples and the baseline's last
+window-length from the score rows) for one app, median of three.
 
-- **before**: the engine reading the score rows for every window and baseline, as on
-  main (``fetch_summaries`` replaced by the score rows' summaries over the whole range,
-  the code main runs). Score rows are loaded for the whole span, so a cell runs only
-  where that is at most ``--raw-limit`` rows (2,000,000): on a shared 2-core machine
-  the 100-million-row cells are out of reach, and the cells that run show the growth.
+- **before**: the engine reading the score rows for every window and baseline, as
+  before the rollups (``fetch_summaries`` replaced by the score rows' summaries over the
+  whole range), evaluating at the tick's own time as beat then did. Score rows are
+  loaded for the whole span, so a cell runs only where that is at most ``--raw-limit``
+  rows (2,000,000): on a shared 2-core machine the 100-million-row cells are out of
+  reach, and the cells that run show the growth.
 - **after**: the engine as it is. The rollup rows of the whole span are generated
   directly into ``score_rollups`` (one per app, minute and hour; sums of a normal
-  around 0.8), and score rows only for the partial minutes the cycles read, loaded
-  with the triggers off so they do not count twice. The 1,000-a-minute, 7-day cell is
-  a billion samples' rollups: the same rows as at 1 a minute, with larger counts.
+  around 0.8), and score rows only for the minutes the cycles and the page read (the
+  partial minutes at the windows' ends, the last window and the baseline's last
+  window-length), loaded with the triggers off so they do not count twice. The
+  1,000-a-minute, 7-day cell is a billion samples' rollups: the same rows as at 1 a
+  minute, with larger counts.
 
 With ``--write-cost``: instead, the cost the triggers add to saving verdicts: batches of
 50 rag_qa verdicts with four scores each (20 apps), saved through the store as a worker
@@ -28,6 +36,14 @@ worker's CPU and the wall time per verdict, medians of the rounds.
     python -m bench.alert_cycle_rollups                       # the table in docs/performance.md
     python -m bench.alert_cycle_rollups --rates 1 10 --baselines 1h 1d
     python -m bench.alert_cycle_rollups --write-cost
+    python -m bench.alert_cycle_rollups --contention 8
+
+With ``--contention W``: the cost per verdict when ``W`` writer processes (a connection
+each) save verdicts of one segment and one minute at once, so every save adds to the
+same rollup rows: batches of 16 rag_qa verdicts with four scores, rounds alternating
+the triggers on and off; printed: the verdicts a second of all writers together, the
+wall time per saving transaction (median and 95th percentile over every writer's
+saves) and the waits on row locks Postgres reported during the round.
 """
 
 from __future__ import annotations
@@ -51,7 +67,10 @@ from psycopg.types.json import Jsonb
 
 from evalfleet.alerts import engine as alert_engine
 from evalfleet.alerts import window
+from evalfleet.alerts.cover import settled_at
 from evalfleet.alerts.factory import open_alert_engine
+from evalfleet.alerts.segment import Segment
+from evalfleet.alerts.view import load_alert_view
 from evalfleet.core.settings import Settings
 from evalfleet.store import VerdictKey, VerdictRecord, migrate, open_store
 from evalfleet.store.partitions import ensure_partitions
@@ -77,8 +96,14 @@ def main() -> None:
     parser.add_argument("--raw-limit", type=int, default=2_000_000)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--write-cost", action="store_true")
+    parser.add_argument("--contention", type=int, default=0, metavar="WRITERS")
+    parser.add_argument("--spread", action="store_true",
+                        help="contention: each writer its own app (rollup rows apart)")
     parser.add_argument("--offset-s", type=int, default=30,
                         help="seconds past a minute of each cycle (0: on the minute)")
+    parser.add_argument("--evaluate", choices=("beat", "tick"), default="beat",
+                        help="after: at the last whole minute (beat) or at the tick")
+    parser.add_argument("--modes", nargs="+", default=["before", "after"])
     args = parser.parse_args()
     global AT  # the cycles' time, set once from the command line
     AT = AT.replace(second=args.offset_s)
@@ -86,14 +111,18 @@ def main() -> None:
         with _database(keep=args.keep) as url:
             _write_cost(url)
         return
+    if args.contention:
+        with _database(keep=args.keep) as url:
+            _contention(url, writers=args.contention, spread=args.spread)
+        return
     print(f"setup: {platform.platform()}, {os.cpu_count()} cores, Postgres at 127.0.0.1; "
           f"{args.segments} segments, {args.cycles} cycles per cell {args.offset_s} s past"
-          " a minute, raw limit "
-          f"{args.raw_limit:,} score rows")
+          f" a minute, after evaluated at the {args.evaluate}, raw limit "
+          f"{args.raw_limit:,} score rows; load average {os.getloadavg()}")
     results: dict[tuple[str, int, str], float | None] = {}
     with _database(keep=args.keep) as url:
         for rate in args.rates:
-            for mode in ("before", "after"):
+            for mode in args.modes:
                 longest = max(BASELINES[b] for b in args.baselines)
                 for name in sorted(args.baselines, key=lambda b: BASELINES[b]):
                     span = WINDOW + GAP + BASELINES[name] + args.cycles * MINUTE
@@ -106,10 +135,14 @@ def main() -> None:
                         reach = longest if mode == "after" else _raw_reach(args, rate)
                         _load(url, mode=mode, rate=rate, segments=args.segments,
                               span=WINDOW + GAP + reach, cycles=args.cycles)
-                    results[(mode, rate, name)] = _time_cycles(
-                        url, baseline=BASELINES[name], cycles=args.cycles, before=mode == "before")
-                    print(f"  {mode:6} {rate:>5}/min {name}: {_ms(results[(mode, rate, name)])}",
-                          flush=True)
+                    cycle_s, page_s = _time_cycles(
+                        url, baseline=BASELINES[name], cycles=args.cycles,
+                        before=mode == "before", beat=args.evaluate == "beat")
+                    results[(mode, rate, name)] = cycle_s
+                    if page_s is not None:
+                        results[("page", rate, name)] = page_s
+                    print(f"  {mode:6} {rate:>5}/min {name}: {_ms(cycle_s)}, page"
+                          f" {_ms(page_s)} (load {os.getloadavg()[0]:.1f})", flush=True)
     _table(results, args)
 
 
@@ -168,7 +201,12 @@ def _load(url: str, *, mode: str, rate: int, segments: int, span: timedelta,
     else:
         edge = [AT - WINDOW + k * MINUTE for k in range(cycles)] + [
             AT + k * MINUTE for k in range(cycles)]
-        minutes = sorted({_floor(m) for m in edge})
+        # The page's reads at the last cycle: its window and the baseline's last
+        # window-length (a minute more each side: the cycle's own second may be off).
+        last = _floor(AT + (cycles - 1) * MINUTE)
+        shown = {last - WINDOW - GAP - WINDOW + i * MINUTE for i in range(-1, 12)} | {
+            last - WINDOW + i * MINUTE for i in range(-1, 12)}
+        minutes = sorted({_floor(m) for m in edge} | shown)
         rollups = _load_rollups(url, rate=rate, segments=segments, start=_floor(start),
                                 end=_floor(end), rng=rng)
     scores = _load_scores(url, rate=rate, segments=segments, minutes=minutes, rng=rng)
@@ -243,7 +281,9 @@ def _floor(moment: datetime, span_s: int = 60) -> datetime:
     return datetime.fromtimestamp(moment.timestamp() // span_s * span_s, UTC)
 
 
-def _time_cycles(url: str, *, baseline: timedelta, cycles: int, before: bool) -> float:
+def _time_cycles(url: str, *, baseline: timedelta, cycles: int, before: bool,
+                 beat: bool) -> tuple[float, float | None]:
+    """The median cycle, and after the rollups the median of the alert page's reads."""
     with tempfile.TemporaryDirectory() as folder:
         rules = Path(folder) / "rules.yaml"
         rules.write_text(yaml.safe_dump({"rules": [{
@@ -261,13 +301,28 @@ def _time_cycles(url: str, *, baseline: timedelta, cycles: int, before: bool) ->
                 conn.execute(f"TRUNCATE {ALERT_TABLES}")
             times = []
             for k in range(cycles):
+                tick = AT + k * MINUTE
+                at = settled_at(tick, intervals=[MINUTE]) if beat and not before else tick
                 started = time.perf_counter()
-                engine.check(at=AT + k * MINUTE)
+                engine.check(at=at)
                 times.append(time.perf_counter() - started)
+            page_s = None if before else _time_page(engine)
         finally:
             alert_engine.fetch_summaries = original  # type: ignore[assignment]
             engine.close()
-    return statistics.median(times[1:] if len(times) > 1 else times)
+    return statistics.median(times[1:] if len(times) > 1 else times), page_s
+
+
+def _time_page(engine: Any) -> float:
+    """The alert page's reads for one app at its last evaluation, median of three."""
+    rule = engine.rules.rules[0]
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        view = load_alert_view(engine.engine, rule, Segment.of({"app": "app-000"}), worst=10)
+        times.append(time.perf_counter() - started)
+    assert view.values and view.worst and any(point.n for point in view.trend)
+    return statistics.median(times)
 
 
 def _score_rows_only(conn: Any, query: window.WindowQuery, *, start: datetime,
@@ -277,31 +332,27 @@ def _score_rows_only(conn: Any, query: window.WindowQuery, *, start: datetime,
     return window._raw(conn, query, ((start, end),), periods)
 
 
+def _switch_triggers(store: Any, *, on: bool) -> bool:
+    """Turn the rollups' triggers on or off (rounds alternate); returns ``on``."""
+    with store.engine.begin() as conn:
+        for trigger in ("score_rollups_add", "score_rollups_subtract"):
+            conn.exec_driver_sql(f"ALTER TABLE verdict_scores {'ENABLE' if on else 'DISABLE'}"
+                                 f" TRIGGER {trigger}")
+    return on
+
+
 def _write_cost(url: str, *, rounds: int = 6, batches: int = 40, size: int = 50) -> None:
     store = open_store(url)
     rng = random.Random(0)
     serial = 0
     found: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
     for round_ in range(rounds):
-        enabled = round_ % 2 == 0
-        state = "ENABLE" if enabled else "DISABLE"
-        with store.engine.begin() as conn:
-            for name in ("score_rollups_add", "score_rollups_subtract"):
-                conn.exec_driver_sql(f"ALTER TABLE verdict_scores {state} TRIGGER {name}")
+        enabled = _switch_triggers(store, on=round_ % 2 == 0)
         records = []
         for _ in range(batches * size):
             serial += 1
-            ts = AT + timedelta(seconds=serial / 10)
-            records.append(VerdictRecord(
-                key=VerdictKey(f"w{serial}", "rag_qa", "p1", "judge"), status="ok",
-                error_class=None, error=None, reason="fine",
-                scores={name: rng.random() for name in (
-                    "faithfulness", "context_relevance", "answer_relevance",
-                    "semantic_similarity")},
-                raw_scores={}, raw_output="{}", attempts=1, latency_ms=500,
-                prompt_tokens=900, completion_tokens=100,
-                attributes={"app": f"app-{rng.randrange(20):02d}", "route": "/chat"},
-                sample_ts=ts, created_at=ts + timedelta(seconds=5)))
+            records.append(_verdict(f"w{serial}", ts=AT + timedelta(seconds=serial / 10),
+                                    app=f"app-{rng.randrange(20):02d}", rng=rng))
         cpu, wall = time.process_time(), time.perf_counter()
         for start in range(0, len(records), size):
             store.save(verdicts=records[start:start + size], owner="bench")
@@ -315,6 +366,102 @@ def _write_cost(url: str, *, rounds: int = 6, batches: int = 40, size: int = 50)
               f" per verdict ({batches} batches of {size}, {rounds // 2} rounds)")
 
 
+def _verdict(sample_id: str, *, ts: datetime, app: str, rng: random.Random) -> VerdictRecord:
+    """A rag_qa verdict with four scores, as a worker saves it."""
+    return VerdictRecord(
+        key=VerdictKey(sample_id, "rag_qa", "p1", "judge"), status="ok",
+        error_class=None, error=None, reason="fine",
+        scores={name: rng.random() for name in (
+            "faithfulness", "context_relevance", "answer_relevance", "semantic_similarity")},
+        raw_scores={}, raw_output="{}", attempts=1, latency_ms=500,
+        prompt_tokens=900, completion_tokens=100, attributes={"app": app, "route": "/chat"},
+        sample_ts=ts, created_at=ts + timedelta(seconds=5))
+
+
+def _contention_writer(url: str, name: str, app: str, batches: int, size: int,
+                       start_at: float, out: Any) -> None:
+    """One writer process: waits for the common start, saves its batches one by one, all
+    of ``app`` and within a second of ``AT``."""
+    store = open_store(url, pool_size=1)
+    rng = random.Random(name)
+
+    def batch(prefix: str, count: int) -> list[VerdictRecord]:
+        return [_verdict(f"{prefix}-{i}", ts=AT + timedelta(microseconds=rng.randrange(10**6)),
+                         app=app, rng=rng) for i in range(count)]
+
+    prepared = [batch(f"{name}-{b}", size) for b in range(batches)]
+    store.save(verdicts=batch(f"{name}-warm", 1), owner="bench")
+    time.sleep(max(0.0, start_at - time.time()))
+    times = []
+    first = time.time()
+    for batch in prepared:
+        started = time.perf_counter()
+        store.save(verdicts=batch, owner="bench")
+        times.append(time.perf_counter() - started)
+    store.close()
+    out.put((first, time.time(), times))
+
+
+def _contention(url: str, *, writers: int, spread: bool, rounds: int = 6, batches: int = 60,
+                size: int = 16) -> None:
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    store = open_store(url)
+    found: dict[bool, list[tuple[float, list[float], float]]] = {True: [], False: []}
+    for round_ in range(rounds):
+        enabled = _switch_triggers(store, on=round_ % 2 == 0)
+        out = context.Queue()
+        start_at = time.time() + 10.0  # every writer connected and warm before
+        processes = [context.Process(target=_contention_writer,
+                                     args=(url, f"r{round_}w{w}", f"app-{w if spread else 0:02d}",
+                                           batches, size, start_at, out))
+                     for w in range(writers)]
+        for process in processes:
+            process.start()
+        waits = _lock_waits(url, processes=processes)
+        reports = [out.get(timeout=600) for _ in processes]
+        for process in processes:
+            process.join()
+        times = [t for _, _, ts in reports for t in ts]
+        elapsed = max(max(end for _, end, _ in reports) - min(s for s, _, _ in reports), 1e-9)
+        found[enabled].append((writers * batches * size / elapsed, times, waits))
+        print(f"  round {round_}: triggers {'on' if enabled else 'off'}:"
+              f" {writers * batches * size / elapsed:.0f} verdicts/s,"
+              f" save median {statistics.median(times) * 1000:.1f} ms,"
+              f" writers waiting on a lock {waits:.2f}",
+              flush=True)
+    store.close()
+    print(f"setup: {writers} writer processes, {'an app each' if spread else 'one app'},"
+          f" one minute, {batches} batches of"
+          f" {size} verdicts each per round, {rounds // 2} rounds each way;"
+          f" load average {os.getloadavg()[0]:.1f}")
+    for enabled, label in ((False, "triggers off"), (True, "triggers on")):
+        rates = [rate for rate, _, _ in found[enabled]]
+        times = sorted(t for _, ts, _ in found[enabled] for t in ts)
+        p95 = times[int(len(times) * 0.95)]
+        print(f"  {label}: {statistics.median(rates):.0f} verdicts/s,"
+              f" save {statistics.median(times) * 1000:.1f} ms median,"
+              f" {p95 * 1000:.1f} ms p95 ({statistics.median(times) / size * 1e6:.0f} us"
+              f" per verdict), writers waiting on a lock"
+              f" {statistics.mean(w for _, _, w in found[enabled]):.2f} of {writers}")
+
+
+def _lock_waits(url: str, *, processes: list[Any]) -> float:
+    """How many sessions wait on a lock (a row's, a buffer's), on average over samples taken
+    every 5 ms until the writers are done: the writers' share of time lost to each other."""
+    samples = waiting = 0
+    with psycopg.connect(_plain(url), autocommit=True) as conn:
+        while any(process.is_alive() for process in processes):
+            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname ="
+                               " current_database() AND wait_event_type IN ('Lock', 'LWLock')"
+                               ).fetchone()
+            waiting += int(row[0]) if row else 0
+            samples += 1
+            time.sleep(0.005)
+    return waiting / max(samples, 1)
+
+
 def _ms(seconds: float | None) -> str:
     return "not run" if seconds is None else f"{seconds * 1000:.0f} ms"
 
@@ -323,14 +470,16 @@ def _table(results: dict[tuple[str, int, str], float | None],
            args: argparse.Namespace) -> None:
     names = sorted(args.baselines, key=lambda b: BASELINES[b])
     print("\n| samples/min per segment | " + " | ".join(
-        f"{name} before | {name} after" for name in names) + " |")
-    print("|---|" + "---|" * (2 * len(names)))
+        f"{name} before | {name} after | {name} page" for name in names) + " |")
+    print("|---|" + "---|" * (3 * len(names)))
     for rate in args.rates:
         cells = []
         for name in names:
             cells += [_ms(results.get(("before", rate, name))),
-                      _ms(results.get(("after", rate, name)))]
+                      _ms(results.get(("after", rate, name))),
+                      _ms(results.get(("page", rate, name)))]
         print(f"| {rate:,} | " + " | ".join(cells) + " |")
+    print(f"load average at the end: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

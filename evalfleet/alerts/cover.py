@@ -7,6 +7,9 @@ seconds before the first whole minute and after the last: those seconds are read
 the score rows, the rest from the rollups (``evalfleet.store.rollup``). Every bucket read
 is then wholly inside or wholly outside each exclusion, so excluding a bucket by its start
 is exact. Pure: times in, ranges out.
+
+:func:`settled_at` is where ``evalfleet beat`` evaluates: the last whole minute, so a
+scheduled cycle reads no score row at all.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from datetime import UTC, datetime, timedelta
 
 #: The rollups' buckets, longest first (``evalfleet.store.rollup.BUCKET_SPANS_S``).
 SPANS_S = (3600, 60)
+
+#: The smallest bucket, in seconds: a time on it splits no bucket.
+MINUTE_S = SPANS_S[-1]
 
 Range = tuple[datetime, datetime]
 
@@ -63,7 +69,7 @@ def _split(low: datetime, high: datetime, spans: tuple[int, ...], raw: list[Rang
         raw.append((low, high))
         return
     span, rest = spans[0], spans[1:]
-    first, last = _ceil(low, span), _floor(high, span)
+    first, last = _ceil(low, span), floor_time(high, span)
     if first >= last:
         _split(low, high, rest, raw, buckets)
         return
@@ -72,14 +78,15 @@ def _split(low: datetime, high: datetime, spans: tuple[int, ...], raw: list[Rang
     _split(last, high, rest, raw, buckets)
 
 
-def _floor(moment: datetime, span_s: int) -> datetime:
+def floor_time(moment: datetime, span_s: int) -> datetime:
+    """``moment`` rounded down to a whole bucket of ``span_s`` seconds (epoch-aligned)."""
     seconds = moment.timestamp()
     floored = datetime.fromtimestamp(seconds // span_s * span_s, UTC)
     return floored
 
 
 def _ceil(moment: datetime, span_s: int) -> datetime:
-    floored = _floor(moment, span_s)
+    floored = floor_time(moment, span_s)
     return floored if floored == moment else floored + timedelta(seconds=span_s)
 
 
@@ -91,3 +98,25 @@ def _joined(ranges: list[Range]) -> tuple[Range, ...]:
         else:
             joined.append((low, high))
     return tuple(joined)
+
+
+def settled_at(now: datetime, *, intervals: Iterable[timedelta]) -> datetime:
+    """The evaluation time of a scheduled cycle run at ``now``: the last whole minute.
+
+    A cycle at the last whole minute reads every window, baseline and sequential
+    increment from the rollups alone (no partial minute at either end, and the
+    exclusions it opens and closes start and end on minutes too); the price is that
+    samples of the last minute wait for the next cycle, up to a minute. A rule whose
+    interval is not a whole number of minutes would lose slots to it, so with such a
+    rule the cycle runs at ``now`` as it is.
+
+    Args:
+        now: When the cycle runs.
+        intervals: The rules' intervals.
+
+    Returns:
+        ``now`` floored to the minute, or ``now`` itself.
+    """
+    if any(interval.total_seconds() % MINUTE_S for interval in intervals):
+        return now
+    return floor_time(now, MINUTE_S)

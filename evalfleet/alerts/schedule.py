@@ -2,7 +2,12 @@
 
 Beat sends ``evalfleet.alerts.check`` every ``EVALFLEET_ALERT_TICK_S`` seconds to
 the ``evalfleet.alerts`` queue; the task runs one cycle, in which each rule is
-evaluated only if its own interval has come round. Two beats, or a beat and a
+evaluated only if its own interval has come round. The cycle evaluates at the last
+whole minute (``evalfleet.alerts.cover.settled_at``): its windows then end on rollup
+buckets and no score row is read, whatever the traffic; samples of the current minute
+count from the next cycle on. Before the cycle the task folds the rollups' shards of
+past buckets into one row each (``evalfleet.store.rollup.fold``), so the cycle reads
+one row per bucket and segment. Two beats, or a beat and a
 cron job, are safe: a rule is evaluated once per cycle slot, and each transition
 is notified once (see ``evalfleet.alerts.ledger``).
 
@@ -26,12 +31,15 @@ from typing import Any
 
 from celery import Celery
 
+from evalfleet.alerts.cover import settled_at
 from evalfleet.alerts.engine import AlertEngine
 from evalfleet.alerts.factory import open_alert_engine
 from evalfleet.alerts.telemetry import default_alert_telemetry
 from evalfleet.core.settings import Settings
 from evalfleet.store import SqlStore, open_store
 from evalfleet.store.partitions import MAINTENANCE_INTERVAL_S, maintain
+from evalfleet.store.rollup import fold
+from evalfleet.store.sql import unavailable_as_store_error
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +81,12 @@ def register_alert_beat(app: Celery, settings: Settings) -> None:
     @app.task(name=ALERT_TASK, shared=False, ignore_result=True, acks_late=False)
     def check_alerts() -> str:
         """Evaluate the rules that are due and deliver notifications."""
-        report = holder.get().check()
+        engine = holder.get()
+        now = datetime.now(UTC)
+        with unavailable_as_store_error(), engine.engine.begin() as conn:
+            fold(conn, now=now)
+        report = engine.check(at=settled_at(
+            now, intervals=[rule.spec.interval for rule in engine.rules.rules]))
         return (f"{len(report.rows)} segments, {len(report.events)} notifications, "
                 f"{len(report.skipped)} rules skipped")
 

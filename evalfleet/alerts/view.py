@@ -2,7 +2,13 @@
 
 Read by ``evalfleet alerts show``, the demo and the web page, on Postgres and SQLite.
 The numbers are the engine's own from the segment's last evaluation (stored with its
-state); the trend and the worst samples are read from the verdicts around it.
+state). The trend is summed from the rollups (``evalfleet.store.rollup``): its points
+are whole minutes or whole hours, so a week's trend is a few hundred rollup rows
+whatever the traffic. The samples themselves are read only where a person looks at
+them: the window's worst samples and the values of its histogram (the window's score
+rows, through the segment's GIN lookup bounded by the window on the (metric,
+sample_ts) index), and the baseline's histogram from the same length of time at the
+baseline's end; a baseline's whole set of samples is never read.
 """
 
 from __future__ import annotations
@@ -11,17 +17,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.engine import Connection
 
+from evalfleet.alerts.cover import MINUTE_S, floor_time
 from evalfleet.alerts.evidence import window_evidence
 from evalfleet.alerts.ledger import StoredState, load_states
-from evalfleet.alerts.rule import CalibrationBaseline, PinnedBaseline, Rule
+from evalfleet.alerts.rule import CalibrationBaseline, PinnedBaseline, Rule, TrailingBaseline
 from evalfleet.alerts.segment import Segment
+from evalfleet.alerts.window import WindowQuery, fetch_summaries
 from evalfleet.store.dialect import is_sqlite
 from evalfleet.store.evidence import Evidence, attributes_match
 from evalfleet.store.partitions import created_since
-from evalfleet.store.schema import alert_transitions, verdict_scores, verdicts
+from evalfleet.store.schema import alert_transitions, score_rollups, verdict_scores, verdicts
 from evalfleet.store.sql import to_utc, unavailable_as_store_error
 
 #: Points of the trend.
@@ -79,7 +87,10 @@ class AlertView:
     trend: list[Bucket] = field(default_factory=list)
     """The segment's mean over time, ending at ``at``."""
     values: list[tuple[float, datetime]] = field(default_factory=list)
-    """The segment's values and sample times the trend was drawn from."""
+    """The segment's values and sample times in the window (its histogram)."""
+    baseline_values: list[tuple[float, datetime]] = field(default_factory=list)
+    """A trailing baseline's values in the last window-length of it (its histogram; empty
+    for other baselines)."""
     worst: list[Evidence] = field(default_factory=list)
     """The window's worst-scoring samples, worst first."""
 
@@ -115,9 +126,14 @@ def load_alert_view(
             stored.evaluated_at if stored else datetime.now(UTC))
         view = AlertView(rule=rule, segment=segment, stored=stored, at=moment)
         view.history = load_history(conn, rule=rule.name, segment=segment)
-        span = trend_span(rule)
-        view.values = load_scored(conn, rule, segment, start=moment - span, end=moment)
-        view.trend = bucket_means(view.values, start=moment - span, span=span, buckets=buckets)
+        view.trend = load_trend(conn, rule, segment, end=moment, span=trend_span(rule),
+                                buckets=buckets)
+        view.values = load_scored(conn, rule, segment, start=view.window_start, end=moment)
+        baseline = rule.spec.baseline
+        if rule.spec.uses_baseline and isinstance(baseline, TrailingBaseline):
+            end = view.window_start - baseline.gap
+            view.baseline_values = load_scored(
+                conn, rule, segment, start=end - min(rule.spec.window, baseline.window), end=end)
         view.worst = window_evidence(conn, rule, segment, at=moment, limit=worst)
     return view
 
@@ -173,9 +189,72 @@ def load_scored(conn: Connection, rule: Rule, segment: Segment, *, start: dateti
 
 def load_trend(conn: Connection, rule: Rule, segment: Segment, *, end: datetime,
                span: timedelta, buckets: int) -> list[Bucket]:
-    """The segment's mean score in ``buckets`` equal stretches of ``span`` ending at ``end``."""
-    rows = load_scored(conn, rule, segment, start=end - span, end=end)
-    return bucket_means(rows, start=end - span, span=span, buckets=buckets)
+    """The segment's mean score over about ``span`` ending at ``end``, summed from the rollups.
+
+    The points are whole rollup buckets, so no sample is read for them: whole hours when
+    ``span / buckets`` is an hour or more, else whole minutes, as many as fit in ``span``
+    up to the last whole one before ``end`` (about ``buckets`` of them); the stretch from
+    there to ``end`` is one more point, read as a window is (``fetch_summaries``).
+
+    Args:
+        conn: A database connection.
+        rule: The rule (metric, score, filters).
+        segment: The segment.
+        end: Where the trend ends.
+        span: How far back it reaches.
+        buckets: About how many points.
+    """
+    end = to_utc(end)
+    unit_s = 3600 if span.total_seconds() / buckets >= 3600 else MINUTE_S
+    width = timedelta(seconds=unit_s * max(1, round(span.total_seconds() / buckets / unit_s)))
+    top = floor_time(end, unit_s)
+    count = max(0, int((top - (end - span)) / width))
+    first = top - count * width
+    query = _segment_query(rule, segment)
+    sums = _rolled_series(conn, query, unit_s=unit_s, start=first, end=top, width=width)
+    trend = []
+    for i in range(count):
+        n, total = sums.get(i, (0, 0.0))
+        trend.append(Bucket(start=first + i * width, n=n, mean=total / n if n else None))
+    if top < end:
+        tail = fetch_summaries(conn, query, start=top, end=end).get(Segment())
+        trend.append(Bucket(start=top, n=tail.n if tail else 0,
+                            mean=tail.mean if tail and tail.n else None))
+    return trend
+
+
+def _segment_query(rule: Rule, segment: Segment) -> WindowQuery:
+    """The rule's window query narrowed to one segment, whose summary is the root's."""
+    spec = rule.spec
+    filters = {key: (value,) if isinstance(value, str) else tuple(value)
+               for key, value in spec.filters.items()}
+    filters.update({key: (value,) for key, value in segment.labels})
+    return WindowQuery(metric=spec.metric, score=spec.series, keys=(),
+                       filters=tuple(sorted(filters.items())))
+
+
+def _rolled_series(conn: Connection, query: WindowQuery, *, unit_s: int, start: datetime,
+                   end: datetime, width: timedelta) -> dict[int, tuple[int, float]]:
+    """Count and sum of the query's samples in ``[start, end)`` per stretch of ``width``
+    (by its index from ``start``), from the rollup rows of ``unit_s`` buckets."""
+    if start >= end:
+        return {}
+    if not is_sqlite(conn):
+        conn.exec_driver_sql("SET LOCAL jit = off")  # as the engine's reads (window.py)
+    r = score_rollups.c
+    rows = conn.execute(
+        select(r.bucket, func.sum(r.n), func.sum(r.total))
+        .where(r.metric == query.metric, r.name == query.score, r.span_s == unit_s,
+               r.bucket >= to_utc(start), r.bucket < to_utc(end),
+               *(r.attributes[key].as_string().in_(list(values))
+                 for key, values in query.filters))
+        .group_by(r.bucket)).all()
+    found: dict[int, tuple[int, float]] = {}
+    for bucket, n, total in rows:
+        index = int((to_utc(bucket) - start) // width)
+        known_n, known_total = found.get(index, (0, 0.0))
+        found[index] = (known_n + int(n), known_total + float(total))
+    return found
 
 
 def bucket_means(rows: list[tuple[float, datetime]], *, start: datetime, span: timedelta,

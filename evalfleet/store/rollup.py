@@ -32,10 +32,26 @@ What a trigger does not see, the store does itself: dropping a day's partitions
 subtracts their rows first (:func:`subtract_partition`), and ``evalfleet purge``
 deletes scores before their verdicts (the trigger reads the attributes from the
 verdict). :func:`rebuild` computes every rollup again from the score rows.
+
+**Shards.** Every save of a busy segment adds to the same minute and hour rows, and a
+row's lock is held from the trigger to the commit: eight writer processes saving one
+app's verdicts spent about twice as long per save with the triggers on as with each
+writer on an app of its own (``bench/alert_cycle_rollups.py --contention``). On
+Postgres a save therefore adds to the rows of its connection's shard
+(``mod(pg_backend_pid(), SHARDS)``), so writers on different connections rarely share a
+row; a read sums the shards like any other rows. Removals go to shard 0 (a shard row
+may go below zero while its samples' additions sit in another shard; the sum stays
+exact), and a row is dropped once it is empty and alone. :func:`fold`, run by
+``evalfleet beat`` every alert tick, moves the shards of buckets that are over into
+shard 0, so a read meets one row per bucket and segment except in the last minutes.
+SQLite has one writer at a time: its saves all go to shard 0.
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 #: The buckets kept, in seconds: minutes for the edges of a window, hours for the rest.
@@ -48,17 +64,29 @@ LEVEL_GRID = 2520
 #: The level of every value off the grid (or null): summed, not counted per level.
 OFF_GRID = -999_999
 
+#: Rows a bucket of one segment and level is spread over on Postgres, one per group of
+#: saving connections (``mod(pg_backend_pid(), SHARDS)``); 0 also takes removals and folds.
+SHARDS = 8
+
+#: How long after a bucket ends its shards are folded into one row, in seconds: a
+#: verdict's save takes well under this, so the fold seldom meets a bucket being written.
+FOLD_AFTER_S = 120
+
 _KEY = "metric, name, span_s, bucket, segment_key, level"
 
-_COLUMNS = f"{_KEY}, attributes, n, total, total_sq, first_ts"
+_ROW_KEY = f"{_KEY}, shard"
+
+_COLUMNS = f"{_ROW_KEY}, attributes, n, total, total_sq, first_ts"
 
 _LEVEL = (f"CASE WHEN abs(s.value) <= 1 AND round(s.value * {LEVEL_GRID}) / {LEVEL_GRID}"
           f" = s.value THEN CAST(round(s.value * {LEVEL_GRID}) AS integer) ELSE {OFF_GRID} END")
 
 #: Per dialect: the bucket of ``s.sample_ts`` for ``spans.span_s``, the segment key of
-#: ``v.attributes``, the spans as a row source, and the smaller of two times.
+#: ``v.attributes``, the spans as a row source, the smaller of two times, and the shard
+#: a save adds to.
 _DIALECT = {
     "postgresql": {
+        "shard": f"mod(pg_backend_pid(), {SHARDS})",  # no %: the driver reads it
         "bucket": "to_timestamp(floor(extract(epoch FROM s.sample_ts) / spans.span_s)"
                   " * spans.span_s)",
         "segment_key": "md5(CAST(v.attributes AS text))",
@@ -74,13 +102,15 @@ _DIALECT = {
         "spans": "(" + " UNION ALL ".join(f"SELECT {span} AS span_s"
                                           for span in BUCKET_SPANS_S) + ") AS spans",
         "least": "min",
+        "shard": "0",
     },
 }
 
 #: Rollup rows of the score rows in ``{scores}`` (joined to their verdicts on ``{join}``).
 _AGGREGATE = f"""
 SELECT s.metric AS metric, s.name AS name, spans.span_s AS span_s, {{bucket}} AS bucket,
-       {{segment_key}} AS segment_key, {_LEVEL} AS level, v.attributes AS attributes,
+       {{segment_key}} AS segment_key, {_LEVEL} AS level, {{shard}} AS shard,
+       v.attributes AS attributes,
        count(*) AS n, coalesce(sum(s.value), 0) AS total,
        coalesce(sum(s.value * s.value), 0) AS total_sq, min(s.sample_ts) AS first_ts
 FROM {{scores}} AS s JOIN {{verdicts}} AS v ON {{join}} CROSS JOIN {{spans}}
@@ -89,24 +119,54 @@ GROUP BY s.metric, s.name, spans.span_s, {{bucket}}, v.attributes, {_LEVEL}
 
 _ADD = f"""
 INSERT INTO score_rollups ({_COLUMNS})
-SELECT {_COLUMNS} FROM ({{aggregate}}) AS g WHERE true ORDER BY {_KEY}
-ON CONFLICT ({_KEY}) DO UPDATE SET n = score_rollups.n + excluded.n,
+SELECT {_COLUMNS} FROM ({{aggregate}}) AS g WHERE true ORDER BY {_ROW_KEY}
+ON CONFLICT ({_ROW_KEY}) DO UPDATE SET n = score_rollups.n + excluded.n,
     total = score_rollups.total + excluded.total,
     total_sq = score_rollups.total_sq + excluded.total_sq,
     first_ts = {{least}}(score_rollups.first_ts, excluded.first_ts)
 """
 
+#: Removed scores go to shard 0 as negative sums (their additions may sit in any shard).
 _SUBTRACT = f"""
-UPDATE score_rollups SET n = score_rollups.n - g.n, total = score_rollups.total - g.total,
-    total_sq = score_rollups.total_sq - g.total_sq
-FROM ({{aggregate}}) AS g
-WHERE ({", ".join(f"score_rollups.{c.strip()}" for c in _KEY.split(","))})
-    = ({", ".join(f"g.{c.strip()}" for c in _KEY.split(","))})
+INSERT INTO score_rollups ({_COLUMNS})
+SELECT {_KEY}, 0, attributes, -n, -total, -total_sq, first_ts FROM ({{aggregate}}) AS g
+WHERE true ORDER BY {_KEY}
+ON CONFLICT ({_ROW_KEY}) DO UPDATE SET n = score_rollups.n + excluded.n,
+    total = score_rollups.total + excluded.total,
+    total_sq = score_rollups.total_sq + excluded.total_sq
 """
 
+_KEY_OF = {alias: ", ".join(f"{alias}.{c.strip()}" for c in _KEY.split(","))
+           for alias in ("score_rollups", "o")}
+
+#: A shard-0 row left empty goes when no other shard of its key holds anything: alone,
+#: no sample left means nothing left (its sums are then rounding). (No alias for the
+#: deleted table: SQLite's triggers take none.)
 _DROP_EMPTY = f"""
-DELETE FROM score_rollups WHERE n <= 0 AND ({_KEY}) IN (SELECT {_KEY} FROM ({{aggregate}}) AS g)
+DELETE FROM score_rollups WHERE shard = 0 AND n = 0
+    AND ({_KEY}) IN (SELECT {_KEY} FROM ({{aggregate}}) AS g)
+    AND NOT EXISTS (SELECT 1 FROM score_rollups o
+                    WHERE ({_KEY_OF["o"]}) = ({_KEY_OF["score_rollups"]}) AND o.shard <> 0)
 """
+
+#: Shard rows moved into shard 0 (Postgres), those matching ``{where}``. A row a writer
+#: updates meanwhile is deleted as it then is: the delete waits for its lock.
+_FOLD = f"""
+WITH moved AS (
+    DELETE FROM score_rollups WHERE shard <> 0 AND {{where}}
+    RETURNING {_KEY}, attributes, n, total, total_sq, first_ts)
+INSERT INTO score_rollups ({_COLUMNS})
+SELECT {_KEY}, 0, attributes, sum(n), sum(total), sum(total_sq), min(first_ts)
+FROM moved GROUP BY {_KEY}, attributes ORDER BY {_KEY}
+ON CONFLICT ({_ROW_KEY}) DO UPDATE SET n = score_rollups.n + excluded.n,
+    total = score_rollups.total + excluded.total,
+    total_sq = score_rollups.total_sq + excluded.total_sq,
+    first_ts = least(score_rollups.first_ts, excluded.first_ts)
+"""
+
+#: Buckets that ended before ``:settled`` (the first bound is the partial index's range).
+_SETTLED = ("bucket < CAST(:settled AS timestamptz)"
+            " AND bucket < CAST(:settled AS timestamptz) - span_s * interval '1 second'")
 
 #: The score rows a SQLite row trigger sees, as a one-row source.
 _SQLITE_ROW = ("(SELECT {row}.verdict_id AS verdict_id, {row}.metric AS metric,"
@@ -114,17 +174,43 @@ _SQLITE_ROW = ("(SELECT {row}.verdict_id AS verdict_id, {row}.metric AS metric,"
 
 
 def _aggregate(dialect: str, *, scores: str, verdicts: str = "verdicts",
-               join: str = "v.id = s.verdict_id") -> str:
-    parts = _DIALECT[dialect]
-    return _AGGREGATE.format(scores=scores, verdicts=verdicts, join=join, **parts)
+               join: str = "v.id = s.verdict_id", shard: str | None = None) -> str:
+    parts = {**_DIALECT[dialect], **({"shard": shard} if shard is not None else {})}
+    return _AGGREGATE.format(scores=scores, verdicts=verdicts, join=join, bucket=parts["bucket"],
+                             segment_key=parts["segment_key"], spans=parts["spans"],
+                             shard=parts["shard"])
 
 
 def _add(dialect: str, aggregate: str) -> str:
     return _ADD.format(aggregate=aggregate, least=_DIALECT[dialect]["least"])
 
 
-def _subtract(aggregate: str) -> list[str]:
-    return [_SUBTRACT.format(aggregate=aggregate), _DROP_EMPTY.format(aggregate=aggregate)]
+def _subtract(dialect: str, aggregate: str) -> list[str]:
+    """Removal: negative sums into shard 0, the keys' other shards folded in (Postgres),
+    then the rows left empty dropped, so a purged day leaves no row behind."""
+    fold_keys = _FOLD.format(where=f"({_KEY}) IN (SELECT {_KEY} FROM ({aggregate}) AS g)")
+    return [_SUBTRACT.format(aggregate=aggregate),
+            *([fold_keys] if dialect == "postgresql" else []),
+            _DROP_EMPTY.format(aggregate=aggregate)]
+
+
+def fold(conn: Connection, *, now: datetime) -> int:
+    """Move the shard rows of every bucket over for :data:`FOLD_AFTER_S` into shard 0
+    (Postgres; SQLite keeps one shard). Run by ``evalfleet beat`` before each alert
+    cycle, so the cycle reads one row per bucket and segment.
+
+    Args:
+        conn: A connection in a transaction of its own (it holds the moved rows' locks).
+        now: The present.
+
+    Returns:
+        How many shard-0 rows the fold wrote.
+    """
+    if conn.dialect.name != "postgresql":
+        return 0
+    moved = conn.execute(text(_FOLD.format(where=_SETTLED)),
+                         {"settled": now - timedelta(seconds=FOLD_AFTER_S)})
+    return int(moved.rowcount or 0)
 
 
 def trigger_statements(dialect: str) -> list[str]:
@@ -138,7 +224,7 @@ def trigger_statements(dialect: str) -> list[str]:
         # deleted ones by id, as scores stored before partitioning carry another time.
         add = _add(dialect, _aggregate(dialect, scores="changed",
                                        join="v.id = s.verdict_id AND v.created_at = s.created_at"))
-        subtract = ";\n".join(_subtract(_aggregate(dialect, scores="changed")))
+        subtract = ";\n".join(_subtract(dialect, _aggregate(dialect, scores="changed")))
         return [
             _pg_function("score_rollups_add", add),
             _pg_function("score_rollups_subtract", subtract),
@@ -150,7 +236,8 @@ def trigger_statements(dialect: str) -> list[str]:
             " EXECUTE FUNCTION score_rollups_subtract()",
         ]
     added = _add(dialect, _aggregate(dialect, scores=_SQLITE_ROW.format(row="NEW")))
-    removed = ";\n".join(_subtract(_aggregate(dialect, scores=_SQLITE_ROW.format(row="OLD"))))
+    removed = ";\n".join(_subtract(dialect,
+                                    _aggregate(dialect, scores=_SQLITE_ROW.format(row="OLD"))))
     return [
         f"CREATE TRIGGER score_rollups_add AFTER INSERT ON verdict_scores BEGIN {added}; END",
         "CREATE TRIGGER score_rollups_subtract AFTER DELETE ON verdict_scores"
@@ -181,7 +268,7 @@ def rebuild(conn: Connection) -> int:
     dialect = conn.dialect.name
     # Driver SQL: the statements hold colons (SQLite's times) that are not parameters.
     conn.exec_driver_sql("DELETE FROM score_rollups")
-    conn.exec_driver_sql(_add(dialect, _aggregate(dialect, scores="verdict_scores")))
+    conn.exec_driver_sql(_add(dialect, _aggregate(dialect, scores="verdict_scores", shard="0")))
     return int(conn.exec_driver_sql("SELECT count(*) FROM score_rollups").scalar_one())
 
 
@@ -199,7 +286,7 @@ def subtract_partition(conn: Connection, suffix: str) -> None:
         return
     aggregate = _aggregate("postgresql", scores=f"verdict_scores_{suffix}",
                            verdicts=f"verdicts_{suffix}")
-    for statement in _subtract(aggregate):
+    for statement in _subtract("postgresql", aggregate):
         conn.exec_driver_sql(statement)
 
 

@@ -27,6 +27,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -154,11 +155,16 @@ score_rollups = Table(
     Column("segment_key", Text, primary_key=True),
     # The value on the level grid (value * 2520, an integer) or -999999 for values off it.
     Column("level", Integer, primary_key=True),
+    # Which of a bucket's rows (Postgres: a save's connection's; 0 also holds removals and
+    # what beat folds in): the sums are the shards' sums.
+    Column("shard", SmallInteger, primary_key=True, server_default="0"),
     Column("attributes", JsonDocument, nullable=False),
     Column("n", BigInteger, nullable=False),
     Column("total", Float, nullable=False),
     Column("total_sq", Float, nullable=False),
     Column("first_ts", DateTime(timezone=True), nullable=False),
+    Index("ix_score_rollups_sharded", "bucket", postgresql_where=text("shard <> 0"),
+          sqlite_where=text("shard <> 0")),
 )
 
 # The evidence: what each verdict judged, as the producer accepted it (after redaction).

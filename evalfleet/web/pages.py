@@ -165,25 +165,27 @@ class PageData:
         }
 
     def _distributions(self, rule: Rule, view: Any) -> tuple[list[float], list[float], str]:
-        # The view's trend rows already span the window and a trailing baseline.
         spec = rule.spec
         at, baseline = view.at, spec.baseline
-        window = [value for value, ts in view.values if ts >= at - spec.window]
+        window = [value for value, _ in view.values]
         if isinstance(baseline, PinnedBaseline):
             label = view.finding.get("baseline_segment")
             source = _segment_of(label, rule) if label else None
             if source is None:
                 return window, [], "no baseline segment yet"
+            shown = min(spec.window, baseline.window)  # as a trailing baseline's, below
             with self.store.connect() as conn:
-                rows = load_scored(conn, rule, source, start=at - baseline.window, end=at)
+                rows = load_scored(conn, rule, source, start=at - shown, end=at)
             return window, [value for value, _ in rows], \
-                f"{source}, last {format_duration(baseline.window)}"
+                f"{source}, last {format_duration(shown)}"
         if isinstance(baseline, CalibrationBaseline):
             return window, [], str(view.finding.get("note") or "the last calibration")
-        end = at - spec.window - baseline.gap
-        values = [value for value, ts in view.values if end - baseline.window <= ts < end]
-        return window, values, (f"the same segment, {format_duration(baseline.window)} before "
-                                "the window (firing periods included)")
+        # The baseline's whole set of samples is not read for a picture (a day of a busy
+        # segment is a million rows): its last window-length, the tests' numbers are its all.
+        shown = min(spec.window, baseline.window)
+        return window, [value for value, _ in view.baseline_values], (
+            f"the same segment, the last {format_duration(shown)} of the"
+            f" {format_duration(baseline.window)} before the window (firing periods included)")
 
     def trend(self, rule_name: str, *, segment: str | None, span: str,
               filter_text: str) -> dict[str, Any] | None:

@@ -6,9 +6,8 @@ Create Date: 2026-11-27
 
 ``score_rollups``: count, sum, sum of squares and earliest sample time of the
 ``verdict_scores`` rows per metric, score, bucket of sample time (minute and hour),
-segment attributes and level (``evalfleet.store.rollup``). Triggers on ``verdict_scores``
-keep it in the transaction that writes or deletes scores; the table is filled here from
-the scores already stored (one pass over them, inside the migration's transaction).
+segment attributes and level (``evalfleet.store.rollup``). The triggers that keep it and
+its first fill come with 0020 (its shards), so the table is created here only.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from evalfleet.store.rollup import drop_trigger_statements, rebuild, trigger_statements
+from evalfleet.store.rollup import drop_trigger_statements
 
 revision = "0019"
 down_revision = "0018"
@@ -26,7 +25,6 @@ depends_on = None
 
 
 def upgrade() -> None:
-    bind = op.get_bind()
     json_type = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
     op.create_table(
         "score_rollups",
@@ -44,9 +42,6 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("metric", "name", "span_s", "bucket", "segment_key", "level",
                                 name="pk_score_rollups"),
     )
-    for statement in trigger_statements(bind.dialect.name):
-        bind.exec_driver_sql(statement)  # colons in SQLite's times are not parameters
-    rebuild(bind)
 
 
 def downgrade() -> None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from evalfleet.alerts.cover import cover
+from evalfleet.alerts.cover import cover, settled_at
 
 H = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 S, M, HOUR = timedelta(seconds=1), timedelta(minutes=1), timedelta(hours=1)
@@ -43,3 +43,20 @@ def test_every_second_is_covered_once() -> None:
     for span, ranges in plan.buckets.items():
         for low, high in ranges:
             assert low.timestamp() % span == 0 and high.timestamp() % span == 0
+
+
+@pytest.mark.parametrize(("now", "intervals", "expected"), [
+    (H + 30 * S, (M,), H),
+    (H + 59 * M + 59 * S + timedelta(microseconds=999_999), (M, 5 * M), H + 59 * M),
+    (H, (M,), H),
+    (H + 30 * S, (), H),
+    # A rule every 30 s would lose every other slot to the floor: the tick's own time.
+    (H + 30 * S, (M, 30 * S), H + 30 * S),
+    (H + 30 * S, (90 * S,), H + 30 * S),
+])
+def test_a_scheduled_cycle_evaluates_at_the_last_whole_minute(
+        now: datetime, intervals: tuple[timedelta, ...], expected: datetime) -> None:
+    at = settled_at(now, intervals=intervals)
+    assert at == expected
+    if at != now:  # nothing of the window is then left to the score rows
+        assert cover(at - 10 * M, at).raw == ()

@@ -37,6 +37,24 @@ def test_register_alert_beat_adds_the_task_and_its_schedule(tmp_path: Path) -> N
     assert ALERT_TASK not in other.tasks  # shared=False: only the app it was given
 
 
+def test_the_alert_task_evaluates_at_the_last_whole_minute(tmp_path: Path,
+                                                           database_url: str) -> None:
+    settings = Settings(data_dir=tmp_path, database_url=database_url)
+    app = create_app(settings, concurrency=1)
+    register_alert_beat(app, settings)
+    before = datetime.now(UTC)
+    assert app.tasks[ALERT_TASK]().endswith("rules skipped")
+    after = datetime.now(UTC)
+    store = open_store(database_url)
+    with store.engine.connect() as conn:
+        runs = conn.exec_driver_sql("SELECT evaluated_at FROM alert_rule_runs").scalars().all()
+    store.close()
+    assert runs  # the shipped rules (intervals of whole minutes) ran
+    for evaluated_at in runs:
+        assert evaluated_at.second == 0 and evaluated_at.microsecond == 0
+        assert before - timedelta(minutes=1) < evaluated_at <= after
+
+
 def test_the_canary_task_feeds_on_its_own_interval_and_only_when_on(tmp_path: Path) -> None:
     fed: list[datetime] = []
 

@@ -26,7 +26,7 @@ from evalfleet.store.partitions import (
     ensure_partitions,
     is_partitioned,
 )
-from evalfleet.store.rollup import LEVEL_GRID, OFF_GRID, rebuild
+from evalfleet.store.rollup import LEVEL_GRID, OFF_GRID, fold, rebuild
 from evalfleet.store.schema import score_rollups, verdict_scores, verdicts
 from evalfleet.store.sql import to_utc
 from tests.evalfleet.ops.builders import NOW, verdict
@@ -152,22 +152,29 @@ def test_saved_verdicts_late_ones_and_copies_are_counted_once(rollup_store: SqlS
 def test_concurrent_writers_sum_exactly(rollup_store: SqlStore) -> None:
     rng = random.Random(2)
     batches = [random_verdicts(rng, 40, prefix=f"t{i}") for i in range(12)]
-    failures: list[BaseException] = []
+    save_at_once([(rollup_store, batches[i::4]) for i in range(4)])
+    assert_exact(rollup_store)
 
-    def save(mine: list[list[VerdictRecord]]) -> None:
+
+def save_at_once(jobs: list[tuple[SqlStore, list[list[VerdictRecord]]]]) -> None:
+    """Each job's batches saved by a thread of its own, the threads started together."""
+    failures: list[BaseException] = []
+    started = threading.Barrier(len(jobs))
+
+    def save(store: SqlStore, mine: list[list[VerdictRecord]]) -> None:
         try:
+            started.wait(timeout=60)
             for batch in mine:
-                rollup_store.save(verdicts=batch, owner=threading.current_thread().name)
-        except BaseException as exc:  # reported by the test below
+                store.save(verdicts=batch, owner=threading.current_thread().name)
+        except BaseException as exc:  # reported below
             failures.append(exc)
 
-    threads = [threading.Thread(target=save, args=(batches[i::4],)) for i in range(4)]
+    threads = [threading.Thread(target=save, args=job) for job in jobs]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=120)
     assert not failures and not any(thread.is_alive() for thread in threads)
-    assert_exact(rollup_store)
 
 
 def test_a_purged_day_and_an_erased_sample_leave_the_rollups(rollup_store: SqlStore) -> None:
@@ -232,3 +239,45 @@ def test_hostile_attributes_are_keys_like_any_other(rollup_store: SqlStore) -> N
         for i, value in enumerate(odd)], owner="w")
     assert_exact(rollup_store)
     assert len({key[4] for key in stored_rollups(rollup_store)}) == len(odd)
+
+
+def test_writers_on_many_connections_spread_over_shards_and_sum_exactly(
+        store: SqlStore, database_url: str) -> None:
+    """Eight stores (a connection each) save one app's verdicts of the same minute at once:
+    their rows spread over shards, the sums stay exact; erasing a sample subtracts it,
+    folding leaves one row per key, and erasing everything leaves no row."""
+    from evalfleet.store import open_store
+
+    writers = [open_store(database_url, pool_size=1) for _ in range(8)]
+    base = NOW.replace(second=30)
+    rng = random.Random(9)
+
+    def hot(name: str) -> VerdictRecord:
+        return verdict(name, sample_ts=base + timedelta(milliseconds=rng.randrange(1000)),
+                       created_at=base + timedelta(seconds=5), attributes={"app": "hot"},
+                       scores={"faithfulness": rng.random()})
+
+    batches = [[[hot(f"s{w}-{b}-{i}") for i in range(10)] for b in range(3)] for w in range(8)]
+    save_at_once(list(zip(writers, batches, strict=True)))
+    for writer in writers:
+        writer.close()
+    with store.engine.connect() as conn:
+        shards = set(conn.execute(select(score_rollups.c.shard)).scalars())
+    assert len(shards) > 1  # eight backends' pids, eight shards: all alike is 1 in 8^7
+    assert_exact(store)
+    with store.engine.begin() as conn:
+        assert fold(conn, now=base) == 0  # the minute is not over: nothing folded
+        assert fold(conn, now=base + 2 * timedelta(hours=1)) > 0
+    with store.engine.connect() as conn:
+        assert set(conn.execute(select(score_rollups.c.shard)).scalars()) == {0}
+    assert_exact(store)
+    store.save(verdicts=[hot("late")], owner="w")  # a late one, in this connection's shard
+    with store.engine.begin() as conn:  # an erasure: the scores, then the verdict
+        gone = conn.execute(select(verdicts.c.id).where(
+            verdicts.c.sample_id == "s3-1-4")).scalar_one()
+        conn.execute(delete(verdict_scores).where(verdict_scores.c.verdict_id == gone))
+        conn.execute(delete(verdicts).where(verdicts.c.id == gone))
+    assert_exact(store, deleted=True)
+    with store.engine.begin() as conn:
+        conn.execute(delete(verdict_scores))
+    assert stored_rollups(store) == {}
