@@ -7,7 +7,7 @@ Create Date: 2026-11-27
 ``score_rollups``: count, sum, sum of squares and earliest sample time of the
 ``verdict_scores`` rows per metric, score, bucket of sample time (minute and hour),
 segment attributes and level (``evalfleet.store.rollup``). The triggers that keep it and
-its first fill come with 0020 (its shards), so the table is created here only.
+its first fill come with 0021 (its shards), so the table is created here only.
 """
 
 from __future__ import annotations

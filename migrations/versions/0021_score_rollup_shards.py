@@ -1,7 +1,7 @@
 """Score rollups spread over shards, and the triggers that keep them.
 
-Revision ID: 0020
-Revises: 0019
+Revision ID: 0021
+Revises: 0020
 Create Date: 2026-11-27
 
 ``score_rollups.shard``: on Postgres a save adds to its connection's shard of a bucket's
@@ -19,8 +19,8 @@ from alembic import op
 
 from evalfleet.store.rollup import drop_trigger_statements, rebuild, trigger_statements
 
-revision = "0020"
-down_revision = "0019"
+revision = "0021"
+down_revision = "0020"
 branch_labels = None
 depends_on = None
 
