@@ -2,7 +2,10 @@
 
 For one batch: drop the (metric, sample id) pairs published within the
 deduplication window, shed what the queues have no room for (by the metric's
-policy), publish the rest in one batch, mark them, and report each job's fate.
+policy), publish the rest in one batch, mark them, and report each job's fate. A final
+session version shed still goes in, as a job that only marks the idle version's verdict
+final (``Job.finalise_only``): it calls no judge, and without it that version would
+never count.
 Marking comes after publishing, so a crash in between can repeat a job (judged
 once by the workers) but never lose one. If publishing fails,
 :class:`BrokerUnavailable` propagates: nothing of the batch counts as accepted,
@@ -108,6 +111,12 @@ class Dispatcher:
             in_batch.add(key)
             if not self._has_room(pick, admitted, policy=policy, added=added[pick.metric]):
                 fates[n].append(JobFate(pick.metric, "shed"))
+                if _final_session(admitted.sample):
+                    # Its judging is shed, but not its mark: without it the idle version
+                    # judged before would never count. It calls no judge.
+                    jobs.append(new_job(pick.metric, admitted.sample, finalise_only=True))
+                    published.append(key)
+                    added[pick.metric] += 1
                 continue
             fates[n].append(JobFate(pick.metric, "enqueued"))
             jobs.append(new_job(pick.metric, admitted.sample))

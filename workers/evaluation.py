@@ -763,19 +763,31 @@ class Evaluator:
                                   lease_s=self.options.claim_lease_s, now=self._clock())
         pending: list[_Pending] = []
         final: list[VerdictKey] = []
+        looks: list[VerdictKey] = []
         for (index, job, metric, key), claim in zip(resolved, claims, strict=True):
             if claim.state is ClaimState.DONE:
                 batch.outcomes[index] = Outcome.duplicate()
                 if _final_session(job):
                     final.append(key)
+                elif _provisional_session(job):  # its save may have died before its look
+                    looks.append(key)
             elif claim.state is ClaimState.BUSY and self.batch.holds(claim):
                 # A batch holds the key (its claim has no expiry): it will give a verdict,
-                # or send the job back itself. Waiting for it would loop for hours.
+                # or send the job back itself. Waiting for it would loop for hours. A
+                # final job is noted pending, so the verdict the batch saves is final.
                 batch.outcomes[index] = Outcome.duplicate()
+                if _final_session(job):
+                    final.append(key)
             elif claim.state is ClaimState.BUSY:
                 countdown_s = min(BUSY_RETRY_MAX_S, claim.retry_in_s + 1.0)
                 batch.outcomes[index] = Outcome.retry(
                     job, countdown_s=countdown_s, reason="claimed by another worker")
+            elif job.finalise_only:
+                # Its judging was shed: no call. The idle version's verdict, when stored
+                # (its job may still wait in the queue), is marked final at its save.
+                batch.release.append(key)
+                batch.outcomes[index] = Outcome.duplicate()
+                final.append(key)
             else:
                 try:
                     request, compaction = self._request(metric, job, model=key.judge_model)
@@ -792,8 +804,9 @@ class Evaluator:
                 pending.append(_Pending(index, job, metric, key, request,
                                         compaction=compaction))
         # The same turns sent again once final: the verdict judged while the session was
-        # idle now counts (no second call, no second verdict).
+        # idle now counts (no second call, no second verdict), or will at its save.
         self.store.finalise(final)
+        self.store.finalise_pending(looks)
         return pending
 
     def _too_long(self, batch: _Batch, item: _Pending, error: TrajectoryTooLong) -> None:

@@ -108,6 +108,11 @@ class Job:
     labels: dict[str, float] | None = None
     """Gold labels by score name, on the judge's scale (canary and calibration jobs)."""
 
+    finalise_only: bool = False
+    """A final session version whose judging was shed (backpressure, a daily budget):
+    it only marks the idle version's verdict final, never calls a judge, so it goes in
+    whatever the queue's depth (``producers.dispatcher``)."""
+
 
 def next_attempt(job: Job, *, failure: AttemptFailure) -> Job:
     """The job to run after ``failure``: the next attempt, with the failure in its history."""
@@ -154,6 +159,8 @@ def _job_fields(job: Job) -> dict[str, Any]:
         fields["judge_model"] = job.judge_model
     if job.labels is not None:
         fields["labels"] = job.labels
+    if job.finalise_only:
+        fields["finalise_only"] = True
     return fields
 
 
@@ -229,9 +236,14 @@ def decode_job(data: Any) -> Job:
         raise InvalidMessage(f"job message has an unknown purpose {purpose!r}", data=data)
     if judge_model is not None and (not isinstance(judge_model, str) or not judge_model):
         raise InvalidMessage(f"job message has a bad judge model {judge_model!r}", data=data)
+    finalise_only = data.get("finalise_only", False)
+    if not isinstance(finalise_only, bool):
+        raise InvalidMessage(f"job message has a bad finalise_only {finalise_only!r}",
+                             data=data)
     return Job(metric=metric, sample=sample, enqueued_at=enqueued_at, attempt=attempt,
                history=history, purpose=purpose, judge_model=judge_model,
-               labels=_decode_labels(data.get("labels"), data=data))
+               labels=_decode_labels(data.get("labels"), data=data),
+               finalise_only=finalise_only)
 
 
 def _decode_labels(labels: Any, *, data: Any) -> dict[str, float] | None:
@@ -247,7 +259,8 @@ def _decode_labels(labels: Any, *, data: Any) -> dict[str, float] | None:
 
 
 def new_job(metric: str, sample: Sample, *, purpose: Purpose = "production",
-            judge_model: str | None = None, labels: dict[str, float] | None = None) -> Job:
+            judge_model: str | None = None, labels: dict[str, float] | None = None,
+            finalise_only: bool = False) -> Job:
     """A first-attempt job stamped with the current time."""
     return Job(metric=metric, sample=sample, enqueued_at=datetime.now(UTC), purpose=purpose,
-               judge_model=judge_model, labels=labels)
+               judge_model=judge_model, labels=labels, finalise_only=finalise_only)

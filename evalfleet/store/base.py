@@ -283,9 +283,24 @@ class VerdictStore(ABC):
 
     @abstractmethod
     def finalise(self, keys: Sequence[VerdictKey]) -> int:
-        """Mark the provisional verdicts of ``keys`` final, in one transaction: their
-        scores then enter the series alerts and corrected estimates read
-        (``evalfleet.store.finality``). Keys with no verdict or a final one are skipped.
+        """Mark the verdicts of ``keys`` final: their scores then enter the series alerts
+        and corrected estimates read (``evalfleet.store.finality``). A key with a final
+        verdict is left alone; a key with no verdict yet is noted pending (committed
+        first), and its verdict, saved provisional later, is marked final at its save.
+
+        Returns:
+            How many verdicts were marked final now.
+
+        Raises:
+            StoreUnavailable: The database cannot be reached: try again later.
+        """
+
+    @abstractmethod
+    def finalise_pending(self, keys: Sequence[VerdictKey]) -> int:
+        """Mark final the verdicts of those ``keys`` a final job came for before they
+        were stored (:meth:`finalise`). :meth:`save` calls it after a save of provisional
+        verdicts commits; the worker calls it when a provisional version's job finds
+        its verdict stored (a save killed before its look).
 
         Returns:
             How many verdicts were marked final now.

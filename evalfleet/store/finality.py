@@ -13,20 +13,40 @@ other, in the same transaction, so a rollup never holds a provisional score.
 The update takes each row once (``WHERE provisional``: of two workers finalising the
 same verdict at once, the second finds it final already and writes nothing).
 Postgres and SQLite alike.
+
+A final job may come before the verdict it marks is stored: a Batch API holds the key
+(spooled, or sent and not yet collected), or the job was published only to mark
+(``Job.finalise_only``: its judging shed by backpressure or a budget) while the idle
+version's job still waits in the queue. Its key is then written to ``pending_finals``
+(:func:`mark_pending`, committed first), and whoever saves a provisional verdict checks
+that table after its save commits (:func:`finalise_pending`). Each side commits before
+it reads the other's write, so of a final job and a save running at once at least one
+sees the other (the final job's second look finds the verdict, or the save's look
+finds the pending key): never both missed. A save killed between its commit and its
+look leaves its job unacknowledged; the copy delivered again finds the verdict stored
+and looks again (``workers.evaluation``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import tuple_, update
+from sqlalchemy import delete, exists, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from evalfleet.store.base import VerdictKey
-from evalfleet.store.schema import verdict_scores, verdicts
+from evalfleet.store.schema import pending_finals, verdict_scores, verdicts
 
 _KEY = (verdicts.c.sample_id, verdicts.c.metric, verdicts.c.prompt_version,
         verdicts.c.judge_model)
+_PENDING_KEY = (pending_finals.c.sample_id, pending_finals.c.metric,
+                pending_finals.c.prompt_version, pending_finals.c.judge_model)
+
+
+def _tuples(keys: Sequence[VerdictKey]) -> list[tuple[str, str, str, str]]:
+    return [(k.sample_id, k.metric, k.prompt_version, k.judge_model) for k in keys]
 
 
 def finalise(conn: Connection, keys: Sequence[VerdictKey]) -> int:
@@ -42,7 +62,7 @@ def finalise(conn: Connection, keys: Sequence[VerdictKey]) -> int:
     if not keys:
         return 0
     v = verdicts.c
-    wanted = [(k.sample_id, k.metric, k.prompt_version, k.judge_model) for k in keys]
+    wanted = _tuples(keys)
     marked = conn.execute(
         update(verdicts).where(tuple_(*_KEY).in_(wanted), v.provisional)
         .values(provisional=False)
@@ -55,3 +75,45 @@ def finalise(conn: Connection, keys: Sequence[VerdictKey]) -> int:
     if rows:
         conn.execute(verdict_scores.insert(), rows)
     return len(marked)
+
+
+def mark_pending(conn: Connection, keys: Sequence[VerdictKey], *, now: datetime,
+                 insert: Any) -> None:
+    """Note ``keys`` as final before their verdicts are stored (a key noted already stays).
+
+    Args:
+        conn: A connection in a transaction of its own: it must commit before the
+            caller looks for the verdicts (:func:`finalise_pending`).
+        keys: Verdict keys.
+        now: The time noted.
+        insert: The store's dialect INSERT (``SqlStore.insert``).
+    """
+    if keys:
+        conn.execute(insert(pending_finals).on_conflict_do_nothing(),
+                     [{"sample_id": k.sample_id, "metric": k.metric,
+                       "prompt_version": k.prompt_version, "judge_model": k.judge_model,
+                       "created_at": now} for k in keys])
+
+
+def finalise_pending(conn: Connection, keys: Sequence[VerdictKey]) -> int:
+    """Mark final the verdicts of those ``keys`` that are pending final, and forget the
+    pending keys that have a verdict now (a pending key without one stays).
+
+    Args:
+        conn: A connection in the transaction to do it in (after the verdicts' save,
+            or the pending mark, committed).
+        keys: Verdict keys.
+
+    Returns:
+        How many verdicts were marked final now.
+    """
+    if not keys:
+        return 0
+    found = [VerdictKey(*row) for row in conn.execute(
+        select(*_PENDING_KEY).where(tuple_(*_PENDING_KEY).in_(_tuples(keys)))
+        .where(exists().where(tuple_(*_KEY) == tuple_(*_PENDING_KEY))))]
+    if not found:
+        return 0
+    marked = finalise(conn, found)
+    conn.execute(delete(pending_finals).where(tuple_(*_PENDING_KEY).in_(_tuples(found))))
+    return marked

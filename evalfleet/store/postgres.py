@@ -150,7 +150,16 @@ class PostgresStore(SqlStore):
         same time share its transaction (:mod:`evalfleet.store.group`)."""
         if not keys:
             return []
-        return self._group.submit(ClaimAndSave(keys, owner, lease_s, now, settle))
+        settled: list[VerdictRecord] = []
+
+        def settling(claims: list[Claim]) -> Sequence[VerdictRecord]:
+            records = settle(claims)
+            settled.extend(records)
+            return records
+
+        taken = self._group.submit(ClaimAndSave(keys, owner, lease_s, now, settling))
+        self._finalise_saved(settled)
+        return taken
 
     def _claim_and_save_group(self, group: list[ClaimAndSave]) -> None:
         """Run ``group`` in one transaction; when that fails, each call alone, so that

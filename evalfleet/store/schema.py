@@ -205,6 +205,18 @@ claims = Table(
     Column("expires_at", DateTime(timezone=True), nullable=False),
 )
 
+# Session versions whose final job came before their verdict was stored (a batch held the
+# key, or the job was published only to mark, its judging shed): the verdict is marked
+# final as soon as it is saved (evalfleet.store.finality).
+pending_finals = Table(
+    "pending_finals", metadata,
+    Column("sample_id", String(256), primary_key=True),
+    Column("metric", String(64), primary_key=True),
+    Column("prompt_version", String(32), primary_key=True),
+    Column("judge_model", String(128), primary_key=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
 # How far each retention task got (``evalfleet purge``, evalfleet/ops/purger.py): the next
 # run starts there instead of re-reading every verdict it already handled.
 retention_marks = Table(

@@ -28,7 +28,7 @@ from evalfleet.store.base import (
     VerdictRecord,
     VerdictStore,
 )
-from evalfleet.store.finality import finalise
+from evalfleet.store.finality import finalise_pending, mark_pending
 from evalfleet.store.intake import queue_random
 from evalfleet.store.partitions import created_since
 from evalfleet.store.schema import calibration_runs, claims, verdict_samples, verdict_scores
@@ -157,13 +157,15 @@ class SqlStore(VerdictStore):
         records, letters = storable_rows(verdicts, dead_letters, on_rejected=on_rejected)
         keys = [*release, *(record.key for record in verdicts)]
         try:
-            return self._save_rows(records, letters, release=keys, owner=owner,
-                                   one_by_one=False, on_rejected=on_rejected)
+            inserted = self._save_rows(records, letters, release=keys, owner=owner,
+                                       one_by_one=False, on_rejected=on_rejected)
         except StoreRejected:
             if on_rejected is None:
                 raise
-        return self._save_rows(records, letters, release=keys, owner=owner,
-                               one_by_one=True, on_rejected=on_rejected)
+            inserted = self._save_rows(records, letters, release=keys, owner=owner,
+                                       one_by_one=True, on_rejected=on_rejected)
+        self._finalise_saved(records)
+        return inserted
 
     def claim_and_save(
         self, keys: Sequence[VerdictKey], *, owner: str, lease_s: float, now: datetime,
@@ -179,6 +181,7 @@ class SqlStore(VerdictStore):
             self.save_rows(conn, records, [], release=sorted(taken), owner=owner)
             if self.review is not None:
                 queue_random(conn, records, review=self.review)
+        self._finalise_saved(records)
         return claims
 
     def _save_rows(self, records: list[VerdictRecord], letters: list[DeadLetter], *,
@@ -260,11 +263,26 @@ class SqlStore(VerdictStore):
         return len(new_ids)
 
     def finalise(self, keys: Sequence[VerdictKey]) -> int:
-        """See :meth:`VerdictStore.finalise`."""
+        """See :meth:`VerdictStore.finalise`: the pending mark committed, then a look
+        for the verdicts (``evalfleet.store.finality`` says why in that order)."""
         if not keys:
             return 0
         with self._transaction() as conn:
-            return finalise(conn, keys)
+            mark_pending(conn, keys, now=datetime.now(UTC), insert=self.insert)
+        return self.finalise_pending(keys)
+
+    def finalise_pending(self, keys: Sequence[VerdictKey]) -> int:
+        """See :meth:`VerdictStore.finalise_pending`."""
+        if not keys:
+            return 0
+        with self._transaction() as conn:
+            return finalise_pending(conn, keys)
+
+    def _finalise_saved(self, records: Sequence[VerdictRecord]) -> None:
+        """After a save committed: its provisional verdicts that a final job came for
+        while they were judged are marked final now."""
+        self.finalise_pending(list(dict.fromkeys(record.key for record in records
+                                                 if record.provisional)))
 
     def iter_verdicts(
         self, *, metric: str | None = None, since: datetime | None = None,

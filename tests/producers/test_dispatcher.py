@@ -12,7 +12,9 @@ from prometheus_client import REGISTRY
 from evalfleet.broker.depth import CachedQueueDepth, RedisQueueDepth
 from evalfleet.core.budget import budget_day
 from evalfleet.core.errors import BrokerUnavailable
+from evalfleet.core.message import decode_job
 from evalfleet.core.metric import load_registry
+from evalfleet.core.session import version_id
 from evalfleet.core.settings import Settings
 from evalfleet.core.spend import SpendLedger
 from producers.budget import BudgetGate
@@ -24,7 +26,7 @@ from producers.policy import Policy
 from producers.quota import SegmentQuota
 from producers.sampler import is_sampled
 from producers.screen import Admitted, Screen
-from tests.producers.builders import policy, producer_settings, queued_ids, record
+from tests.producers.builders import policy, producer_settings, queued, queued_ids, record
 
 SCREEN = Screen(metrics={m.name: m for m in load_registry()}, limits=FieldLimits(),
                 quota=SegmentQuota(max_tracked=100))
@@ -146,3 +148,39 @@ def test_a_shadow_share_is_independent_of_the_sampling_rate() -> None:
     shadowed = [sample_id for sample_id in sampled if shadows(sample_id, share=0.5)]
     assert 0.45 <= len(shadowed) / len(sampled) <= 0.55
     assert all(shadows(sample_id, share=1.0) for sample_id in ids[:100])
+
+
+def session_record(n: int, *, closed_by: str, turns: int = 2) -> dict[str, object]:
+    trace_ids = [f"{n:016x}{t:016x}" for t in range(turns)]
+    return {"id": version_id(f"conv-{n}", trace_ids), "input": "Weather in Oslo?",
+            "output": "Rain.", "attributes": {"app": "support-bot"},
+            "session": {"id": f"conv-{n}", "closed_by": closed_by, "turns": [
+                {"trace_id": trace_id, "input": "Weather in Oslo?", "output": "Rain."}
+                for trace_id in trace_ids]}}
+
+
+def test_a_final_session_version_shed_still_goes_in_to_mark_its_verdict(
+        psettings: Settings, redis_client: redis.Redis) -> None:
+    metric = "conversation_goal_completion"
+    loaded = policy(f"segments: {{by: [app]}}\nmetrics: {{{metric}: {{max_queue_depth: 1}}}}")
+    redis_client.rpush(f"eval.{metric}", b"waiting")  # the queue is at its limit
+    items = []
+    for n, closed_by in enumerate(("idle", "final_wait", "end")):
+        item = SCREEN.admit(session_record(n, closed_by=closed_by), record=f"r{n}",
+                            policy=loaded, metrics=[metric], now_s=0.0)
+        assert isinstance(item, Admitted), item
+        items.append(SCREEN.redact(item, policy=loaded))
+    before = shed_count(metric, "app=support-bot", "drop_new")
+    fates = dispatcher(psettings, redis_client).dispatch(items, policy=loaded)
+    # Judging is shed for all three (counted as such) ...
+    assert statuses(fates) == {"shed": 3}
+    assert shed_count(metric, "app=support-bot", "drop_new") - before == 3
+    # ... but the final versions go in as jobs that only mark a verdict (no judge call).
+    assert redis_client.lrem(f"eval.{metric}", 0, b"waiting") == 1
+    jobs = [job for job, _ in queued(redis_client, metric)]
+    assert [(job["sample"]["session"]["closed_by"], job.get("finalise_only"))
+            for job in jobs] == [("final_wait", True), ("end", True)]
+    assert [decode_job(job).finalise_only for job in jobs] == [True, True]
+    # Sent again (a producer that retried), they are duplicates like any job.
+    again = dispatcher(psettings, redis_client).dispatch(items[1:], policy=loaded)
+    assert statuses(again) == {"duplicate": 2}

@@ -152,3 +152,28 @@ def test_a_session_that_cannot_fit_is_a_named_failed_verdict_without_a_call(
     assert verdict.error_class == "session_too_long"
     assert "session cannot be compacted" in (verdict.error or "")
     assert sim.stats()["requests"] == 0
+
+
+def test_a_final_job_published_only_to_mark_never_calls_the_judge(
+        make_evaluator: Any, store: SqlStore, sim: RunningSim) -> None:  # noqa: F811
+    evaluator = make_evaluator(load_registry())
+    metric = "conversation_goal_completion"
+    # Its idle version judged before: the mark-only job marks it final.
+    idle = session_sample([turn(1), turn(2)])
+    assert evaluator.run(new_job(metric, idle), owner="w1").kind == "stored"
+    final = new_job(metric, session_sample([turn(1), turn(2)], closed_by="final_wait"),
+                    finalise_only=True)
+    assert evaluator.run(final, owner="w2").kind == "duplicate"
+    assert scored_sample_ids(store) == [idle.id]
+    # Its idle version still queued behind it: no verdict, no call, no claim left; the
+    # idle version's verdict is final once saved.
+    later = session_sample([turn(3)], "conv-2")
+    early = new_job(metric, session_sample([turn(3)], "conv-2", closed_by="final_wait"),
+                    finalise_only=True)
+    assert evaluator.run(early, owner="w2").kind == "duplicate"
+    assert [v.key.sample_id for v in store.iter_verdicts()] == [idle.id]
+    assert evaluator.run(new_job(metric, later), owner="w1").kind == "stored"
+    assert not next(v for v in store.iter_verdicts() if v.key.sample_id == later.id
+                    ).provisional
+    assert scored_sample_ids(store) == sorted([idle.id, later.id])
+    assert sim.stats()["requests"] == 2

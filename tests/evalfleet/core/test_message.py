@@ -47,6 +47,15 @@ def test_gold_labels_survive_a_batch() -> None:
     assert "labels" not in encode_job(new_job("rag_qa", sample))
 
 
+def test_a_mark_only_job_survives_a_batch_and_is_left_out_otherwise() -> None:
+    sample = parse_sample({"id": "conv-1#2-aaaaaaaaaaaa"})
+    jobs = [new_job("conversation_goal_completion", sample, finalise_only=True),
+            new_job("conversation_goal_completion", sample)]
+    message = json.loads(json.dumps(encode_batch(jobs)))
+    assert [job.finalise_only for job in decode_batch(message)] == [True, False]
+    assert "finalise_only" not in message["jobs"][1]
+
+
 def test_new_job_is_first_attempt() -> None:
     job = new_job("rag_qa", parse_sample({"id": "a"}))
     assert job.attempt == 1 and job.enqueued_at.tzinfo is not None
@@ -74,6 +83,7 @@ def good() -> dict[str, Any]:
     ({**good(), "labels": {"correct": True}}, "bad labels"),
     ({**good(), "labels": {"faithfulness": "high"}}, "bad labels"),
     ({**good(), "labels": {"faithfulness": float("nan")}}, "bad labels"),
+    ({**good(), "finalise_only": "yes"}, "bad finalise_only 'yes'"),
 ])
 def test_bad_messages(data: Any, words: str) -> None:
     with pytest.raises(InvalidMessage, match=words) as caught:

@@ -8,12 +8,15 @@ import threading
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import select
 
 from evalfleet.alerts.window import WindowQuery, fetch_summaries
 from evalfleet.core.review import MetricSlice, ReviewSlice
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, open_store
 from evalfleet.store.estimate import EstimateReads
+from evalfleet.store.finality import mark_pending
 from evalfleet.store.review import ReviewQueue
+from evalfleet.store.schema import pending_finals
 from tests.evalfleet.ops.builders import NOW, verdict
 from tests.evalfleet.store.test_rollup import assert_exact
 
@@ -118,3 +121,44 @@ def test_a_provisional_verdicts_review_item_joins_the_estimate_once_final(
             if item.sample_id == idle.key.sample_id]
     any_store.finalise([idle.key])
     assert pooled() == sorted([final.key.sample_id, idle.key.sample_id])
+
+
+def pending_keys(store: SqlStore) -> list[str]:
+    with store.engine.connect() as conn:
+        return sorted(conn.execute(select(pending_finals.c.sample_id)).scalars())
+
+
+def test_a_final_job_before_its_verdict_makes_the_later_save_final(
+        any_store: SqlStore) -> None:
+    idle = session_verdict("conv-4#2-eeeeeeeeeeee", 0.25, provisional=True)
+    # The final job comes while a batch (or the queue) still holds the idle version.
+    assert any_store.finalise([idle.key]) == 0
+    assert pending_keys(any_store) == [idle.key.sample_id]
+    assert any_store.save(verdicts=[idle], owner="w") == 1
+    assert not next(iter(any_store.iter_verdicts(metric=METRIC))).provisional
+    assert counted(any_store) == (1, 1) and pending_keys(any_store) == []
+    assert_exact(any_store)
+    # The check-metric path (claim and save in one transaction) looks as well.
+    other = session_verdict("conv-5#1-ffffffffffff", 0.75, provisional=True)
+    any_store.finalise([other.key])
+    any_store.claim_and_save([other.key], owner="w", lease_s=60, now=NOW,
+                             settle=lambda claims: [other])
+    assert counted(any_store) == (2, 2) and pending_keys(any_store) == []
+    assert_exact(any_store)
+
+
+def test_a_save_killed_before_its_look_is_made_final_by_the_next_look(
+        any_store: SqlStore) -> None:
+    idle = session_verdict("conv-6#3-abcabcabcabc", 0.5, provisional=True)
+    # The final job's mark committed, the save committed, the saver killed before its
+    # look: the verdict is provisional with its key pending ...
+    with any_store.begin() as conn:
+        mark_pending(conn, [idle.key], now=NOW, insert=any_store.insert)
+    any_store._save_rows([idle], [], release=[], owner="w", one_by_one=False,
+                         on_rejected=None)
+    assert counted(any_store) == (0, 0) and pending_keys(any_store) == [idle.key.sample_id]
+    # ... until its job, delivered again, finds the verdict stored and looks.
+    assert any_store.finalise_pending([idle.key]) == 1
+    assert counted(any_store) == (1, 1) and pending_keys(any_store) == []
+    assert any_store.finalise_pending([idle.key]) == 0
+    assert_exact(any_store)
