@@ -138,3 +138,30 @@ def test_fit_on_the_review_queue_is_refused_on_too_few_labels_then_used_by_worke
     finally:
         fleet.close()
         store.close()
+
+
+def test_status_names_a_check_tier_instead_of_a_threshold(tmp_path: Path) -> None:
+    """A check tier's threshold is fixed, not fitted: the table says it is a check."""
+    metrics_dir = cascade_metrics(tmp_path / "metrics", (
+        "  cascade:\n"
+        "    - {check: {check: matches, pattern: '(?i)\\b(true|false)\\b'}, name: answered,"
+        " on_fail: 0}\n"
+        "    - {model: nano}\n    - {model: large}\n"))
+    items = write_items(tmp_path / "labels.jsonl")
+    lines = []
+    for line in items.read_text(encoding="utf-8").splitlines()[:-1]:
+        item = json.loads(line)
+        sure = item["tiers"][0]["confidence"] > 0.9  # the check is decisive on those
+        item["tiers"].insert(0, {"model": "check:answered", "scores": item["labels"],
+                                 "confidence": 1.0 if sure else None, "cost_usd": 0.0})
+        lines.append(json.dumps(item))
+    items.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = ["judge", "cascade", "status", str(items), "--metric", "bbh_match"]
+    env = {"EVALFLEET_METRICS_DIR": str(metrics_dir)}
+    table = CliRunner(env=env).invoke(main, args, catch_exceptions=False)
+    assert table.exit_code == 0, table.output
+    (check_row,) = [row for row in table.stdout.splitlines() if "check:answered" in row]
+    assert "check (settles what it is decisive on)" in check_row and "1.000" not in check_row
+    as_json = CliRunner(env=env).invoke(main, [*args, "--json"], catch_exceptions=False)
+    tiers = json.loads(as_json.stdout)["tiers"]
+    assert [tier["check"] for tier in tiers] == [True, False, False]
