@@ -91,3 +91,28 @@ def poison(monkeypatch: Any, step: str, *, sample_id: str, error: Exception) -> 
         return real(first, **kwargs)
 
     monkeypatch.setattr(evaluation, step, poisoned)
+
+
+def label_like_people(queue: Any, jobs: Sequence[Any], metric: Any) -> int:
+    """Label each review item of ``jobs`` (bbh_match samples) as the judge simulator's
+    people would (its true verdict), as an import; returns how many were labelled."""
+    from datetime import UTC, datetime
+
+    from evalfleet.judgesim import simulated_verdict
+    from evalfleet.store.review import LabelValue
+    from workers.renderer import render_messages
+
+    by_id = {job.sample.id: job.sample for job in jobs}
+    labelled = 0
+    for item in queue.iter_items(metric=metric.name):
+        if item.sample_id not in by_id:
+            continue
+        truth = simulated_verdict(render_messages(metric, by_id[item.sample_id]),
+                                  response_format={"type": "json_object"})
+        queue.label(item_id=item.id, reviewer="ann", labels={
+            "correct": LabelValue(truth["is_correct"], float(truth["is_correct"])),
+            "reasoning": LabelValue(truth["reasoning_score"],
+                                    (truth["reasoning_score"] - 1) / 4)},
+            comment=None, source="import", now=datetime.now(UTC), require_lease=False)
+        labelled += 1
+    return labelled

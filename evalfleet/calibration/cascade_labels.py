@@ -91,6 +91,15 @@ def queue_items(rows: Sequence[CascadeLabelItem], *, metric: Metric) -> QueueIte
     return QueueItems(kept, not_every_tier, unlabelled, thinned=len(usable) - len(kept))
 
 
+def tier_judgements(record: dict[str, Any] | None, *,
+                    n_tiers: int) -> tuple[TierJudgement | None, ...] | None:
+    """Every tier's judgement in a verdict's cascade record, cheapest first (None for a
+    tier that gave no verdict); None when the record lacks a tier (not judged by every
+    tier, or the verdict is gone)."""
+    tried = _by_tier(record, n_tiers=n_tiers)
+    return None if tried is None else tuple(_judgement(tier) for tier in tried)
+
+
 def _by_tier(record: dict[str, Any] | None, *, n_tiers: int) -> list[dict[str, Any]] | None:
     """Every tier's entry, cheapest first, or None when a tier is missing."""
     if not isinstance(record, dict) or not isinstance(record.get("tried"), list):

@@ -38,8 +38,12 @@ from evalfleet.calibration.cascade import (
     TierJudgement,
     fit_cascade,
 )
+from evalfleet.calibration.cascade_labels import tier_judgements
 from evalfleet.core.cascade import fold_of, settles
+from evalfleet.core.metric import Metric
+from evalfleet.core.review import RANDOM_REASON
 from evalfleet.review.estimator import LabelledItem as EstimatorItem
+from evalfleet.store.estimate import PoolItem
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,3 +132,44 @@ def rescored_labels(items: Sequence[LabelledItem], *, metric: str, score: str,
                                       probability=probabilities[item.sample_id],
                                       item=item.sample_id))
     return rescored
+
+
+@dataclass(frozen=True, slots=True)
+class RescoredPool:
+    """A label pool's review items with the judge scores the cascade in use gives them."""
+
+    items: list[PoolItem]
+    """Random items re-scored; chosen items as they were (the estimates refuse them)."""
+    not_rescored: int
+    """Labelled random items whose verdict lacks a tier's verdict (judged before every
+    random candidate went to every tier, or the verdict is gone): their judge scores are
+    dropped, so the estimates leave them out."""
+
+
+def rescored_pool(pool: Sequence[PoolItem], *, metric: Metric,
+                  folds: Sequence[Sequence[float | None]]) -> RescoredPool:
+    """Each random item's judge scores as its fold's thresholds in use would keep them,
+    from every tier's verdict in its cascade record (read with ``with_cascade``): the
+    corrected estimates of a cross-fitted cascade then measure the cascade in use on
+    labels that never fitted the thresholds scoring them, whenever they were given.
+
+    Args:
+        pool: The pool's items, each with its verdict's cascade record.
+        metric: The metric, with its ``judge.cascade``.
+        folds: Each fold's thresholds (``StoredThresholds.folds``), fold 0 first.
+
+    Returns:
+        The items re-scored, and how many labelled ones could not be.
+    """
+    n_tiers = len(metric.spec.judge.cascade)
+    items, not_rescored = [], 0
+    for item in pool:
+        if item.reason != RANDOM_REASON:
+            items.append(item)
+            continue
+        tiers = tier_judgements(item.cascade, n_tiers=n_tiers)
+        kept = None if tiers is None else kept_scores(tiers, folds[fold_of(
+            metric=metric.name, sample_id=item.sample_id, folds=len(folds))])
+        not_rescored += kept is None and bool(item.labels)
+        items.append(replace(item, judge_scores=dict(kept or {})))
+    return RescoredPool(items=items, not_rescored=not_rescored)

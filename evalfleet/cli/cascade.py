@@ -77,7 +77,7 @@ def status(state: CliState, labels: Path | None, metric: str, target: float, del
     if not items:
         click.echo("problem: no labelled items to fit on", err=True)
         sys.exit(SETUP_EXIT_CODE)
-    _show(_fit(items, spec, guarantee), metric=metric, guarantee=guarantee,
+    _show(_fit(items, spec, guarantee), metric=spec, guarantee=guarantee,
           as_json=as_json, in_use=in_use)
 
 
@@ -109,7 +109,7 @@ def fit(state: CliState, metric: str, target: float, delta: float, tolerance: fl
                    "tier", err=True)
         sys.exit(SETUP_EXIT_CODE)
     report = _fit(items, spec, guarantee)
-    stored_report = _report_json(report, metric=metric, guarantee=guarantee)
+    stored_report = _report_json(report, metric=spec, guarantee=guarantee)
     if folds > 1:
         stored_report["folds"] = _crossfit(items, spec, guarantee, folds=folds)
     stored = None
@@ -122,7 +122,7 @@ def fit(state: CliState, metric: str, target: float, delta: float, tolerance: fl
                 now=datetime.now(UTC))
         finally:
             store.close()
-    _show(report, metric=metric, guarantee=guarantee, as_json=as_json, in_use=stored)
+    _show(report, metric=spec, guarantee=guarantee, as_json=as_json, in_use=stored)
     if stored is not None and not as_json:
         click.echo(f"stored as version {stored.version} of {stored.identity}")
 
@@ -188,24 +188,25 @@ def _crossfit(items: list[CostedItem], spec: Metric, guarantee: Guarantee, *,
     return [list(thresholds) for thresholds in fitted.thresholds]
 
 
-def _report_json(report: CascadeStatus, *, metric: str,
+def _report_json(report: CascadeStatus, *, metric: Metric,
                  guarantee: Guarantee) -> dict[str, Any]:
     fitted = report.fit
+    checks = _check_tiers(metric)
     return {
-        "metric": metric, "items": fitted.items, "target": guarantee.target,
+        "metric": metric.name, "items": fitted.items, "target": guarantee.target,
         "delta_per_tier": guarantee.delta, "tolerance": guarantee.tolerance,
         "min_labels": guarantee.min_labels, "confidence_level": fitted.confidence_level,
         "low_confidence_share": fitted.low_confidence_share,
         "usd_per_1000": report.usd_per_1000,
         "last_tier_usd_per_1000": report.last_tier_usd_per_1000,
         "tiers": [{"tier": t.tier, "model": t.model, "threshold": t.threshold,
-                   "labels": t.labels, "accepted": t.accepted,
+                   "check": t.tier in checks, "labels": t.labels, "accepted": t.accepted,
                    "guaranteed_agreement": t.guaranteed_agreement,
                    "settled_share": t.settled_share} for t in report.tiers],
     }
 
 
-def _show(report: CascadeStatus, *, metric: str, guarantee: Guarantee, as_json: bool,
+def _show(report: CascadeStatus, *, metric: Metric, guarantee: Guarantee, as_json: bool,
           in_use: StoredThresholds | None) -> None:
     fitted = report.fit
     if as_json:
@@ -213,27 +214,41 @@ def _show(report: CascadeStatus, *, metric: str, guarantee: Guarantee, as_json: 
         data["thresholds_version"] = in_use.version if in_use else None
         click.echo(json.dumps(data, indent=2))
         return
-    click.echo(f"{metric}: {fitted.items} labelled items; accepted verdicts agree with people "
-               f">= {guarantee.target:.0%} with probability >= {fitted.confidence_level:.0%}")
+    checks = _check_tiers(metric)
+    click.echo(f"{metric.name}: {fitted.items} labelled items; accepted verdicts agree with "
+               f"people >= {guarantee.target:.0%} with probability >= "
+               f"{fitted.confidence_level:.0%}")
     click.echo(render_table(
         ["tier", "model", "threshold", "labels", "guaranteed", "settled"],
-        [[str(t.tier), t.model or "-", _num(t.threshold), str(t.labels),
-          _share(t.guaranteed_agreement), _share(t.settled_share)] for t in report.tiers]))
+        [[str(t.tier), t.model or "-", _num(t.threshold, check=t.tier in checks),
+          str(t.labels), _share(t.guaranteed_agreement), _share(t.settled_share)]
+         for t in report.tiers]))
     click.echo(f"low confidence (stored as the last tier's, outside the guarantee): "
                f"{fitted.low_confidence_share:.1%}")
     click.echo(f"judge cost per 1,000 verdicts: {_usd(report.usd_per_1000)} "
                f"(last tier alone: {_usd(report.last_tier_usd_per_1000)})")
     if in_use is not None:
-        thresholds = ", ".join(_num(value) for value in in_use.thresholds)
+        thresholds = ", ".join(_num(value, check=tier in checks)
+                               for tier, value in enumerate(in_use.thresholds, 1))
         folds = in_use.folds
         if folds:  # what workers use: each sample its fold's thresholds
-            thresholds = "; ".join(f"fold {k}: " + ", ".join(_num(v) for v in fold)
-                                   for k, fold in enumerate(folds))
+            thresholds = "; ".join(f"fold {k}: " + ", ".join(
+                _num(v, check=tier in checks) for tier, v in enumerate(fold, 1))
+                for k, fold in enumerate(folds))
         click.echo(f"workers use version {in_use.version} (fitted "
                    f"{in_use.created_at:%Y-%m-%d %H:%M} UTC): {thresholds}")
 
 
-def _num(value: float | None) -> str:
+def _check_tiers(metric: Metric) -> set[int]:
+    """The numbers (1 = cheapest) of the cascade's check tiers."""
+    from evalfleet.core.cascade import check_tiers
+
+    return {index + 1 for index in check_tiers(metric)}
+
+
+def _num(value: float | None, *, check: bool = False) -> str:
+    if check:  # fixed, not fitted: its decisive results always settle
+        return "check (settles what it is decisive on)"
     return "none (settles nothing)" if value is None else f"{value:.3f}"
 
 

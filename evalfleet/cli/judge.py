@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,6 +13,9 @@ from evalfleet.cli.alerts import render_table
 from evalfleet.cli.boundary import SETUP_EXIT_CODE
 from evalfleet.cli.cascade import cascade
 from evalfleet.cli.context import CliState, pass_state
+
+if TYPE_CHECKING:
+    from evalfleet.core.metric import Metric
 
 
 @click.group()
@@ -31,7 +35,7 @@ def check(state: CliState, metric_names: tuple[str, ...], as_json: bool) -> None
     when the judge will not work as configured. Each probe is a real call (a paid API
     bills it)."""
     from evalfleet.core.metric import load_registry
-    from workers.judge.check import CheckReport, check_judge
+    from workers.judge.check import CheckReport, Probe, check_endpoint, check_judge
     from workers.runtime import build_provider
 
     settings = state.settings
@@ -40,13 +44,28 @@ def check(state: CliState, metric_names: tuple[str, ...], as_json: bool) -> None
     model_for = {metric.name: settings.judge_model_for(
         metric.name, metric_default=metric.spec.judge.main_model) for metric in metrics}
     provider = build_provider(settings, concurrency=4)
+    named = _tier_endpoints(metrics)
 
     async def run() -> CheckReport:
         try:
-            return await check_judge(provider, model=settings.judge_model, metrics=metrics,
-                                     model_for=model_for)
+            report = await check_judge(provider, model=settings.judge_model, metrics=metrics,
+                                       model_for=model_for)
         finally:
             await provider.aclose()
+        for name, models in sorted(named.items()):
+            endpoint = settings.judge_endpoints.get(name)
+            if endpoint is None:  # the worker refuses to start on it too
+                report.probes.append(Probe(
+                    f"models (endpoint {name})", False, "not defined",
+                    problem=f"endpoint {name}, named by a cascade tier, is not defined in "
+                            "EVALFLEET_JUDGE_ENDPOINTS"))
+                continue
+            tier_provider = build_provider(settings, concurrency=4, endpoint=endpoint)
+            try:
+                await check_endpoint(tier_provider, report, name=name, wanted=sorted(models))
+            finally:
+                await tier_provider.aclose()
+        return report
 
     report = asyncio.run(run())
     if as_json:
@@ -62,6 +81,16 @@ def check(state: CliState, metric_names: tuple[str, ...], as_json: bool) -> None
         click.echo(f"problem: {problem}", err=True)
     if report.problems:
         sys.exit(SETUP_EXIT_CODE)
+
+
+def _tier_endpoints(metrics: list[Metric]) -> dict[str, set[str]]:
+    """The named endpoints the metrics' cascade tiers are asked on, with their models."""
+    named: dict[str, set[str]] = {}
+    for metric in metrics:
+        for tier in metric.spec.judge.cascade:
+            if tier.endpoint is not None and tier.model is not None:
+                named.setdefault(tier.endpoint, set()).add(tier.model)
+    return named
 
 
 def _cell(value: int | None) -> str:

@@ -462,5 +462,6 @@ def _estimates_table(estimates: list[Any]) -> str:
         f"fewer than {first.min_labels} labels, or {first.min_stratum_labels} in a stratum: "
         "no corrected mean",
         f"the corrected mean {ASSUMPTION}",
+        *([f"labels of a cascade: {first.cascade_labels}"] if first.cascade_labels else []),
         LAM_MEANING,
     ])

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from evalfleet.core.cascade import metric_cascade_identity
 from evalfleet.core.durations import format_moment
 from evalfleet.core.errors import InvalidInput
 from evalfleet.core.metric import Metric
@@ -46,6 +47,7 @@ from evalfleet.review.estimator import (
     thinnest_df,
 )
 from evalfleet.review.label import combine_labels, normaliser
+from evalfleet.store.cascade import StoredThresholds
 from evalfleet.store.estimate import EstimateReads, PoolItem, ScoreSums
 
 #: How far back labels correct a window by default (the CLI's --label-window, the pages).
@@ -106,6 +108,9 @@ class ScoreEstimate:
     lacking: str | None = None
     """With :data:`NOT_ENOUGH_LABELS`: which labels are missing (``64 of 100 labels``,
     ``stratum 'rest' at rate 0.06 has 12 of 30 labels``)."""
+    cascade_labels: str | None = None
+    """A fitted cascade's metric: how its labels measure the thresholds in use (re-scored
+    when cross-fitted, else the pool starts at the last refit), :func:`cascade_refit`."""
 
 
     @property
@@ -223,6 +228,9 @@ def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
     Returns:
         The estimate; its status (and ``lacking``) says why a number is missing.
     """
+    fit = _cascade_fit(reads, metric=metric)
+    if fit is not None and not fit.folds:
+        label_start = max(label_start, fit.created_at)  # a refit is a judge change
     label_start = label_pool(start=start, end=end, label_start=label_start).start
     window = _moments(reads.score_sums(metric=metric.name, score=score, start=start, end=end,
                                        segment=segment, filters=filters))
@@ -237,8 +245,15 @@ def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
         return replace(empty, raw=raw_mean(window, confidence=confidence), status=CHECK_SCORE)
     pool = _moments(reads.score_sums(metric=metric.name, score=score, start=label_start,
                                      end=end, segment=segment, filters=filters))
-    found = pool_labels(reads.pool_items(metric=metric.name, start=label_start, end=end),
-                        metric=metric, score=score, segment=segment, filters=filters)
+    items = reads.pool_items(metric=metric.name, start=label_start, end=end,
+                             with_cascade=bool(fit and fit.folds))
+    not_rescored = 0
+    if fit is not None and fit.folds:
+        from evalfleet.calibration.crossfit import rescored_pool  # numpy: not in workers
+
+        rescored = rescored_pool(items, metric=metric, folds=fit.folds)
+        items, not_rescored = rescored.items, rescored.not_rescored
+    found = pool_labels(items, metric=metric, score=score, segment=segment, filters=filters)
     lacking = lacking_labels(found.strata, min_labels=min_labels,
                              min_stratum_labels=min_stratum_labels)
     usable = lacking is None and pool.n >= max(window.n, len(found.items))
@@ -251,7 +266,46 @@ def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
         corrected=corrected.interval if corrected else None, labels=len(found.items),
         status=OK if corrected else NOT_ENOUGH_LABELS, lam=corrected.lam if corrected else None,
         pool_verdicts=pool.n, unlabelled=found.unlabelled, refused=found.refused,
-        lacking=None if corrected else lacking)
+        lacking=None if corrected else lacking,
+        cascade_labels=None if fit is None else cascade_refit(
+            fit, start=start, not_rescored=not_rescored))
+
+
+def _cascade_fit(reads: EstimateReads, *, metric: Metric) -> StoredThresholds | None:
+    if not metric.spec.judge.cascade:
+        return None
+    return reads.cascade_fit(metric=metric.name, identity=metric_cascade_identity(metric))
+
+
+def cascade_refit(fit: StoredThresholds, *, start: datetime, not_rescored: int = 0) -> str:
+    """How a cascade's labels correct a window judged with ``fit``, as every place that
+    shows a corrected number says it. Pure.
+
+    A refit changes the cascade's error (what each tier settles), so labels of verdicts
+    judged before it measure another judge. Cross-fitted thresholds let every labelled
+    item be re-scored with the thresholds in use (its fold's, which never saw its
+    label), so the pool keeps its length; otherwise the pool starts at the refit.
+
+    Args:
+        fit: The thresholds in use.
+        start: The window's start.
+        not_rescored: Labelled items left out for lacking a tier's verdict.
+    """
+    when = format_moment(fit.created_at)
+    if fit.folds:
+        text = (f"cascade thresholds version {fit.version} ({when}) are cross-fitted over "
+                f"{len(fit.folds)} folds: labels re-scored with the thresholds in use, each "
+                "item with its fold's (fitted without its label), so labels from before the "
+                "refit count")
+        if not_rescored:
+            text += (f"; {not_rescored} labelled items without every tier's verdict left "
+                     "out")
+    else:
+        text = (f"cascade thresholds version {fit.version} ({when}) are not cross-fitted: "
+                "a refit is a judge change, so the label pool starts no earlier than it")
+    if fit.created_at > start:
+        text += "; the window starts before that refit, so its verdicts mix two cascades"
+    return text
 
 
 def _moments(sums: ScoreSums) -> Moments:

@@ -21,13 +21,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
 
+from evalfleet.store.cascade import StoredThresholds, ThresholdBook
 from evalfleet.store.dialect import is_sqlite
 from evalfleet.store.evidence import attributes_match
 from evalfleet.store.partitions import created_since
-from evalfleet.store.schema import review_items, review_labels, verdict_scores, verdicts
+from evalfleet.store.schema import (
+    cascade_thresholds,
+    review_items,
+    review_labels,
+    verdict_scores,
+    verdicts,
+)
 from evalfleet.store.sql import SqlStore, to_utc
 
 
@@ -55,6 +62,9 @@ class PoolItem:
     attributes: dict[str, str]
     labels: dict[str, list[Any]] = field(default_factory=dict)
     """By score: each reviewer's value on the judge's scale (None: cannot say)."""
+    cascade: dict[str, Any] | None = None
+    """The verdict's cascade record (every tier's scores and confidence), when asked for
+    and the verdict is kept; a cascade's labels are re-scored from it."""
 
 
 class EstimateReads:
@@ -109,13 +119,21 @@ class EstimateReads:
             n, total, squares = conn.execute(query).one()
         return ScoreSums(n=int(n or 0), total=float(total or 0.0), squares=float(squares or 0.0))
 
+    def cascade_fit(self, *, metric: str, identity: str) -> StoredThresholds | None:
+        """The latest fit of a metric's cascade thresholds (what workers judge with), or
+        None before any fit."""
+        return ThresholdBook(self.store).latest(metric=metric, identity=identity)
+
     def labels_mark(self) -> tuple[int, datetime | None]:
-        """How many labels there are and when the last was given: changes whenever a
-        label is given, so a kept estimate can tell it is out of date."""
-        lab = review_labels.c
+        """How many labels there are and when the last was given or a cascade's thresholds
+        were last fitted: changes whenever either happens (both change what a cascade's
+        labels correct), so a kept estimate can tell it is out of date."""
+        lab, fits = review_labels.c, cascade_thresholds.c
         with self._connect() as conn:
             count, last = conn.execute(select(func.count(), func.max(lab.created_at))).one()
-        return int(count or 0), last
+            refit = conn.execute(select(func.max(fits.created_at))).scalar_one()
+        marks = [to_utc(moment) for moment in (last, refit) if moment is not None]
+        return int(count or 0), max(marks, default=None)
 
     def latest_sample_at(self) -> datetime | None:
         """The newest sample time of any scored verdict, or None when there is none: where
@@ -124,7 +142,8 @@ class EstimateReads:
             latest = conn.execute(select(func.max(verdict_scores.c.sample_ts))).scalar_one()
         return None if latest is None else to_utc(latest)
 
-    def pool_items(self, *, metric: str, start: datetime, end: datetime) -> list[PoolItem]:
+    def pool_items(self, *, metric: str, start: datetime, end: datetime,
+                   with_cascade: bool = False) -> list[PoolItem]:
         """The metric's review items whose samples were taken in ``[start, end)``, with
         their labels.
 
@@ -132,6 +151,8 @@ class EstimateReads:
             metric: The metric.
             start: First sample time (inclusive).
             end: Last sample time (exclusive).
+            with_cascade: Read each item's verdict's cascade record too (a cascade
+                metric's labels are re-scored with the thresholds in use).
 
         Returns:
             Every item, random or chosen, in queue order.
@@ -146,8 +167,18 @@ class EstimateReads:
             v.sample_id == i.sample_id, v.prompt_version == i.prompt_version,
             v.judge_model == i.judge_model).exists()
         where = (i.metric == metric, i.sample_ts >= start, i.sample_ts < end, ~provisional)
-        items_query = select(i.id, i.sample_id, i.reason, i.probability, i.stratum,
-                             i.judge_scores, i.attributes).where(*where).order_by(i.id)
+        columns = [i.id, i.sample_id, i.reason, i.probability, i.stratum, i.judge_scores,
+                   i.attributes]
+        items_query = select(*columns).where(*where).order_by(i.id)
+        if with_cascade:
+            # An alias of its own: the provisional test above correlates on ``verdicts``.
+            kept = verdicts.alias("kept")
+            items_query = select(*columns, kept.c.cascade).select_from(review_items.outerjoin(
+                kept, and_(kept.c.metric == i.metric, kept.c.sample_id == i.sample_id,
+                           kept.c.prompt_version == i.prompt_version,
+                           kept.c.judge_model == i.judge_model,
+                           kept.c.created_at >= created_since(start)))).where(
+                *where).order_by(i.id)
         labels_query = (select(lab.item_id, lab.score, lab.raw_value)
                         .join(review_items, i.id == lab.item_id).where(*where)
                         .order_by(lab.item_id, lab.reviewer))
@@ -159,5 +190,6 @@ class EstimateReads:
         return [PoolItem(id=row[0], sample_id=row[1], reason=row[2], probability=row[3],
                          stratum=row[4], judge_scores=dict(row[5] or {}),
                          attributes=dict(row[6] or {}),
-                         labels={k: list(v) for k, v in given.get(row[0], {}).items()})
+                         labels={k: list(v) for k, v in given.get(row[0], {}).items()},
+                         cascade=row[7] if with_cascade else None)
                 for row in rows]

@@ -104,27 +104,44 @@ async def check_judge(provider: JudgeProvider, *, model: str, metrics: Sequence[
     return report
 
 
+async def check_endpoint(provider: JudgeProvider, report: CheckReport, *, name: str,
+                         wanted: Sequence[str]) -> None:
+    """Probe a named endpoint a cascade tier is asked on (``EVALFLEET_JUDGE_ENDPOINTS``):
+    reachable, authenticated, and listing the models its tiers ask for. Its probe and
+    any problem name the endpoint, so the failing one of several is plain.
+
+    Args:
+        provider: A provider for that endpoint.
+        report: The report to add the probe to.
+        name: The endpoint's name.
+        wanted: The models its tiers ask for.
+    """
+    await _models(provider, report, wanted=sorted(set(wanted)), where=f"endpoint {name}")
+
+
 async def _models(provider: JudgeProvider, report: CheckReport, *,
-                  wanted: list[str]) -> list[str] | None:
+                  wanted: list[str], where: str | None = None) -> list[str] | None:
+    what = "models" if where is None else f"models ({where})"
+    who = f"the judge at {provider.endpoint}" if where is None else \
+        f"{where} at {provider.endpoint}"
     started = time.perf_counter()
     try:
         listed = await provider.list_models()
     except JudgeError as exc:
-        what = ("refuses access" if isinstance(exc, JudgeRejected) and exc.is_access_problem
-                else "cannot be used")
-        report.probes.append(Probe("models", False, str(exc),
-                                   problem=f"the judge at {provider.endpoint} {what}: {exc}"))
+        reason = ("refuses access" if isinstance(exc, JudgeRejected) and exc.is_access_problem
+                  else "cannot be used")
+        report.probes.append(Probe(what, False, str(exc), problem=f"{who} {reason}: {exc}"))
         return None
     latency_ms = _ms(started)
     if listed is None:
-        report.probes.append(Probe("models", True, "the provider lists no models",
+        report.probes.append(Probe(what, True, "the provider lists no models",
                                    latency_ms=latency_ms))
         return []
     missing = [name for name in wanted if name not in listed]
     shown = ", ".join(listed[:8]) + (" ..." if len(listed) > 8 else "")
     report.probes.append(Probe(
-        "models", not missing, f"listed: {shown or 'none'}", latency_ms=latency_ms,
-        problem=(f"model(s) {', '.join(missing)} not listed by the judge (it lists: "
+        what, not missing, f"listed: {shown or 'none'}", latency_ms=latency_ms,
+        problem=(f"model(s) {', '.join(missing)} not listed by {who} (it lists: "
                  f"{shown or 'none'})") if missing else None))
     return listed
 

@@ -5,14 +5,23 @@ thresholds also correct the cascade's scores (seeded simulations at the estimato
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
 from evalfleet.calibration.cascade import Guarantee, TierJudgement
-from evalfleet.calibration.crossfit import crossfit_cascade, kept_scores, rescored_labels
+from evalfleet.calibration.crossfit import (
+    crossfit_cascade,
+    kept_scores,
+    rescored_labels,
+    rescored_pool,
+)
 from evalfleet.core.cascade import fold_of
+from evalfleet.core.metric import load_registry
 from evalfleet.review.estimator import Moments, corrected_mean
+from evalfleet.store.estimate import PoolItem
 from testkit.cascade import TRUE_MEAN, cascade_traffic
+from tests.helpers import cascade_metrics
 
 KINDS = {"correct": "binary"}
 
@@ -76,3 +85,30 @@ def test_corrected_means_cover_when_the_fit_s_labels_also_correct() -> None:
         interval = corrected_mean(window, window, labels, confidence=0.9).interval
         held += interval.low <= TRUE_MEAN <= interval.high
     assert held / runs >= 0.85, f"held in {held} of {runs}"
+
+
+def test_a_pool_is_rescored_with_each_item_s_fold_thresholds(tmp_path: Path) -> None:
+    """Random items keep the scores their fold's thresholds give (the small tier's where
+    it is confident enough, else the large tier's); an item lacking a tier loses its judge
+    scores and, labelled, is counted; a chosen item is left as it was."""
+    metric = load_registry(cascade_metrics(tmp_path / "metrics")).get("bbh_match")
+    record = {"tried": [
+        {"tier": 1, "model": "small", "scores": {"correct": 1.0}, "confidence": 0.9},
+        {"tier": 2, "model": "large", "scores": {"correct": 0.0}, "confidence": 0.99}]}
+    ids = ["a", "b", "c", "d", "e", "f"]
+    assert {fold_of(metric="bbh_match", sample_id=i, folds=2) for i in ids} == {0, 1}
+    folds = ((0.8, None), (0.95, None))  # fold 1's small tier never reaches 0.95
+
+    def item(sample_id: str, *, reason: str = "random", cascade: object = record) -> PoolItem:
+        return PoolItem(id=0, sample_id=sample_id, reason=reason, probability=1.0,
+                        stratum=None, judge_scores={"correct": 0.5}, attributes={},
+                        labels={"correct": [1]}, cascade=cascade)  # type: ignore[arg-type]
+
+    found = rescored_pool([item(i) for i in ids] + [
+        item("gone", cascade=None), item("chosen", reason="chosen")],
+        metric=metric, folds=folds)
+    for sample_id, rescored in zip(ids, found.items, strict=False):
+        fold = fold_of(metric="bbh_match", sample_id=sample_id, folds=2)
+        assert rescored.judge_scores == {"correct": 1.0 if fold == 0 else 0.0}
+    assert found.items[-2].judge_scores == {} and found.not_rescored == 1
+    assert found.items[-1].judge_scores == {"correct": 0.5}

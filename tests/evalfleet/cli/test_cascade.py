@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -15,15 +14,14 @@ from evalfleet.core.message import new_job
 from evalfleet.core.metric import load_registry
 from evalfleet.core.review import MetricSlice, ReviewSlice
 from evalfleet.core.sample import parse_sample
-from evalfleet.judgesim import RunningSim, simulated_verdict
+from evalfleet.judgesim import RunningSim
 from evalfleet.store import open_store
 from evalfleet.store.cascade import ThresholdBook
-from evalfleet.store.review import LabelValue, ReviewQueue
-from tests.helpers import cascade_metrics, evaluator_options
+from evalfleet.store.review import ReviewQueue
+from tests.helpers import cascade_metrics, evaluator_options, label_like_people
 from workers.cascade import ThresholdCache
 from workers.evaluation import Evaluator
 from workers.judge import AsyncHttpJudge, JudgeFleet
-from workers.renderer import render_messages
 
 
 def write_items(path: Path) -> Path:
@@ -95,15 +93,7 @@ def test_fit_on_the_review_queue_is_refused_on_too_few_labels_then_used_by_worke
             run.run_batch(jobs[start:start + 40], owner=f"m{start}")
         queue = ReviewQueue(store)
         metric = registry.get("bbh_match")
-        for item in queue.iter_items(metric="bbh_match"):
-            sample = next(job.sample for job in jobs if job.sample.id == item.sample_id)
-            truth = simulated_verdict(render_messages(metric, sample),
-                                      response_format={"type": "json_object"})
-            queue.label(item_id=item.id, reviewer="ann", labels={
-                "correct": LabelValue(truth["is_correct"], float(truth["is_correct"])),
-                "reasoning": LabelValue(truth["reasoning_score"],
-                                        (truth["reasoning_score"] - 1) / 4)},
-                comment=None, source="import", now=datetime.now(UTC), require_lease=False)
+        assert label_like_people(queue, jobs, metric) == 160
         env = {"EVALFLEET_DATABASE_URL": database_url,
                "EVALFLEET_METRICS_DIR": str(metrics_dir)}
         refused = CliRunner(env=env).invoke(main, ["judge", "cascade", "fit", "--metric",
@@ -148,3 +138,30 @@ def test_fit_on_the_review_queue_is_refused_on_too_few_labels_then_used_by_worke
     finally:
         fleet.close()
         store.close()
+
+
+def test_status_names_a_check_tier_instead_of_a_threshold(tmp_path: Path) -> None:
+    """A check tier's threshold is fixed, not fitted: the table says it is a check."""
+    metrics_dir = cascade_metrics(tmp_path / "metrics", (
+        "  cascade:\n"
+        "    - {check: {check: matches, pattern: '(?i)\\b(true|false)\\b'}, name: answered,"
+        " on_fail: 0}\n"
+        "    - {model: nano}\n    - {model: large}\n"))
+    items = write_items(tmp_path / "labels.jsonl")
+    lines = []
+    for line in items.read_text(encoding="utf-8").splitlines()[:-1]:
+        item = json.loads(line)
+        sure = item["tiers"][0]["confidence"] > 0.9  # the check is decisive on those
+        item["tiers"].insert(0, {"model": "check:answered", "scores": item["labels"],
+                                 "confidence": 1.0 if sure else None, "cost_usd": 0.0})
+        lines.append(json.dumps(item))
+    items.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = ["judge", "cascade", "status", str(items), "--metric", "bbh_match"]
+    env = {"EVALFLEET_METRICS_DIR": str(metrics_dir)}
+    table = CliRunner(env=env).invoke(main, args, catch_exceptions=False)
+    assert table.exit_code == 0, table.output
+    (check_row,) = [row for row in table.stdout.splitlines() if "check:answered" in row]
+    assert "check (settles what it is decisive on)" in check_row and "1.000" not in check_row
+    as_json = CliRunner(env=env).invoke(main, [*args, "--json"], catch_exceptions=False)
+    tiers = json.loads(as_json.stdout)["tiers"]
+    assert [tier["check"] for tier in tiers] == [True, False, False]

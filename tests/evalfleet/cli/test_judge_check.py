@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import socket
+from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from evalfleet.cli import main
+from evalfleet.core.endpoint import JudgeEndpoint
 from evalfleet.core.settings import Settings
-from evalfleet.judgesim import RunningSim
+from evalfleet.judgesim import RunningSim, SimConfig, start_in_thread
 from evalfleet.localfleet import SIMULATOR_MODEL
+from tests.helpers import cascade_metrics
 
 
 def judge_check(settings: Settings, *args: str) -> tuple[int, dict[str, Any], str]:
@@ -113,3 +117,34 @@ def test_the_table_is_for_people(sim_settings: Settings, sim: RunningSim) -> Non
     assert header.split() == ["probe", "ok", "latency", "ms", "prompt", "completion", "cached",
                               "detail"]
     assert "verdict parsed" in result.stdout
+
+
+def test_every_endpoint_a_cascade_tier_names_is_probed(
+    sim_settings: Settings, sim: RunningSim, tmp_path: Path,
+) -> None:
+    """Two tiers on two named endpoints: one a second simulator, one a port nothing listens
+    on. The check probes both, and its problem names the endpoint that is down."""
+    sim.configure(models=[SIMULATOR_MODEL, "large"])
+    local = start_in_thread(SimConfig.build({"latency_ms": 5, "models": ["small"]}))
+    with socket.socket() as probe:  # a port that was free: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        down_port = probe.getsockname()[1]
+    metrics_dir = cascade_metrics(tmp_path / "metrics", (
+        "  cascade:\n    - {model: small, endpoint: local, top_logprobs: 5}\n"
+        "    - {model: medium, endpoint: backup}\n    - {model: large}\n"))
+    settings = sim_settings.model_copy(update={
+        "metrics_dir": metrics_dir, "judge_endpoints": {
+            "local": JudgeEndpoint(base_url=local.base_url),
+            "backup": JudgeEndpoint(base_url=f"http://127.0.0.1:{down_port}/v1")}})
+    try:
+        status, report, problems = judge_check(settings, "--metric", "bbh_match")
+    finally:
+        local.stop()
+    seen = probes(report)
+    assert status == 2
+    assert seen["models (endpoint local)"]["ok"]
+    assert not seen["models (endpoint backup)"]["ok"]
+    (problem,) = report["problems"]
+    assert problem.startswith(f"endpoint backup at http://127.0.0.1:{down_port}/v1")
+    assert "cannot be used" in problem
+    assert "endpoint backup" in problems and "endpoint local" not in problems
