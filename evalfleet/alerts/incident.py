@@ -203,10 +203,11 @@ def _named_outside(outside: Mapping[tuple[str, str], tuple[float, float]],
     """The ``explain_by`` value named in the cause: the one named before while it still
     explains enough, else the best one that explains enough beyond its traffic."""
     before = carried.get("cause_labels") if carried is not None else None
-    for label in (tuple(kv) for kv in before if isinstance(kv, list | tuple)) \
-            if isinstance(before, list) else ():
-        if label in outside and outside[label][0] >= EXPLAINS:
-            return (str(label[0]), str(label[1]))
+    named = {(str(kv[0]), str(kv[1])) for kv in before if isinstance(kv, list) and len(kv) == 2} \
+        if isinstance(before, list) else set()
+    kept = [label for label in sorted(named & set(outside)) if outside[label][0] >= EXPLAINS]
+    if kept:
+        return kept[0]
     fit = [(share, label) for label, (share, traffic) in outside.items()
            if share >= EXPLAINS and share - traffic >= LIFT]
     return max(fit, key=lambda item: (item[0], item[1]))[1] if fit else None

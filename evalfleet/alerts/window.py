@@ -379,31 +379,53 @@ def fetch_explained(
     """The window's summaries under ``heads``, split by the segment keys and by each
     ``explain`` attribute in turn (an incident's causes outside the segment tree).
 
-    The rollups keep the verdict's attributes but not its judge model, so this reads
-    the score rows of ``[start, end)`` under the heads: one aggregate query, run only in
-    cycles with an incident, costing the heads' window samples, never their history.
+    A sample attribute is read from the rollups, which keep the verdict's attributes
+    (as a window is: its buckets and segments). The rollups do not keep the verdict's
+    own fields (:data:`VERDICT_EXPLAINERS`, the judge model): those are one aggregate
+    query of the score rows of ``[start, end)`` under the heads. Run only in cycles with
+    an incident; neither reads the baseline or any history.
 
     Args:
         conn: A connection to the store's database.
         query: The rule's window query (its keys, filters; exclusions are not applied).
-        explain: Attribute names (:data:`VERDICT_EXPLAINERS` read the verdict's columns).
-        heads: The incidents' highest segments; samples under none of them are not read.
+        explain: Attribute names.
+        heads: The incidents' highest segments; samples under none of them are left out.
         start: Window start (inclusive), on sample time.
         end: Window end (exclusive).
 
     Returns:
-        By *unit*: the deepest segment a sample has values for, with one ``(attribute,
-        value)`` label appended; samples without the attribute are in no unit of it.
+        By *unit*: a segment at the depth of every key with one ``(attribute, value)``
+        label appended (the verdict's own fields: the deepest segment a sample has values
+        for); samples without the attribute are in no unit of it.
     """
     heads = sorted(set(heads))
     if not explain or not heads:
         return {}
     if is_sqlite(conn):
         return _explained_rows(conn, query, explain=explain, heads=heads, start=start, end=end)
-    conn.exec_driver_sql("SET LOCAL jit = off")
-    sql, params = _build_explained(query, explain=explain, heads=heads, start=start, end=end)
+    plain = replace(query, exclude_rule=None, exclusion_cap=None, with_levels=False)
     units: dict[Segment, Summary] = {}
-    for row in conn.execute(text(sql), params).mappings():
+    for name in (n for n in explain if n not in VERDICT_EXPLAINERS):
+        split = fetch_summaries(conn, replace(plain, keys=(*query.keys, name)),
+                                start=start, end=end)
+        units.update({unit: summary for unit, summary in split.items()
+                      if unit.depth == len(query.keys) + 1 and _under(unit, heads)})
+    own = tuple(n for n in explain if n in VERDICT_EXPLAINERS)
+    if own:
+        conn.exec_driver_sql("SET LOCAL jit = off")
+        sql, params = _build_explained(plain, explain=own, heads=heads, start=start, end=end)
+        units.update(_own_units(plain, own, conn.execute(text(sql), params).mappings()))
+    return units
+
+
+def _under(unit: Segment, heads: list[Segment]) -> bool:
+    return any(unit.labels[:head.depth] == head.labels for head in heads)
+
+
+def _own_units(query: WindowQuery, explain: tuple[str, ...],
+               rows: Iterable[RowMapping]) -> dict[Segment, Summary]:
+    units = {}
+    for row in rows:
         # GROUPING() sets the bit of each explain column left out of the row's set.
         j = next(i for i in range(len(explain))
                  if not row["mask"] & (1 << (len(explain) - 1 - i)))
@@ -430,11 +452,10 @@ def _build_explained(query: WindowQuery, *, explain: tuple[str, ...], heads: lis
                      start: datetime, end: datetime) -> tuple[str, dict[str, Any]]:
     params: dict[str, Any] = {"metric": query.metric, "score": query.score, "start": start,
                               "end": end, "created_since": created_since(start)}
-    plain = replace(query, exclude_rule=None)
     conditions = ["vs.metric = :metric", "vs.name = :score", "vs.sample_ts >= :start",
                   "vs.sample_ts < :end", "vs.created_at >= :created_since",
                   "v.created_at >= :created_since",
-                  *_conditions(plain, params, alias="v", moment="vs.sample_ts")]
+                  *_conditions(query, params, alias="v", moment="vs.sample_ts")]
     if Segment() not in heads:
         under = []
         for i, head in enumerate(heads):
@@ -442,12 +463,7 @@ def _build_explained(query: WindowQuery, *, explain: tuple[str, ...], heads: lis
             under.append(f"v.attributes @> CAST(:h{i} AS jsonb)")
         conditions.append("(" + " OR ".join(under) + ")")
     columns = _key_columns(query, params, alias="v")
-    for i, name in enumerate(explain):
-        if name in VERDICT_EXPLAINERS:
-            columns.append(f"v.{VERDICT_EXPLAINERS[name]} AS e{i}")
-        else:
-            params[f"e{i}"] = name
-            columns.append(f"v.attributes ->> :e{i} AS e{i}")
+    columns += [f"v.{VERDICT_EXPLAINERS[name]} AS e{i}" for i, name in enumerate(explain)]
     inner = (f"SELECT vs.value AS value, vs.sample_ts AS sample_ts, {', '.join(columns)}"
              " FROM verdict_scores vs JOIN verdicts v ON v.id = vs.verdict_id"
              f" WHERE {' AND '.join(conditions)}")

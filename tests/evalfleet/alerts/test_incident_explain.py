@@ -83,6 +83,17 @@ def test_a_named_judge_stays_named_once_it_carries_the_whole_window() -> None:
     assert fresh.cause == ROOT
 
 
+@pytest.mark.parametrize("labels", ["garbage", [[["judge_model"], "j2"], "x", [1]], None])
+def test_a_damaged_stored_cause_is_ranked_afresh(labels: object) -> None:
+    population, units = judged(lambda i: "j2" if i < 3 else "j1",
+                               mean_of=lambda j: 0.65 if j == "j2" else 0.85)
+    stored = {"key": "(all)", "cause_labels": labels}
+    (incident,) = group({ROOT: population[ROOT]}, population=population,
+                        previous={ROOT: stored}, explained=units)
+    assert incident.key == "(all)"
+    assert incident.cause == Segment.of({"judge_model": "j2"})
+
+
 def test_a_unit_measured_against_its_segment_baseline() -> None:
     # j2 is new: it has no baseline of its own; its apps' baselines measure it.
     population, units = judged(lambda i: "j2" if i == 1 else "j1",
