@@ -44,6 +44,7 @@ from evalfleet.alerts.detector import (
     pair_baselines,
 )
 from evalfleet.alerts.evidence import evidence_details, plain_text, window_evidence
+from evalfleet.alerts.incident import heads_of
 from evalfleet.alerts.incident_alert import (
     INCIDENT_RECEIVERS,
     build_incident_alert,
@@ -64,6 +65,7 @@ from evalfleet.alerts.sequential import (
     Watch,
     after_events,
     carried_incident,
+    incident_members,
     incidents_of,
     parse_stored,
     read_start,
@@ -73,7 +75,7 @@ from evalfleet.alerts.sequential import (
 from evalfleet.alerts.state import AlertState, Policy, Step, advance
 from evalfleet.alerts.statistic import Summary
 from evalfleet.alerts.telemetry import AgreementSample, AlertTelemetry, SegmentSample
-from evalfleet.alerts.window import WindowQuery, fetch_summaries
+from evalfleet.alerts.window import WindowQuery, fetch_explained, fetch_summaries
 from evalfleet.store.sql import (
     read_calibration_runs,
     read_judge_identities,
@@ -345,11 +347,14 @@ class AlertEngine:
             stored = {segment: s.state for segment, s in loaded.items()}
             checks = {segment: s.finding.get("judge_check") for segment, s in loaded.items()}
             watches = self._watch(conn, rule, judgements, loaded, at=at)
+            findings = {j.finding.segment: j.finding for j in judgements}
+            firing = {segment for segment, state in stored.items() if state.state == "firing"}
             incidents = incidents_of(
-                rule, {j.finding.segment: j.finding for j in judgements}, watches,
-                {segment for segment, state in stored.items() if state.state == "firing"},
+                rule, findings, watches, firing,
                 previous={segment: incident for segment, s in loaded.items()
-                          if (incident := carried_incident(s.finding)) is not None})
+                          if (incident := carried_incident(s.finding)) is not None},
+                explained=self._explained(conn, rule, incident_members(
+                    findings, watches, firing), at=at))
             seen = {j.finding.segment for j in judgements}
             for judgement in judgements:
                 segment = judgement.finding.segment
@@ -369,6 +374,15 @@ class AlertEngine:
             ledger.save_states(conn, states)
             ledger.record_points(conn, rule=rule.name, at=at, points=points)
         return rows
+
+    def _explained(self, conn: Connection, rule: Rule, members: set[Segment], *,
+                   at: datetime) -> dict[Segment, Summary]:
+        """The window under this cycle's incidents split by ``incident.explain_by``: read
+        only in a cycle with an incident, for its segments' window only."""
+        if not members or not rule.spec.explain_keys:
+            return {}
+        return fetch_explained(conn, WindowQuery.for_rule(rule), explain=rule.spec.explain_keys,
+                               heads=heads_of(members), start=at - rule.spec.window, end=at)
 
     def _watch(self, conn: Connection, rule: Rule, judgements: list[Judgement],
                loaded: Mapping[Segment, ledger.StoredState], *,

@@ -15,6 +15,16 @@ it), an app (its versions share it), a prompt version deployed to every app (one
 explains it across apps: a cause the segment tree itself has no node for), or the whole
 traffic (nothing below it does).
 
+**Causes outside the tree.** A judge model, or a prompt version or deploy that is not
+a segment key, has no node in the tree. The rule's ``incident.explain_by`` attributes
+are read for the incident's window split by segment and value (*units*,
+``window.fetch_explained``); each unit's lost mass is measured against its segment's
+baseline, so a judge model new since the baseline is measured too. Such a value is named
+(one at most, with the tree's values) when it explains at least :data:`EXPLAINS` of the
+drop and at least :data:`LIFT` more than its share of the window's samples: a value every
+sample carries explains everything and says nothing. Once named it stays named while it
+still explains :data:`EXPLAINS`, also when the window has come to hold only its samples.
+
 **One incident over time.** An incident keeps the name (``key``) it opened with while any
 of its segments fires: a member that carried a key last cycle hands it on, so the app
 joining its version's incident, or the version resolving before its app, leaves one
@@ -24,7 +34,7 @@ last segment does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +43,10 @@ from evalfleet.alerts.statistic import Summary
 
 #: Share of the head's drop an attribute value must explain to be named in the cause.
 EXPLAINS = 0.75
+
+#: How much more of the drop than of the window's samples an ``explain_by`` value must
+#: carry to be named.
+LIFT = 0.2
 
 #: Attribute values listed with an incident, most explaining first.
 RANKED_SHOWN = 5
@@ -60,7 +74,8 @@ class Incident:
 
 
 def group(members: Mapping[Segment, Pair], *, population: Mapping[Segment, Pair] | None = None,
-          previous: Mapping[Segment, Mapping[str, Any]] | None = None) -> list[Incident]:
+          previous: Mapping[Segment, Mapping[str, Any]] | None = None,
+          explained: Mapping[Segment, Summary] | None = None) -> list[Incident]:
     """Group firing segments into incidents.
 
     Args:
@@ -72,6 +87,8 @@ def group(members: Mapping[Segment, Pair], *, population: Mapping[Segment, Pair]
         previous: The incident each segment carried last cycle (:func:`incident_details`);
             its key is kept, and its cause while the head's window shows no drop (an
             alert waiting for its recovery count).
+        explained: Window summaries (oriented as ``members``) of units: a segment with
+            one ``explain_by`` label appended (``window.fetch_explained``).
 
     Returns:
         One incident per head, in segment order.
@@ -80,8 +97,14 @@ def group(members: Mapping[Segment, Pair], *, population: Mapping[Segment, Pair]
     heads: dict[Segment, list[Segment]] = {}
     for segment in sorted(members):
         heads.setdefault(_head(segment, members), []).append(segment)
-    return [_incident(head, family, everyone, previous or {})
+    return [_incident(head, family, everyone, previous or {}, explained or {})
             for head, family in sorted(heads.items())]
+
+
+def heads_of(members: Iterable[Segment]) -> set[Segment]:
+    """The highest segments of ``members``: those no other member lies above."""
+    found = set(members)
+    return {_head(segment, found) for segment in found}
 
 
 def incident_details(incident: Incident) -> dict[str, Any]:
@@ -109,7 +132,8 @@ def cause_line(details: Mapping[str, Any]) -> str:
 
 
 def _incident(head: Segment, family: list[Segment], everyone: Mapping[Segment, Pair],
-              previous: Mapping[Segment, Mapping[str, Any]]) -> Incident:
+              previous: Mapping[Segment, Mapping[str, Any]],
+              explained: Mapping[Segment, Summary]) -> Incident:
     key, carried = _carried(head, family, previous)
     members = tuple(sorted(family, key=_order))
     total = _lost(everyone[head])
@@ -118,18 +142,75 @@ def _incident(head: Segment, family: list[Segment], everyone: Mapping[Segment, P
         # seen while it was there still stands.
         return _kept(key, head, members, carried)
     finest = _finest(head, everyone)
+    units = _units(head, explained, everyone)
     ranked = _ranked(head, finest, everyone, total=total)
+    outside = _outside(units, total=total)
     chosen = {}
     for attribute, value, share in ranked:  # ranked: the first of each attribute is its best
         if share >= EXPLAINS and attribute not in chosen:
             chosen[attribute] = value
     order = [k for segment in finest for k, _ in segment.labels]
-    cause = Segment(head.labels + tuple(sorted(chosen.items(),
-                                               key=lambda kv: order.index(kv[0]))))
-    explains = sum(_lost(everyone[s]) for s in finest if _within(s, cause)) / total \
-        if total > 0 else 0.0
+    within = Segment(head.labels + tuple(sorted(chosen.items(),
+                                                key=lambda kv: order.index(kv[0]))))
+    extra = _named_outside(outside, carried)
+    if extra is None:
+        explains = sum(_lost(everyone[s]) for s in finest if _within(s, within)) / total \
+            if total > 0 else 0.0
+        cause = within
+    else:
+        explains = sum(lost for unit, (lost, _) in units.items()
+                       if unit.labels[-1] == extra and _within(unit, within)) / total
+        cause = Segment((*within.labels, extra))
+    everything = ranked + [(k, v, share) for (k, v), (share, _) in outside.items()]
     return Incident(key=key, head=head, members=members, cause=cause, explains=explains,
-                    ranked=tuple(ranked))
+                    ranked=tuple(sorted(everything, key=_by_share)))
+
+
+def _units(head: Segment, explained: Mapping[Segment, Summary],
+           everyone: Mapping[Segment, Pair]) -> dict[Segment, tuple[float, int]]:
+    """Each unit under ``head``: its lost mass against its segment's baseline (the
+    nearest segment above it with one), and its window's samples."""
+    units = {}
+    for unit, window in explained.items():
+        segment = unit.parent
+        if segment is None or segment.labels[:head.depth] != head.labels or not window.n:
+            continue
+        while segment is not None and not (segment in everyone and everyone[segment][1].n):
+            segment = segment.parent
+        if segment is not None:
+            units[unit] = (_lost((window, everyone[segment][1])), window.n)
+    return units
+
+
+def _outside(units: Mapping[Segment, tuple[float, int]], *,
+             total: float) -> dict[tuple[str, str], tuple[float, float]]:
+    """Each ``explain_by`` value's share of the drop and of its attribute's samples."""
+    lost: dict[tuple[str, str], float] = {}
+    counts: dict[tuple[str, str], int] = {}
+    for unit, (mass, n) in units.items():
+        label = unit.labels[-1]
+        lost[label] = lost.get(label, 0.0) + mass
+        counts[label] = counts.get(label, 0) + n
+    samples: dict[str, int] = {}
+    for (attribute, _), n in counts.items():
+        samples[attribute] = samples.get(attribute, 0) + n
+    return {label: (mass / total if total > 0 else 0.0, counts[label] / samples[label[0]])
+            for label, mass in lost.items()}
+
+
+def _named_outside(outside: Mapping[tuple[str, str], tuple[float, float]],
+                   carried: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """The ``explain_by`` value named in the cause: the one named before while it still
+    explains enough, else the best one that explains enough beyond its traffic."""
+    before = carried.get("cause_labels") if carried is not None else None
+    named = {(str(kv[0]), str(kv[1])) for kv in before if isinstance(kv, list) and len(kv) == 2} \
+        if isinstance(before, list) else set()
+    kept = [label for label in sorted(named & set(outside)) if outside[label][0] >= EXPLAINS]
+    if kept:
+        return kept[0]
+    fit = [(share, label) for label, (share, traffic) in outside.items()
+           if share >= EXPLAINS and share - traffic >= LIFT]
+    return max(fit, key=lambda item: (item[0], item[1]))[1] if fit else None
 
 
 def _kept(key: str, head: Segment, members: tuple[Segment, ...],
@@ -151,7 +232,11 @@ def _ranked(head: Segment, finest: list[Segment], everyone: Mapping[Segment, Pai
         for label in segment.labels[head.depth:]:
             lost[label] = lost.get(label, 0.0) + _lost(everyone[segment])
     shares = [(k, v, mass / total if total > 0 else 0.0) for (k, v), mass in lost.items()]
-    return sorted(shares, key=lambda item: (-item[2], item[0], item[1]))
+    return sorted(shares, key=_by_share)
+
+
+def _by_share(item: tuple[str, str, float]) -> tuple[float, str, str]:
+    return (-item[2], item[0], item[1])
 
 
 def _finest(head: Segment, everyone: Mapping[Segment, Pair]) -> list[Segment]:
@@ -180,7 +265,7 @@ def _carried(head: Segment, family: list[Segment],
     return key, next(d for d in carried.values() if d["key"] == key)
 
 
-def _head(segment: Segment, members: Mapping[Segment, Any]) -> Segment:
+def _head(segment: Segment, members: Mapping[Segment, Any] | set[Segment]) -> Segment:
     head = segment
     parent = segment.parent
     while parent is not None:

@@ -176,6 +176,21 @@ class JudgeCheck(_Model):
     """Fewest labelled random items in each pool to say anything ("too few labels")."""
 
 
+class IncidentSpec(_Model):
+    """How a sequential rule's incidents name their cause (``evalfleet.alerts.incident``)."""
+
+    explain_by: tuple[LabelName, ...] = ("judge_model", "prompt_version")
+    """Attributes outside ``segment_by`` also ranked as the drop's cause: a sample
+    attribute (``prompt_version``, ``deploy``) or one of the verdict's own
+    :data:`VERDICT_EXPLAINERS` (``judge_model``, ``judge_prompt_version``). Read for the
+    incidents' segments over the rule's window, only in cycles that have an incident;
+    those in ``segment_by`` are ranked along the segment tree already."""
+
+
+#: ``explain_by`` names read from the verdict's own columns, not its attributes.
+VERDICT_EXPLAINERS = {"judge_model": "judge_model", "judge_prompt_version": "prompt_version"}
+
+
 class Annotations(_Model):
     """Text for people; ``{segment}``, ``{mean}``, ``{baseline_mean}``, ``{effect}``,
     ``{n}``, ``{p_value}`` and ``{threshold}`` are filled in."""
@@ -272,6 +287,9 @@ class AlertRule(_Model):
     judge_check: JudgeCheck = JudgeCheck()
     """Whether people's labels confirm a firing app alert (see :class:`JudgeCheck`)."""
 
+    incident: IncidentSpec = IncidentSpec()
+    """How a sequential rule's incidents rank their causes (see :class:`IncidentSpec`)."""
+
     test: Test | None = None
     """How a drop is decided. ``sequential`` (the default of an app rule): an e-detector
     per segment and test reads each cycle's new samples (``evalfleet.alerts.edetector``)
@@ -307,6 +325,8 @@ class AlertRule(_Model):
             raise ValueError("'run_length' must be at least one 'interval'")
         if self.mode in ("threshold", "both") and self.threshold is None:
             raise ValueError(f"mode {self.mode!r} needs a 'threshold'")
+        if len(set(self.incident.explain_by)) != len(self.incident.explain_by):
+            raise ValueError("'incident.explain_by' names an attribute twice")
         if len(set(self.segment_by)) != len(self.segment_by):
             raise ValueError("'segment_by' names a key twice")
         if self.window <= timedelta(0) or self.interval <= timedelta(0):
@@ -338,6 +358,11 @@ class AlertRule(_Model):
             rest = tuple(key for key in self.segment_by if key != self.baseline.key)
             return (self.baseline.key, *rest)
         return self.segment_by
+
+    @property
+    def explain_keys(self) -> tuple[str, ...]:
+        """The ``incident.explain_by`` attributes the segment tree does not rank already."""
+        return tuple(key for key in self.incident.explain_by if key not in self.segment_keys)
 
     @property
     def series(self) -> str:

@@ -213,9 +213,19 @@ def _shown(found: Evidence, direction: str) -> dict[str, Any]:
     return details
 
 
+def incident_members(findings: Mapping[Segment, Finding], watches: Mapping[Segment, Watch],
+                     firing: set[Segment]) -> set[Segment]:
+    """The segments in an incident this cycle: breaching, or firing before it (with a
+    baseline to measure a drop against)."""
+    return {segment for segment, finding in findings.items()
+            if finding.baseline is not None and segment in watches
+            and (watches[segment].observation == "breach" or segment in firing)}
+
+
 def incidents_of(rule: Rule, findings: Mapping[Segment, Finding],
                  watches: Mapping[Segment, Watch], firing: set[Segment],
                  previous: Mapping[Segment, Mapping[str, Any]] | None = None,
+                 explained: Mapping[Segment, Summary] | None = None,
                  ) -> dict[Segment, dict[str, Any]]:
     """Each firing or breaching segment's incident (``incident``), as plain data.
 
@@ -226,6 +236,8 @@ def incidents_of(rule: Rule, findings: Mapping[Segment, Finding],
         watches: Their detectors' verdicts.
         firing: Segments firing before the cycle.
         previous: The incident each segment carried last cycle (:func:`carried_incident`).
+        explained: The window split by ``incident.explain_by`` (``window.fetch_explained``),
+            on the rule's scale.
 
     Returns:
         The incident of every member, by segment.
@@ -235,11 +247,12 @@ def incidents_of(rule: Rule, findings: Mapping[Segment, Finding],
         segment: (oriented(finding.current, direction), oriented(finding.baseline, direction))
         for segment, finding in findings.items() if finding.baseline is not None
     }
-    members = {segment: pair for segment, pair in population.items()
-               if segment in watches
-               and (watches[segment].observation == "breach" or segment in firing)}
+    members = {segment: population[segment]
+               for segment in incident_members(findings, watches, firing)}
+    units = {unit: oriented(window, direction) for unit, window in (explained or {}).items()}
     found: dict[Segment, dict[str, Any]] = {}
-    for incident in group(members, population=population, previous=previous):
+    for incident in group(members, population=population, previous=previous,
+                          explained=units):
         details = incident_details(incident)
         found.update({segment: details for segment in incident.members})
     return found

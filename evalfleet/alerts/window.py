@@ -20,9 +20,10 @@ rows for the whole window, so its Mann-Whitney test stays exact.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,7 +31,7 @@ from sqlalchemy import and_, or_, select, text
 from sqlalchemy.engine import Connection, RowMapping
 
 from evalfleet.alerts.cover import Cover, Range, cover
-from evalfleet.alerts.rule import Rule, TrailingBaseline
+from evalfleet.alerts.rule import VERDICT_EXPLAINERS, Rule, TrailingBaseline
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.statistic import Summary
 from evalfleet.store.dialect import is_sqlite
@@ -369,3 +370,138 @@ def _build_rolled(query: WindowQuery, plan: Cover) -> tuple[str, dict[str, Any]]
     inner = (f"SELECT {', '.join(columns)} FROM score_rollups r"
              f" WHERE {' AND '.join(conditions)}")
     return _grouping(query, inner), params
+
+
+def fetch_explained(
+    conn: Connection, query: WindowQuery, *, explain: tuple[str, ...],
+    heads: Iterable[Segment], start: datetime, end: datetime,
+) -> dict[Segment, Summary]:
+    """The window's summaries under ``heads``, split by the segment keys and by each
+    ``explain`` attribute in turn (an incident's causes outside the segment tree).
+
+    A sample attribute is read from the rollups, which keep the verdict's attributes
+    (as a window is: its buckets and segments). The rollups do not keep the verdict's
+    own fields (:data:`VERDICT_EXPLAINERS`, the judge model): those are one aggregate
+    query of the score rows of ``[start, end)`` under the heads. Run only in cycles with
+    an incident; neither reads the baseline or any history.
+
+    Args:
+        conn: A connection to the store's database.
+        query: The rule's window query (its keys, filters; exclusions are not applied).
+        explain: Attribute names.
+        heads: The incidents' highest segments; samples under none of them are left out.
+        start: Window start (inclusive), on sample time.
+        end: Window end (exclusive).
+
+    Returns:
+        By *unit*: a segment at the depth of every key with one ``(attribute, value)``
+        label appended (the verdict's own fields: the deepest segment a sample has values
+        for); samples without the attribute are in no unit of it.
+    """
+    heads = sorted(set(heads))
+    if not explain or not heads:
+        return {}
+    if is_sqlite(conn):
+        return _explained_rows(conn, query, explain=explain, heads=heads, start=start, end=end)
+    plain = replace(query, exclude_rule=None, exclusion_cap=None, with_levels=False)
+    units: dict[Segment, Summary] = {}
+    for name in (n for n in explain if n not in VERDICT_EXPLAINERS):
+        split = fetch_summaries(conn, replace(plain, keys=(*query.keys, name)),
+                                start=start, end=end)
+        units.update({unit: summary for unit, summary in split.items()
+                      if unit.depth == len(query.keys) + 1 and _under(unit, heads)})
+    own = tuple(n for n in explain if n in VERDICT_EXPLAINERS)
+    if own:
+        conn.exec_driver_sql("SET LOCAL jit = off")
+        sql, params = _build_explained(plain, explain=own, heads=heads, start=start, end=end)
+        units.update(_own_units(plain, own, conn.execute(text(sql), params).mappings()))
+    return units
+
+
+def _under(unit: Segment, heads: list[Segment]) -> bool:
+    return any(unit.labels[:head.depth] == head.labels for head in heads)
+
+
+def _own_units(query: WindowQuery, explain: tuple[str, ...],
+               rows: Iterable[RowMapping]) -> dict[Segment, Summary]:
+    units = {}
+    for row in rows:
+        # GROUPING() sets the bit of each explain column left out of the row's set.
+        j = next(i for i in range(len(explain))
+                 if not row["mask"] & (1 << (len(explain) - 1 - i)))
+        value = row[f"e{j}"]
+        if value is None or not row["n"]:
+            continue
+        labels = _prefix(query.keys, [row[f"s{i}"] for i in range(len(query.keys))])
+        units[Segment((*labels, (explain[j], str(value))))] = _part(
+            row["n"], row["total"], row["total_sq"], row["first_ts"], None)
+    return units
+
+
+def _prefix(keys: tuple[str, ...], values: list[Any]) -> tuple[tuple[str, str], ...]:
+    """The labels of the deepest segment a sample has values for."""
+    labels = []
+    for key, value in zip(keys, values, strict=True):
+        if value is None:
+            break
+        labels.append((key, str(value)))
+    return tuple(labels)
+
+
+def _build_explained(query: WindowQuery, *, explain: tuple[str, ...], heads: list[Segment],
+                     start: datetime, end: datetime) -> tuple[str, dict[str, Any]]:
+    params: dict[str, Any] = {"metric": query.metric, "score": query.score, "start": start,
+                              "end": end, "created_since": created_since(start)}
+    conditions = ["vs.metric = :metric", "vs.name = :score", "vs.sample_ts >= :start",
+                  "vs.sample_ts < :end", "vs.created_at >= :created_since",
+                  "v.created_at >= :created_since",
+                  *_conditions(query, params, alias="v", moment="vs.sample_ts")]
+    if Segment() not in heads:
+        under = []
+        for i, head in enumerate(heads):
+            params[f"h{i}"] = json.dumps(head.as_dict())
+            under.append(f"v.attributes @> CAST(:h{i} AS jsonb)")
+        conditions.append("(" + " OR ".join(under) + ")")
+    columns = _key_columns(query, params, alias="v")
+    columns += [f"v.{VERDICT_EXPLAINERS[name]} AS e{i}" for i, name in enumerate(explain)]
+    inner = (f"SELECT vs.value AS value, vs.sample_ts AS sample_ts, {', '.join(columns)}"
+             " FROM verdict_scores vs JOIN verdicts v ON v.id = vs.verdict_id"
+             f" WHERE {' AND '.join(conditions)}")
+    keys = [f"s{i}" for i in range(len(query.keys))]
+    extra = [f"e{i}" for i in range(len(explain))]
+    sets = ", ".join("(" + ", ".join([*keys, e]) + ")" for e in extra)
+    outer = ", ".join([*keys, *extra])
+    sql = (f"SELECT GROUPING({', '.join(extra)}) AS mask, {outer}, count(*) AS n,"
+           " sum(value) AS total, sum(value * value) AS total_sq, min(sample_ts) AS first_ts"
+           f" FROM ({inner}) AS scored GROUP BY GROUPING SETS ({sets})")
+    return sql, params
+
+
+def _explained_rows(conn: Connection, query: WindowQuery, *, explain: tuple[str, ...],
+                    heads: list[Segment], start: datetime,
+                    end: datetime) -> dict[Segment, Summary]:
+    """:func:`fetch_explained` summed in Python (SQLite: one machine's traffic)."""
+    vs, v = verdict_scores.c, verdicts.c
+    rows = conn.execute(
+        select(vs.value, vs.sample_ts, v.attributes, v.judge_model, v.prompt_version)
+        .select_from(verdict_scores.join(verdicts, v.id == vs.verdict_id))
+        .where(vs.metric == query.metric, vs.name == query.score,
+               vs.sample_ts >= to_utc(start), vs.sample_ts < to_utc(end),
+               *attributes_match({}, dict(query.filters))),
+    ).all()
+    groups: dict[Segment, list[Summary]] = {}
+    for value, ts, attributes, judge_model, prompt_version in rows:
+        attributes = attributes or {}
+        if not any(all(_text(attributes.get(k)) == val for k, val in head.labels)
+                   for head in heads):
+            continue
+        own = {"judge_model": judge_model, "prompt_version": prompt_version}
+        labels = _prefix(query.keys, [attributes.get(key) for key in query.keys])
+        part = Summary(n=1, total=float(value), total_sq=float(value) ** 2,
+                       first_seen_ts=to_utc(ts).timestamp())
+        for name in explain:
+            found = own[VERDICT_EXPLAINERS[name]] if name in VERDICT_EXPLAINERS \
+                else attributes.get(name)
+            if found is not None:
+                groups.setdefault(Segment((*labels, (name, str(found)))), []).append(part)
+    return {unit: _sum(parts) for unit, parts in groups.items()}

@@ -22,6 +22,7 @@ class Point:
     sample_ts: datetime
     value: float
     attributes: dict[str, str] = field(default_factory=dict)
+    judge_model: str = "judge"
 
 
 def steady(
@@ -57,7 +58,7 @@ def write(engine: Engine, points: Iterable[Point], *, metric: str = "rag_qa",
         n = next(_ids)
         rows.append({
             "sample_id": f"syn-{n}", "metric": metric, "prompt_version": "p1",
-            "judge_model": "judge", "status": "ok", "scores": {score: point.value},
+            "judge_model": point.judge_model, "status": "ok", "scores": {score: point.value},
             "raw_scores": {score: point.value}, "attempts": 1, "latency_ms": 1,
             "attributes": point.attributes, "sample_ts": point.sample_ts,
             "created_at": created_at or point.sample_ts,
