@@ -31,11 +31,14 @@ window-length from the score rows) for one app, median of three.
 With ``--write-cost``: instead, the cost the triggers add to saving verdicts: batches of
 50 rag_qa verdicts with four scores each (20 apps), saved through the store as a worker
 saves them, with the rollups' triggers enabled and disabled in turn; printed: the
-worker's CPU and the wall time per verdict, medians of the rounds.
+worker's CPU and the wall time per verdict, medians of the rounds. With
+``--segment-index`` as well, the rounds keep the triggers on and alternate with and
+without the index of revision 0022 (``ix_verdicts_metric_segment_sample_ts``) instead.
 
     python -m bench.alert_cycle_rollups                       # the table in docs/performance.md
     python -m bench.alert_cycle_rollups --rates 1 10 --baselines 1h 1d
     python -m bench.alert_cycle_rollups --write-cost
+    python -m bench.alert_cycle_rollups --write-cost --segment-index
     python -m bench.alert_cycle_rollups --contention 8
 
 With ``--contention W``: the cost per verdict when ``W`` writer processes (a connection
@@ -49,6 +52,8 @@ saves) and the waits on row locks Postgres reported during the round.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import platform
 import random
@@ -96,6 +101,9 @@ def main() -> None:
     parser.add_argument("--raw-limit", type=int, default=2_000_000)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--write-cost", action="store_true")
+    parser.add_argument("--segment-index", action="store_true",
+                        help="write cost: rounds with and without the segment index"
+                             " (revision 0022) instead of the triggers")
     parser.add_argument("--contention", type=int, default=0, metavar="WRITERS")
     parser.add_argument("--spread", action="store_true",
                         help="contention: each writer its own app (rollup rows apart)")
@@ -109,7 +117,7 @@ def main() -> None:
     AT = AT.replace(second=args.offset_s)
     if args.write_cost:
         with _database(keep=args.keep) as url:
-            _write_cost(url)
+            _write_cost(url, index=args.segment_index)
         return
     if args.contention:
         with _database(keep=args.keep) as url:
@@ -269,8 +277,11 @@ def _load_rollups(url: str, *, rate: int, segments: int, start: datetime, end: d
                     mean = 0.8 + rng.gauss(0, 0.01)
                     total = n * mean
                     total_sq = n * (mean * mean + 0.01)
-                    copy.write_row(("rag_qa", "faithfulness", span_s, bucket, f"app-{app:03d}",
-                                    OFF_GRID, Jsonb({"app": f"app-{app:03d}"}), n, total,
+                    attributes = {"app": f"app-{app:03d}"}
+                    # The trigger's key: md5 of the attributes' JSONB text (json.dumps's).
+                    key = hashlib.md5(json.dumps(attributes).encode()).hexdigest()
+                    copy.write_row(("rag_qa", "faithfulness", span_s, bucket, key,
+                                    OFF_GRID, Jsonb(attributes), n, total,
                                     total_sq, bucket))
                     count += 1
                 bucket += timedelta(seconds=span_s)
@@ -341,13 +352,28 @@ def _switch_triggers(store: Any, *, on: bool) -> bool:
     return on
 
 
-def _write_cost(url: str, *, rounds: int = 6, batches: int = 40, size: int = 50) -> None:
+#: The segment index of revision 0022, as its migration makes it.
+SEGMENT_INDEX = ("ix_verdicts_metric_segment_sample_ts ON verdicts"
+                 " (metric, md5(CAST(attributes AS text)), sample_ts)")
+
+
+def _switch_segment_index(store: Any, *, on: bool) -> bool:
+    """Create or drop the segment index (rounds alternate, triggers on); returns ``on``."""
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE INDEX IF NOT EXISTS {SEGMENT_INDEX}" if on else
+                             "DROP INDEX IF EXISTS ix_verdicts_metric_segment_sample_ts")
+    return on
+
+
+def _write_cost(url: str, *, index: bool = False, rounds: int = 6, batches: int = 40,
+                size: int = 50) -> None:
     store = open_store(url)
     rng = random.Random(0)
     serial = 0
     found: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
     for round_ in range(rounds):
-        enabled = _switch_triggers(store, on=round_ % 2 == 0)
+        enabled = (_switch_segment_index if index else _switch_triggers)(
+            store, on=round_ % 2 == 0)
         records = []
         for _ in range(batches * size):
             serial += 1
@@ -359,7 +385,9 @@ def _write_cost(url: str, *, rounds: int = 6, batches: int = 40, size: int = 50)
         found[enabled].append(((time.process_time() - cpu) / len(records),
                                (time.perf_counter() - wall) / len(records)))
     store.close()
-    for enabled, label in ((False, "triggers off"), (True, "triggers on")):
+    labels = ("segment index off", "segment index on") if index else (
+        "triggers off", "triggers on")
+    for enabled, label in ((False, labels[0]), (True, labels[1])):
         cpu_s = statistics.median(c for c, _ in found[enabled])
         wall_s = statistics.median(w for _, w in found[enabled])
         print(f"  {label}: worker CPU {cpu_s * 1e6:.0f} us, wall {wall_s * 1e6:.0f} us"

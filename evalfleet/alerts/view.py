@@ -6,9 +6,9 @@ state). The trend is summed from the rollups (``evalfleet.store.rollup``): its p
 are whole minutes or whole hours, so a week's trend is a few hundred rollup rows
 whatever the traffic. The samples themselves are read only where a person looks at
 them: the window's worst samples and the values of its histogram (the window's score
-rows, through the segment's GIN lookup bounded by the window on the (metric,
-sample_ts) index), and the baseline's histogram from the same length of time at the
-baseline's end; a baseline's whole set of samples is never read.
+rows, each of the segment's attribute sets read as one range of the (metric, attribute
+key, sample_ts) index), and the baseline's histogram from the same length of time at
+the baseline's end; a baseline's whole set of samples is never read.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from evalfleet.alerts.rule import CalibrationBaseline, PinnedBaseline, Rule, Tra
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.window import WindowQuery, fetch_summaries
 from evalfleet.store.dialect import is_sqlite
-from evalfleet.store.evidence import Evidence, attributes_match
+from evalfleet.store.evidence import Evidence, segment_condition
 from evalfleet.store.partitions import created_since
 from evalfleet.store.schema import alert_transitions, score_rollups, verdict_scores, verdicts
 from evalfleet.store.sql import to_utc, unavailable_as_store_error
@@ -166,15 +166,21 @@ def load_scored(conn: Connection, rule: Rule, segment: Segment, *, start: dateti
                 end: datetime) -> list[tuple[float, datetime]]:
     """The segment's ``(value, sample time)`` pairs with sample times in ``[start, end)``.
 
-    The time range is given on ``verdicts`` as well as on the scores (the same sample
-    time), so Postgres can combine the segment's GIN lookup with the verdicts' (metric,
-    sample_ts) index and read only the segment's rows of the range; and on both
-    tables' partition key (``created_at``), so it reads only the range's partitions.
+    The segment's attribute sets of the range come from the rollups, and on Postgres
+    each one's rows of the range are read on ``ix_verdicts_metric_segment_sample_ts``
+    (``segment_condition``); the time range is given on ``verdicts`` as well as on the
+    scores (the same sample time), and on both tables' partition key (``created_at``),
+    so it reads only the range's partitions.
     """
     spec = rule.spec
     vs, v = verdict_scores.c, verdicts.c
     filters = {key: (value,) if isinstance(value, str) else tuple(value)
                for key, value in spec.filters.items()}
+    segment_rows = segment_condition(conn, metric=spec.metric, score=spec.series,
+                                     start=start, end=end, labels=segment.as_dict(),
+                                     filters=filters)
+    if segment_rows is None:
+        return []
     rows = conn.execute(
         select(vs.value, vs.sample_ts)
         .select_from(verdicts.join(verdict_scores, (vs.verdict_id == v.id)
@@ -182,8 +188,7 @@ def load_scored(conn: Connection, rule: Rule, segment: Segment, *, start: dateti
         .where(v.metric == spec.metric, v.sample_ts >= to_utc(start), v.sample_ts < to_utc(end),
                vs.metric == spec.metric, vs.sample_ts >= to_utc(start),
                vs.sample_ts < to_utc(end), v.created_at >= created_since(to_utc(start)),
-               vs.created_at >= created_since(to_utc(start)),
-               *attributes_match(segment.as_dict(), filters, containment=not is_sqlite(conn))))
+               vs.created_at >= created_since(to_utc(start)), *segment_rows))
     return [(float(value), to_utc(ts)) for value, ts in rows]
 
 

@@ -10,10 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, and_, delete, func, select, text, type_coerce
+from sqlalchemy import (
+    ColumnElement,
+    Engine,
+    Text,
+    and_,
+    cast,
+    delete,
+    func,
+    select,
+    text,
+    type_coerce,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
@@ -25,7 +36,7 @@ from evalfleet.store.partitions import (
     is_partitioned,
     list_partitions,
 )
-from evalfleet.store.schema import verdict_samples, verdict_scores, verdicts
+from evalfleet.store.schema import score_rollups, verdict_samples, verdict_scores, verdicts
 from evalfleet.store.sql import to_utc
 
 #: The parts of a sample kept as evidence (its id, time and attributes are on the verdict).
@@ -78,13 +89,14 @@ def load_samples(conn: Connection, verdict_ids: Sequence[int]) -> dict[int, dict
 
 def attributes_match(labels: Mapping[str, str],
                      filters: Mapping[str, Sequence[str]] = {}, *,
-                     containment: bool = False) -> list[ColumnElement[bool]]:
-    """Conditions on ``verdicts.attributes``: each label equal, each filter one of its values.
+                     containment: bool = False,
+                     attributes: Any = verdicts.c.attributes) -> list[ColumnElement[bool]]:
+    """Conditions on ``attributes`` (``verdicts.attributes`` unless told): each label
+    equal, each filter one of its values.
 
     With ``containment`` (Postgres) the labels are one ``attributes @> {...}`` test, which
     the GIN index ``ix_verdicts_attributes`` answers.
     """
-    attributes = verdicts.c.attributes
     if containment and labels:
         conditions = [type_coerce(attributes, JSONB).contains(dict(labels))]
     else:
@@ -92,6 +104,51 @@ def attributes_match(labels: Mapping[str, str],
     conditions += [attributes[key].as_string().in_(list(values))
                    for key, values in filters.items()]
     return conditions
+
+
+def segment_keys(conn: Connection, *, metric: str, score: str, start: datetime,
+                 end: datetime, labels: Mapping[str, str],
+                 filters: Mapping[str, Sequence[str]] = {}) -> list[str]:
+    """The attribute sets (as the rollups' ``segment_key``) of the segment's scores with
+    sample times in ``[start, end)``, from the minute rollups over that range.
+
+    Every stored score has its minute's rollup row (``evalfleet.store.rollup``: kept in
+    the transaction that writes it), so the list holds every set the range's scores
+    have, and perhaps a few more from the minutes at its ends.
+    """
+    r = score_rollups.c
+    first = datetime.fromtimestamp(to_utc(start).timestamp() // 60 * 60, UTC)
+    rows = conn.execute(
+        select(r.segment_key).distinct()
+        .where(r.metric == metric, r.name == score, r.span_s == 60, r.bucket >= first,
+               r.bucket < to_utc(end),
+               *attributes_match(labels, filters, containment=not is_sqlite(conn),
+                                 attributes=r.attributes)))
+    return sorted(row[0] for row in rows)
+
+
+def segment_condition(conn: Connection, *, metric: str, score: str, start: datetime,
+                      end: datetime, labels: Mapping[str, str],
+                      filters: Mapping[str, Sequence[str]] = {}
+                      ) -> list[ColumnElement[bool]] | None:
+    """Conditions that pick the segment's verdicts of ``[start, end)`` out of ``verdicts``;
+    None when it has none there.
+
+    On Postgres: the verdict's attribute key is one of :func:`segment_keys`, so the index
+    ``ix_verdicts_metric_segment_sample_ts`` reads each attribute set's range of sample
+    time and nothing else (with the time range given on ``verdicts.sample_ts``). On
+    SQLite: the attributes compared one by one, as before.
+    """
+    if is_sqlite(conn):
+        return attributes_match(labels, filters)
+    # Milliseconds of work whose row estimates may still pass jit_above_cost (window.py).
+    conn.exec_driver_sql("SET LOCAL jit = off")
+    keys = segment_keys(conn, metric=metric, score=score, start=start, end=end,
+                        labels=labels, filters=filters)
+    if not keys:
+        return None
+    key = func.md5(cast(verdicts.c.attributes, Text))
+    return [key.in_(keys) if len(keys) > 1 else key == keys[0]]
 
 
 def lowest_scoring(
@@ -116,17 +173,23 @@ def lowest_scoring(
         Worst first (ties by sample time, then sample id: the same data lists the same
         samples however its verdicts were stored), with their reasons and kept samples.
     """
-    vs = verdict_scores.c
+    vs, v = verdict_scores.c, verdicts.c
+    segment = segment_condition(conn, metric=metric, score=score, start=start, end=end,
+                                labels=labels, filters=filters)
+    if segment is None:
+        return []
     order = vs.value.desc() if highest else vs.value.asc()
     query = (
-        select(verdicts.c.id, verdicts.c.sample_id, vs.value, verdicts.c.reason,
-               vs.sample_ts, verdicts.c.attributes, verdicts.c.failed_step)
-        .select_from(verdict_scores.join(verdicts, verdicts.c.id == vs.verdict_id))
-        .where(vs.metric == metric, vs.name == score, vs.sample_ts >= to_utc(start),
+        select(v.id, v.sample_id, vs.value, v.reason, vs.sample_ts, v.attributes,
+               v.failed_step)
+        .select_from(verdict_scores.join(verdicts, v.id == vs.verdict_id))
+        # The time range on both tables (the same sample time): the segment's index
+        # range on verdicts, then each score by its key.
+        .where(v.metric == metric, v.sample_ts >= to_utc(start), v.sample_ts < to_utc(end),
+               vs.metric == metric, vs.name == score, vs.sample_ts >= to_utc(start),
                vs.sample_ts < to_utc(end), vs.created_at >= created_since(to_utc(start)),
-               verdicts.c.created_at >= created_since(to_utc(start)),
-               *attributes_match(labels, filters, containment=not is_sqlite(conn)))
-        .order_by(order, vs.sample_ts, verdicts.c.sample_id).limit(limit)
+               v.created_at >= created_since(to_utc(start)), *segment)
+        .order_by(order, vs.sample_ts, v.sample_id).limit(limit)
     )
     rows = conn.execute(query).all()
     samples = load_samples(conn, [row[0] for row in rows])

@@ -112,6 +112,14 @@ verdicts = Table(
     postgresql_partition_by="RANGE (created_at)",
 )
 
+# A segment's verdicts of a stretch of sample time, one index range per attribute set:
+# the key is the rollups' ``segment_key`` (md5 of the attributes' JSONB text), so the
+# alert page and a firing alert's evidence read the window's rows of the segment's
+# attribute sets named by ``score_rollups`` (``evalfleet.store.evidence.segment_keys``)
+# and no other segment's or other time's. (SQLite reads its plain table.)
+Index("ix_verdicts_metric_segment_sample_ts", verdicts.c.metric,
+      text("md5(CAST(attributes AS text))"), verdicts.c.sample_ts, info=POSTGRES_ONLY)
+
 # Postgres: one row per verdict key digest (``VerdictKey.digest``), unpartitioned, so
 # the key stays unique across the partitions of ``verdicts``; a save inserts the key
 # first and the verdict only when the key was new. Purged with its verdict.
