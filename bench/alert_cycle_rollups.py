@@ -33,7 +33,7 @@ With ``--write-cost``: instead, the cost the triggers add to saving verdicts: ba
 saves them, with the rollups' triggers enabled and disabled in turn; printed: the
 worker's CPU and the wall time per verdict, medians of the rounds. With
 ``--segment-index`` as well, the rounds keep the triggers on and alternate with and
-without the index of revision 0022 (``ix_verdicts_metric_segment_sample_ts``) instead.
+without the index of revision 0023 (``ix_verdicts_metric_segment_sample_ts``) instead.
 
     python -m bench.alert_cycle_rollups                       # the table in docs/performance.md
     python -m bench.alert_cycle_rollups --rates 1 10 --baselines 1h 1d
@@ -103,7 +103,7 @@ def main() -> None:
     parser.add_argument("--write-cost", action="store_true")
     parser.add_argument("--segment-index", action="store_true",
                         help="write cost: rounds with and without the segment index"
-                             " (revision 0022) instead of the triggers")
+                             " (revision 0023) instead of the triggers")
     parser.add_argument("--contention", type=int, default=0, metavar="WRITERS")
     parser.add_argument("--spread", action="store_true",
                         help="contention: each writer its own app (rollup rows apart)")
@@ -352,7 +352,7 @@ def _switch_triggers(store: Any, *, on: bool) -> bool:
     return on
 
 
-#: The segment index of revision 0022, as its migration makes it.
+#: The segment index of revision 0023, as its migration makes it.
 SEGMENT_INDEX = ("ix_verdicts_metric_segment_sample_ts ON verdicts"
                  " (metric, md5(CAST(attributes AS text)), sample_ts)")
 

@@ -1,7 +1,7 @@
 """A segment's verdicts by time: an index on (metric, attributes key, sample_ts).
 
-Revision ID: 0022
-Revises: 0021
+Revision ID: 0023
+Revises: 0022
 Create Date: 2026-11-27
 
 ``ix_verdicts_metric_segment_sample_ts`` (Postgres): the key is ``md5(attributes::text)``,
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0022"
-down_revision = "0021"
+revision = "0023"
+down_revision = "0022"
 branch_labels = None
 depends_on = None
 
