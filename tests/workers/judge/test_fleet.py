@@ -90,8 +90,16 @@ def test_timeouts_and_unreachable_judges_are_transient(sim: RunningSim) -> None:
     assert isinstance(refused, JudgeUnavailable) and "cannot reach" in str(refused)
 
 
+def _frozen_clock() -> float:
+    """One instant for every reservation: the pacing tests are about the budget, not about
+    how soon this machine's event loop reaches the second call (on a loaded machine the
+    first call's setup held the loop past the 0.5 s the test allows, and the second call,
+    asked later, fitted)."""
+    return 1000.0
+
+
 def test_a_call_that_would_wait_too_long_is_deferred_unsent(sim: RunningSim) -> None:
-    pacing = Pacing(limiter=LocalRateLimiter(), max_wait_s=0.5,
+    pacing = Pacing(limiter=LocalRateLimiter(clock=_frozen_clock), max_wait_s=0.5,
                     budget_for=lambda model: RateLimit(requests_per_minute=60))
     paced = JudgeFleet(AsyncHttpJudge(base_url=sim.base_url, api_key=None, timeout_s=5,
                                        max_connections=8), concurrency=8, pacing=pacing)
@@ -169,7 +177,7 @@ def test_waits_for_rate_budget_are_reported_per_metric(sim: RunningSim) -> None:
 
 
 def test_the_openai_client_is_paced_by_the_same_fleet(sim: RunningSim) -> None:
-    pacing = Pacing(limiter=LocalRateLimiter(), max_wait_s=0.5,
+    pacing = Pacing(limiter=LocalRateLimiter(clock=_frozen_clock), max_wait_s=0.5,
                     budget_for=lambda model: RateLimit(requests_per_minute=60))
     blocking = OpenAIJudge(base_url=sim.base_url, api_key=None, timeout_s=5)
     paced = JudgeFleet(blocking, concurrency=8, pacing=pacing)
