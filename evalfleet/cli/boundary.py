@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from evalfleet.core.errors import BrokerUnavailable, InvalidInput, StoreUnavailable, UnknownMetric
+from evalfleet.core.errors import BrokerUnavailable, InvalidInput, UnknownMetric
 from evalfleet.core.settings import REDIS_SCHEMES
 
 __all__ = ["FleetGroup", "SetupError", "explain"]
@@ -98,15 +98,15 @@ def explain(exc: BaseException, *, database_url: str = "", broker_url: str = "")
 
 def _database_setup(error: BaseException, database: str, detail: str) -> str | None:
     # Imported here: the CLI starts without SQLAlchemy (about 150 ms) until it is needed.
-    from sqlalchemy.exc import ArgumentError, InterfaceError, NoSuchModuleError, OperationalError
+    from evalfleet.store.setup import SetupProblem, setup_problem
 
-    if isinstance(error, NoSuchModuleError | ArgumentError) or (
-            isinstance(error, ModuleNotFoundError) and _raised_in(error, "sqlalchemy")):
+    problem = setup_problem(error)
+    if problem is SetupProblem.UNSUPPORTED:
         return (f"EVALFLEET_DATABASE_URL {database} is not a database evalfleet supports; "
                 "use postgresql+psycopg://user@host:5432/name or sqlite:///path")
     # Connection, authentication and missing-database errors; an IntegrityError or a
     # ProgrammingError is a bug and keeps its traceback.
-    if isinstance(error, StoreUnavailable | OperationalError | InterfaceError):
+    if problem is SetupProblem.UNREACHABLE:
         return (f"cannot use the database {database} ({detail}); check "
                 "EVALFLEET_DATABASE_URL and that the server is up")
     return None
@@ -136,16 +136,9 @@ def _broker_setup(error: BaseException, broker: str, detail: str) -> str | None:
 
 
 def _missing_table(error: BaseException) -> str | None:
-    """The table a query found missing (SQLite and Postgres wording), else None."""
-    orig = getattr(error, "orig", None)  # only SQLAlchemy's wrapped driver errors
-    if orig is None:
-        return None
-    text = str(orig)
-    for marker in ("no such table: ", "relation \""):
-        if marker in text and (marker != "relation \"" or "does not exist" in text):
-            rest = text.split(marker, 1)[1]
-            return "table " + rest.split("\"")[0].split()[0].strip("\"")
-    return None
+    from evalfleet.store.setup import missing_table
+
+    return missing_table(error)
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -181,15 +174,9 @@ def _detail(exc: BaseException) -> str:
 
 
 def _masked(url: str) -> str:
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    from evalfleet.store.setup import describe_url
 
-    if not url:
-        return "(not set)"
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url.split("@")[-1] if "@" in url else url
+    return describe_url(url)
 
 
 def _urls_of(ctx: click.Context) -> tuple[str, str]:

@@ -50,16 +50,14 @@ def open_existing_store(url: str, *, pool_size: int = 10) -> SqlStore:
     Raises:
         SetupError: When ``url`` names a SQLite file that does not exist.
     """
-    from sqlalchemy.engine import make_url
-
     from evalfleet.store import open_store
+    from evalfleet.store.setup import sqlite_file
 
-    if url.startswith("sqlite"):
-        path = make_url(url).database
-        if path and path != ":memory:" and not Path(path).exists():
-            raise SetupError(f"no evalfleet store at {path} yet: run `evalfleet migrate` to "
-                             "create one, or set EVALFLEET_DATABASE_URL to yours (the demo "
-                             "prints its own)")
+    path = sqlite_file(url)
+    if path is not None and not Path(path).exists():
+        raise SetupError(f"no evalfleet store at {path} yet: run `evalfleet migrate` to "
+                         "create one, or set EVALFLEET_DATABASE_URL to yours (the demo "
+                         "prints its own)")
     return open_store(url, pool_size=pool_size)
 
 

@@ -18,7 +18,7 @@ from evalfleet.core.durations import format_moment
 from evalfleet.core.errors import EvalfleetError, InvalidDataset
 
 if TYPE_CHECKING:
-    from evalfleet.store.dataset import DatasetItem, Datasets, DatasetVersion
+    from evalfleet.store.queries.datasets import DatasetItem, Datasets, DatasetVersion
 
 #: The formats ``dataset export`` writes (:mod:`evalfleet.dataset.export`).
 EXPORT_FORMATS = ("jsonl", "csv", "gold", "openai", "openai-agent", "openai-session")
@@ -82,7 +82,7 @@ def _selection_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @contextmanager
 def open_datasets(state: CliState) -> Iterator[Datasets]:
     """The store's datasets; dataset errors become usage errors naming the field."""
-    from evalfleet.store.dataset import Datasets
+    from evalfleet.store.queries.datasets import Datasets
 
     store = open_existing_store(state.settings.resolved_database_url(), pool_size=1)
     try:
@@ -97,7 +97,7 @@ def _chosen(state: CliState, sets: Datasets, options: dict[str, Any]) -> tuple[
         list[DatasetItem], str]:
     """The items the selection options pick, and a note saying how."""
     from evalfleet.dataset.selection import check_sample_id, parse_labels, read_sample_ids
-    from evalfleet.store.dataset import Selection
+    from evalfleet.store.queries.datasets import Selection
 
     if options["alert"]:
         mixed = [name for name in _FILTERS if options[name] not in (None, (), False)]
@@ -156,13 +156,12 @@ def _alert_items(state: CliState, sets: Datasets, text: str, *,
     rule = next((r for r in rules.rules if r.name == name), None)
     if rule is None:
         raise InvalidDataset(f"no rule {name!r}", field="alert")
-    engine = sets.store.engine
     if segment_text:
         segment = rule_segment(segment_text, rule)
     else:
-        with engine.connect() as conn:
+        with sets.store.connect() as conn:
             segment = most_telling(load_states(conn, rule.name))
-    found = alert_samples(engine, rule, segment, worst=worst)
+    found = alert_samples(sets.store, rule, segment, worst=worst)
     return sets.of_verdicts(found.found), found.note
 
 

@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import click
-from sqlalchemy import Engine
 
 from evalfleet.cli.alerts import render_table
 from evalfleet.cli.context import CliState, open_existing_store, pass_state
@@ -45,7 +44,7 @@ def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
     try:
         report = Purger(store, policy, batch_rows=batch_rows).run(now=now, dry_run=dry_run)
         if sample_days is not None:
-            _purge_samples(store.engine, before=now - timedelta(days=sample_days),
+            _purge_samples(store, before=now - timedelta(days=sample_days),
                            batch_rows=batch_rows, dry_run=dry_run)
             _purge_review_samples(store, before=now - timedelta(days=sample_days), now=now,
                                   dry_run=dry_run)
@@ -84,12 +83,13 @@ def _purge_review_samples(store: SqlStore, *, before: datetime, now: datetime,
     click.echo(f"{label}: {count:,} (of items labelled or expired; waiting items keep theirs)")
 
 
-def _purge_samples(engine: Engine, *, before: datetime, batch_rows: int, dry_run: bool) -> None:
+def _purge_samples(store: SqlStore, *, before: datetime, batch_rows: int,
+                   dry_run: bool) -> None:
     """Apply EVALFLEET_SAMPLE_RETENTION_DAYS: the verdicts stay, their samples go."""
-    from evalfleet.store.evidence import purge_samples
+    from evalfleet.store.queries.retention import VerdictRetention
 
-    count, transactions = purge_samples(engine, before=before, batch_rows=batch_rows,
-                                        dry_run=dry_run)
+    count, transactions = VerdictRetention(store, batch_rows=batch_rows).purge_samples(
+        before=before, dry_run=dry_run)
     label = "samples to delete" if dry_run else "samples deleted"
     when = before.isoformat(timespec="seconds").replace("+00:00", "Z")
     click.echo(f"{label}: {count:,} of verdicts created before {when}"
@@ -98,7 +98,7 @@ def _purge_samples(engine: Engine, *, before: datetime, batch_rows: int, dry_run
 
 def _purge_datasets(state: CliState, *, dry_run: bool) -> None:
     """Delete the datasets past their retention (their own, else the setting's)."""
-    from evalfleet.store.dataset import Datasets
+    from evalfleet.store.queries.datasets import Datasets
 
     store = open_existing_store(state.settings.resolved_database_url(), pool_size=1)
     try:

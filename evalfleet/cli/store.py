@@ -19,15 +19,17 @@ def migrate(state: CliState) -> None:
     """Create or upgrade the verdict store's schema (Alembic)."""
     from evalfleet.store import migrate as run_migrations
     from evalfleet.store import open_store, schema_revision
+    from evalfleet.store.setup import describe_url
 
-    store = open_store(state.settings.resolved_database_url())
+    url = state.settings.resolved_database_url()
+    store = open_store(url)
     try:
         before = schema_revision(store.engine)
         run_migrations(store.engine)
         after = schema_revision(store.engine)
     finally:
         store.close()
-    where = store.engine.url.render_as_string(hide_password=True)
+    where = describe_url(url)
     if before is None:
         click.echo(f"created the schema (revision {after}) in {where}")
     elif before != after:

@@ -106,7 +106,7 @@ def _review_pages(settings: Any, store: Any, rules: Any) -> Any:
     import secrets
 
     from evalfleet.core.metric import load_registry
-    from evalfleet.store.dataset import Datasets
+    from evalfleet.store.queries.datasets import Datasets
     from evalfleet.store.review import ReviewQueue
     from evalfleet.web.datasets import SavingPages
     from evalfleet.web.review import ReviewOptions

@@ -23,7 +23,7 @@
     │   │   ├── InvalidAlertRule     an alert rules file (evalfleet.alerts.rule)
     │   │   ├── InvalidSamplingConfig a producer sampling config file (producers.policy)
     │   │   ├── InvalidTraces        an OTLP trace export request (producers.traces.otlp)
-    │   │   ├── InvalidDataset       a dataset's name, filter or file (evalfleet.store.dataset)
+    │   │   ├── InvalidDataset       a dataset's name, filter or file (store.queries.datasets)
     │   │   └── NotRandomSample      a labelled item chosen, not drawn at random (review.estimator)
     │   ├── JudgeRejected            400, 401, 403, 404, no quota          (also JudgeError)
     │   ├── StoreRejected            the database refuses a value

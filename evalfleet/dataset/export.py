@@ -45,7 +45,7 @@ from evalfleet.dataset.conversation import Unconvertible, chat_conversation
 from evalfleet.dataset.session_chat import session_chat
 from evalfleet.dataset.target import verdict_text
 from evalfleet.review.label import combine_labels
-from evalfleet.store.dataset import DatasetItem
+from evalfleet.store.queries.datasets import DatasetItem
 from workers.renderer import render_messages
 
 #: CSV columns, in order.

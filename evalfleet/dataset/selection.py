@@ -11,15 +11,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Engine
-
 from evalfleet.alerts.evidence import window_evidence
 from evalfleet.alerts.ledger import load_states
 from evalfleet.alerts.rule import Rule
 from evalfleet.alerts.segment import Segment
 from evalfleet.core.errors import InvalidDataset
 from evalfleet.core.sample import MAX_ID_LENGTH
-from evalfleet.store.sql import to_utc
+from evalfleet.store.sql import SqlStore, to_utc
 
 #: Most samples of an alert's window saved at once.
 MAX_ALERT_SAMPLES = 1000
@@ -104,7 +102,7 @@ def rule_segment(text: str, rule: Rule) -> Segment:
     return Segment(tuple((key, labels[key]) for key in keys))
 
 
-def alert_samples(engine: Engine, rule: Rule, segment: Segment, *,
+def alert_samples(store: SqlStore, rule: Rule, segment: Segment, *,
                   worst: int) -> AlertSamples:
     """The worst samples of ``segment``'s window as the alert page shows them: the window
     that ends at the segment's last evaluation (now when never evaluated).
@@ -114,7 +112,7 @@ def alert_samples(engine: Engine, rule: Rule, segment: Segment, *,
     """
     if not 1 <= worst <= MAX_ALERT_SAMPLES:
         raise InvalidDataset(f"must be 1 to {MAX_ALERT_SAMPLES}", field="worst")
-    with engine.connect() as conn:
+    with store.connect() as conn:
         stored = next((s for s in load_states(conn, rule.name) if s.segment == segment), None)
         at = stored.evaluated_at if stored else datetime.now(UTC)
         evidence = window_evidence(conn, rule, segment, at=at, limit=worst)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalfleet.core.metric import Metric
-from evalfleet.store.dataset import DatasetItem
+from evalfleet.store.queries.datasets import DatasetItem
 
 
 def target_scores(item: DatasetItem, *, metric: Metric,

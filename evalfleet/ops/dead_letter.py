@@ -15,73 +15,40 @@ if it fails again the new dead letter shows every attempt, old and new; if it
 succeeds the verdict is the record. Nothing is lost, and no query has to skip
 tombstones.
 
-This module publishes through a callable it is given (the CLI passes the
-producers' ``Enqueuer.send_many``), so workers never import producers.
+The rows are read, locked and deleted by ``evalfleet.store.queries.dead_letters``;
+this module decides what a replay publishes. It publishes through a callable it is
+given (the CLI passes the producers' ``Enqueuer.send_many``), so workers never import
+producers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any
-
-from sqlalchemy import ColumnElement, delete, func, select
-from sqlalchemy.engine import RowMapping
 
 from evalfleet.core.errors import BrokerUnavailable, InvalidMessage
 from evalfleet.core.message import Job, decode_batch, decode_history
 from evalfleet.store import DeadLetter
-from evalfleet.store.schema import dead_letters
-from evalfleet.store.sql import SqlStore, dead_letter_from_row, to_utc
+from evalfleet.store.queries.dead_letters import (
+    PURGE_BATCH_ROWS,
+    DeadLetterFilter,
+    StoredDeadLetter,
+    count_dead_letters,
+    iter_dead_letters,
+    purge_dead_letters,
+    replay_batch,
+)
+from evalfleet.store.sql import SqlStore
+
+__all__ = [
+    "PURGE_BATCH_ROWS", "REPLAY_BATCH_ROWS", "DeadLetterFilter", "ReplayReport",
+    "StoredDeadLetter", "count_dead_letters", "dead_letter_json", "iter_dead_letters",
+    "purge_dead_letters", "replay_dead_letters", "replay_jobs",
+]
 
 #: Dead letters replayed per transaction.
 REPLAY_BATCH_ROWS = 500
-
-#: Dead letters deleted per transaction by a purge.
-PURGE_BATCH_ROWS = 10_000
-
-
-@dataclass(frozen=True)
-class DeadLetterFilter:
-    """Which dead letters an operation applies to; unset fields do not filter."""
-
-    metric: str | None = None
-    error_class: str | None = None
-    since: datetime | None = None
-    """Created at or after."""
-    until: datetime | None = None
-    """Created before."""
-    limit: int | None = None
-    """At most this many, oldest first."""
-
-    @property
-    def selects_all(self) -> bool:
-        """True when no field narrows the selection (a limit alone does not count)."""
-        return (self.metric is None and self.error_class is None and self.since is None
-                and self.until is None)
-
-    def conditions(self) -> list[ColumnElement[bool]]:
-        """The WHERE conditions on ``dead_letters``."""
-        d = dead_letters.c
-        found: list[ColumnElement[bool]] = []
-        if self.metric is not None:
-            found.append(d.metric == self.metric)
-        if self.error_class is not None:
-            found.append(d.error_class == self.error_class)
-        if self.since is not None:
-            found.append(d.created_at >= to_utc(self.since))
-        if self.until is not None:
-            found.append(d.created_at < to_utc(self.until))
-        return found
-
-
-@dataclass(frozen=True)
-class StoredDeadLetter:
-    """A dead letter with its row id."""
-
-    id: int
-    letter: DeadLetter
 
 
 @dataclass
@@ -111,26 +78,6 @@ def replay_jobs(letter: DeadLetter) -> list[Job]:
         history = None  # the payload's own history still tells most of the story
     return [replace(job, attempt=1, history=job.history if history is None else history)
             for job in jobs]
-
-
-def iter_dead_letters(store: SqlStore, selection: DeadLetterFilter) -> Iterator[StoredDeadLetter]:
-    """Stream the selected dead letters, oldest first."""
-    d = dead_letters.c
-    query = select(dead_letters).where(*selection.conditions()).order_by(d.id)
-    if selection.limit is not None:
-        query = query.limit(selection.limit)
-    with store.connect() as conn:
-        for row in conn.execution_options(yield_per=1000).execute(query).mappings():
-            yield _stored(row)
-
-
-def count_dead_letters(store: SqlStore, selection: DeadLetterFilter) -> int:
-    """How many dead letters the selection holds (its limit applied)."""
-    query = select(dead_letters.c.id).where(*selection.conditions())
-    if selection.limit is not None:
-        query = query.limit(selection.limit)
-    with store.connect() as conn:
-        return int(conn.execute(select(func.count()).select_from(query.subquery())).scalar_one())
 
 
 def replay_dead_letters(
@@ -173,14 +120,11 @@ def _replay_batch(
     take: int, publish: Callable[[Sequence[Job]], None], dry_run: bool,
 ) -> list[int]:
     """One transaction: lock a batch, publish its jobs, delete it. Returns the ids seen."""
-    d = dead_letters.c
-    query = (select(dead_letters).where(*selection.conditions(), d.id > after_id)
-             .order_by(d.id).limit(take).with_for_update(skip_locked=True))
-    with store.begin() as conn:
-        rows = [_stored(row) for row in conn.execute(query).mappings()]
-        done: list[int] = []
-        jobs: list[Job] = []
-        skipped: list[tuple[int, str]] = []
+    done: list[int] = []
+    jobs: list[Job] = []
+    skipped: list[tuple[int, str]] = []
+
+    def publish_batch(rows: list[StoredDeadLetter]) -> list[int]:
         for stored in rows:
             try:
                 jobs.extend(replay_jobs(stored.letter))
@@ -188,41 +132,18 @@ def _replay_batch(
                 skipped.append((stored.id, str(exc)))
                 continue
             done.append(stored.id)
-        if jobs and not dry_run:
-            publish(jobs)
-            conn.execute(delete(dead_letters).where(d.id.in_(done)))
+        if not jobs or dry_run:
+            return []
+        publish(jobs)
+        return done
+
+    rows = replay_batch(store, selection, after_id=after_id, take=take, handle=publish_batch)
     # Counted only once the transaction is committed.
     report.letters += len(done)
     report.skipped.extend(skipped)
     for job in jobs:
         report.jobs[job.metric] = report.jobs.get(job.metric, 0) + 1
     return [stored.id for stored in rows]
-
-
-def purge_dead_letters(
-    store: SqlStore, selection: DeadLetterFilter, *, dry_run: bool = False,
-    batch_rows: int = PURGE_BATCH_ROWS,
-) -> int:
-    """Delete the selected dead letters, ``batch_rows`` per transaction.
-
-    Returns:
-        How many were deleted (in a dry run: would be).
-    """
-    if dry_run:
-        return count_dead_letters(store, selection)
-    d = dead_letters.c
-    deleted, remaining = 0, selection.limit
-    while remaining is None or remaining > 0:
-        take = batch_rows if remaining is None else min(batch_rows, remaining)
-        batch = (select(d.id).where(*selection.conditions()).order_by(d.id).limit(take)
-                 .scalar_subquery())
-        with store.begin() as conn:
-            count = conn.execute(delete(dead_letters).where(d.id.in_(batch))).rowcount
-        deleted += count
-        remaining = None if remaining is None else remaining - count
-        if count < take:
-            break
-    return deleted
 
 
 def dead_letter_json(stored: StoredDeadLetter) -> dict[str, Any]:
@@ -234,7 +155,3 @@ def dead_letter_json(stored: StoredDeadLetter) -> dict[str, Any]:
         "created_at": letter.created_at.isoformat().replace("+00:00", "Z"),
         "history": letter.history, "payload": letter.payload,
     }
-
-
-def _stored(row: RowMapping) -> StoredDeadLetter:
-    return StoredDeadLetter(row["id"], dead_letter_from_row(row))

@@ -432,7 +432,7 @@ reviewers = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
-# --- Datasets (evalfleet/store/dataset.py): samples saved from production, versioned.
+# --- Datasets (evalfleet/store/queries/datasets.py): samples saved from production, versioned.
 # An item is a copy of one verdict as judged (the sample, the judge's scores and reasoning,
 # people's labels) made once per dataset, so purging verdicts or their samples leaves it
 # whole; it names its verdict by key digest, never by ``verdicts.id``. A version lists

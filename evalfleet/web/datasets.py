@@ -23,7 +23,7 @@ from starlette.routing import Route
 from evalfleet.alerts.rule import RuleSet
 from evalfleet.core.errors import InvalidDataset
 from evalfleet.dataset.selection import MAX_ALERT_SAMPLES, alert_samples, rule_segment
-from evalfleet.store.dataset import Datasets, DatasetVersion, check_name
+from evalfleet.store.queries.datasets import Datasets, DatasetVersion, check_name
 from evalfleet.web.review import ReviewPages
 
 #: Samples saved when the form does not say.
@@ -101,7 +101,7 @@ class SavingPages(ReviewPages):
     def _save(self, rule: Any, segment: Any, *, name: str, worst: int,
               reviewer: str) -> DatasetVersion | None:
         store = self._datasets.store
-        found = alert_samples(store.engine, rule, segment, worst=worst)
+        found = alert_samples(store, rule, segment, worst=worst)
         if not found.found:
             raise InvalidDataset("no scored samples in this segment's window", field="segment")
         items = self._datasets.of_verdicts(found.found)

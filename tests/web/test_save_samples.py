@@ -15,7 +15,7 @@ from evalfleet.alerts import open_alert_engine
 from evalfleet.cli.ui import build_ui_app
 from evalfleet.core.settings import Settings
 from evalfleet.store import open_store
-from evalfleet.store.dataset import Datasets
+from evalfleet.store.queries.datasets import Datasets
 from evalfleet.store.review import ReviewQueue
 from tests.evalfleet.alerts import stream
 from tests.evalfleet.alerts.conftest import write_rules

@@ -11,7 +11,7 @@ from evalfleet.cli import main
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore
-from evalfleet.store.dataset import Datasets, Selection
+from evalfleet.store.queries.datasets import Datasets, Selection
 from evalfleet.store.review import LabelValue, ReviewQueue
 from tests.evalfleet.store.test_dataset import NOW, record
 from tests.helpers import WorkerProcess

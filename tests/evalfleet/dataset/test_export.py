@@ -24,7 +24,7 @@ from evalfleet.dataset import (
     session_chat_records,
 )
 from evalfleet.dataset.export import item_sample
-from evalfleet.store.dataset import DatasetItem
+from evalfleet.store.queries.datasets import DatasetItem
 from workers.verdicts import Verdict, parse_verdict
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

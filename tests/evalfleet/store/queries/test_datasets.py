@@ -12,8 +12,8 @@ from evalfleet.core.errors import InvalidDataset
 from evalfleet.ops.purger import Purger
 from evalfleet.ops.retention import RetentionPolicy
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord
-from evalfleet.store.dataset import Datasets, Selection
 from evalfleet.store.evidence import purge_samples
+from evalfleet.store.queries.datasets import Datasets, Selection
 from evalfleet.store.review import LabelValue, ReviewQueue
 from evalfleet.store.schema import dataset_items, dataset_members, verdict_samples, verdicts
 
