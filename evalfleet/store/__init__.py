@@ -1,4 +1,7 @@
-"""Verdict persistence: the store contract, its Postgres and SQLite implementations."""
+"""Verdict persistence: the store contract, its Postgres and SQLite implementations.
+
+What one feature asks of the store beyond the contract is in ``evalfleet.store.queries``.
+"""
 
 from __future__ import annotations
 

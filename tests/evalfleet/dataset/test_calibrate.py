@@ -13,7 +13,7 @@ from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore
 from evalfleet.store.queries.datasets import Datasets, Selection
 from evalfleet.store.review import LabelValue, ReviewQueue
-from tests.evalfleet.store.test_dataset import NOW, record
+from tests.evalfleet.store.queries.test_datasets import NOW, record
 from tests.helpers import WorkerProcess
 
 

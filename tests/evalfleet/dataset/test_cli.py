@@ -17,7 +17,7 @@ from evalfleet.dataset import csv_row_to_json
 from evalfleet.store import open_store
 from evalfleet.store.review import LabelValue, ReviewQueue
 from tests.evalfleet.dataset.test_export import check_openai_chat_line
-from tests.evalfleet.store.test_dataset import HOSTILE, NOW, record
+from tests.evalfleet.store.queries.test_datasets import HOSTILE, NOW, record
 
 
 def dataset(url: str, *args: str, rules: Path | None = None, **env: str) -> Result:
