@@ -175,3 +175,37 @@ def test_purge_applies_the_retention_settings(settings: Settings, store: SqlStor
     out = run(settings, "purge", **env).output
     assert "rag_qa  2                 2" in out
     assert [r.raw_output is not None for r in store.iter_verdicts()] == [False, False, True]
+
+
+def test_status_names_the_endpoint_each_cascade_tier_is_asked_on(
+        settings: Settings, store: SqlStore, tmp_path: Path) -> None:
+    from evalfleet.core.endpoint import JudgeEndpoint
+    from testkit.metrics import cascade_metrics
+
+    metrics_dir = cascade_metrics(tmp_path / "metrics", (
+        "  cascade:\n    - {check: {check: matches, pattern: 'x'}, name: answered, on_fail: 0}\n"
+        "    - {model: small, endpoint: local}\n    - {model: mid, endpoint: spare}\n"
+        "    - {model: large}\n"))
+    named = Settings.model_validate({
+        **settings.model_dump(), "metrics_dir": metrics_dir,
+        "openai_base_url": "http://judge.example:8000/v1",
+        "judge_endpoints": {"local": JudgeEndpoint(base_url="http://bob:pw@10.0.0.5:8080/v1")}})
+    result = run(named, "status", "--metric", "bbh_match", "--sample", "0", "--json")
+    assert result.exit_code == 0, result.output
+    (queue,) = json.loads(result.output)["queues"]
+    assert queue["judge_model"] == "large"
+    # The check tier (1) runs in the worker; the password never shows.
+    assert queue["judge_endpoints"] == [
+        {"tier": 2, "model": "small", "endpoint": "local", "url": "http://10.0.0.5:8080/v1",
+         "defined": True},
+        {"tier": 3, "model": "mid", "endpoint": "spare", "url": None, "defined": False},
+        {"tier": 4, "model": "large", "endpoint": None, "url": "http://judge.example:8000/v1",
+         "defined": True}]
+    table = run(named, "status", "--metric", "bbh_match", "--sample", "0").output
+    assert ("eval.bbh_match: cascade tier 2 small on endpoint local (http://10.0.0.5:8080/v1); "
+            "tier 3 mid on endpoint spare (not defined in EVALFLEET_JUDGE_ENDPOINTS: workers "
+            "refuse to start); tier 4 large on the fleet's judge (http://judge.example:8000/v1)"
+            ) in table
+    assert "pw" not in result.output + table
+    plain = run(settings, "status", "--metric", "rag_qa", "--sample", "0", "--json").output
+    assert json.loads(plain)["queues"][0]["judge_endpoints"] == []

@@ -85,6 +85,9 @@ class Tier:
     """The scores a failed check settles; None: a failure settles nothing."""
     on_pass: dict[str, float | None] | None = None
     """The scores a passed check settles; None: a pass settles nothing."""
+    batch: bool = False
+    """Asked through the Batch API (``mode: batch``): the job waits in the spool for the
+    tier's batch line, and the collector reads its confidence (docs/batch.md)."""
 
     def requests(self, request: JudgeRequest) -> tuple[JudgeRequest, ...]:
         """This tier's calls for a job's rendered request."""
@@ -115,6 +118,8 @@ class TierAnswer:
     """The named endpoint that answered; None: the fleet's judge."""
     check: CheckResult | None = None
     """A check tier's result."""
+    batch: bool = False
+    """Answered by a batch line (priced at the batch share)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +205,8 @@ def _read(answers: Answers, *, number: int, tier: Tier, metric: Metric,
         assert isinstance(result, Verdict)
         confidence = verdict_confidence(logprob_confidences(
             answer.text, answer.logprobs, metric=metric, verdict=result))
-    return TierAnswer(number, tier.model, answer, result, confidence, endpoint=tier.endpoint)
+    return TierAnswer(number, tier.model, answer, result, confidence, endpoint=tier.endpoint,
+                      batch=tier.batch)
 
 
 def _run_check(tier: Tier, *, number: int, metric: Metric, sample: Sample) -> TierAnswer:
@@ -249,7 +255,7 @@ def _agreement(answers: Answers, parsed: list[Verdict | ParseFailure | None], *,
             best, best_confidence = index, confidence
     others = tuple(answer for index, answer in enumerate(answers) if index != best)
     return TierAnswer(number, tier.model, answers[best], parsed[best], best_confidence, others,
-                      tier.endpoint)
+                      tier.endpoint, batch=tier.batch)
 
 
 def _parse(answer: JudgeReply | JudgeError, *, metric: Metric,
@@ -322,7 +328,8 @@ def tiers_for(metric: Metric, stored: StoredThresholds | None, *,
     for index, (spec, threshold) in enumerate(zip(specs, fitted, strict=True)):
         if spec.check is None:
             tiers.append(Tier(spec.label, threshold, spec.top_logprobs, spec.samples,
-                              spec.sample_temperature, spec.endpoint))
+                              spec.sample_temperature, spec.endpoint,
+                              batch=spec.mode == "batch"))
             continue
         prepared = (checks or {}).get(index)
         if prepared is None:
@@ -348,6 +355,10 @@ class CascadeRun:
     def __init__(self, request: JudgeRequest, tiers: Sequence[Tier], *, metric: Metric,
                  sample: Sample, shadow: bool, thresholds_version: int | None) -> None:
         self._flow = cascade_flow(request, tiers, metric=metric, sample=sample, shadow=shadow)
+        self._batch_models = frozenset(tier.model for tier in tiers if tier.batch)
+        self.exchanges: list[tuple[str, JudgeReply | JudgeError]] = []
+        """Every answer given so far, with the model asked, in order (what a job spooled
+        for a batch tier carries)."""
         self.result: CascadeResult | None = None
         """Set once the cascade is over."""
         self.calls: Calls = ()
@@ -366,12 +377,31 @@ class CascadeRun:
             True when the cascade is over (:attr:`result`); False when :attr:`calls`
             are the next tier's.
         """
+        self.exchanges.extend((call.model, answer)
+                              for call, answer in zip(self.calls, answers, strict=True))
         try:
             self.calls = self._flow.send(answers)
         except StopIteration as done:
             self.result = done.value
             return True
         return False
+
+    @property
+    def in_batch(self) -> bool:
+        """The tier asked now is a batch tier (its request goes to the spool)."""
+        return bool(self.calls) and self.result is None and \
+            self.calls[0].model in self._batch_models
+
+    def carried(self, *, without: JudgeReply | None = None) -> tuple[tuple[str, JudgeReply
+                                                                        | JudgeError], ...]:
+        """The answers so far, less one ``without`` (a re-ask carries its first reply
+        on its own)."""
+        found = list(self.exchanges)
+        for index, (_, answer) in enumerate(found):
+            if answer is without:
+                del found[index]
+                break
+        return tuple(found)
 
     def record(self, *, identity: str, prices: Mapping[str, Price]) -> dict[str, Any]:
         """How the verdict was reached, as its ``cascade`` field stores it.
@@ -384,7 +414,8 @@ class CascadeRun:
             ``identity``, ``tier`` (1 for the cheapest), ``model`` and ``confidence`` of
             the kept answer, ``low_confidence``, ``shadow``, ``thresholds_version`` and
             ``tried``: per tier asked, its ``tier``, ``model``, ``endpoint`` (the named
-            endpoint, None for the fleet's judge), ``confidence``, ``scores`` (None
+            endpoint, None for the fleet's judge), ``mode`` (``call``, or ``batch``: a
+            batch line's, priced at the batch share), ``confidence``, ``scores`` (None
             without a verdict), ``error_class`` and ``cost_usd``; a check tier's entry has
             no call (``samples`` 0, ``cost_usd`` 0) and says ``check``: ``passed`` and
             ``reason``.
@@ -404,7 +435,8 @@ def _tried(answer: TierAnswer, *, prices: Mapping[str, Price]) -> dict[str, Any]
         return _checked(answer)
     reply = answer.answer if isinstance(answer.answer, JudgeReply) else None
     costs = [cost_usd(prices.get(answer.model), prompt_tokens=paid.prompt_tokens,
-                      completion_tokens=paid.completion_tokens, cached_tokens=paid.cached_tokens)
+                      completion_tokens=paid.completion_tokens, cached_tokens=paid.cached_tokens,
+                      batch=answer.batch)
              for paid in (answer.answer, *answer.others) if isinstance(paid, JudgeReply)]
     error_class = (None if reply is not None
                    else "judge_rejected" if isinstance(answer.answer, JudgeRejected)
@@ -415,7 +447,7 @@ def _tried(answer: TierAnswer, *, prices: Mapping[str, Price]) -> dict[str, Any]
         error_class = "judge_declared"
     return {
         "tier": answer.tier, "model": answer.model, "endpoint": answer.endpoint,
-        "confidence": answer.confidence,
+        "mode": "batch" if answer.batch else "call", "confidence": answer.confidence,
         "scores": (dict(answer.result.scores) if isinstance(answer.result, Verdict)
                    and not answer.result.judge_failure else None),
         "error_class": error_class, "samples": 1 + len(answer.others),

@@ -167,7 +167,8 @@ class EvaluatorOptions:
 
     def in_batch_mode(self, job: Job, metric: Metric) -> bool:
         """Whether ``job`` is judged through the Batch API (docs/batch.md); never a
-        cascade's, which escalates while the worker waits."""
+        cascade's as a whole: its batch tiers are spooled tier by tier
+        (:meth:`Evaluator._spool_batch_tiers`)."""
         if metric.spec.judge.cascade:
             return False
         return (metric.spec.judge.mode == "batch" or metric.name in self.batch_metrics
@@ -198,6 +199,10 @@ class _Pending(_Claimed):
     """The job's judge cascade, when its metric has one."""
     models: list[str] = field(default_factory=list)
     """The model each of ``replies`` was asked of."""
+    batched: list[bool] = field(default_factory=list)
+    """Whether each of ``replies`` was a batch line's (priced at the batch share)."""
+    kept_batch: bool = False
+    """The kept cascade tier is a batch tier (its re-ask is priced as it)."""
 
     def take(self, answer: JudgeReply | JudgeError) -> None:
         """Record one judge answer and parse it."""
@@ -206,6 +211,7 @@ class _Pending(_Claimed):
             return
         self.replies.append(answer)
         self.models.append(self.request.model)
+        self.batched.append(self.kept_batch)
         self.result = parse_verdict(answer.text, metric=self.metric, sample=self.job.sample,
                                     finish_reason=answer.finish_reason)
 
@@ -220,6 +226,8 @@ class _Pending(_Claimed):
                 if isinstance(reply, JudgeReply):
                     self.replies.append(reply)
                     self.models.append(answer.model)
+                    self.batched.append(answer.batch)
+        self.kept_batch = kept.batch
         if kept.answer is None:  # a check tier settled it: its verdict, no reply
             self.result = kept.result
             return
@@ -411,6 +419,7 @@ class Evaluator:
                 self._conclude(item, batch)
         asking = [(item, calls) for item, calls in asking if calls]
         while asking:
+            asking = self._spool_batch_tiers(asking, batch, owner=save.owner)
             escalated: list[tuple[_Pending, tuple[JudgeRequest, ...]]] = []
             owner = [position for position, (_, calls) in enumerate(asking) for _ in calls]
             got: dict[int, dict[int, JudgeReply | JudgeError]] = {}
@@ -423,6 +432,8 @@ class Evaluator:
                         continue  # the tier's other samples are still out
                     answers = got.pop(owner[index])
                     try:
+                        if self._tier_unanswered(item, answers[index], batch):
+                            continue
                         if not self._take(item, tuple(answers[i] for i in sorted(answers))):
                             assert item.cascade is not None
                             escalated.append((item, item.cascade.calls))
@@ -438,6 +449,45 @@ class Evaluator:
                 self._save(batch, pending, save, final=False)
             asking = escalated
         return reask
+
+    def _spool_batch_tiers(self, asking: list[tuple[_Pending, tuple[JudgeRequest, ...]]],
+                           batch: _Batch, *, owner: str,
+                           ) -> list[tuple[_Pending, tuple[JudgeRequest, ...]]]:
+        """Hand the jobs whose cascade reached a batch tier to batch judging, carrying
+        the tiers' answers so far (their claims pass to the batch), and return the rest;
+        all of them where this side asks batch tiers itself (the collector, from lines).
+
+        Raises:
+            StoreUnavailable: The database cannot be reached (nothing was spooled).
+        """
+        chosen = [(item, calls) for item, calls in asking
+                  if item.cascade is not None and item.cascade.in_batch]
+        if not chosen or not self.batch.spool(
+                [self._tier_request(item) for item, _ in chosen], owner=owner,
+                now=self._clock()):
+            return asking
+        for item, _ in chosen:
+            batch.outcomes[item.index] = Outcome.spooled()
+        return [(item, calls) for item, calls in asking if batch.outcomes[item.index] is None]
+
+    def _tier_unanswered(self, item: _Pending, answer: JudgeReply | JudgeError,
+                         batch: _Batch) -> bool:
+        """Whether batch judging took a cascade's batch-tier request no line answered (a
+        later batch's), with the tiers' answers so far."""
+        if item.cascade is None or not item.cascade.in_batch or \
+                not isinstance(answer, JudgeError):
+            return False
+        outcome = self.batch.unanswered_tier(self._tier_request(item), answer)
+        if outcome is not None:
+            batch.outcomes[item.index] = outcome
+        return outcome is not None
+
+    @staticmethod
+    def _tier_request(item: _Pending) -> BatchRequest:
+        """A cascade's batch-tier request (one call: a batch tier samples once)."""
+        assert item.cascade is not None
+        return BatchRequest(item.key, item.metric, item.job, item.cascade.calls[0],
+                            item.cascade.carried())
 
     @staticmethod
     def _take(item: _Pending, answers: tuple[JudgeReply | JudgeError, ...]) -> bool:
@@ -605,9 +655,11 @@ class Evaluator:
 
     def _unanswered(self, item: _Pending, batch: _Batch) -> bool:
         """Whether batch judging took a re-ask no answer was given for (a later batch's)."""
+        first = item.replies[-1]
+        carried = item.cascade.carried(without=first) if item.cascade is not None else ()
         outcome = self.batch.unanswered(
-            BatchRequest(item.key, item.metric, item.job, item.follow_up()),
-            first=item.replies[-1], asked=len(item.request.messages))
+            BatchRequest(item.key, item.metric, item.job, item.follow_up(), carried),
+            first=first, asked=len(item.request.messages))
         if outcome is not None:
             batch.outcomes[item.index] = outcome
         return outcome is not None
@@ -960,8 +1012,9 @@ class Evaluator:
                             batch=self.batch.judge_mode == "batch")
         costs = [cost_usd(self.options.prices.get(model), prompt_tokens=reply.prompt_tokens,
                           completion_tokens=reply.completion_tokens,
-                          cached_tokens=reply.cached_tokens)
-                 for reply, model in zip(item.replies, item.models, strict=True)]
+                          cached_tokens=reply.cached_tokens, batch=batched)
+                 for reply, model, batched in zip(item.replies, item.models, item.batched,
+                                                  strict=True)]
         known = [cost for cost in costs if cost is not None]
         if not costs:  # settled by a check tier: no call was paid for
             return 0.0

@@ -34,6 +34,12 @@ The verdict, at the alert's own level (one-sided, in the alert's direction):
   way that explains the raw drop (its one-sided bound past zero);
 - ``not confirmed``: neither.
 
+A cascade metric's pools follow its refits as every corrected estimate's do
+(:func:`~evalfleet.review.estimate.cascade_pool_items`): with cross-fitted thresholds
+each random item is re-scored with its fold's thresholds in use, so the pools keep their
+length; without folds a refit is a judge change and each pool starts no earlier than
+the last refit (a period's own labels always count). ``cascade_labels`` says which.
+
 A threshold-only rule is checked the same way: the corrected window mean against the
 threshold. The raw means are the alert's own (firing periods left out of a trailing
 baseline); the pools' labels are all the pool's random items (sample time, no exclusion).
@@ -42,7 +48,7 @@ baseline); the pools' labels are all the pool's random items (sample time, no ex
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -53,7 +59,14 @@ from evalfleet.alerts.rule import CalibrationBaseline, Direction, PinnedBaseline
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.statistic import Summary
 from evalfleet.core.metric import MetricRegistry
-from evalfleet.review.estimate import label_pool, pool_labels
+from evalfleet.review.estimate import (
+    cascade_fit,
+    cascade_pool_items,
+    cascade_refit,
+    label_pool,
+    pool_labels,
+    since_refit,
+)
 from evalfleet.review.estimator import (
     MIN_STRATUM_LABELS,
     Corrected,
@@ -65,6 +78,7 @@ from evalfleet.review.estimator import (
     corrected_mean,
     lacking_labels,
 )
+from evalfleet.store.cascade import StoredThresholds
 from evalfleet.store.estimate import EstimateReads
 
 CONFIRMED = "confirmed"
@@ -91,6 +105,14 @@ class Span:
     def record(self) -> dict[str, Any]:
         return {"segment": str(self.segment), "start": _iso(self.start), "end": _iso(self.end),
                 "labels_from": _iso(self.labels_from)}
+
+    def after_refit(self, fit: StoredThresholds | None) -> Span:
+        """This span with its pool starting no earlier than a refit that is not
+        cross-fitted (a judge change), as every corrected estimate's pool does
+        (:func:`~evalfleet.review.estimate.since_refit`)."""
+        start = label_pool(start=self.start, end=self.end,
+                           label_start=since_refit(fit, label_start=self.labels_from)).start
+        return replace(self, labels_from=start)
 
 
 def spans(rule: Rule, *, segment: Segment, baseline_segment: Segment | None,
@@ -180,25 +202,31 @@ class JudgeCheckSource:
                 spec.metric not in self.registry.names():
             return None
         reads = self.reads.on(conn) if conn is not None else self.reads
+        # A cascade's labels measure the thresholds in use: re-scored when cross-fitted,
+        # else only those since the last refit (as review estimate's).
+        fit = cascade_fit(reads, metric=self.registry.get(spec.metric))
         window, baseline = spans(rule, segment=finding.segment,
                                  baseline_segment=finding.baseline_segment, at=at)
+        window = window.after_refit(fit)
+        baseline = baseline.after_refit(fit) if baseline is not None else None
         if baseline is not None and finding.baseline is not None and finding.baseline.n:
             return self._against_baseline(reads, rule, finding, window, baseline,
-                                          confidence=confidence)
+                                          confidence=confidence, fit=fit)
         if spec.uses_threshold and spec.threshold is not None:
             return self._against_threshold(reads, rule, finding, window,
-                                           confidence=confidence)
+                                           confidence=confidence, fit=fit)
         return None
 
     def _against_baseline(self, reads: EstimateReads, rule: Rule, finding: Finding,
-                          window: Span, baseline: Span, *, confidence: float
-                          ) -> dict[str, Any]:
+                          window: Span, baseline: Span, *, confidence: float,
+                          fit: StoredThresholds | None) -> dict[str, Any]:
         assert finding.baseline is not None
-        found = [self._period(reads, rule, span, summary, other)
+        found = [self._period(reads, rule, span, summary, other, fit=fit)
                  for span, summary, other in ((window, finding.current, baseline),
                                               (baseline, finding.baseline, window))]
-        periods = [period for period, _ in found]
-        record = self._base(rule, confidence, [(window, *found[0]), (baseline, *found[1])])
+        periods = [period for period, *_ in found]
+        record = self._base(rule, confidence, [(window, *found[0]), (baseline, *found[1])],
+                            fit=fit)
         record["raw_change"] = finding.current.mean - finding.baseline.mean
         if record["verdict"] == TOO_FEW_LABELS:
             return record
@@ -216,11 +244,14 @@ class JudgeCheckSource:
         return record
 
     def _against_threshold(self, reads: EstimateReads, rule: Rule, finding: Finding,
-                           window: Span, *, confidence: float) -> dict[str, Any]:
+                           window: Span, *, confidence: float,
+                           fit: StoredThresholds | None) -> dict[str, Any]:
         spec = rule.spec
         assert spec.threshold is not None
-        period, lacking = self._period(reads, rule, window, finding.current, None)
-        record = self._base(rule, confidence, [(window, period, lacking)])
+        period, lacking, not_rescored = self._period(reads, rule, window, finding.current,
+                                                     None, fit=fit)
+        record = self._base(rule, confidence, [(window, period, lacking, not_rescored)],
+                            fit=fit)
         record["threshold"] = spec.threshold
         if record["verdict"] == TOO_FEW_LABELS:
             return record
@@ -233,24 +264,30 @@ class JudgeCheckSource:
         return record
 
     def _base(self, rule: Rule, confidence: float,
-              periods: Sequence[tuple[Span, Period, str | None]]) -> dict[str, Any]:
+              periods: Sequence[tuple[Span, Period, str | None, int]], *,
+              fit: StoredThresholds | None) -> dict[str, Any]:
         minimum = rule.spec.judge_check.min_labels
         record: dict[str, Any] = {
             "verdict": None, "confidence": confidence, "min_labels": minimum,
             "min_stratum_labels": _stratum_minimum(minimum),
-            "assumption": ASSUMPTION, "direction": rule.spec.direction}
-        for name, (span, period, lacking) in zip(("window", "baseline"), periods, strict=False):
+            "assumption": ASSUMPTION, "direction": rule.spec.direction,
+            "cascade_labels": None if fit is None else cascade_refit(
+                fit, start=periods[0][0].start, not_rescored=periods[0][3])}
+        for name, (span, period, lacking, left_out) in zip(("window", "baseline"), periods,
+                                                           strict=False):
             record[name] = {**span.record(), "labels": len(period.labelled),
                             "raw": period.window.mean if period.window.n else None,
-                            "lacking": lacking}
+                            "lacking": lacking, "not_rescored": left_out}
         if any(lacking is not None or period.window.n == 0
-               or period.pool.n < len(period.labelled) for _, period, lacking in periods):
+               or period.pool.n < len(period.labelled) for _, period, lacking, _ in periods):
             record["verdict"] = TOO_FEW_LABELS
         return record
 
     def _period(self, reads: EstimateReads, rule: Rule, span: Span, summary: Summary,
-                other: Span | None) -> tuple[Period, str | None]:
-        """The period's verdicts, pool and labels, and which labels it lacks (None: enough)."""
+                other: Span | None, *, fit: StoredThresholds | None,
+                ) -> tuple[Period, str | None, int]:
+        """The period's verdicts, pool and labels, which labels it lacks (None: enough),
+        and how many labelled items of a cross-fitted cascade could not be re-scored."""
         spec = rule.spec
         metric = self.registry.get(spec.metric)
         filters = _filters(spec.filters)
@@ -264,15 +301,16 @@ class JudgeCheckSource:
                                          segment=segment, filters=filters)
             if sums.n >= own.n:
                 pool = Moments(n=sums.n, total=sums.total, squares=sums.squares)
-        found = pool_labels(reads.pool_items(metric=spec.metric, start=span.labels_from,
-                                                  end=span.end),
-                            metric=metric, score=spec.score, segment=segment, filters=filters)
+        items, not_rescored = cascade_pool_items(reads, metric=metric, fit=fit,
+                                                 start=span.labels_from, end=span.end)
+        found = pool_labels(items, metric=metric, score=spec.score, segment=segment,
+                            filters=filters)
         minimum = spec.judge_check.min_labels
         lacking = lacking_labels(found.strata, min_labels=minimum,
                                  min_stratum_labels=_stratum_minimum(minimum))
         return Period(window=own, pool=pool, labelled=found.items,
                       lam=1.0 if pooled else None,
-                      inside_other_pool=_inside(span, other)), lacking
+                      inside_other_pool=_inside(span, other)), lacking, not_rescored
 
 
 def _stratum_minimum(min_labels: int) -> int:

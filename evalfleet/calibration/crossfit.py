@@ -103,10 +103,29 @@ def kept_scores(tiers: Sequence[TierJudgement | None],
     return None if last is None else last.scores
 
 
+def fold_scores(tiers: Sequence[TierJudgement | None], *, metric: str, sample_id: str,
+                folds: Sequence[Sequence[float | None]]) -> Mapping[str, float | None] | None:
+    """The scores a cross-fitted cascade keeps for a sample: :func:`kept_scores` under
+    the thresholds of the sample's fold (fitted without its label). The one re-scoring
+    the estimates' pools (:func:`rescored_pool`) and the simulations
+    (:func:`rescored_labels`) share.
+
+    Args:
+        tiers: Every tier's judgement of the sample, cheapest first.
+        metric: The metric (the fold hash is per metric).
+        sample_id: The sample.
+        folds: Each fold's thresholds, fold 0 first.
+    """
+    return kept_scores(tiers, folds[fold_of(metric=metric, sample_id=sample_id,
+                                            folds=len(folds))])
+
+
 def rescored_labels(items: Sequence[LabelledItem], *, metric: str, score: str,
                     fit: CrossFit, probabilities: Mapping[str, float]) -> list[EstimatorItem]:
     """The estimator's labelled items for one score, each judged by its fold's thresholds
-    (fitted without its label): the pairs that correct a window judged by ``fit``.
+    (fitted without its label): the pairs that correct a window judged by ``fit``. For
+    simulated items (the bench and the statistical tests); the store's pools go through
+    :func:`rescored_pool`, on the same :func:`fold_scores`.
 
     Args:
         items: Labelled random items with every tier's verdict.
@@ -118,13 +137,11 @@ def rescored_labels(items: Sequence[LabelledItem], *, metric: str, score: str,
     Returns:
         One item per labelled item with that score and a kept verdict.
     """
-    folds = len(fit.folds)
     rescored = []
     for item in items:
         label = item.labels.get(score)
-        thresholds = fit.folds[fold_of(metric=metric, sample_id=item.sample_id,
-                                       folds=folds)].thresholds
-        kept = kept_scores(item.tiers, thresholds)
+        kept = fold_scores(item.tiers, metric=metric, sample_id=item.sample_id,
+                           folds=fit.thresholds)
         judge = None if kept is None else kept.get(score)
         if label is None or judge is None:
             continue
@@ -168,8 +185,8 @@ def rescored_pool(pool: Sequence[PoolItem], *, metric: Metric,
             items.append(item)
             continue
         tiers = tier_judgements(item.cascade, n_tiers=n_tiers)
-        kept = None if tiers is None else kept_scores(tiers, folds[fold_of(
-            metric=metric.name, sample_id=item.sample_id, folds=len(folds))])
+        kept = None if tiers is None else fold_scores(tiers, metric=metric.name,
+                                                      sample_id=item.sample_id, folds=folds)
         not_rescored += kept is None and bool(item.labels)
         items.append(replace(item, judge_scores=dict(kept or {})))
     return RescoredPool(items=items, not_rescored=not_rescored)

@@ -112,6 +112,7 @@ def monitor_options(settings: Settings, *, metrics: tuple[str, ...], window_s: f
     from evalfleet.core.metric import load_registry
     from evalfleet.core.ratelimit import RateLimit
     from evalfleet.ops.monitor import MonitorOptions
+    from evalfleet.ops.status import cascade_endpoints
 
     registry = load_registry(settings.metrics_dir)
     try:
@@ -124,8 +125,12 @@ def monitor_options(settings: Settings, *, metrics: tuple[str, ...], window_s: f
               for metric in chosen}
     limits = {model: RateLimit() if is_check_model(model) else settings.rate_limit_for(model)
               for model in set(models.values())}
+    endpoints = {metric.name: cascade_endpoints(metric, endpoints=settings.judge_endpoints,
+                                                default_url=settings.openai_base_url)
+                 for metric in chosen if metric.spec.judge.cascade}
     return MonitorOptions(metrics=tuple(models), models=models, limits=limits,
-                          window_s=window_s, concurrency=concurrency, drain_s=drain_s)
+                          window_s=window_s, concurrency=concurrency, drain_s=drain_s,
+                          endpoints=endpoints)
 
 
 def _show(fleet: FleetStatus, *, as_json: bool, clear: bool,
@@ -286,6 +291,11 @@ def _notes(queue: QueueStatus) -> list[str]:
                      f"(at most {advice.cap_calls_in_flight:.0f} calls in flight)")
     if not queue.arrival_basis.startswith("completions +"):
         notes.append(f"{queue.queue}: arrivals = {queue.arrival_basis}")
+    if queue.endpoints:
+        from evalfleet.ops.status import endpoint_text
+
+        notes.append(f"{queue.queue}: cascade "
+                     f"{'; '.join(endpoint_text(tier) for tier in queue.endpoints)}")
     return notes
 
 

@@ -305,6 +305,12 @@ class TierSpec(_Model):
     sample_temperature: float = Field(default=1.0, ge=0.0, le=2.0)
     """Sampling temperature of the k samples."""
 
+    mode: Literal["call", "batch"] = "call"
+    """``call``: asked while the worker waits. ``batch``: through the fleet's Batch API
+    at its batch price: the job waits in the spool for the tier's line, and the
+    collector reads its confidence from the line's log-probabilities, then settles the
+    job or asks the next tier (docs/batch.md#cascades-with-a-batch-tier)."""
+
     @property
     def label(self) -> str:
         """What names the tier in its verdicts' record: the model, or ``check:<name>``."""
@@ -320,7 +326,16 @@ class TierSpec(_Model):
         if self.check is None:
             if self.on_fail is not None or self.on_pass is not None or self.name is not None:
                 raise ValueError("'on_fail', 'on_pass' and 'name' belong to a check tier")
+            if self.mode == "batch" and self.samples > 1:
+                raise ValueError("a batch tier's confidence is read from log-probabilities: "
+                                 "'samples' 1 (k samples would be k lines of one job)")
+            if self.mode == "batch" and self.endpoint is not None:
+                raise ValueError("a batch tier goes through the fleet's Batch API "
+                                 "(EVALFLEET_BATCH_BASE_URL, else OPENAI_BASE_URL): no "
+                                 "'endpoint'")
             return self
+        if self.mode == "batch":
+            raise ValueError("a check tier runs in the worker: it has no 'mode: batch'")
         if isinstance(self.check, Team):
             raise ValueError("a cascade's check tier is a built-in check (a team check "
                              "runs in a process pool: make it a kind: check metric)")
@@ -381,7 +396,8 @@ class JudgeOptions(_Model):
         if self.model is not None:
             raise ValueError("give 'model' or 'cascade', not both")
         if self.mode == "batch":
-            raise ValueError("a cascade escalates while the worker waits: mode 'call' only")
+            raise ValueError("a cascade's metric is judged in mode 'call' only: give a "
+                             "tier 'mode: batch' to ask it through the Batch API")
         return self
 
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from evalfleet.broker.probe import QueueProbe, QueueReading
 from evalfleet.core.message import queue_for
 from evalfleet.core.ratelimit import RateLimit
 from evalfleet.ops.activity import count_completed, read_activity
-from evalfleet.ops.status import FleetStatus, build_status
+from evalfleet.ops.status import FleetStatus, TierEndpoint, build_status
 from evalfleet.store.sql import SqlStore
 
 
@@ -38,6 +38,8 @@ class MonitorOptions:
     """Time the drain recommendation clears backlogs in."""
     identity_window_s: float = 86400.0
     """How far back judge identities are read (a change within it is shown)."""
+    endpoints: Mapping[str, tuple[TierEndpoint, ...]] = field(default_factory=dict)
+    """A cascade metric's judge tiers and where each is asked, by metric."""
 
 
 class StatusMonitor:
@@ -74,6 +76,7 @@ class StatusMonitor:
             completed_between=completed, activity=activity, models=options.models,
             limits=options.limits, identities=self.store.judge_identities(
                 since=now - timedelta(seconds=options.identity_window_s)),
+            endpoints=options.endpoints,
         )
 
     def _read_queues(self) -> dict[str, QueueReading]:

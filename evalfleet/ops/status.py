@@ -15,8 +15,11 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from evalfleet.broker.probe import QueueReading
+from evalfleet.core.endpoint import JudgeEndpoint
 from evalfleet.core.message import queue_for
+from evalfleet.core.metric import Metric
 from evalfleet.core.ratelimit import RateLimit
+from evalfleet.core.settings import strip_credentials
 from evalfleet.ops.activity import Activity, JudgeCost
 from evalfleet.ops.capacity import Demand, Recommendation, recommend_fleet
 from evalfleet.store import JudgeIdentity
@@ -33,6 +36,57 @@ class FailureRate:
     """Of the jobs completed in the window."""
     outcome: str
     """``failed`` (a failed verdict) or ``dead_letter``."""
+
+
+@dataclass(frozen=True, slots=True)
+class TierEndpoint:
+    """Where one judge tier of a metric's cascade is asked, as status shows it."""
+
+    tier: int
+    """1 for the cheapest (check tiers count: they run in the worker, no endpoint)."""
+    model: str
+    endpoint: str | None
+    """The named endpoint (``EVALFLEET_JUDGE_ENDPOINTS``); None: the fleet's judge."""
+    url: str | None
+    """Its base URL without credentials; None when the settings give none (a named
+    endpoint they do not define, a worker refuses to start; the fleet's judge with
+    ``OPENAI_BASE_URL`` unset, the OpenAI API)."""
+
+    @property
+    def defined(self) -> bool:
+        """False for a named endpoint the settings do not define."""
+        return self.endpoint is None or self.url is not None
+
+
+def cascade_endpoints(metric: Metric, *, endpoints: Mapping[str, JudgeEndpoint],
+                      default_url: str | None) -> tuple[TierEndpoint, ...]:
+    """Each judge tier of the metric's cascade with the endpoint it is asked on (none
+    for a metric without a cascade: its queue's judge model is the fleet's judge's). Pure.
+
+    Args:
+        metric: The metric.
+        endpoints: The settings' named endpoints.
+        default_url: The fleet's judge's base URL (``OPENAI_BASE_URL``), if set.
+    """
+    found = []
+    for number, tier in enumerate(metric.spec.judge.cascade, start=1):
+        if tier.check is not None:
+            continue
+        named = endpoints.get(tier.endpoint) if tier.endpoint is not None else None
+        url = named.base_url if named is not None else (
+            default_url if tier.endpoint is None else None)
+        found.append(TierEndpoint(tier=number, model=tier.label, endpoint=tier.endpoint,
+                                  url=strip_credentials(url) if url else None))
+    return tuple(found)
+
+
+def endpoint_text(tier: TierEndpoint) -> str:
+    """One tier's endpoint as the status table's note says it."""
+    if tier.endpoint is None:
+        return (f"tier {tier.tier} {tier.model} on the fleet's judge "
+                f"({tier.url or 'OPENAI_BASE_URL unset: the OpenAI API'})")
+    where = tier.url or "not defined in EVALFLEET_JUDGE_ENDPOINTS: workers refuse to start"
+    return f"tier {tier.tier} {tier.model} on endpoint {tier.endpoint} ({where})"
 
 
 @dataclass(frozen=True)
@@ -56,6 +110,8 @@ class QueueStatus:
     lag_max_s: float | None
     judge: JudgeCost | None
     recommendation: Recommendation
+    endpoints: tuple[TierEndpoint, ...] = ()
+    """A cascade's judge tiers and where each is asked; empty without a cascade."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +200,7 @@ def build_status(
     completed_between: Mapping[str, int], activity: Mapping[str, Activity],
     models: Mapping[str, str], limits: Mapping[str, RateLimit],
     identities: Sequence[JudgeIdentity] = (),
+    endpoints: Mapping[str, Sequence[TierEndpoint]] | None = None,
 ) -> FleetStatus:
     """Put readings and activity together, with a worker recommendation per queue.
 
@@ -159,6 +216,8 @@ def build_status(
         models: Judge model per metric.
         limits: Rate limits per judge model.
         identities: What the judge models reported about themselves lately.
+        endpoints: A cascade metric's judge tiers and their endpoints, by metric
+            (:func:`cascade_endpoints`).
 
     Returns:
         The fleet status, metrics in the order of ``readings``.
@@ -186,6 +245,7 @@ def build_status(
             failures=failure_rates(activity[metric], window_s=window_s),
             lag_mean_s=activity[metric].lag_mean_s, lag_max_s=activity[metric].lag_max_s,
             judge=judges[metric], recommendation=advice[metric],
+            endpoints=tuple((endpoints or {}).get(metric, ())),
         )
         for metric, reading in readings.items()
     )
@@ -277,6 +337,9 @@ def _queue_json(queue: QueueStatus) -> dict[str, Any]:
         "calls_in_flight": advice.calls_in_flight,
         "rate_limit_calls_in_flight": advice.cap_calls_in_flight,
         "rate_limited": advice.rate_limited, "recommendation_note": advice.reason,
+        "judge_endpoints": [
+            {"tier": tier.tier, "model": tier.model, "endpoint": tier.endpoint,
+             "url": tier.url, "defined": tier.defined} for tier in queue.endpoints],
     }
 
 

@@ -228,10 +228,9 @@ def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
     Returns:
         The estimate; its status (and ``lacking``) says why a number is missing.
     """
-    fit = _cascade_fit(reads, metric=metric)
-    if fit is not None and not fit.folds:
-        label_start = max(label_start, fit.created_at)  # a refit is a judge change
-    label_start = label_pool(start=start, end=end, label_start=label_start).start
+    fit = cascade_fit(reads, metric=metric)
+    label_start = label_pool(start=start, end=end,
+                             label_start=since_refit(fit, label_start=label_start)).start
     window = _moments(reads.score_sums(metric=metric.name, score=score, start=start, end=end,
                                        segment=segment, filters=filters))
     empty = ScoreEstimate(
@@ -245,14 +244,8 @@ def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
         return replace(empty, raw=raw_mean(window, confidence=confidence), status=CHECK_SCORE)
     pool = _moments(reads.score_sums(metric=metric.name, score=score, start=label_start,
                                      end=end, segment=segment, filters=filters))
-    items = reads.pool_items(metric=metric.name, start=label_start, end=end,
-                             with_cascade=bool(fit and fit.folds))
-    not_rescored = 0
-    if fit is not None and fit.folds:
-        from evalfleet.calibration.crossfit import rescored_pool  # numpy: not in workers
-
-        rescored = rescored_pool(items, metric=metric, folds=fit.folds)
-        items, not_rescored = rescored.items, rescored.not_rescored
+    items, not_rescored = cascade_pool_items(reads, metric=metric, fit=fit,
+                                             start=label_start, end=end)
     found = pool_labels(items, metric=metric, score=score, segment=segment, filters=filters)
     lacking = lacking_labels(found.strata, min_labels=min_labels,
                              min_stratum_labels=min_stratum_labels)
@@ -271,10 +264,42 @@ def estimate_score(reads: EstimateReads, *, metric: Metric, score: str,
             fit, start=start, not_rescored=not_rescored))
 
 
-def _cascade_fit(reads: EstimateReads, *, metric: Metric) -> StoredThresholds | None:
+def cascade_fit(reads: EstimateReads, *, metric: Metric) -> StoredThresholds | None:
+    """The thresholds a cascade metric is judged with now; None for a metric without a
+    cascade, or before its first fit."""
     if not metric.spec.judge.cascade:
         return None
     return reads.cascade_fit(metric=metric.name, identity=metric_cascade_identity(metric))
+
+
+def since_refit(fit: StoredThresholds | None, *, label_start: datetime) -> datetime:
+    """Where a label pool may start under ``fit``: a refit that is not cross-fitted is a
+    judge change, so no earlier than it (:func:`cascade_refit`); else ``label_start``.
+    Pass the result through :func:`label_pool` (a window's own labels always count)."""
+    if fit is not None and not fit.folds:
+        return max(label_start, fit.created_at)
+    return label_start
+
+
+def cascade_pool_items(reads: EstimateReads, *, metric: Metric, fit: StoredThresholds | None,
+                       start: datetime, end: datetime) -> tuple[list[PoolItem], int]:
+    """A label pool's review items, each random one re-scored with its fold's
+    thresholds when ``fit`` is cross-fitted
+    (:func:`evalfleet.calibration.crossfit.rescored_pool`); as stored otherwise. What
+    every corrected number of a cascade metric reads its labels from (the estimates and
+    the alerts' judge check).
+
+    Returns:
+        The items, and how many labelled random items could not be re-scored (left out).
+    """
+    crossed = fit is not None and bool(fit.folds)
+    items = reads.pool_items(metric=metric.name, start=start, end=end, with_cascade=crossed)
+    if fit is None or not crossed:
+        return items, 0
+    from evalfleet.calibration.crossfit import rescored_pool  # numpy: not in workers
+
+    rescored = rescored_pool(items, metric=metric, folds=fit.folds)
+    return rescored.items, rescored.not_rescored
 
 
 def cascade_refit(fit: StoredThresholds, *, start: datetime, not_rescored: int = 0) -> str:

@@ -113,12 +113,14 @@ class BatchSpool:
                  "body_bytes": _line_bytes(e.key, e.body),
                  "spooled_at": now, "not_before": now, "batch": None} for e in entries]
         # A row still there is a job its batch sent back (a failed line) whose collector
-        # has not dropped the row yet: the job's new copy takes it over, out of that batch.
+        # has not dropped the row yet, or a cascade's job going on to its next batch tier
+        # (another model): the job's new copy takes it over, out of that batch.
         spool = self.store.insert(judge_batch_spool)
         upsert = spool.on_conflict_do_update(
             index_elements=[judge_batch_spool.c.key],
             set_={name: spool.excluded[name] for name in
-                  ("job", "body", "body_bytes", "spooled_at", "not_before", "batch")})
+                  ("judge_model", "job", "body", "body_bytes", "spooled_at", "not_before",
+                   "batch")})
         with self.store.begin() as conn:
             conn.execute(upsert, rows)
             conn.execute(update(claims).where(claims.c.key.in_([e.key for e in entries]),

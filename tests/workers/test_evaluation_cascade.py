@@ -184,6 +184,13 @@ def test_a_job_naming_its_model_and_a_settings_override_skip_the_cascade(
     ("  cascade:\n    - {model: a}\n    - {model: a}\n", "names a model twice"),
     ("  model: x\n  cascade:\n    - {model: a}\n    - {model: b}\n", "not both"),
     ("  mode: batch\n  cascade:\n    - {model: a}\n    - {model: b}\n", "mode 'call' only"),
+    ("  cascade:\n    - {model: a, mode: batch, samples: 3}\n    - {model: b}\n",
+     "a batch tier's confidence is read from log-probabilities"),
+    ("  cascade:\n    - {model: a, mode: batch, endpoint: local}\n    - {model: b}\n",
+     "a batch tier goes through the fleet's Batch API"),
+    ("  cascade:\n    - {check: {check: json_valid}, on_fail: 0, mode: batch}\n"
+     "    - {model: b}\n", "a check tier runs in the worker: it has no 'mode: batch'"),
+    ("  cascade:\n    - {model: a, mode: later}\n    - {model: b}\n", "mode"),
     ("  cascade:\n    - {model: a, top_logprobs: 50}\n    - {model: b}\n", "top_logprobs"),
     ("  cascade:\n    - {model: a, samples: 0}\n    - {model: b}\n", "samples"),
 ])

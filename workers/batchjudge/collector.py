@@ -32,7 +32,8 @@ from evalfleet.store import DeadLetter
 from evalfleet.store.batchspool import BATCH_OWNER, BatchRow, BatchSpool, SpoolEntry
 from workers.batchjudge.api import OPEN_STATUSES, BatchApi, error_message
 from workers.batchjudge.mode import CollectingMode
-from workers.batchjudge.provider import CollectedAnswers, first_exchange
+from workers.batchjudge.provider import CollectedAnswers, first_exchange, tier_exchanges
+from workers.batchjudge.tiers import TierRouter
 from workers.evaluation import Evaluator
 from workers.judge.base import JudgeReply
 from workers.judge.fleet import JudgeFleet
@@ -79,7 +80,11 @@ def collecting_evaluator(evaluator: Evaluator, *, endpoint: str,
     spend not counted again (a batch's estimate was counted when it was sent), nothing
     spooled. With ``reask_on_invalid``, an unusable reply is re-asked in a later batch,
     or at once through the worker's synchronous judge with ``reask_sync``; a second
-    unusable reply is stored as a failed verdict.
+    unusable reply is stored as a failed verdict. A cascade's job runs again from its
+    first tier with the worker's thresholds and checks: its carried answers and its batch
+    tier's line answer those tiers, a call tier with no answer is asked of the worker's
+    synchronous judge (:class:`~workers.batchjudge.tiers.TierRouter`), and a later batch
+    tier waits for a later batch.
 
     Returns:
         The evaluator, and the provider to load each batch's answers into.
@@ -93,9 +98,11 @@ def collecting_evaluator(evaluator: Evaluator, *, endpoint: str,
     sync = reask and reask_sync
     mode = CollectingMode(reask_in_batch=reask and not sync,
                           reask_judge=evaluator.judge if sync else None)
-    return Evaluator(registry=evaluator.registry, store=evaluator.store, judge=fleet,
+    return Evaluator(registry=evaluator.registry, store=evaluator.store,
+                     judge=TierRouter(fleet, evaluator.judge, evaluator.registry),
                      options=evaluator.options, telemetry=evaluator.telemetry,
-                     batch=mode), provider
+                     batch=mode, checks=evaluator.checks,
+                     thresholds=evaluator.thresholds), provider
 
 
 class Collector:
@@ -191,7 +198,8 @@ class Collector:
                     continue
                 first = first_exchange(jobs[key], body)
                 runnable.append(_Line(key, job, [(body, answers.get(key, undone)),
-                                                 *([first] if first else [])]))
+                                                 *([first] if first else []),
+                                                 *tier_exchanges(jobs[key], body)]))
             outcomes = [*unreadable, *self._judge(runnable)]
             # Re-asks are spooled and letters stored before the chunk's rows go: killed in
             # between, the next round judges the chunk again and finds the same re-asks.

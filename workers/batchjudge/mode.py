@@ -1,6 +1,8 @@
 """Batch judging's side of the evaluator's port (:mod:`workers.batch_port`): the worker
-spools batch-mode jobs; the collector judges them from batch lines and spools a re-ask no
-line answered for a later batch (or lets the synchronous judge ask it)."""
+spools batch-mode jobs (and cascade jobs reaching a batch tier, with their earlier tiers'
+answers); the collector judges them from batch lines and spools a re-ask, or a later
+batch tier's request, no line answered for a later batch (or lets the synchronous judge
+ask a re-ask)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from evalfleet.core.errors import JudgeError
 from evalfleet.core.message import encode_job
 from evalfleet.store import Claim
 from evalfleet.store.batchspool import BatchSpool, SpoolEntry
 from workers.batch_port import BatchPort, BatchRequest
-from workers.batchjudge.provider import with_first_reply
+from workers.batchjudge.provider import NoBatchLine, with_first_reply, with_tier_answers
 from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.formats import FormatSupport, shaped
 from workers.outcome import Outcome
@@ -45,8 +48,10 @@ class SpoolingMode(_BatchHeld):
 
     def spool(self, requests: Sequence[BatchRequest], *, owner: str, now: datetime) -> bool:
         """See :meth:`BatchPort.spool`."""
-        self.batch_spool.put([SpoolEntry(item.key.digest(), item.key.judge_model, item.metric.name,
-                                         encode_job(item.job), self._line(item.request))
+        # A batch file holds one model: the line's (a cascade tier's, not its identity).
+        self.batch_spool.put([SpoolEntry(item.key.digest(), item.request.model, item.metric.name,
+                                         with_tier_answers(encode_job(item.job), item.carried),
+                                         self._line(item.request))
                               for item in requests], owner=owner, now=now)
         return True
 
@@ -81,6 +86,19 @@ class CollectingMode(_BatchHeld):
         batch is collected)."""
         if not self.reask_in_batch:
             return None
-        job = with_first_reply(encode_job(reask.job), first, asked=asked)
-        return Outcome.spooled(SpoolEntry(reask.key.digest(), reask.key.judge_model,
+        job = with_tier_answers(with_first_reply(encode_job(reask.job), first, asked=asked),
+                                reask.carried)
+        return Outcome.spooled(SpoolEntry(reask.key.digest(), reask.request.model,
                                           reask.metric.name, job, reask.request.payload()))
+
+    def unanswered_tier(self, request: BatchRequest,
+                        answer: JudgeError) -> Outcome | None:
+        """See :meth:`BatchPort.unanswered_tier`: a cascade reaching a batch tier no line
+        of this batch answers (it was not yet asked) waits for a later batch, its claim
+        still held, carrying the tiers' answers so far."""
+        if not isinstance(answer, NoBatchLine):
+            return None
+        job = with_tier_answers(encode_job(request.job), request.carried)
+        line = replace(request.request, prompt_cache_key=None).payload()
+        return Outcome.spooled(SpoolEntry(request.key.digest(), request.request.model,
+                                          request.metric.name, job, line))

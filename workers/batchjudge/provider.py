@@ -11,6 +11,11 @@ A re-ask waiting for a later batch is spooled with its first reply (:data:`REASK
 in the spooled job): the collector serves that reply again to the first request, and
 the later batch's line to the re-ask, so the evaluator runs the job as a synchronous
 worker would, re-asking at most once.
+
+A cascade's job spooled for a batch tier carries the answers its earlier tiers gave
+(:data:`TIERS_FIELD`): the collector serves them again to those tiers' requests, so the
+evaluator runs the cascade from its first tier as the worker did, reads the batch tier's
+confidence from its line, and settles the job or escalates it (docs/batch.md).
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evalfleet.core.errors import JudgeDeferred, JudgeError
+from evalfleet.core.errors import JudgeDeferred, JudgeError, JudgeRejected, JudgeUnavailable
+from workers.batch_port import Exchange
 from workers.judge.base import JudgeReply, JudgeRequest
 from workers.judge.formats import mode_of
+from workers.judge.logprobs import TokenLogprob, read_logprobs
 from workers.judge.provider import JudgeProvider, ProviderCapabilities
 from workers.judge.status import refuses_response_format
 
@@ -32,6 +39,13 @@ NO_LINE = "no batch line answers this request"
 
 #: The key of a spooled job that carries a re-ask's first reply.
 REASK_FIELD = "batch_reask"
+
+#: The key of a spooled cascade job that carries its earlier tiers' answers.
+TIERS_FIELD = "batch_tiers"
+
+#: The lowest log-probability carried (JSON has no -Infinity; e**-10000 is 0 all the same).
+_LOWEST_LOGPROB = -10_000.0
+
 
 
 class NoBatchLine(JudgeDeferred):
@@ -70,6 +84,72 @@ def first_exchange(job: Mapping[str, Any], body: Mapping[str, Any],
     except TypeError:
         return None
     return {**body, "messages": body["messages"][:asked]}, reply
+
+
+def with_tier_answers(job: Mapping[str, Any],
+                      exchanges: Sequence[Exchange]) -> dict[str, Any]:
+    """A spooled cascade job that carries its earlier tiers' answers (none: as it is).
+
+    Args:
+        job: The job as encoded (``encode_job``).
+        exchanges: Each earlier tier's call and answer, in the order they were asked.
+    """
+    if not exchanges:
+        return dict(job)
+    return {**job, TIERS_FIELD: [_exchange(model, answer) for model, answer in exchanges]}
+
+
+def _exchange(model: str, answer: JudgeReply | JudgeError) -> dict[str, Any]:
+    if isinstance(answer, JudgeError):  # a failed tier escalated: its failure is kept
+        return {"model": model, "error": str(answer),
+                "rejected": isinstance(answer, JudgeRejected)}
+    fields = {**dataclasses.asdict(answer), "logprobs": None}
+    if answer.logprobs is not None:
+        fields["logprobs"] = {"content": [_position(token) for token in answer.logprobs]}
+    return {"model": model, "reply": fields}
+
+
+def _position(token: TokenLogprob) -> dict[str, Any]:
+    """A token's log-probabilities as a chat completion writes them."""
+    return {"token": token.token, "logprob": max(token.logprob, _LOWEST_LOGPROB),
+            "top_logprobs": [{"token": text, "logprob": max(value, _LOWEST_LOGPROB)}
+                             for text, value in token.alternatives]}
+
+
+def tier_exchanges(job: Mapping[str, Any], body: Mapping[str, Any],
+                   ) -> list[tuple[dict[str, Any], JudgeReply | JudgeError]]:
+    """The earlier tiers' requests and answers a spooled cascade job carries, for a job
+    whose line's request is ``body`` (their messages are its first request's: a re-ask's
+    line carries more). An entry that cannot be read is left out: its tier's request then
+    finds no answer, as a tier never asked."""
+    carried = job.get(TIERS_FIELD)
+    messages = body.get("messages")
+    if not isinstance(carried, list) or not isinstance(messages, list):
+        return []
+    reask = job.get(REASK_FIELD)
+    asked = reask.get("asked") if isinstance(reask, dict) else None
+    first = messages[:asked] if isinstance(asked, int) else messages
+    found: list[tuple[dict[str, Any], JudgeReply | JudgeError]] = []
+    for entry in carried:
+        answer = _answer(entry) if isinstance(entry, dict) else None
+        if answer is not None:
+            found.append(({**body, "model": entry["model"], "messages": first}, answer))
+    return found
+
+
+def _answer(entry: dict[str, Any]) -> JudgeReply | JudgeError | None:
+    if not isinstance(entry.get("model"), str):
+        return None
+    if isinstance(entry.get("error"), str):
+        error = str(entry["error"])
+        return JudgeRejected(error) if entry.get("rejected") is True else JudgeUnavailable(error)
+    fields = entry.get("reply")
+    if not isinstance(fields, dict):
+        return None
+    try:
+        return JudgeReply(**{**fields, "logprobs": read_logprobs(fields.get("logprobs"))})
+    except TypeError:
+        return None
 
 
 def request_fingerprint(body: Mapping[str, Any]) -> str:
