@@ -16,7 +16,6 @@ and every publish waits for the broker's confirm.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -24,14 +23,8 @@ from celery import Celery
 
 from evalfleet.broker import serializer
 from evalfleet.broker.errors import BROKER_ERRORS
-from evalfleet.broker.queues import (
-    broker_countdown_s,
-    broker_transport_options,
-    declare_queues,
-    eval_queue,
-    is_amqp,
-    is_redis,
-)
+from evalfleet.broker.publish import QueueDeclarations
+from evalfleet.broker.queues import broker_countdown_s, broker_transport_options, is_amqp, is_redis
 from evalfleet.core.errors import BrokerUnavailable
 from evalfleet.core.message import EVALUATE_TASK, Job, encode_batch, encode_job, queue_for
 from evalfleet.core.settings import Settings
@@ -71,16 +64,9 @@ class Enqueuer:
         )
         self._batch_size = batch_size or settings.producer_batch_size or DEFAULT_BATCH_SIZE
         self._jobs_per_message = settings.batch_size
-        self._settings = settings
         self._broker_url = settings.resolved_broker_url()
-        self._prepared: set[str] = set()
-        # Celery sends a direct queue's messages through the anonymous exchange, so on
-        # Redis a job reaches its list by name whether or not the queue was declared:
-        # declaring it again with every message only rewrote kombu's binding set, a fifth
-        # of Celery's cost per message. RabbitMQ keeps Celery's declaration (cached per
-        # connection), which recreates a queue deleted while the producer runs.
-        self._declare: list[Any] | None = [] if is_redis(settings) else None
-        self._prepare_lock = threading.Lock()
+        self._queues = QueueDeclarations(self._app, settings)
+        self._declare = self._queues.declare
 
     def send(self, job: Job, *, delay_s: float = 0.0) -> None:
         """Publish one job.
@@ -132,23 +118,8 @@ class Enqueuer:
             raise BrokerUnavailable(f"cannot publish to the broker: {exc}") from exc
 
     def _prepare(self, metrics: Iterable[str]) -> None:
-        """Declare the queues of ``metrics`` as the workers do, once per queue.
-
-        On RabbitMQ a queue declared with other arguments than the workers' is an
-        error, and a delayed job needs the delay exchanges, so both come from
-        :mod:`evalfleet.broker.queues`; elsewhere this only registers the queue by name.
-        """
-        names = {queue_for(metric) for metric in metrics} - self._prepared
-        if not names:
-            return
-        with self._prepare_lock:
-            queues = [eval_queue(self._settings, name) for name in sorted(names - self._prepared)]
-            if is_amqp(self._settings) and queues:
-                with self._app.connection_for_write() as connection:
-                    declare_queues(connection, queues)
-            for queue in queues:
-                self._app.amqp.queues.add(queue)
-                self._prepared.add(queue.name)
+        """Declare the queues of ``metrics`` as the workers do, once per queue."""
+        self._queues.prepare(metrics)
 
     def ping(self) -> None:
         """Check that the broker answers.

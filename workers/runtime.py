@@ -24,11 +24,12 @@ from evalfleet.store.cascade import ThresholdBook
 from workers.batchjudge.mode import SpoolingMode
 from workers.cascade import ThresholdCache
 from workers.evaluation import Evaluator, EvaluatorOptions
-from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeProvider, OpenAIJudge, Pacing
+from workers.judge import JudgeFleet, JudgeProvider, Pacing
 from workers.judge.cache_key import CacheKeySupport, RedisCacheKeySupport
 from workers.judge.fleet import Endpoint
 from workers.judge.formats import FormatSupport, RedisFormatSupport
 from workers.judge.gate import LEASE_MARGIN_S, InFlightCap
+from workers.judge.registry import ProviderConfig, judge_client
 from workers.limiter import LocalRateLimiter, RateLimiter, RedisRateLimiter
 from workers.limiter.redis import MAX_CONNECTIONS as LIMITER_MAX_CONNECTIONS
 from workers.limiter.slots import LocalSlots, RedisSlots, Slots
@@ -113,21 +114,40 @@ def task_slots(settings: Settings, *, concurrency: int) -> int:
 
 def build_provider(settings: Settings, *, concurrency: int,
                    endpoint: JudgeEndpoint | None = None) -> JudgeProvider:
-    """The judge provider the settings ask for (the lean HTTP one, or the openai client),
-    for the fleet's judge or for a named ``endpoint``."""
+    """The judge provider ``EVALFLEET_JUDGE_CLIENT`` names (:mod:`workers.judge.registry`),
+    for the fleet's judge or for a named ``endpoint``.
+
+    Raises:
+        UnknownProvider: The registry knows no provider of that name.
+    """
     if endpoint is None:
         base_url = settings.openai_base_url
         api_key = (settings.openai_api_key.get_secret_value() if settings.openai_api_key
                    else None)
     else:
         base_url, api_key = endpoint.base_url, endpoint.api_key()
-    if settings.judge_client == "openai":
-        return OpenAIJudge(base_url=base_url, api_key=api_key,
-                           timeout_s=settings.judge_timeout_s, max_connections=concurrency,
-                           max_reply_bytes=settings.judge_max_reply_bytes)
-    return AsyncHttpJudge(base_url=base_url, api_key=api_key,
-                          timeout_s=settings.judge_timeout_s, max_connections=concurrency,
-                          max_reply_bytes=settings.judge_max_reply_bytes)
+    return judge_client(settings.judge_client)(ProviderConfig(
+        base_url=base_url, api_key=api_key, timeout_s=settings.judge_timeout_s,
+        max_connections=concurrency, max_reply_bytes=settings.judge_max_reply_bytes))
+
+
+def build_probe_fleet(settings: Settings, *, formats: FormatSupport | None = None,
+                      cache_keys: CacheKeySupport | None = None) -> JudgeFleet:
+    """A fleet of one call at a time around the settings' judge and each named endpoint,
+    for probes (``evalfleet judge check``, readiness): the worker's providers, URLs and
+    credentials, with what it learns kept in this process (no rate budget: a probe is a
+    handful of calls).
+
+    Args:
+        settings: The settings.
+        formats: What its step-down learns (a fresh one from the configured mode).
+        cache_keys: What its ``prompt_cache_key`` drop learns (a fresh one).
+    """
+    endpoints = {name: Endpoint(build_provider(settings, concurrency=1, endpoint=named))
+                 for name, named in settings.judge_endpoints.items()}
+    return JudgeFleet(build_provider(settings, concurrency=1), concurrency=1,
+                      formats=formats or FormatSupport(settings.judge_response_format),
+                      cache_keys=cache_keys, endpoints=endpoints)
 
 
 def build_judge(settings: Settings, *, concurrency: int, telemetry: Telemetry | None = None,

@@ -53,18 +53,20 @@ def cancel(state: CliState) -> None:
 def drain(state: CliState, timeout_s: float, interval_s: float) -> None:
     """Send every spooled job now (without waiting for a full batch) and collect until no
     batch-mode job is left, as the beat's rounds do (it takes their lock)."""
+    from evalfleet.broker.publish import QueuePublisher
     from evalfleet.store.batchspool import BatchSpool
-    from producers.enqueuer import Enqueuer
+    from workers.app import create_app
     from workers.batchjudge.rounds import BatchRounds
     from workers.runtime import LazyRuntime
 
     settings = state.settings.model_copy(update={"batch_max_wait_s": 0.0})
     require_schema(settings)
     runtime = LazyRuntime(settings, concurrency=1)
-    enqueuer = Enqueuer(settings)
+    app = create_app(settings, concurrency=1)  # publishes as the beat does; consumes nothing
+    requeue = QueuePublisher(app, settings)
     rounds = BatchRounds(settings, runtime=runtime.get,
-                         publish=lambda job, countdown_s: enqueuer.send(job,
-                                                                        delay_s=countdown_s))
+                         publish=lambda job, countdown_s: requeue.publish([job],
+                                                                          countdown_s=countdown_s))
     deadline = time.monotonic() + timeout_s
     try:
         while True:
@@ -79,4 +81,4 @@ def drain(state: CliState, timeout_s: float, interval_s: float) -> None:
                                            "in batches")
             time.sleep(interval_s)
     finally:
-        enqueuer.close()
+        app.close()

@@ -34,6 +34,7 @@ def beat(state: CliState, loglevel: str) -> None:
         register_partition_beat,
     )
     from evalfleet.alerts.telemetry import default_alert_telemetry
+    from evalfleet.broker.publish import QueuePublisher
     from evalfleet.broker.queues import is_redis
     from evalfleet.calibration.canary import CanaryFeeder
     from evalfleet.core.message import queue_for
@@ -60,10 +61,12 @@ def beat(state: CliState, loglevel: str) -> None:
         enqueuer = Enqueuer(settings)  # the process's own, for its lifetime
         register_canary_beat(app, settings,
                              feed=CanaryFeeder(settings, send=enqueuer.send_many).feed)
-    batch_enqueuer = Enqueuer(settings)  # sends collected jobs back to their queues
+    # Collected jobs go back to their queues from this app, declared as workers declare
+    # them (quorum queues on RabbitMQ): no producer in the beat.
+    requeue = QueuePublisher(app, settings)
     register_batch_beat(app, settings, queue=ALERT_QUEUE, rounds=BatchRounds(
         settings, runtime=LazyRuntime(settings, concurrency=1).get,
-        publish=lambda job, countdown_s: batch_enqueuer.send(job, delay_s=countdown_s)))
+        publish=lambda job, countdown_s: requeue.publish([job], countdown_s=countdown_s)))
     default_alert_telemetry()
     gauge_store = open_existing_store(settings.resolved_database_url(), pool_size=1)
     if isinstance(gauge_store, SqlStore):

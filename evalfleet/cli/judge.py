@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from typing import TYPE_CHECKING
@@ -29,45 +28,36 @@ def judge() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_state
 def check(state: CliState, metric_names: tuple[str, ...], as_json: bool) -> None:
-    """Probe the judge: reachable and authenticated, the models listed, each response
-    format tried with a tiny request, and one real prompt of each metric rendered, sent and
-    parsed, with latency, tokens and cached tokens. Exit status 2, one line per problem,
+    """Probe the judge through the fleet's layers: reachable and authenticated, the models
+    listed, a tiny request stepped down to a response format the judge accepts, and one
+    real prompt of each metric rendered, sent and parsed, with latency, tokens and cached
+    tokens. Exit status 2, one line per problem,
     when the judge will not work as configured. Each probe is a real call (a paid API
     bills it)."""
     from evalfleet.core.metric import load_registry
     from workers.judge.check import CheckReport, Probe, check_endpoint, check_judge
-    from workers.runtime import build_provider
+    from workers.runtime import build_probe_fleet
 
     settings = state.settings
     registry = load_registry(settings.metrics_dir)
     metrics = [registry.get(name) for name in metric_names] if metric_names else list(registry)
     model_for = {metric.name: settings.judge_model_for(
         metric.name, metric_default=metric.spec.judge.main_model) for metric in metrics}
-    provider = build_provider(settings, concurrency=4)
     named = _tier_endpoints(metrics)
-
-    async def run() -> CheckReport:
-        try:
-            report = await check_judge(provider, model=settings.judge_model, metrics=metrics,
-                                       model_for=model_for)
-        finally:
-            await provider.aclose()
+    fleet = build_probe_fleet(settings)
+    try:
+        report: CheckReport = check_judge(fleet, model=settings.judge_model, metrics=metrics,
+                                          model_for=model_for)
         for name, models in sorted(named.items()):
-            endpoint = settings.judge_endpoints.get(name)
-            if endpoint is None:  # the worker refuses to start on it too
+            if name not in fleet.endpoints:  # the worker refuses to start on it too
                 report.probes.append(Probe(
                     f"models (endpoint {name})", False, "not defined",
                     problem=f"endpoint {name}, named by a cascade tier, is not defined in "
                             "EVALFLEET_JUDGE_ENDPOINTS"))
                 continue
-            tier_provider = build_provider(settings, concurrency=4, endpoint=endpoint)
-            try:
-                await check_endpoint(tier_provider, report, name=name, wanted=sorted(models))
-            finally:
-                await tier_provider.aclose()
-        return report
-
-    report = asyncio.run(run())
+            check_endpoint(fleet, report, name=name, wanted=sorted(models))
+    finally:
+        fleet.close()
     if as_json:
         click.echo(json.dumps(report.as_json(), indent=2))
     else:

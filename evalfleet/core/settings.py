@@ -227,10 +227,12 @@ class JudgeSettings(BaseModel):
     "gpt-4.1", "share": 0.1}}`` (JSON in the environment): producers enqueue those samples
     a second time for it; ``evalfleet calibrate --compare`` reports the agreement."""
 
-    judge_client: Literal["http", "openai"] = "http"
-    """``http``: the lean aiohttp client, many calls in flight per process (default);
-    ``openai``: the ``openai`` package's async client (its own behaviour: provider plugins,
-    auth refresh), on the same loop, at about 3 ms of CPU per call against 0.2 ms."""
+    judge_client: str = "http"
+    """The judge provider, by its name in ``workers/judge/registry.py`` (another name stops
+    the worker at start, naming the known ones): ``http``, the lean aiohttp client, many
+    calls in flight per process (default); ``openai``, the ``openai`` package's async
+    client (its own behaviour: provider plugins, auth refresh), on the same loop, at about
+    3 ms of CPU per call against 0.2 ms."""
 
     judge_rpm: float | None = Field(default=None, gt=0)
     """Requests per minute the whole fleet may send to the judge, per model (unset: no
@@ -325,8 +327,10 @@ class JudgeSettings(BaseModel):
     """After a batch failed without running (the enqueued-token limit), how long its
     jobs wait before the next batch takes them; no attempt is counted."""
 
-    batch_flavor: Literal["openai", "azure", "together", "groq"] = "openai"
-    """Whose Batch API ``evalfleet beat`` speaks (docs/batch.md): ``azure`` sends the
+    batch_flavor: str = "openai"
+    """Whose Batch API ``evalfleet beat`` speaks, by its dialect's name in
+    ``workers/judge/registry.py`` (another name stops the beat at start; docs/batch.md):
+    ``openai`` (the default); ``azure`` sends the
     ``api-version`` query and the ``api-key`` header, and names the endpoint
     ``/chat/completions``; ``together`` uploads files with the purpose ``batch-api``;
     ``groq`` is OpenAI's shape."""
@@ -401,7 +405,9 @@ class WorkerSettings(BaseModel):
     """Timeout of each readiness check (broker, database, judge)."""
 
     judge_probe_url: str | None = None
-    """URL the judge readiness check GETs; unset means ``{OPENAI_BASE_URL}/models``."""
+    """No longer read (a warning says so at start): the readiness check asks the judge's
+    provider for its model list (``{OPENAI_BASE_URL}/models`` for OpenAI's shape), as
+    ``evalfleet judge check`` does."""
 
     metrics_port: int = Field(default=0, ge=0, le=65535)
     """Port of the Prometheus ``/metrics`` endpoint of workers and the beat; 0 turns it off."""

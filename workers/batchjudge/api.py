@@ -7,12 +7,9 @@ failures (timeouts, refused connections, 5xx) as the judge fleet's does for call
 it is open, calls fail at once unsent, so a Batch API that is down is asked once per
 probe, not by every step of every round.
 
-Providers that follow OpenAI's shape differ in a few places, each a field of
-:class:`BatchDialect` (docs/batch.md names them per provider): Azure OpenAI's endpoint
-is ``/chat/completions`` (in the batch and in each line), its requests carry an
-``api-version`` query and the key in an ``api-key`` header; Together's input files have
-the purpose ``batch-api``, and its batch objects may come wrapped in ``job`` with their
-status in capitals (read here as OpenAI's).
+Providers that follow OpenAI's shape differ in a few places, each a field of the
+:class:`~workers.judge.dialect.BatchDialect` the provider declares (the registry,
+:mod:`workers.judge.registry`, names them); this client speaks whichever it is given.
 """
 
 from __future__ import annotations
@@ -20,49 +17,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 
 from evalfleet.core.errors import JudgeError, JudgeUnavailable
 from workers.breaker import Admission, CircuitBreaker
+from workers.judge.dialect import BatchDialect
 from workers.judge.status import classify_status
-
-#: The one endpoint batches are created for (OpenAI's name for it).
-CHAT_ENDPOINT = "/v1/chat/completions"
-
-#: Providers whose Batch API differs from OpenAI's in a known way (Groq's does not).
-Flavor = Literal["openai", "azure", "together", "groq"]
-
-
-@dataclass(frozen=True)
-class BatchDialect:
-    """Where one provider's Batch API differs from OpenAI's."""
-
-    endpoint: str = CHAT_ENDPOINT
-    """The batch's ``endpoint`` and each line's ``url``."""
-    file_purpose: str = "batch"
-    """The ``purpose`` of an uploaded input file."""
-    query: dict[str, str] = field(default_factory=dict)
-    """Query parameters of every request (Azure's ``api-version``)."""
-    key_header: str | None = None
-    """The header carrying the raw key; None: ``Authorization: Bearer``."""
-
-
-def dialect_of(flavor: Flavor, *, api_version: str) -> BatchDialect:
-    """The dialect of a provider.
-
-    Args:
-        flavor: The provider.
-        api_version: Azure's ``api-version`` (ignored by the others).
-    """
-    if flavor == "azure":
-        return BatchDialect(endpoint="/chat/completions", query={"api-version": api_version},
-                            key_header="api-key")
-    if flavor == "together":
-        return BatchDialect(file_purpose="batch-api")
-    return BatchDialect()
 
 #: Batches listed per page when one is looked for by its metadata.
 LIST_PAGE = 100

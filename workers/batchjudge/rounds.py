@@ -34,9 +34,10 @@ from evalfleet.core.settings import Settings
 from evalfleet.core.spend import SpendLedger
 from evalfleet.core.tokens import CHARS_PER_TOKEN
 from evalfleet.store.batchspool import BatchSpool
-from workers.batchjudge.api import BatchApi, dialect_of
+from workers.batchjudge.api import BatchApi
 from workers.batchjudge.collector import Collector, collecting_evaluator
 from workers.batchjudge.submitter import BatchLimits, Submitter
+from workers.judge.registry import batch_dialect
 from workers.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -60,8 +61,8 @@ def batch_api(settings: Settings) -> BatchApi:
     return BatchApi(settings.batch_base_url or settings.openai_base_url or DEFAULT_BASE_URL,
                     api_key=secret.get_secret_value() if secret else None,
                     timeout_s=max(60.0, settings.judge_timeout_s),
-                    dialect=dialect_of(settings.batch_flavor,
-                                       api_version=settings.batch_api_version))
+                    dialect=batch_dialect(settings.batch_flavor,
+                                          api_version=settings.batch_api_version))
 
 
 def lock_ttl_s(poll_s: float) -> float:
@@ -121,6 +122,8 @@ class BatchRounds:
         self._runtime = runtime
         self._publish = publish
         self._built: tuple[Submitter, Collector] | None = None
+        # A Batch API dialect the registry lacks stops the beat now, not at its first round.
+        batch_dialect(settings.batch_flavor, api_version=settings.batch_api_version)
         self._guard = threading.Lock()
         shared = settings.resolved_shared_redis_url()
         self._redis = redis.Redis.from_url(shared) if shared else None

@@ -2,11 +2,16 @@
 
 Every check returns a :class:`~workers.health.readiness.CheckResult` and never
 raises; reading queue depths raises :class:`~evalfleet.core.errors.BrokerUnavailable`,
-the one place where the broker libraries' exceptions are translated here.
+the one place where the broker libraries' exceptions are translated here. The database
+is asked through the store (:class:`~evalfleet.store.reach.DatabasePing`), the judge
+through the provider contract, on a fleet of its own (:class:`JudgeProbe`): the same
+provider, URL and credentials the worker's calls use, whatever API the provider speaks.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -14,21 +19,19 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-import httpx
 import redis
-import sqlalchemy
 from kombu import Connection
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.pool import NullPool
 
 from evalfleet.broker.errors import BROKER_ERRORS
 from evalfleet.broker.queues import broker_transport_options, is_redis
-from evalfleet.core.errors import BrokerUnavailable
+from evalfleet.core.errors import BrokerUnavailable, JudgeError, StoreUnavailable
 from evalfleet.core.settings import Settings, mask_url
+from evalfleet.store.reach import DatabasePing
 from workers.health.readiness import CheckResult, judge_result
+from workers.judge.fleet import JudgeFleet
+from workers.runtime import build_probe_fleet
 
-#: The judge's base URL when none is configured (the openai client's default).
-DEFAULT_JUDGE_BASE_URL = "https://api.openai.com/v1"
+logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
@@ -139,57 +142,68 @@ class DatabaseProbe:
     """``SELECT 1`` on a fresh connection (none is kept between checks).
 
     Args:
-        url: The SQLAlchemy URL.
+        url: The database URL.
         timeout_s: Connect timeout.
     """
 
     def __init__(self, url: str, *, timeout_s: float) -> None:
-        connect_args: dict[str, Any] = {}
-        if url.startswith("postgresql"):
-            connect_args["connect_timeout"] = max(1, round(timeout_s))
-        self._engine = sqlalchemy.create_engine(url, poolclass=NullPool,
-                                                connect_args=connect_args)
+        self._ping = DatabasePing(url, timeout_s=timeout_s)
 
     def check(self) -> CheckResult:
         """Readiness: the database answers a query."""
         try:
-            with self._engine.connect() as connection:
-                connection.execute(sqlalchemy.text("SELECT 1"))
-        except SQLAlchemyError as exc:
-            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-            return CheckResult.unreachable("database", f"{type(exc).__name__}: {reason}")
+            self._ping.ping()
+        except StoreUnavailable as exc:
+            return CheckResult.unreachable("database", str(exc))
         return CheckResult.passed("database")
 
 
 class JudgeProbe:
-    """``GET {base_url}/models`` (or the configured probe URL) with the API key.
+    """Asks the judge, and each named endpoint, for its model list through the provider
+    contract (:meth:`JudgeFleet.list_models`).
 
     Args:
-        url: The URL to GET.
-        api_key: Sent as a bearer token, when set.
-        timeout_s: Timeout of the request.
+        fleet: The providers to ask (its own: no call of the worker's waits behind it).
+        timeout_s: Longest wait for one list.
     """
 
-    def __init__(self, url: str, *, api_key: str | None, timeout_s: float) -> None:
-        self._url = url
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    def __init__(self, fleet: JudgeFleet, *, timeout_s: float) -> None:
+        self.fleet = fleet
         self._timeout_s = timeout_s
 
     def check(self) -> CheckResult:
         """Readiness: the judge answers, and accepts the key."""
+        return self._ask(None, name="judge")
+
+    def check_endpoint(self, endpoint: str) -> CheckResult:
+        """The same for a named endpoint: not required (its tiers' jobs escalate)."""
+        return self._ask(endpoint, name=f"judge endpoint {endpoint}").optional()
+
+    def checks(self) -> list[tuple[str, Callable[[], CheckResult]]]:
+        """``(name, check)`` of the judge and of each named endpoint."""
+        named = [(f"judge endpoint {name}", functools.partial(self.check_endpoint, name))
+                 for name in sorted(self.fleet.endpoints)]
+        return [("judge", self.check), *named]
+
+    def _ask(self, endpoint: str | None, *, name: str) -> CheckResult:
         try:
-            response = httpx.get(self._url, headers=self._headers, timeout=self._timeout_s)
-        except httpx.HTTPError as exc:
-            return judge_result(status_code=None, error=f"{type(exc).__name__}: {exc}")
-        return judge_result(status_code=response.status_code)
+            self.fleet.list_models(endpoint, timeout_s=self._timeout_s)
+        except JudgeError as exc:
+            return judge_result(exc, name=name)
+        return judge_result(None, name=name)
+
+    def close(self) -> None:
+        """Release the providers' connections."""
+        self.fleet.close()
 
 
 def judge_probe(settings: Settings) -> JudgeProbe:
-    """The judge probe for the settings."""
-    base_url = (settings.openai_base_url or DEFAULT_JUDGE_BASE_URL).rstrip("/")
-    api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-    return JudgeProbe(settings.judge_probe_url or f"{base_url}/models", api_key=api_key,
-                      timeout_s=settings.readiness_timeout_s)
+    """The judge probe for the settings: the judge and every named endpoint, each on the
+    provider ``EVALFLEET_JUDGE_CLIENT`` names."""
+    if settings.judge_probe_url:
+        logger.warning("EVALFLEET_JUDGE_PROBE_URL is no longer read: readiness asks the "
+                       "judge's provider for its model list")
+    return JudgeProbe(build_probe_fleet(settings), timeout_s=settings.readiness_timeout_s)
 
 
 def run_checks(checks: Sequence[tuple[str, Callable[[], CheckResult]]], *,

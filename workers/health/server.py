@@ -3,8 +3,10 @@
 ``GET /livez``: 200 when live, 503 when work waits and the worker does nothing
 about it (see :mod:`workers.health.liveness`). ``GET /readyz``: 200 when the
 broker, the database and the judge answer and the worker is not shutting down,
-else 503. Both answer JSON with the reason. Kubernetes probes them with
-``httpGet``; ``evalfleet worker-health`` is the same for exec probes.
+else 503; a cascade tier's named endpoint that fails is reported, degraded, without
+making the worker not ready (:mod:`workers.health.readiness`). Both answer JSON with
+the reason. Kubernetes probes them with ``httpGet``; ``evalfleet worker-health`` is
+the same for exec probes.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class WorkerHealth:
         judge = judge_probe(settings)
         return cls(activity=activity, queues=queues, broker=broker,
                    checks=[("broker", broker.check), ("database", database.check),
-                           ("judge", judge.check)],
+                           *judge.checks()],
                    stall_s=settings.liveness_stall_s,
                    timeout_s=settings.readiness_timeout_s + 1.0, clock=clock)
 

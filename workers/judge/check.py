@@ -1,32 +1,31 @@
 """``evalfleet judge check``: probe the configured judge the way the fleet will use it.
 
-Through the provider contract, in order: the model list (reachable, authenticated, the
-model served); each response-format mode with a tiny request (which the endpoint and
-model accept); then one real prompt of each metric (the first sample of its bundled gold
-set), rendered, sent in the strongest accepted mode with its ``prompt_cache_key`` (sent
-again without it when the endpoint refuses it, as the fleet does), and parsed as a worker
-would, with its latency, token usage and cached tokens. Every probe that shows the judge
-will not work is a problem, in one line.
+Through the fleet (:class:`~workers.judge.fleet.JudgeFleet`) around the worker's
+provider, in order: the model list (reachable, authenticated, the model served); one
+tiny request in the configured response format, which the fleet's step-down lowers as
+far as the endpoint and model need (each refused mode is a probe); then one real prompt
+of each metric (the first sample of its bundled gold set), rendered and sent in the
+mode the step-down reached with its ``prompt_cache_key`` (which the fleet's drop layer
+sends again without it when the endpoint refuses it), and parsed as a worker would,
+with its latency, token usage and cached tokens. Every probe that shows the judge will
+not work is a problem, in one line. Nothing here speaks HTTP or re-implements a layer:
+what the check reports is what the fleet's layers did.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from evalfleet.calibration.gold import bundled_gold, load_gold
 from evalfleet.core.errors import JudgeError, JudgeRejected
 from evalfleet.core.metric import Metric
 from workers.judge.base import JudgeReply, JudgeRequest, prompt_cache_key
-from workers.judge.formats import mode_of
-from workers.judge.provider import JudgeProvider
-from workers.judge.status import (
-    prompt_too_long,
-    refuses_prompt_cache_key,
-    refuses_response_format,
-)
+from workers.judge.fleet import JudgeFleet
+from workers.judge.formats import mode_of, shaped
+from workers.judge.status import prompt_too_long
 from workers.renderer import render_messages
 from workers.verdicts import ParseFailure, parse_verdict, response_format_for
 from workers.verdicts.schema import MODES, ResponseFormat
@@ -35,8 +34,8 @@ from workers.verdicts.schema import MODES, ResponseFormat
 _TINY_SCHEMA = {"type": "object", "properties": {"score": {"type": "number"}},
                 "required": ["score"], "additionalProperties": False}
 
-#: The response-format arguments probed, strongest first (text: none).
-_FORMAT_PROBES: dict[ResponseFormat, dict[str, Any] | None] = {
+#: The tiny request's argument in each mode (text: none).
+_FORMATS: dict[ResponseFormat, dict[str, Any] | None] = {
     "json_schema": {"type": "json_schema", "json_schema": {
         "name": "probe", "strict": True, "schema": _TINY_SCHEMA}},
     "json_object_schema": {"type": "json_object", "schema": _TINY_SCHEMA},
@@ -80,53 +79,57 @@ class CheckReport:
                 "probes": [asdict(probe) for probe in self.probes], "problems": self.problems}
 
 
-async def check_judge(provider: JudgeProvider, *, model: str, metrics: Sequence[Metric],
-                      model_for: dict[str, str]) -> CheckReport:
-    """Probe ``provider`` for ``model`` and each metric's judge model.
+def check_judge(fleet: JudgeFleet, *, model: str, metrics: Sequence[Metric],
+                model_for: dict[str, str], timeout_s: float = 60.0) -> CheckReport:
+    """Probe the judge of ``fleet`` for ``model`` and each metric's judge model.
 
     Args:
-        provider: The configured judge provider.
+        fleet: The worker's provider in the fleet's layers
+            (:func:`workers.runtime.build_probe_fleet`): its step-down and its
+            ``prompt_cache_key`` drop are what this check reports on.
         model: The default judge model.
         metrics: The metrics to send one real prompt of.
         model_for: Each metric's judge model.
+        timeout_s: Longest wait for the model list.
 
     Returns:
         The report; its ``problems`` say whether the judge will work.
     """
-    report = CheckReport(endpoint=provider.endpoint, model=model)
-    listed = await _models(provider, report, wanted=sorted({model, *model_for.values()}))
+    report = CheckReport(endpoint=fleet.endpoint, model=model)
+    listed = _models(fleet, report, wanted=sorted({model, *model_for.values()}),
+                     timeout_s=timeout_s)
     if listed is None:  # unreachable or refused: nothing else can work
         return report
-    accepted = await _formats(provider, report, model=model)
+    _formats(fleet, report, model=model)
     for metric in metrics:
-        report.probes.append(await _metric(provider, metric, model=model_for[metric.name],
-                                           mode=accepted))
+        report.probes.append(_metric(fleet, metric, model=model_for[metric.name]))
     return report
 
 
-async def check_endpoint(provider: JudgeProvider, report: CheckReport, *, name: str,
-                         wanted: Sequence[str]) -> None:
+def check_endpoint(fleet: JudgeFleet, report: CheckReport, *, name: str,
+                   wanted: Sequence[str], timeout_s: float = 60.0) -> None:
     """Probe a named endpoint a cascade tier is asked on (``EVALFLEET_JUDGE_ENDPOINTS``):
     reachable, authenticated, and listing the models its tiers ask for. Its probe and
     any problem name the endpoint, so the failing one of several is plain.
 
     Args:
-        provider: A provider for that endpoint.
+        fleet: A fleet that has the endpoint among its named ones.
         report: The report to add the probe to.
         name: The endpoint's name.
         wanted: The models its tiers ask for.
+        timeout_s: Longest wait for the model list.
     """
-    await _models(provider, report, wanted=sorted(set(wanted)), where=f"endpoint {name}")
+    _models(fleet, report, wanted=sorted(set(wanted)), where=name, timeout_s=timeout_s)
 
 
-async def _models(provider: JudgeProvider, report: CheckReport, *,
-                  wanted: list[str], where: str | None = None) -> list[str] | None:
-    what = "models" if where is None else f"models ({where})"
-    who = f"the judge at {provider.endpoint}" if where is None else \
-        f"{where} at {provider.endpoint}"
+def _models(fleet: JudgeFleet, report: CheckReport, *, wanted: list[str],
+            timeout_s: float, where: str | None = None) -> list[str] | None:
+    what = "models" if where is None else f"models (endpoint {where})"
+    url = fleet.endpoint if where is None else fleet.endpoints[where][0].provider.endpoint
+    who = f"the judge at {url}" if where is None else f"endpoint {where} at {url}"
     started = time.perf_counter()
     try:
-        listed = await provider.list_models()
+        listed = fleet.list_models(where, timeout_s=timeout_s)
     except JudgeError as exc:
         reason = ("refuses access" if isinstance(exc, JudgeRejected) and exc.is_access_problem
                   else "cannot be used")
@@ -146,34 +149,30 @@ async def _models(provider: JudgeProvider, report: CheckReport, *,
     return listed
 
 
-async def _formats(provider: JudgeProvider, report: CheckReport, *,
-                   model: str) -> ResponseFormat:
-    """Probe each mode; returns the strongest accepted (``text`` when none is)."""
-    accepted: list[ResponseFormat] = []
-    for mode, response_format in _FORMAT_PROBES.items():
-        request = JudgeRequest(
-            messages=[{"role": "user", "content": 'Reply with the JSON object {"score": 1}.'}],
-            model=model, temperature=0.0, max_tokens=16, response_format=response_format)
-        answer, latency_ms = await _send(provider, request)
-        if isinstance(answer, JudgeReply):
-            accepted.append(mode)
-            report.probes.append(Probe(f"format {mode}", True, "accepted", latency_ms=latency_ms,
-                                       prompt_tokens=answer.prompt_tokens,
-                                       completion_tokens=answer.completion_tokens,
-                                       cached_tokens=answer.cached_tokens))
-        elif refuses_response_format(answer):
-            report.probes.append(Probe(f"format {mode}", False,
-                                       f"refused (stepped down): {_line(answer)}",
-                                       latency_ms=latency_ms))
-        else:
-            report.probes.append(Probe(f"format {mode}", False, _line(answer),
-                                       latency_ms=latency_ms,
-                                       problem=f"format {mode}: {_line(answer)}"))
-    return max(accepted, key=MODES.index, default="text")
+def _formats(fleet: JudgeFleet, report: CheckReport, *, model: str) -> None:
+    """One tiny request in the configured mode: each mode the fleet's step-down lowered
+    from is a probe (refused), the one it answered in another (accepted)."""
+    asked = fleet.formats.mode_for(model)
+    request = JudgeRequest(
+        messages=[{"role": "user", "content": 'Reply with the JSON object {"score": 1}.'}],
+        model=model, temperature=0.0, max_tokens=16, response_format=_FORMATS[asked])
+    answer, latency_ms = _send(fleet, request)
+    reached = fleet.formats.mode_for(model)
+    for mode in MODES[MODES.index(asked):MODES.index(reached):-1]:
+        report.probes.append(Probe(f"format {mode}", False,
+                                   f"refused (stepped down): the fleet sends {reached}"))
+    if isinstance(answer, JudgeReply):
+        report.probes.append(Probe(f"format {reached}", True, "accepted", latency_ms=latency_ms,
+                                   prompt_tokens=answer.prompt_tokens,
+                                   completion_tokens=answer.completion_tokens,
+                                   cached_tokens=answer.cached_tokens))
+    else:
+        report.probes.append(Probe(f"format {reached}", False, _line(answer),
+                                   latency_ms=latency_ms,
+                                   problem=f"format {reached}: {_line(answer)}"))
 
 
-async def _metric(provider: JudgeProvider, metric: Metric, *, model: str,
-                  mode: ResponseFormat) -> Probe:
+def _metric(fleet: JudgeFleet, metric: Metric, *, model: str) -> Probe:
     try:
         items, _ = load_gold(bundled_gold(metric.name), metric=metric)
     except FileNotFoundError:
@@ -181,14 +180,13 @@ async def _metric(provider: JudgeProvider, metric: Metric, *, model: str,
     options = metric.spec.judge
     request = JudgeRequest(messages=render_messages(metric, items[0].sample), model=model,
                            temperature=options.temperature, max_tokens=options.max_tokens,
-                           response_format=response_format_for(metric, supported=mode),
+                           response_format=response_format_for(metric, supported="json_schema"),
                            metric=metric.name,
                            prompt_cache_key=prompt_cache_key(metric.name, metric.version))
-    answer, latency_ms = await _send(provider, request)
-    cache_key = ""
-    if refuses_prompt_cache_key(answer):
-        cache_key = "; prompt_cache_key refused, not sent"
-        answer, latency_ms = await _send(provider, replace(request, prompt_cache_key=None))
+    keyed = fleet.cache_keys.accepts(model)
+    answer, latency_ms = _send(fleet, request)
+    cache_key = ("; prompt_cache_key refused, not sent"
+                 if keyed and not fleet.cache_keys.accepts(model) else "")
     what = f"metric {metric.name}"
     if isinstance(answer, JudgeError):
         reason = ("the prompt is longer than the judge's context" if prompt_too_long(answer)
@@ -197,7 +195,7 @@ async def _metric(provider: JudgeProvider, metric: Metric, *, model: str,
                      problem=f"{metric.name} ({model}): {reason}")
     result = parse_verdict(answer.text, metric=metric, sample=items[0].sample,
                            finish_reason=answer.finish_reason)
-    sent = mode_of(request.response_format)
+    sent = mode_of(shaped(request.response_format, fleet.formats.mode_for(model)))
     ok = not isinstance(result, ParseFailure)
     reason = (f"verdict parsed ({sent}){cache_key}" if not isinstance(result, ParseFailure)
               else f"no usable verdict in {sent} ({result.error_class}: "
@@ -207,13 +205,9 @@ async def _metric(provider: JudgeProvider, metric: Metric, *, model: str,
                  completion_tokens=answer.completion_tokens, cached_tokens=answer.cached_tokens)
 
 
-async def _send(provider: JudgeProvider,
-                request: JudgeRequest) -> tuple[JudgeReply | JudgeError, int]:
+def _send(fleet: JudgeFleet, request: JudgeRequest) -> tuple[JudgeReply | JudgeError, int]:
     started = time.perf_counter()
-    try:
-        answer: JudgeReply | JudgeError = await provider.generate(request)
-    except JudgeError as exc:
-        answer = exc
+    (answer,) = fleet.complete_many([request])
     return answer, _ms(started)
 
 

@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from evalfleet.core.errors import JudgeError, JudgeRejected, WorkerShuttingDown
+from evalfleet.core.errors import JudgeError, JudgeRejected, JudgeUnavailable, WorkerShuttingDown
 from workers.breaker import CircuitBreaker
 from workers.judge.base import Answered, JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.cache_key import CacheKeySupport
@@ -146,9 +146,11 @@ class JudgeFleet(JudgeClient):
         self.deadline = deadline or ShutdownDeadline()
         self.formats = formats or FormatSupport("json_schema")
         """What the step-down learnt (a batch fleet shares its worker fleet's)."""
+        self.cache_keys = cache_keys or CacheKeySupport()
+        """What the ``prompt_cache_key`` drop learnt."""
         shared = Concurrency(concurrency)  # the process's, whichever server a call goes to
         self.layers: tuple[Layer, ...] = _layers(
-            Endpoint(provider, pacing, breaker, self.formats, cap, cache_keys),
+            Endpoint(provider, pacing, breaker, self.formats, cap, self.cache_keys),
             concurrency=shared, on_step_down=on_step_down)
         self._send = _chain(self.layers, provider)
         self.endpoints: dict[str, tuple[Endpoint, tuple[Layer, ...]]] = {}
@@ -246,6 +248,44 @@ class JudgeFleet(JudgeClient):
         if send is None:  # the worker checks tiers' endpoints at start: a caller's slip
             return JudgeRejected(f"no judge endpoint named {request.endpoint!r}")
         return await send(request)
+
+    def list_models(self, endpoint: str | None = None, *, timeout_s: float) -> list[str] | None:
+        """The models a judge endpoint lists (its provider's
+        :meth:`~workers.judge.provider.JudgeProvider.list_models`), asked on the fleet's
+        loop from any thread: what ``evalfleet judge check`` and the readiness probe ask.
+        No per-call concern applies: the list is no judge call.
+
+        Args:
+            endpoint: A named endpoint; None: the fleet's own provider.
+            timeout_s: Longest wait for the answer.
+
+        Returns:
+            Their names, or None when the provider cannot list them.
+
+        Raises:
+            JudgeUnavailable: No answer within ``timeout_s``, or the endpoint cannot be
+                reached.
+            JudgeRejected: It refuses the request (auth), or no endpoint has that name.
+        """
+        if endpoint is None:
+            provider = self.provider
+        elif endpoint in self.endpoints:
+            provider = self.endpoints[endpoint][0].provider
+        else:
+            raise JudgeRejected(f"no judge endpoint named {endpoint!r}")
+
+        async def ask() -> list[str] | None:
+            return await asyncio.wait_for(provider.list_models(), timeout_s)
+
+        try:
+            # The outer bound holds should the loop be gone (a closed fleet).
+            return asyncio.run_coroutine_threadsafe(ask(), self._loop).result(
+                timeout_s + CLOSE_TIMEOUT_S
+            )
+        except TimeoutError:
+            raise JudgeUnavailable(
+                f"no model list from {provider.endpoint} within {timeout_s:g} s"
+            ) from None
 
     def close(self) -> None:
         """See :meth:`JudgeClient.close`: every provider's and layer's connections."""

@@ -26,7 +26,7 @@ from evalfleet.store.batchspool import BATCH_OWNER, HELD_UNTIL, BatchSpool
 from evalfleet.store.schema import claims, judge_batch_spool
 from tests.helpers import evaluator_options, poison
 from tests.test_fleet import cli
-from workers.batchjudge.api import BatchApi, Flavor, batch_object, dialect_of
+from workers.batchjudge.api import BatchApi, batch_object
 from workers.batchjudge.collector import (
     Collector,
     CollectReport,
@@ -40,6 +40,7 @@ from workers.evaluation import INTERNAL_ERROR, Evaluator
 from workers.judge import AsyncHttpJudge, JudgeClient, JudgeFleet
 from workers.judge.base import JudgeReply
 from workers.judge.formats import FormatSupport
+from workers.judge.registry import batch_dialect
 from workers.shutdown import ShutdownDeadline
 
 PRICES = {"judge-sim": (1.0, 2.0)}
@@ -578,12 +579,12 @@ def test_a_request_over_the_file_limit_alone_is_dead_lettered_naming_job_and_lim
 
 @pytest.mark.parametrize("flavor", ["azure", "together", "groq"])
 def test_each_provider_flavor_is_served_through_its_paths_and_purpose(
-        flavor: Flavor, store: SqlStore, worker: Evaluator, sim: RunningSim) -> None:
+        flavor: str, store: SqlStore, worker: Evaluator, sim: RunningSim) -> None:
     sim.configure(batch_turnaround_s=0.05, batch_flavor="openai" if flavor == "groq" else flavor)
     root = sim.base_url.removesuffix("/v1")
     base_url = f"{root}/openai" if flavor == "azure" else sim.base_url
     flavored = BatchApi(base_url, api_key="k", timeout_s=10,
-                        dialect=dialect_of(flavor, api_version="2024-10-21"))
+                        dialect=batch_dialect(flavor, api_version="2024-10-21"))
     try:
         if flavor != "groq":  # the simulator refuses OpenAI's own shape as this provider
             with pytest.raises(JudgeError):

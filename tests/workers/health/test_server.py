@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
+from evalfleet.core.endpoint import JudgeEndpoint
 from evalfleet.core.message import new_job
 from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
+from evalfleet.judgesim import RunningSim
 from producers.enqueuer import Enqueuer
 from tests.brokers import EVERY_BROKER
 from tests.helpers import WorkerProcess, wait_until
@@ -112,10 +114,51 @@ def test_readyz_names_the_dependency_that_does_not_answer(settings: Settings) ->
     finally:
         server.shutdown()
         server.server_close()
-    assert status == 503 and body["reason"].startswith("judge: ConnectError")
+    assert status == 503 and body["reason"].startswith("judge: cannot reach the judge")
     assert body["checks"]["broker"]["ok"] and body["checks"]["database"]["ok"]
-    assert body["checks"]["judge"] == {"ok": False, "reachable": False,
-                                       "detail": body["reason"].removeprefix("judge: ")}
+    assert body["checks"]["judge"] == {
+        "ok": False,
+        "reachable": False,
+        "required": True,
+        "detail": body["reason"].removeprefix("judge: "),
+    }
+
+
+def test_a_named_endpoint_that_is_down_degrades_a_ready_worker(
+    settings: Settings, sim: RunningSim
+) -> None:
+    """A cascade tier's endpoint down: its jobs escalate, so the worker stays ready and
+    says which endpoint fails; one that answers is reported passed."""
+    named = settings.model_copy(
+        update={
+            "readiness_timeout_s": 1,
+            "judge_endpoints": {
+                "local": JudgeEndpoint(base_url=sim.base_url),
+                "backup": JudgeEndpoint(base_url="http://127.0.0.1:1/v1"),
+            },
+        }
+    )
+    port = free_port()
+    server = serve_health(
+        WorkerHealth.from_settings(named, activity=WorkerActivity(), queues=["eval.rag_qa"]),
+        port=port,
+        host="127.0.0.1",
+    )
+    try:
+        status, body = get(port, "/readyz")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert status == 200 and body["ready"], body
+    assert body["reason"].startswith("degraded (ready): judge endpoint backup: cannot reach")
+    assert body["checks"]["judge endpoint local"] == {
+        "ok": True,
+        "reachable": True,
+        "required": False,
+        "detail": "models listed",
+    }
+    backup = body["checks"]["judge endpoint backup"]
+    assert (backup["ok"], backup["reachable"], backup["required"]) == (False, False, False)
 
 
 @EVERY_BROKER
