@@ -52,19 +52,19 @@ from evalfleet.alerts.detector import Finding
 from evalfleet.alerts.rule import CalibrationBaseline, Direction, PinnedBaseline, Rule
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.statistic import Summary
-from evalfleet.core.metric import MetricRegistry
-from evalfleet.review.estimate import label_pool, pool_labels
-from evalfleet.review.estimator import (
+from evalfleet.core.estimator import (
     MIN_STRATUM_LABELS,
     Corrected,
     Interval,
-    Moments,
     Period,
     bias_difference,
     corrected_difference,
     corrected_mean,
     lacking_labels,
 )
+from evalfleet.core.labelpool import label_pool, pool_labels
+from evalfleet.core.metric import MetricRegistry
+from evalfleet.core.sums import RunningSums
 from evalfleet.store.estimate import EstimateReads
 
 CONFIRMED = "confirmed"
@@ -255,7 +255,7 @@ class JudgeCheckSource:
         metric = self.registry.get(spec.metric)
         filters = _filters(spec.filters)
         segment = span.segment.as_dict()
-        own = Moments(n=summary.n, total=summary.total, squares=summary.total_sq)
+        own = RunningSums(n=summary.n, total=summary.total, total_sq=summary.total_sq)
         pooled = span.labels_from < span.start
         pool = own
         if pooled:
@@ -263,7 +263,7 @@ class JudgeCheckSource:
                                          start=span.labels_from, end=span.end,
                                          segment=segment, filters=filters)
             if sums.n >= own.n:
-                pool = Moments(n=sums.n, total=sums.total, squares=sums.squares)
+                pool = RunningSums(n=sums.n, total=sums.total, total_sq=sums.total_sq)
         found = pool_labels(reads.pool_items(metric=spec.metric, start=span.labels_from,
                                                   end=span.end),
                             metric=metric, score=spec.score, segment=segment, filters=filters)

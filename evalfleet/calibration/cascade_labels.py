@@ -25,10 +25,10 @@ from typing import Any
 
 from evalfleet.calibration.cascade import LabelledItem, TierJudgement
 from evalfleet.calibration.cascade_status import CostedItem
-from evalfleet.calibration.gold import score_scales
+from evalfleet.core.labels import combine_labels, normaliser
 from evalfleet.core.metric import Metric
 from evalfleet.core.review import salted_fraction
-from evalfleet.review.label import combine_labels, normaliser
+from evalfleet.core.scales import score_scales
 from evalfleet.store.cascade import CascadeLabelItem
 
 #: The purpose the thinning hash is salted with.

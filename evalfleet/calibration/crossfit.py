@@ -1,7 +1,7 @@
 """Cross-fitted cascade thresholds: no label corrects a score it helped to produce.
 
 A cascade's stored score for a sample depends on the thresholds that judged it, and those
-were fitted on people's labels. The corrected estimates (:mod:`evalfleet.review.estimator`)
+were fitted on people's labels. The corrected estimates (:mod:`evalfleet.core.estimator`)
 correct the judge's mean with labels of the same traffic, assuming each labelled item's
 judge score is what the judge would have given it without knowing its label. Two cases:
 
@@ -40,10 +40,10 @@ from evalfleet.calibration.cascade import (
 )
 from evalfleet.calibration.cascade_labels import tier_judgements
 from evalfleet.core.cascade import fold_of, settles
+from evalfleet.core.estimator import LabelledItem as EstimatorItem
+from evalfleet.core.labelpool import PoolItem
 from evalfleet.core.metric import Metric
 from evalfleet.core.review import RANDOM_REASON
-from evalfleet.review.estimator import LabelledItem as EstimatorItem
-from evalfleet.store.estimate import PoolItem
 
 
 @dataclass(frozen=True, slots=True)
