@@ -31,10 +31,12 @@ import time
 from collections.abc import Sequence
 
 from evalfleet.calibration.cascade import Guarantee, LabelledItem, fit_cascade
-from evalfleet.calibration.crossfit import CrossFit, crossfit_cascade, kept_scores, rescored_labels
+from evalfleet.calibration.crossfit import CrossFit, crossfit_cascade, rescored_labels
 from evalfleet.core.cascade import fold_of
-from evalfleet.review.estimator import LabelledItem as EstimatorItem
-from evalfleet.review.estimator import Moments, corrected_mean
+from evalfleet.core.estimator import LabelledItem as EstimatorItem
+from evalfleet.core.estimator import corrected_mean
+from evalfleet.core.rescore import kept_scores
+from evalfleet.core.sums import RunningSums
 from testkit.cascade import TRUE_MEAN, cascade_traffic
 
 KINDS = {"correct": "binary"}
@@ -46,7 +48,7 @@ def _score(item: LabelledItem, thresholds: Sequence[float | None]) -> float:
 
 
 def _interval(scores: list[float], labels: list[EstimatorItem]) -> tuple[bool, float]:
-    window = Moments(len(scores), sum(scores), sum(s * s for s in scores))
+    window = RunningSums(len(scores), sum(scores), sum(s * s for s in scores))
     interval = corrected_mean(window, window, labels, confidence=0.9).interval
     return interval.low <= TRUE_MEAN <= interval.high, interval.high - interval.low
 

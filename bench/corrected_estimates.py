@@ -64,9 +64,10 @@ from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.statistic import Summary
 from evalfleet.cli import main as main_command
 from evalfleet.cli.ui import build_ui_app
+from evalfleet.core.estimator import LabelledItem, corrected_mean, raw_mean
 from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings
-from evalfleet.review.estimator import LabelledItem, Moments, corrected_mean, raw_mean
+from evalfleet.core.sums import RunningSums
 from evalfleet.store import migrate, open_store
 from evalfleet.store.estimate import EstimateReads
 from evalfleet.store.partitions import ensure_partitions
@@ -97,8 +98,9 @@ def probabilities(judge: np.ndarray, *, budget: int, design: str) -> np.ndarray:
     return np.where(low, 4 * base, base)
 
 
-def moments(values: np.ndarray) -> Moments:
-    return Moments(n=len(values), total=float(values.sum()), squares=float((values ** 2).sum()))
+def moments(values: np.ndarray) -> RunningSums:
+    return RunningSums(n=len(values), total=float(values.sum()),
+                       total_sq=float((values ** 2).sum()))
 
 
 def one_run(rng: np.random.Generator, *, n: int, budget: int, design: str
@@ -321,7 +323,7 @@ def _finding(store: Any, rule: Any, *, now: datetime) -> Finding:
         sums = EstimateReads(store).score_sums(metric="rag_qa", score="faithfulness",
                                                start=span.start, end=span.end,
                                                segment=segment.as_dict())
-        summaries.append(Summary(n=sums.n, total=sums.total, total_sq=sums.squares))
+        summaries.append(Summary(n=sums.n, total=sums.total, total_sq=sums.total_sq))
     return Finding(segment=segment, current=summaries[0], baseline=summaries[1],
                    baseline_segment=segment, tests=())
 

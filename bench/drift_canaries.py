@@ -30,8 +30,8 @@ from evalfleet.alerts.detector import DriftBaseline, examine_drift, judge
 from evalfleet.alerts.rule import Rule, load_rules
 from evalfleet.alerts.state import AlertState, Policy, advance
 from evalfleet.alerts.statistic import Summary
-from evalfleet.calibration.gold import bundled_gold, load_gold
 from evalfleet.core.canary import canary_series
+from evalfleet.core.gold import bundled_gold, load_gold
 from evalfleet.core.metric import load_registry
 from evalfleet.core.scales import score_scales
 

@@ -5,7 +5,7 @@ thin; each either holds its stated level or is refused as "not enough labels".
 Simulated at the estimator level (``testkit/coverage_simulation.py``, no store): per row,
 ``--runs`` seeded runs (2,000 by default) of one design, each a fresh window, pool and
 slice, estimated as ``evalfleet review estimate`` does (the minimum of labels in all and
-per stratum, ``evalfleet.review.estimator.lacking_labels``). Printed per row: the median
+per stratum, ``evalfleet.core.estimator.lacking_labels``). Printed per row: the median
 labels and labels of the thinnest stratum, the share of runs refused, the share of the
 others whose 90% interval held the process mean (the estimand) and the window's own mean,
 the median width, and what the rule before (100 labels in all, a normal interval) held.
@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from evalfleet.review.estimator import MIN_LABELS, MIN_STRATUM_LABELS
+from evalfleet.core.estimator import MIN_LABELS, MIN_STRATUM_LABELS
 from testkit.coverage_simulation import Design, Run, simulate
 
 CONFIDENCE = 0.9

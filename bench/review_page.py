@@ -33,9 +33,9 @@ import httpx
 import psycopg
 
 from evalfleet.cli.ui import build_ui_app
+from evalfleet.core.live_agreement import REVIEWERS, live_agreement
 from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings
-from evalfleet.review.agreement import REVIEWERS, live_agreement
 from evalfleet.store import migrate, open_store
 from evalfleet.store.base import VerdictKey, VerdictRecord
 from evalfleet.store.intake import insert_items, item_row

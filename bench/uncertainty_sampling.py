@@ -9,7 +9,7 @@ confident at random) is right on 80% of verdicts whatever its confidence says. T
 review slice draws either uniformly at ``--rate``, or by confidence band: verdicts with
 confidence below 0.75 (half of them) at ``--low-rate``, the rest at the rate that keeps
 the expected labels equal. The corrected mean is the project's estimator
-(``evalfleet/review/estimator.py``: prediction-powered, each label weighted by its
+(``evalfleet/core/estimator.py``: prediction-powered, each label weighted by its
 inclusion probability, the judge's weight tuned), its interval at 90%; widths are
 averaged over ``--runs`` runs. Width shrinks as one over the square root of the labels,
 so uniform sampling needs (width ratio)^2 times the labels for the same width.
@@ -25,7 +25,8 @@ import time
 
 import numpy as np
 
-from evalfleet.review.estimator import LabelledItem, Moments, corrected_mean
+from evalfleet.core.estimator import LabelledItem, corrected_mean
+from evalfleet.core.sums import RunningSums
 
 #: Confidences below this form the over-sampled band.
 BAND = 0.75
@@ -45,7 +46,8 @@ def one_run(rng: np.random.Generator, *, verdicts: int, honest: bool, rate: floa
         high_rate = (rate - low_rate * low.mean()) / (1.0 - low.mean())
         probability = np.where(low, low_rate, high_rate)
     drawn = rng.random(verdicts) < probability
-    window = Moments(n=verdicts, total=float(judge.sum()), squares=float((judge ** 2).sum()))
+    window = RunningSums(n=verdicts, total=float(judge.sum()),
+                         total_sq=float((judge ** 2).sum()))
     labelled = [LabelledItem(judge=float(judge[i]), label=float(truth[i]),
                              probability=float(probability[i]))
                 for i in np.flatnonzero(drawn)]

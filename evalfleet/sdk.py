@@ -1,8 +1,10 @@
 """The in-process SDK: ``sdk.submit(sample, metrics=...)`` from an application.
 
 ``submit`` never raises, never blocks and does no I/O: it appends the sample to a
-bounded in-memory buffer and returns. A background thread screens (validation,
-limits, sampling, redaction) and publishes in batches. What cannot be kept is
+bounded in-memory buffer and returns. A background thread runs the batches through the
+producers' own pipeline (``producers.pipeline``: validation, limits, sampling,
+redaction, then deduplication, backpressure and publishing), screening each batch once
+and publishing it again while the broker is down. What cannot be kept is
 dropped and counted (``stats()``, and ``evalfleet_producer_dropped_total``):
 
 - ``buffer_full``: the buffer (``EVALFLEET_SDK_BUFFER_SIZE``) was full;
@@ -27,7 +29,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -37,8 +39,8 @@ from producers import telemetry
 
 if TYPE_CHECKING:
     from evalfleet.core.settings import Settings
+    from producers.pipeline import Pipeline, RecordResult, Screened
     from producers.runtime import ProducerRuntime
-    from producers.screen import Admitted
 
 logger = logging.getLogger(__name__)
 
@@ -286,101 +288,92 @@ class Submitter:
             for pending in batch:
                 self._drop(pending.metrics or (ANY_METRIC,), "internal_error")
             return
-        policy = runtime.reloader.current()
-        admitted: list[tuple[Admitted, float]] = []
-        now_s = time.time()
+        # The producers' own pipeline, one batch per set of metrics asked for.
+        pipeline = runtime.pipeline(metrics=None, rate=None, source="sdk")
+        by_metrics: dict[tuple[str, ...], list[_Pending]] = {}
         for pending in batch:
-            item = self._screen(runtime, pending, now_s=now_s)
-            if item is not None:
-                admitted.append((runtime.screen.redact(item, policy=policy), pending.queued_at_s))
-        self._dispatch(runtime, admitted)
+            names = pending.metrics or tuple(pipeline.metrics())
+            by_metrics.setdefault(names, []).append(pending)
+        for names, group in by_metrics.items():
+            unknown = [name for name in names if name not in runtime.screen.metric_names]
+            if unknown or not names:
+                problem = (f"unknown metrics {unknown}" if unknown
+                           else "no metrics given and none in the sampling config")
+                logger.warning("evalfleet submit: %d samples dropped: %s", len(group), problem)
+                self._count_rejected(len(group))
+                continue
+            screened = pipeline.screen([("submit()", pending.raw) for pending in group],
+                                       metrics=names)
+            self._settle(pipeline, screened)
+            self._publish(pipeline, screened, queued_at_s=[p.queued_at_s for p in group])
 
-    def _screen(self, runtime: ProducerRuntime, pending: _Pending, *,
-                now_s: float) -> Admitted | None:
-        from producers.screen import Admitted, Rejected
-
-        policy = runtime.reloader.current()
-        names = pending.metrics or tuple(policy.metric_names)
-        unknown = [name for name in names if name not in runtime.screen.metric_names]
-        if unknown or not names:
-            problem = (f"unknown metrics {unknown}" if unknown
-                       else "no metrics given and none in the sampling config")
-            logger.warning("evalfleet submit: sample dropped: %s", problem)
-            self._count_record("rejected")
-            return None
-        item = runtime.screen.admit(pending.raw, record="submit()", policy=policy,
-                                    metrics=names, now_s=now_s)
-        if isinstance(item, Rejected):
-            for error in item.errors:
+    def _settle(self, pipeline: Pipeline, screened: Screened) -> None:
+        """Count the records screening settled (rejected, sampled out) now: they are
+        final whether or not the broker takes the others."""
+        for result in screened.settled:
+            for error in result.errors:
                 logger.warning("evalfleet submit: sample rejected: %s", error)
-            self._count_record("rejected")
-            return None
-        if not isinstance(item, Admitted):
-            self._count_record("sampled_out")
-            return None
-        for error in item.errors:
-            logger.warning("evalfleet submit: %s", error)
-        return item
+        for _, item in screened.admitted:
+            for error in item.errors:
+                logger.warning("evalfleet submit: %s", error)
+        pipeline.count(screened.settled)
+        with self._lock:
+            for result in screened.settled:
+                self._counts.rejected += result.status == "rejected"
+                self._counts.sampled_out += result.status == "sampled_out"
 
-    def _dispatch(self, runtime: ProducerRuntime, admitted: list[tuple[Admitted, float]]) -> None:
+    def _publish(self, pipeline: Pipeline, screened: Screened, *,
+                 queued_at_s: list[float]) -> None:
+        waiting = replace(screened, settled=[])
         attempt = 0
-        while admitted:
+        while waiting.admitted:
             try:
-                fates = runtime.dispatcher.dispatch([a for a, _ in admitted],
-                                                    policy=runtime.reloader.current())
+                results = pipeline.publish(waiting)
             except BrokerUnavailable as exc:
                 if attempt == 0:
                     logger.warning("evalfleet submit: %s; buffering for up to %gs", exc,
                                    self._max_wait_s)
-                admitted = self._expire(admitted)
+                waiting = self._expire(waiting, queued_at_s)
                 delay_s = RETRY_DELAYS_S[min(attempt, len(RETRY_DELAYS_S) - 1)]
                 attempt += 1
                 if self._stopping.wait(delay_s):
                     break
                 continue
-            self._count_fates([a for a, _ in admitted], fates)
+            self._count_results(results)
             return
-        for item, _ in admitted:
+        for _, item in waiting.admitted:
             for pick in item.picks:
                 self._drop((pick.metric,), "shutdown")
 
-    def _expire(self, admitted: list[tuple[Admitted, float]]) -> list[tuple[Admitted, float]]:
+    def _expire(self, waiting: Screened, queued_at_s: list[float]) -> Screened:
         oldest_kept_s = time.monotonic() - self._max_wait_s
         kept = []
-        for item, queued_at_s in admitted:
-            if queued_at_s >= oldest_kept_s:
-                kept.append((item, queued_at_s))
+        for index, item in waiting.admitted:
+            if queued_at_s[index] >= oldest_kept_s:
+                kept.append((index, item))
                 continue
             for pick in item.picks:
                 self._drop((pick.metric,), "broker_unavailable")
-        return kept
+        return replace(waiting, admitted=kept)
 
-    def _count_fates(self, items: list[Admitted], fates: list[list[Any]]) -> None:
+    def _count_results(self, results: list[RecordResult]) -> None:
         with self._lock:
             counts = self._counts
-            for item, item_fates in zip(items, fates, strict=True):
-                statuses = {fate.status for fate in item_fates}
-                outcome = ("accepted" if "enqueued" in statuses
-                           else "shed" if "shed" in statuses else "duplicate")
-                counts.accepted += outcome == "accepted"
-                telemetry.RECORDS.labels("sdk", outcome).inc()
-                for kind, count in (item.redactions or {}).items():
-                    telemetry.REDACTIONS.labels(kind).inc(count)
-                for fate in item_fates:
+            for result in results:
+                counts.accepted += result.status == "accepted"
+                for fate in result.jobs:
                     if fate.status == "enqueued":
                         counts.enqueued[fate.metric] += 1
                     elif fate.status == "shed":
-                        counts.shed[(fate.metric, telemetry.short_label(item.segment))] += 1
+                        segment = telemetry.short_label(result.segment or "")
+                        counts.shed[(fate.metric, segment)] += 1
                     else:
                         counts.duplicates[fate.metric] += 1
 
-    def _count_record(self, outcome: Literal["rejected", "sampled_out"]) -> None:
+    def _count_rejected(self, samples: int) -> None:
         with self._lock:
-            if outcome == "rejected":
-                self._counts.rejected += 1
-            else:
-                self._counts.sampled_out += 1
-        telemetry.RECORDS.labels("sdk", outcome).inc()
+            self._counts.rejected += samples
+        telemetry.RECORDS.labels("sdk", "rejected").inc(samples)
 
     def _drop(self, metrics: Sequence[str], reason: str) -> None:
         with self._lock:

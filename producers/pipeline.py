@@ -4,7 +4,9 @@ A :class:`Pipeline` handles one batch of records (JSONL lines, decoded JSON from
 an HTTP request) and says what became of each: ``accepted`` (at least one job
 published), ``sampled_out``, ``shed``, ``duplicate`` or ``rejected`` with errors
 naming the record, id and field. :func:`run_lines` drives it over a file;
-:func:`produce` is the simple per-job form the demo uses.
+:func:`produce` is the simple per-job form the demo uses. The SDK (``evalfleet.sdk``)
+runs the same pipeline in two steps, :meth:`Pipeline.screen` then
+:meth:`Pipeline.publish`, so it can publish a screened batch again after a broker outage.
 """
 
 from __future__ import annotations
@@ -98,6 +100,19 @@ class ProduceStats:
                     self.duplicates[fate.metric] += 1
 
 
+@dataclass(frozen=True, slots=True)
+class Screened:
+    """One batch screened and redacted, not yet published: a caller that must wait for the
+    broker (the SDK) publishes the same again without screening twice."""
+
+    policy: Policy
+    """The sampling policy it was screened under (and is dispatched under)."""
+    admitted: list[tuple[int, Admitted]]
+    """The admitted records, redacted, with their positions in the batch."""
+    settled: list[RecordResult]
+    """The results of the others (sampled out, rejected): final at screening."""
+
+
 class Pipeline:
     """Screens, redacts and dispatches batches of records. Thread-safe."""
 
@@ -127,7 +142,7 @@ class Pipeline:
 
     def process(self, records: Sequence[tuple[str, Any]], *,
                 metrics: Sequence[str] | None = None) -> list[RecordResult]:
-        """Handle one batch.
+        """Handle one batch: :meth:`screen` it, then :meth:`publish` it.
 
         Args:
             records: ``(record label, raw)`` pairs; raw is a JSONL line (bytes) or
@@ -141,23 +156,54 @@ class Pipeline:
             BrokerUnavailable: When the batch could not be published; none of it counts
                 as accepted.
         """
+        return self.publish(self.screen(records, metrics=metrics))
+
+    def screen(self, records: Sequence[tuple[str, Any]], *,
+               metrics: Sequence[str] | None = None) -> Screened:
+        """Validate, sample and redact one batch; nothing is published or counted yet.
+
+        Args:
+            records: ``(record label, raw)`` pairs.
+            metrics: The metrics for this batch, among the pipeline's; None for all.
+
+        Returns:
+            The admitted records, redacted, and the results of the others.
+        """
         policy = self._policy()
         if metrics is None:
             metrics = self.metrics(policy)
         now_s = self._clock()
+        admitted: list[tuple[int, Admitted]] = []
+        settled: list[RecordResult] = []
         screened = [self._screen.admit(raw, record=label, policy=policy, metrics=metrics,
                                        now_s=now_s, rate=self._rate) for label, raw in records]
-        admitted = [self._screen.redact(item, policy=policy) for item in screened
-                    if isinstance(item, Admitted)]
-        fates = iter(self._dispatcher.dispatch(admitted, policy=policy))
-        redacted = iter(admitted)
-        results = []
         for index, item in enumerate(screened):
             if isinstance(item, Admitted):
-                results.append(_admitted_result(index, next(redacted), next(fates)))
+                admitted.append((index, self._screen.redact(item, policy=policy)))
             else:
-                results.append(_other_result(index, item))
-        self._count(results)
+                settled.append(_other_result(index, item))
+        return Screened(policy=policy, admitted=admitted, settled=settled)
+
+    def publish(self, screened: Screened) -> list[RecordResult]:
+        """Dispatch a screened batch's admitted records and count every result.
+
+        Args:
+            screened: From :meth:`screen` (the same again after a broker outage, or
+                what of it is still worth publishing).
+
+        Returns:
+            One result per record, in the batch's order.
+
+        Raises:
+            BrokerUnavailable: When the batch could not be published; nothing is counted.
+        """
+        fates = self._dispatcher.dispatch([item for _, item in screened.admitted],
+                                          policy=screened.policy)
+        results = screened.settled + [
+            _admitted_result(index, item, item_fates)
+            for (index, item), item_fates in zip(screened.admitted, fates, strict=True)]
+        results.sort(key=lambda result: result.index)
+        self.count(results)
         return results
 
     def metrics(self, policy: Policy | None = None) -> list[str]:
@@ -175,7 +221,8 @@ class Pipeline:
         """The rate overriding the policy's, if any."""
         return self._rate
 
-    def _count(self, results: list[RecordResult]) -> None:
+    def count(self, results: Sequence[RecordResult]) -> None:
+        """Count ``results`` in the producer's telemetry (:meth:`publish` does)."""
         # Summed first: a labelled child is looked up under a lock, once per label here.
         statuses: Counter[str] = Counter(result.status for result in results)
         redactions: Counter[str] = Counter()

@@ -23,17 +23,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evalfleet.review.estimator import (
+from evalfleet.core.estimator import (
     MIN_LABELS,
     MIN_STRATUM_LABELS,
     LabelledItem,
-    Moments,
     StratumLabels,
     corrected_mean,
     lacking_labels,
     normal_interval,
     thinnest_df,
 )
+from evalfleet.core.sums import RunningSums
 
 #: People's mean score in the process: Beta(2, 2.6).
 PROCESS_MEAN = 2 / 4.6
@@ -130,6 +130,6 @@ def _strata(design: Design, *, low: np.ndarray, drawn: np.ndarray) -> list[Strat
                           counts[False])]
 
 
-def _moments(values: np.ndarray) -> Moments:
-    return Moments(n=len(values), total=float(values.sum()),
-                   squares=float((values ** 2).sum()))
+def _moments(values: np.ndarray) -> RunningSums:
+    return RunningSums(n=len(values), total=float(values.sum()),
+                   total_sq=float((values ** 2).sum()))

@@ -1,5 +1,5 @@
 """A simulated alert's window and baseline, corrected by labels: what the difference
-estimator is checked against (``tests/evalfleet/review/test_estimator.py`` and
+estimator is checked against (``tests/evalfleet/core/test_estimator.py`` and
 ``bench/corrected_estimates.py``).
 
 ``n`` verdicts spread evenly over time 0..1. The window is [0.9, 1), the baseline
@@ -25,13 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from evalfleet.alerts.judgecheck import decide
-from evalfleet.review.estimator import (
+from evalfleet.core.estimator import (
     LabelledItem,
-    Moments,
     Period,
     bias_difference,
     corrected_difference,
 )
+from evalfleet.core.sums import RunningSums
 
 WINDOW = (0.9, 1.0)
 BASELINE = (0.6, 0.85)
@@ -115,6 +115,6 @@ def simulate_drop(rng: np.random.Generator, *, n: int, labels: int, scenario: st
         verdict=decide(change.interval, bias, direction="decrease", pooled=pools == "shared"))
 
 
-def _moments(values: np.ndarray) -> Moments:
-    return Moments(n=len(values), total=float(values.sum()),
-                   squares=float((values ** 2).sum()))
+def _moments(values: np.ndarray) -> RunningSums:
+    return RunningSums(n=len(values), total=float(values.sum()),
+                   total_sq=float((values ** 2).sum()))

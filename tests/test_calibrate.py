@@ -10,9 +10,9 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from evalfleet.calibration.agreement import agreement
-from evalfleet.calibration.gold import bundled_gold, load_gold
 from evalfleet.cli import main
+from evalfleet.core.agreement import agreement
+from evalfleet.core.gold import bundled_gold, load_gold
 from evalfleet.core.metric import load_registry
 from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings, ShadowJudge

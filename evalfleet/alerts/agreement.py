@@ -1,7 +1,7 @@
 """What a review_agreement rule reads: the judge's live agreement with reviewers.
 
 The pairs are the ones ``evalfleet review status`` computes its figures from
-(:func:`evalfleet.review.agreement.labelled_pairs`): random items only, several
+(:func:`evalfleet.core.live_agreement.labelled_pairs`): random items only, several
 reviewers' labels made one, each item weighted by the inverse of its inclusion
 probability. Each item's agreement is one value: for a yes/no score 1 when the judge
 and people agree and 0 when not (a proportion, tested as one); for a rubric or a 0..1
@@ -23,14 +23,14 @@ from datetime import datetime
 from evalfleet.alerts.rule import Rule
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.statistic import Summary
-from evalfleet.core.metric import MetricRegistry
-from evalfleet.review.agreement import (
+from evalfleet.core.live_agreement import (
     LIVE_RESAMPLES,
     LiveAgreement,
     Pair,
     labelled_pairs,
     live_agreement,
 )
+from evalfleet.core.metric import MetricRegistry
 from evalfleet.store.review import ReviewQueue
 
 #: The segment key of a review_agreement rule's judge models.
@@ -119,7 +119,7 @@ class AgreementSource:
 
     def figures(self, *, since: datetime) -> list[LiveAgreement]:
         """Every metric's agreement figures since ``since``, as ``review status`` shows
-        them (with :data:`~evalfleet.review.agreement.LIVE_RESAMPLES` per interval).
+        them (with :data:`~evalfleet.core.live_agreement.LIVE_RESAMPLES` per interval).
 
         Args:
             since: Items queued at or after this time.

@@ -3,13 +3,13 @@
 An app alert compares the judge's mean over its window with the judge's mean over its
 baseline. If the judge's bias (its score minus people's) moved between the two, the
 raw drop is partly or wholly the judge's. Each period is corrected by the labelled random
-review items of its own pool (:mod:`evalfleet.review.estimator`):
+review items of its own pool (:mod:`evalfleet.core.estimator`):
 
     corrected change = theta_window - theta_baseline
                      = (raw_window - raw_baseline) - (bias_window - bias_baseline)   (lam 1)
 
 The pools, on sample time as the periods are (whenever the items were queued), bounded by
-:func:`~evalfleet.review.estimate.label_pool` as every corrected estimate is:
+:func:`~evalfleet.core.labelpool.label_pool` as every corrected estimate is:
 
 - the window's: ``label_window`` ending at the window's end (the window itself by default);
 - the baseline's: ``label_window`` ending at the baseline's end (the baseline itself by
@@ -18,7 +18,7 @@ The pools, on sample time as the periods are (whenever the items were queued), b
 A pool no longer than its period is the period's own labels (``lam`` tuned). A longer one
 assumes the judge's bias is steady over it (``lam`` 1); when the two pools overlap, their
 shared labels make the two corrections move together, which the interval of the
-difference accounts for (:func:`~evalfleet.review.estimator.corrected_difference`). Two
+difference accounts for (:func:`~evalfleet.core.estimator.corrected_difference`). Two
 pools that overlap almost entirely share almost all of their correction, which then
 cancels from the difference: such a check can only confirm the raw drop, it cannot see a
 judge that changed in the window. That is why the default pool is the period itself.
@@ -35,7 +35,7 @@ The verdict, at the alert's own level (one-sided, in the alert's direction):
 - ``not confirmed``: neither.
 
 A cascade metric's pools follow its refits as every corrected estimate's do
-(:func:`~evalfleet.review.estimate.cascade_pool_items`): with cross-fitted thresholds
+(:func:`~evalfleet.store.queries.cascade_labels.cascade_pool_items`): with cross-fitted thresholds
 each random item is re-scored with its fold's thresholds in use, so the pools keep their
 length; without folds a refit is a judge change and each pool starts no earlier than
 the last refit (a period's own labels always count). ``cascade_labels`` says which.
@@ -58,28 +58,27 @@ from evalfleet.alerts.detector import Finding
 from evalfleet.alerts.rule import CalibrationBaseline, Direction, PinnedBaseline, Rule
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.statistic import Summary
-from evalfleet.core.metric import MetricRegistry
-from evalfleet.review.estimate import (
-    cascade_fit,
-    cascade_pool_items,
-    cascade_refit,
-    label_pool,
-    pool_labels,
-    since_refit,
-)
-from evalfleet.review.estimator import (
+from evalfleet.core.estimator import (
     MIN_STRATUM_LABELS,
     Corrected,
     Interval,
-    Moments,
     Period,
     bias_difference,
     corrected_difference,
     corrected_mean,
     lacking_labels,
 )
+from evalfleet.core.labelpool import label_pool, pool_labels
+from evalfleet.core.metric import MetricRegistry
+from evalfleet.core.sums import RunningSums
 from evalfleet.store.cascade import StoredThresholds
 from evalfleet.store.estimate import EstimateReads
+from evalfleet.store.queries.cascade_labels import (
+    cascade_fit,
+    cascade_pool_items,
+    cascade_refit,
+    since_refit,
+)
 
 CONFIRMED = "confirmed"
 NOT_CONFIRMED = "not confirmed"
@@ -99,7 +98,7 @@ class Span:
     start: datetime
     end: datetime
     labels_from: datetime
-    """Start of the pool (sample time, :func:`~evalfleet.review.estimate.label_pool`); it
+    """Start of the pool (sample time, :func:`~evalfleet.core.labelpool.label_pool`); it
     ends at ``end``."""
 
     def record(self) -> dict[str, Any]:
@@ -109,7 +108,7 @@ class Span:
     def after_refit(self, fit: StoredThresholds | None) -> Span:
         """This span with its pool starting no earlier than a refit that is not
         cross-fitted (a judge change), as every corrected estimate's pool does
-        (:func:`~evalfleet.review.estimate.since_refit`)."""
+        (:func:`~evalfleet.store.queries.cascade_labels.since_refit`)."""
         start = label_pool(start=self.start, end=self.end,
                            label_start=since_refit(fit, label_start=self.labels_from)).start
         return replace(self, labels_from=start)
@@ -292,7 +291,7 @@ class JudgeCheckSource:
         metric = self.registry.get(spec.metric)
         filters = _filters(spec.filters)
         segment = span.segment.as_dict()
-        own = Moments(n=summary.n, total=summary.total, squares=summary.total_sq)
+        own = RunningSums(n=summary.n, total=summary.total, total_sq=summary.total_sq)
         pooled = span.labels_from < span.start
         pool = own
         if pooled:
@@ -300,7 +299,7 @@ class JudgeCheckSource:
                                          start=span.labels_from, end=span.end,
                                          segment=segment, filters=filters)
             if sums.n >= own.n:
-                pool = Moments(n=sums.n, total=sums.total, squares=sums.squares)
+                pool = RunningSums(n=sums.n, total=sums.total, total_sq=sums.total_sq)
         items, not_rescored = cascade_pool_items(reads, metric=metric, fit=fit,
                                                  start=span.labels_from, end=span.end)
         found = pool_labels(items, metric=metric, score=spec.score, segment=segment,

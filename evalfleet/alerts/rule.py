@@ -10,7 +10,7 @@ reported with the file, the rule and the field.
 A rule is of one of two kinds. An ``app`` rule (the default) watches the app's
 production scores. A ``judge_drift`` rule watches the judge itself: the canary
 series of one score (agreement with the gold labels, and bias; see
-``evalfleet.calibration.gold``) against the last calibration run of its metric,
+``evalfleet.core.gold``) against the last calibration run of its metric,
 through the same tests, false discovery rate, ``for`` and recovery. Agreement
 is tested as a proportion for a binary score and as a continuous value otherwise,
 and bias is tested in both directions. A judge_drift rule has no segments and

@@ -35,6 +35,7 @@ from evalfleet.alerts.cover import settled_at
 from evalfleet.alerts.engine import AlertEngine
 from evalfleet.alerts.factory import open_alert_engine
 from evalfleet.alerts.telemetry import default_alert_telemetry
+from evalfleet.broker.beat import schedule_round
 from evalfleet.core.settings import Settings
 from evalfleet.store import SqlStore, open_store
 from evalfleet.store.partitions import MAINTENANCE_INTERVAL_S, maintain
@@ -91,7 +92,8 @@ def register_alert_beat(app: Celery, settings: Settings) -> None:
                 f"{len(report.skipped)} rules skipped")
 
     # A tick nobody ran in time is worthless: the next one evaluates the same data.
-    _schedule(app, entry=SCHEDULE_ENTRY, task=ALERT_TASK, every_s=settings.alert_tick_s)
+    schedule_round(app, entry=SCHEDULE_ENTRY, task=ALERT_TASK, every_s=settings.alert_tick_s,
+                   queue=ALERT_QUEUE)
 
 
 def register_canary_beat(app: Celery, settings: Settings, *,
@@ -117,8 +119,8 @@ def register_canary_beat(app: Celery, settings: Settings, *,
         return f"slot {report.slot}: {sum(report.sent.values())} canaries"
 
     # A slot fed late is still worth feeding within its own interval, not after.
-    _schedule(app, entry=CANARY_SCHEDULE_ENTRY, task=CANARY_TASK,
-              every_s=settings.canary_interval_s)
+    schedule_round(app, entry=CANARY_SCHEDULE_ENTRY, task=CANARY_TASK,
+                   every_s=settings.canary_interval_s, queue=ALERT_QUEUE)
 
 
 def register_partition_beat(app: Celery, settings: Settings) -> None:
@@ -140,18 +142,8 @@ def register_partition_beat(app: Celery, settings: Settings) -> None:
         logger.info("partitions created: %s", ", ".join(created) or "none needed")
         return f"{len(created)} partitions created"
 
-    _schedule(app, entry=PARTITION_SCHEDULE_ENTRY, task=PARTITION_TASK,
-              every_s=MAINTENANCE_INTERVAL_S)
-
-
-def _schedule(app: Celery, *, entry: str, task: str, every_s: float) -> None:
-    schedule: dict[str, Any] = dict(app.conf.beat_schedule or {})
-    schedule[entry] = {"task": task, "schedule": every_s,
-                       "options": {"queue": ALERT_QUEUE, "expires": every_s}}
-    app.conf.beat_schedule = schedule
-    routes: dict[str, Any] = dict(app.conf.task_routes or {})
-    routes[task] = {"queue": ALERT_QUEUE}
-    app.conf.task_routes = routes
+    schedule_round(app, entry=PARTITION_SCHEDULE_ENTRY, task=PARTITION_TASK,
+                   every_s=MAINTENANCE_INTERVAL_S, queue=ALERT_QUEUE)
 
 
 class _LazyEngine:

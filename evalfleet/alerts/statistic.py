@@ -26,6 +26,8 @@ from typing import Literal
 
 from scipy import stats
 
+from evalfleet.core.sums import RunningSums
+
 Direction = Literal["decrease", "increase"]
 
 #: Fisher's exact test replaces the z-test when an expected cell count is below this.
@@ -33,19 +35,14 @@ FISHER_MIN_EXPECTED = 5.0
 
 
 @dataclass(frozen=True)
-class Summary:
-    """The values of one score in one segment over one window, summarised.
+class Summary(RunningSums):
+    """The values of one score in one segment over one window, summarised: the running
+    sums (count, sum, sum of squares) and what the ordinal and pinned tests need besides.
 
     Build with :meth:`of_values` or from SQL aggregates; two summaries of disjoint
     sample sets :meth:`merge`.
     """
 
-    n: int
-    """Number of values."""
-    total: float = 0.0
-    """Their sum."""
-    total_sq: float = 0.0
-    """The sum of their squares."""
     levels: tuple[tuple[float, int], ...] = ()
     """Count per distinct value, ascending (ordinal scores only)."""
     first_seen_ts: float | None = None
@@ -63,17 +60,9 @@ class Summary:
                    levels=tuple(sorted(levels.items())))
 
     @property
-    def mean(self) -> float:
-        """The mean (NaN when empty)."""
-        return self.total / self.n if self.n else math.nan
-
-    @property
     def variance(self) -> float:
-        """The sample variance (n - 1 in the denominator; 0 for fewer than 2 values)."""
-        if self.n < 2:
-            return 0.0
-        spread = self.total_sq - self.total * self.total / self.n
-        return max(0.0, spread / (self.n - 1))
+        """The sample variance (``n - 1``), the convention of every test here."""
+        return self.sample_variance
 
     def merge(self, other: Summary) -> Summary:
         """The summary of both sample sets together."""

@@ -1,5 +1,6 @@
 """Calibration: how far the judge agrees with people and with other judges.
 
-The statistics (:mod:`evalfleet.calibration.agreement`) load scipy; workers import
-only the gold sets and canary series (:mod:`evalfleet.calibration.gold`), so this
-package imports nothing by itself."""
+The gold sets (:mod:`evalfleet.core.gold`) and the agreement statistics
+(:mod:`evalfleet.core.agreement`, which load scipy) are in the kernel, shared with the
+judge check and the review queue; this package runs calibrations and reports them, and
+imports nothing by itself."""

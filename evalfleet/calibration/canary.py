@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from evalfleet.calibration.gold import GoldItem, bundled_gold, load_gold
+from evalfleet.core.gold import GoldItem, bundled_gold, load_gold
 from evalfleet.core.message import Job, new_job
 from evalfleet.core.metric import Metric, load_registry
 from evalfleet.core.sample import MAX_ID_LENGTH

@@ -43,6 +43,7 @@ from scipy import stats
 
 from evalfleet.core.cascade import AGREEMENT_TOLERANCE, scores_agree, settles
 from evalfleet.core.errors import InvalidInput
+from evalfleet.core.rescore import TierJudgement
 
 #: Agreement of accepted verdicts asked for when none is configured.
 DEFAULT_TARGET = 0.85
@@ -83,16 +84,6 @@ class Guarantee:
             raise InvalidGuarantee(f"tolerance must be in [0, 1), not {self.tolerance!r}")
         if self.min_labels < 1:
             raise InvalidGuarantee(f"min_labels must be at least 1, not {self.min_labels!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class TierJudgement:
-    """One tier's verdict on a labelled item."""
-
-    scores: Mapping[str, float | None]
-    """Normalised (0..1) scores by name; None where the score is null."""
-    confidence: float | None
-    """The verdict's confidence (lowest of its scores'); None when unknown."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from evalfleet.calibration.cascade import LabelledItem, TierJudgement
+from evalfleet.calibration.cascade import LabelledItem
 from evalfleet.calibration.cascade_status import CostedItem
-from evalfleet.calibration.gold import score_scales
+from evalfleet.core.labels import combine_labels, normaliser
 from evalfleet.core.metric import Metric
+from evalfleet.core.rescore import number_or_none, tier_entries, tier_judgement
 from evalfleet.core.review import salted_fraction
-from evalfleet.review.label import combine_labels, normaliser
+from evalfleet.core.scales import score_scales
 from evalfleet.store.cascade import CascadeLabelItem
 
 #: The purpose the thinning hash is salted with.
@@ -64,7 +64,7 @@ def queue_items(rows: Sequence[CascadeLabelItem], *, metric: Metric) -> QueueIte
     usable: list[tuple[CascadeLabelItem, CostedItem]] = []
     not_every_tier = unlabelled = 0
     for row in rows:
-        tried = _by_tier(row.cascade, n_tiers=n_tiers)
+        tried = tier_entries(row.cascade, n_tiers=n_tiers)
         if tried is None:
             not_every_tier += 1
             continue
@@ -81,42 +81,11 @@ def queue_items(rows: Sequence[CascadeLabelItem], *, metric: Metric) -> QueueIte
             not_every_tier += 1  # no known draw: it cannot stand for the traffic
             continue
         usable.append((row, CostedItem(
-            LabelledItem(labels, tuple(_judgement(tier) for tier in tried), row.sample_id),
-            tuple(_number(tier.get("cost_usd")) for tier in tried),
+            LabelledItem(labels, tuple(tier_judgement(tier) for tier in tried), row.sample_id),
+            tuple(number_or_none(tier.get("cost_usd")) for tier in tried),
             tuple(str(tier.get("model")) for tier in tried))))
     lowest = min((float(row.probability or 1.0) for row, _ in usable), default=1.0)
     kept = [item for row, item in usable
             if salted_fraction(THINNING_SALT, metric=metric.name, sample_id=row.sample_id)
             < lowest / float(row.probability or 1.0)]
     return QueueItems(kept, not_every_tier, unlabelled, thinned=len(usable) - len(kept))
-
-
-def tier_judgements(record: dict[str, Any] | None, *,
-                    n_tiers: int) -> tuple[TierJudgement | None, ...] | None:
-    """Every tier's judgement in a verdict's cascade record, cheapest first (None for a
-    tier that gave no verdict); None when the record lacks a tier (not judged by every
-    tier, or the verdict is gone)."""
-    tried = _by_tier(record, n_tiers=n_tiers)
-    return None if tried is None else tuple(_judgement(tier) for tier in tried)
-
-
-def _by_tier(record: dict[str, Any] | None, *, n_tiers: int) -> list[dict[str, Any]] | None:
-    """Every tier's entry, cheapest first, or None when a tier is missing."""
-    if not isinstance(record, dict) or not isinstance(record.get("tried"), list):
-        return None
-    by_tier = {entry.get("tier"): entry for entry in record["tried"] if isinstance(entry, dict)}
-    tiers = [by_tier.get(number) for number in range(1, n_tiers + 1)]
-    return None if any(tier is None for tier in tiers) else tiers  # type: ignore[return-value]
-
-
-def _judgement(tier: dict[str, Any]) -> TierJudgement | None:
-    scores = tier.get("scores")
-    if not isinstance(scores, dict):
-        return None  # the tier gave no verdict: it agrees with nothing, settles nothing
-    return TierJudgement({str(k): _number(v) for k, v in scores.items()},
-                         _number(tier.get("confidence")))
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
-        else None

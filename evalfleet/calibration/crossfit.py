@@ -1,7 +1,7 @@
 """Cross-fitted cascade thresholds: no label corrects a score it helped to produce.
 
 A cascade's stored score for a sample depends on the thresholds that judged it, and those
-were fitted on people's labels. The corrected estimates (:mod:`evalfleet.review.estimator`)
+were fitted on people's labels. The corrected estimates (:mod:`evalfleet.core.estimator`)
 correct the judge's mean with labels of the same traffic, assuming each labelled item's
 judge score is what the judge would have given it without knowing its label. Two cases:
 
@@ -35,15 +35,11 @@ from evalfleet.calibration.cascade import (
     CascadeFit,
     Guarantee,
     LabelledItem,
-    TierJudgement,
     fit_cascade,
 )
-from evalfleet.calibration.cascade_labels import tier_judgements
-from evalfleet.core.cascade import fold_of, settles
-from evalfleet.core.metric import Metric
-from evalfleet.core.review import RANDOM_REASON
-from evalfleet.review.estimator import LabelledItem as EstimatorItem
-from evalfleet.store.estimate import PoolItem
+from evalfleet.core.cascade import fold_of
+from evalfleet.core.estimator import LabelledItem as EstimatorItem
+from evalfleet.core.rescore import fold_scores
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,38 +84,6 @@ def crossfit_cascade(items: Sequence[LabelledItem], *, metric: str, folds: int,
         for k in range(folds)))
 
 
-def kept_scores(tiers: Sequence[TierJudgement | None],
-                thresholds: Sequence[float | None]) -> Mapping[str, float | None] | None:
-    """The scores a cascade keeps for an item under ``thresholds``, as the worker would:
-    the first tier that settles it, else the last tier's (low-confidence).
-
-    Returns:
-        The kept verdict's scores; None when that tier gave no verdict.
-    """
-    for judgement, threshold in zip(tiers, thresholds, strict=False):
-        if judgement is not None and settles(judgement.confidence, threshold):
-            return judgement.scores
-    last = tiers[-1] if tiers else None
-    return None if last is None else last.scores
-
-
-def fold_scores(tiers: Sequence[TierJudgement | None], *, metric: str, sample_id: str,
-                folds: Sequence[Sequence[float | None]]) -> Mapping[str, float | None] | None:
-    """The scores a cross-fitted cascade keeps for a sample: :func:`kept_scores` under
-    the thresholds of the sample's fold (fitted without its label). The one re-scoring
-    the estimates' pools (:func:`rescored_pool`) and the simulations
-    (:func:`rescored_labels`) share.
-
-    Args:
-        tiers: Every tier's judgement of the sample, cheapest first.
-        metric: The metric (the fold hash is per metric).
-        sample_id: The sample.
-        folds: Each fold's thresholds, fold 0 first.
-    """
-    return kept_scores(tiers, folds[fold_of(metric=metric, sample_id=sample_id,
-                                            folds=len(folds))])
-
-
 def rescored_labels(items: Sequence[LabelledItem], *, metric: str, score: str,
                     fit: CrossFit, probabilities: Mapping[str, float]) -> list[EstimatorItem]:
     """The estimator's labelled items for one score, each judged by its fold's thresholds
@@ -149,44 +113,3 @@ def rescored_labels(items: Sequence[LabelledItem], *, metric: str, score: str,
                                       probability=probabilities[item.sample_id],
                                       item=item.sample_id))
     return rescored
-
-
-@dataclass(frozen=True, slots=True)
-class RescoredPool:
-    """A label pool's review items with the judge scores the cascade in use gives them."""
-
-    items: list[PoolItem]
-    """Random items re-scored; chosen items as they were (the estimates refuse them)."""
-    not_rescored: int
-    """Labelled random items whose verdict lacks a tier's verdict (judged before every
-    random candidate went to every tier, or the verdict is gone): their judge scores are
-    dropped, so the estimates leave them out."""
-
-
-def rescored_pool(pool: Sequence[PoolItem], *, metric: Metric,
-                  folds: Sequence[Sequence[float | None]]) -> RescoredPool:
-    """Each random item's judge scores as its fold's thresholds in use would keep them,
-    from every tier's verdict in its cascade record (read with ``with_cascade``): the
-    corrected estimates of a cross-fitted cascade then measure the cascade in use on
-    labels that never fitted the thresholds scoring them, whenever they were given.
-
-    Args:
-        pool: The pool's items, each with its verdict's cascade record.
-        metric: The metric, with its ``judge.cascade``.
-        folds: Each fold's thresholds (``StoredThresholds.folds``), fold 0 first.
-
-    Returns:
-        The items re-scored, and how many labelled ones could not be.
-    """
-    n_tiers = len(metric.spec.judge.cascade)
-    items, not_rescored = [], 0
-    for item in pool:
-        if item.reason != RANDOM_REASON:
-            items.append(item)
-            continue
-        tiers = tier_judgements(item.cascade, n_tiers=n_tiers)
-        kept = None if tiers is None else fold_scores(tiers, metric=metric.name,
-                                                      sample_id=item.sample_id, folds=folds)
-        not_rescored += kept is None and bool(item.labels)
-        items.append(replace(item, judge_scores=dict(kept or {})))
-    return RescoredPool(items=items, not_rescored=not_rescored)

@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from evalfleet.calibration.agreement import Agreement, agreement
-from evalfleet.calibration.gold import GoldItem
+from evalfleet.core.agreement import Agreement, agreement
 from evalfleet.core.canary import canary_series, canary_series_names
+from evalfleet.core.gold import GoldItem
 from evalfleet.core.metric import Metric
 from evalfleet.core.scales import ScoreScale, score_scales
 

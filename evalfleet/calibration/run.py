@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from evalfleet.calibration.gold import GoldItem, load_gold
 from evalfleet.calibration.report import CalibrationReport, Judged, compare, compare_judges
 from evalfleet.core.errors import InvalidInput
+from evalfleet.core.gold import GoldItem, load_gold
 from evalfleet.core.message import Job, new_job
 from evalfleet.core.metric import Metric, load_registry
 from evalfleet.core.settings import Settings

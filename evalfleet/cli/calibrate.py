@@ -44,7 +44,7 @@ def calibrate(state: CliState, gold: Path | None, metric: str, judge_model: str 
     --dataset, a dataset's labelled items). Reports are kept in the store; the verdicts
     are marked as calibration and kept out of alerts, dashboards and exports.
     """
-    from evalfleet.calibration.gold import bundled_gold
+    from evalfleet.core.gold import bundled_gold
 
     if compare:
         _compare(state, metric=metric, since=since, as_json=as_json)

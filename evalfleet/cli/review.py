@@ -13,8 +13,8 @@ import click
 from evalfleet.cli.alerts import render_table
 from evalfleet.cli.context import CliState, open_existing_store, parse_time, pass_state
 from evalfleet.core.durations import format_duration, format_moment
+from evalfleet.core.estimator import LAM_MEANING, MIN_LABELS, MIN_STRATUM_LABELS
 from evalfleet.review.estimate import LABEL_WINDOW
-from evalfleet.review.estimator import LAM_MEANING, MIN_LABELS, MIN_STRATUM_LABELS
 
 if TYPE_CHECKING:
     from evalfleet.store.review import ReviewQueue
@@ -293,8 +293,8 @@ def status_command(state: CliState, since: str | None, segment_by: str | None,
     corrected by those labels (as `review estimate` computes it)."""
     from dataclasses import asdict
 
+    from evalfleet.core.live_agreement import live_agreement, segment_agreement
     from evalfleet.core.metric import load_registry
-    from evalfleet.review.agreement import live_agreement, segment_agreement
     from evalfleet.review.estimate import estimate_record, metric_estimates
     from evalfleet.store.estimate import EstimateReads
 

@@ -24,7 +24,7 @@
     │   │   ├── InvalidSamplingConfig a producer sampling config file (producers.policy)
     │   │   ├── InvalidTraces        an OTLP trace export request (producers.traces.otlp)
     │   │   ├── InvalidDataset       a dataset's name, filter or file (store.queries.datasets)
-    │   │   └── NotRandomSample      a labelled item chosen, not drawn at random (review.estimator)
+    │   │   └── NotRandomSample      a labelled item chosen, not drawn at random (core.estimator)
     │   ├── JudgeRejected            400, 401, 403, 404, no quota          (also JudgeError)
     │   ├── StoreRejected            the database refuses a value
     │   └── ReceiverRejected         an alert receiver's other 4xx    (also DeliveryFailed)

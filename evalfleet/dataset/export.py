@@ -6,7 +6,7 @@ settings' secrets masked in every string.
 
 - JSONL: one item per line, as :meth:`DatasetItem.as_json` gives it, plus ``labels``:
   people's labels made one per score (majority, lower median or mean, see
-  :mod:`evalfleet.review.label`), on the judge's scale.
+  :mod:`evalfleet.core.labels`), on the judge's scale.
 - CSV: one row per item, :data:`CSV_COLUMNS`; nested values (context, fields,
   attributes, scores, labels, reviews) are JSON text in their cell, so a row reads back
   into the JSONL item (:func:`csv_row_to_json`).
@@ -35,6 +35,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from evalfleet.core.errors import InvalidSample, UnknownMetric
+from evalfleet.core.labels import combine_labels
 from evalfleet.core.log import scrub
 from evalfleet.core.metric import Metric, MetricRegistry
 from evalfleet.core.sample import Sample, parse_sample
@@ -44,7 +45,6 @@ from evalfleet.core.trajectory import Trajectory
 from evalfleet.dataset.conversation import Unconvertible, chat_conversation
 from evalfleet.dataset.session_chat import session_chat
 from evalfleet.dataset.target import verdict_text
-from evalfleet.review.label import combine_labels
 from evalfleet.store.queries.datasets import DatasetItem
 from workers.renderer import render_messages
 

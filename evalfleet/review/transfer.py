@@ -17,7 +17,7 @@ random slice fetched by another tool count as random.
 
 The gold export is a gold file as ``evalfleet calibrate`` reads it: each labelled item's
 sample with ``labels``, several reviewers' labels made one (see
-:mod:`evalfleet.review.label`).
+:mod:`evalfleet.core.labels`).
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ from datetime import datetime
 from typing import Any
 
 from evalfleet.core.errors import InvalidSample, UnknownMetric
+from evalfleet.core.labels import combine_labels
 from evalfleet.core.metric import MetricRegistry
 from evalfleet.core.scales import score_scales
-from evalfleet.review.label import combine_labels, read_label
+from evalfleet.review.label import read_label
 from evalfleet.store.review import ReviewItem, ReviewLabel, ReviewQueue
 
 #: Keys of a label line; ``comment`` may be left out.

@@ -17,13 +17,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
 
+from evalfleet.core.labelpool import PoolItem
+from evalfleet.core.sums import RunningSums
 from evalfleet.store.cascade import StoredThresholds, ThresholdBook
 from evalfleet.store.dialect import is_sqlite
 from evalfleet.store.evidence import attributes_match
@@ -36,35 +37,6 @@ from evalfleet.store.schema import (
     verdicts,
 )
 from evalfleet.store.sql import SqlStore, to_utc
-
-
-@dataclass(frozen=True, slots=True)
-class ScoreSums:
-    """Count, sum and sum of squares of one score over some verdicts."""
-
-    n: int
-    total: float
-    squares: float
-
-
-@dataclass(frozen=True)
-class PoolItem:
-    """One review item of a pool, with its reviewers' labels."""
-
-    id: int
-    sample_id: str
-    reason: str
-    """``random`` or what chose it."""
-    probability: float | None
-    stratum: str | None
-    judge_scores: dict[str, float | None]
-    """The judge's normalised scores."""
-    attributes: dict[str, str]
-    labels: dict[str, list[Any]] = field(default_factory=dict)
-    """By score: each reviewer's value on the judge's scale (None: cannot say)."""
-    cascade: dict[str, Any] | None = None
-    """The verdict's cascade record (every tier's scores and confidence), when asked for
-    and the verdict is kept; a cascade's labels are re-scored from it."""
 
 
 class EstimateReads:
@@ -89,7 +61,7 @@ class EstimateReads:
 
     def score_sums(self, *, metric: str, score: str, start: datetime, end: datetime,
                    segment: Mapping[str, str],
-                   filters: Mapping[str, Sequence[str]] = {}) -> ScoreSums:
+                   filters: Mapping[str, Sequence[str]] = {}) -> RunningSums:
         """A score's sums over the production verdicts sampled in ``[start, end)``.
 
         Args:
@@ -117,7 +89,8 @@ class EstimateReads:
                     verdicts.c.created_at >= created_since(start),
                     *attributes_match(segment, filters, containment=not is_sqlite(conn)))
             n, total, squares = conn.execute(query).one()
-        return ScoreSums(n=int(n or 0), total=float(total or 0.0), squares=float(squares or 0.0))
+        return RunningSums(n=int(n or 0), total=float(total or 0.0),
+                           total_sq=float(squares or 0.0))
 
     def cascade_fit(self, *, metric: str, identity: str) -> StoredThresholds | None:
         """The latest fit of a metric's cascade thresholds (what workers judge with), or

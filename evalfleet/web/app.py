@@ -36,7 +36,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from evalfleet.core.durations import format_age, format_duration, format_moment
-from evalfleet.review.estimator import LAM_MEANING
+from evalfleet.core.estimator import LAM_MEANING
 from evalfleet.web.pages import PageData
 from evalfleet.web.review import Render, ReviewPages
 

@@ -223,7 +223,7 @@ class ReviewPages:
 
     def _figures(self, days: int, segment_by: str | None) -> list[Any]:
         # numpy: loaded on this page only
-        from evalfleet.review.agreement import LIVE_RESAMPLES, live_agreement, segment_agreement
+        from evalfleet.core.live_agreement import LIVE_RESAMPLES, live_agreement, segment_agreement
 
         since = datetime.now(UTC) - timedelta(days=days)
         figures = live_agreement(self._queue.iter_items(since=since),

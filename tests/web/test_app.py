@@ -17,9 +17,9 @@ from sqlalchemy import select, update
 from evalfleet.alerts import open_alert_engine
 from evalfleet.cli.ui import build_ui_app, is_loopback
 from evalfleet.core.durations import format_moment
+from evalfleet.core.estimator import LAM_MEANING
 from evalfleet.core.settings import Settings
 from evalfleet.core.simulator import SIMULATOR_NAME
-from evalfleet.review.estimator import LAM_MEANING
 from evalfleet.store import DeadLetter, VerdictKey, migrate, open_store
 from evalfleet.store.schema import alert_states
 from evalfleet.web.app import _environment

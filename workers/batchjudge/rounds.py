@@ -15,7 +15,6 @@ read once when the round's parts are built; unset, no hook is installed.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -27,12 +26,13 @@ from typing import Any
 import redis
 from celery import Celery
 
+from evalfleet.broker.beat import schedule_round
 from evalfleet.core.budget import budget_day
 from evalfleet.core.message import Job
 from evalfleet.core.price import cost_usd
 from evalfleet.core.settings import Settings
 from evalfleet.core.spend import SpendLedger
-from evalfleet.core.tokens import CHARS_PER_TOKEN
+from evalfleet.core.tokens import prompt_tokens
 from evalfleet.store.batchspool import BatchSpool
 from workers.batchjudge.api import BatchApi
 from workers.batchjudge.collector import Collector, collecting_evaluator
@@ -86,9 +86,9 @@ def kill_at(step: str | None) -> Callable[[str], None] | None:
 
 def estimator(settings: Settings) -> Callable[[Sequence[tuple[str, dict[str, Any]]]],
                                               dict[str, float]]:
-    """A batch's estimated cost per metric at the batch price: the prompt's characters
-    over four, and every line's ``max_tokens`` as its completion (an upper bound: the
-    budget errs towards stopping early)."""
+    """A batch's estimated cost per metric at the batch price: the prompt's tokens as the
+    rate limiter estimates them (``evalfleet.core.tokens``), and every line's ``max_tokens``
+    as its completion (an upper bound: the budget errs towards stopping early)."""
     prices = settings.resolved_model_prices()
 
     def estimate(lines: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, float]:
@@ -97,7 +97,9 @@ def estimator(settings: Settings) -> Callable[[Sequence[tuple[str, dict[str, Any
             price = prices.get(str(body.get("model")))
             if price is None:
                 continue
-            prompt = len(json.dumps(body.get("messages"), ensure_ascii=False)) // CHARS_PER_TOKEN
+            messages = body.get("messages")
+            prompt = prompt_tokens(m for m in messages if isinstance(m, dict)) \
+                if isinstance(messages, list) else 0
             max_tokens = body.get("max_tokens")
             completion = max_tokens if isinstance(max_tokens, int) else 0
             usd = cost_usd(price, prompt_tokens=prompt, completion_tokens=completion, batch=True)
@@ -215,10 +217,5 @@ def register_batch_beat(app: Celery, settings: Settings, *, rounds: BatchRounds,
         """Submit due batch-mode jobs and collect finished batches."""
         return rounds.run()
 
-    schedule: dict[str, Any] = dict(app.conf.beat_schedule or {})
-    schedule[BATCH_TASK] = {"task": BATCH_TASK, "schedule": settings.batch_poll_s,
-                            "options": {"queue": queue, "expires": settings.batch_poll_s}}
-    app.conf.beat_schedule = schedule
-    routes: dict[str, Any] = dict(app.conf.task_routes or {})
-    routes[BATCH_TASK] = {"queue": queue}
-    app.conf.task_routes = routes
+    schedule_round(app, entry=BATCH_TASK, task=BATCH_TASK, every_s=settings.batch_poll_s,
+                   queue=queue)

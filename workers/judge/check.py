@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from evalfleet.calibration.gold import bundled_gold, load_gold
 from evalfleet.core.errors import JudgeError, JudgeRejected
+from evalfleet.core.gold import bundled_gold, load_gold
 from evalfleet.core.metric import Metric
 from workers.judge.base import JudgeReply, JudgeRequest, prompt_cache_key
 from workers.judge.fleet import JudgeFleet

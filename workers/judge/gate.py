@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
@@ -38,7 +37,7 @@ from typing import ClassVar
 
 from evalfleet.core.errors import JudgeDeferred, JudgeError, JudgeUnavailable
 from evalfleet.core.ratelimit import RateLimit
-from evalfleet.core.tokens import CHARS_PER_TOKEN
+from evalfleet.core.tokens import prompt_tokens
 from workers.breaker import CircuitBreaker
 from workers.judge.base import JudgeReply, JudgeRequest
 from workers.judge.cache_key import CacheKeySupport
@@ -448,5 +447,4 @@ class InFlight(Layer):
 def estimate_tokens(request: JudgeRequest) -> int:
     """Tokens a request may use before it is sent: the prompt's, estimated from its
     length, plus ``max_tokens`` (what providers count against a tokens-per-minute limit)."""
-    characters = sum(len(message["content"]) for message in request.messages)
-    return math.ceil(characters / CHARS_PER_TOKEN) + request.max_tokens
+    return prompt_tokens(request.messages) + request.max_tokens

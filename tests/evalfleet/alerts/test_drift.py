@@ -25,8 +25,8 @@ from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.terminal import render_alert_view
 from evalfleet.alerts.view import load_alert_view
 from evalfleet.calibration.canary import CanaryFeeder
-from evalfleet.calibration.gold import bundled_gold
 from evalfleet.cli import main
+from evalfleet.core.gold import bundled_gold
 from evalfleet.core.message import new_job
 from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings

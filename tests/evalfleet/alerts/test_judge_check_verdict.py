@@ -20,8 +20,8 @@ from evalfleet.alerts.judgecheck import (
 from evalfleet.alerts.rule import Rule, load_rules
 from evalfleet.alerts.segment import Segment
 from evalfleet.core.errors import InvalidAlertRule
+from evalfleet.core.estimator import Interval
 from evalfleet.core.metric import load_registry
-from evalfleet.review.estimator import Interval
 from tests.evalfleet.alerts.conftest import write_rules
 
 AT = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

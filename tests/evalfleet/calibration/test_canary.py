@@ -16,7 +16,7 @@ from evalfleet.calibration.canary import (
     canary_slice,
     canary_slot,
 )
-from evalfleet.calibration.gold import GoldItem, bundled_gold
+from evalfleet.core.gold import GoldItem, bundled_gold
 from evalfleet.core.message import Job, decode_batch, encode_batch
 from evalfleet.core.sample import MAX_ID_LENGTH, Sample
 from evalfleet.core.settings import Settings

@@ -9,17 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from evalfleet.calibration.cascade import Guarantee, TierJudgement
-from evalfleet.calibration.crossfit import (
-    crossfit_cascade,
-    kept_scores,
-    rescored_labels,
-    rescored_pool,
-)
+from evalfleet.calibration.cascade import Guarantee
+from evalfleet.calibration.crossfit import crossfit_cascade, rescored_labels
 from evalfleet.core.cascade import fold_of
+from evalfleet.core.estimator import corrected_mean
+from evalfleet.core.labelpool import PoolItem
 from evalfleet.core.metric import load_registry
-from evalfleet.review.estimator import Moments, corrected_mean
-from evalfleet.store.estimate import PoolItem
+from evalfleet.core.rescore import TierJudgement, kept_scores, rescored_pool
+from evalfleet.core.sums import RunningSums
 from testkit.cascade import TRUE_MEAN, cascade_traffic
 from tests.helpers import cascade_metrics
 
@@ -78,7 +75,7 @@ def test_corrected_means_cover_when_the_fit_s_labels_also_correct() -> None:
             kept = kept_scores(item.tiers, fit.folds[fold].thresholds)
             assert kept is not None
             judged.append(float(kept["correct"] or 0.0))
-        window = Moments(len(judged), sum(judged), sum(f * f for f in judged))
+        window = RunningSums(len(judged), sum(judged), sum(f * f for f in judged))
         labels = rescored_labels(simulated.labelled, metric="m", score="correct", fit=fit,
                                  probabilities={item.sample_id: 0.15
                                                 for item in simulated.labelled})

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from evalfleet.calibration.gold import GoldItem
 from evalfleet.calibration.report import Judged, compare, format_report
+from evalfleet.core.gold import GoldItem
 from evalfleet.core.metric import load_registry
 from evalfleet.core.sample import Sample
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from evalfleet.calibration.gold import load_gold
+from evalfleet.core.gold import load_gold
 from evalfleet.core.metric import load_registry
 from evalfleet.dataset import (
     agent_chat_records,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.stats import t
 
-from evalfleet.review.estimator import StratumLabels, lacking_labels, t_quantile
+from evalfleet.core.estimator import StratumLabels, lacking_labels, t_quantile
 from testkit.coverage_simulation import Design, simulate
 
 #: Runs per simulated design: a share of 0.9 is within about 1.7 points at 300.

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from evalfleet.cli import main
+from evalfleet.core.labelpool import PoolItem
 from evalfleet.core.metric import Metric, load_registry
 from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum
 from evalfleet.review.estimate import (
@@ -23,7 +24,7 @@ from evalfleet.review.estimate import (
     pool_labels,
 )
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, open_store
-from evalfleet.store.estimate import EstimateReads, PoolItem
+from evalfleet.store.estimate import EstimateReads
 from evalfleet.store.review import LabelValue, ReviewQueue
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

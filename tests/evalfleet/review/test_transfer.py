@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from evalfleet.calibration.gold import load_gold
 from evalfleet.cli import main
+from evalfleet.core.gold import load_gold
 from evalfleet.core.metric import load_registry
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord
 from evalfleet.store.review import ReviewQueue
@@ -140,8 +140,8 @@ def test_reviewers_queue_and_status(any_store: SqlStore) -> None:
     ([None], "continuous", None),
 ])
 def test_several_labels_make_one(values: list[object], kind: str, expected: object) -> None:
+    from evalfleet.core.labels import combine_labels
     from evalfleet.core.scales import ScoreScale
-    from evalfleet.review.label import combine_labels
 
     assert combine_labels(values, scale=ScoreScale(kind)) == expected  # type: ignore[arg-type]
 

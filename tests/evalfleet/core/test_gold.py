@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from evalfleet.calibration.gold import bundled_gold, load_gold
 from evalfleet.core.canary import canary_series
+from evalfleet.core.gold import bundled_gold, load_gold
 from evalfleet.core.metric import load_registry
 from evalfleet.core.scales import score_scales
 

@@ -4,7 +4,7 @@ Only random items count: items chosen on demand (an alert's evidence, a filter, 
 imports) lean toward what someone wanted to look at. Each random item is weighted by
 the inverse of its inclusion probability, so a slice stratified toward low scores
 still estimates the agreement over all the metric's verdicts. An item with several
-reviewers' labels counts once, with the labels made one (:mod:`evalfleet.review.label`).
+reviewers' labels counts once, with the labels made one (:mod:`evalfleet.core.labels`).
 
 Per metric, judge model and score:
 
@@ -18,7 +18,10 @@ interval over items (percentile), weights resampled with their items. Reviewer a
 items (random or not) with two reviewers' labels for a score, the first two reviewers
 by name, unweighted.
 
-Loads numpy and scipy: for the CLI, the page and the alert engine, never a worker.
+Loads numpy and scipy: for the CLI, the page and the alert engine, never a worker. The
+review queue's items and labels are read through :class:`QueuedItem` and
+:class:`GivenLabel`, what this module needs of the store's rows, so the kernel stays
+below the store.
 """
 
 from __future__ import annotations
@@ -27,11 +30,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from evalfleet.calibration.agreement import (
+from evalfleet.core.agreement import (
     N_RESAMPLES,
     Estimate,
     Statistic,
@@ -39,11 +42,10 @@ from evalfleet.calibration.agreement import (
     cohen_kappa,
 )
 from evalfleet.core.errors import UnknownMetric
+from evalfleet.core.labels import combine_labels, normalise
 from evalfleet.core.metric import Metric, MetricRegistry, ScoreKind
 from evalfleet.core.review import RANDOM_REASON
 from evalfleet.core.scales import ScoreScale, score_scales
-from evalfleet.review.label import combine_labels, normalise
-from evalfleet.store.review import ReviewItem, ReviewLabel
 
 #: The "judge model" of reviewer-against-reviewer rows.
 REVIEWERS = "(reviewer vs reviewer)"
@@ -58,6 +60,40 @@ LIVE_RESAMPLES = 500
 
 #: Fewest labelled items a segment needs for figures of its own.
 MIN_SEGMENT_ITEMS = 20
+
+
+class QueuedItem(Protocol):
+    """What live agreement reads of a review item (the store's ``ReviewItem``)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def metric(self) -> str: ...
+    @property
+    def judge_model(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def probability(self) -> float | None: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def judge_raw_scores(self) -> dict[str, Any]: ...
+    @property
+    def attributes(self) -> dict[str, str]: ...
+
+
+class GivenLabel(Protocol):
+    """What live agreement reads of a reviewer's label (the store's ``ReviewLabel``)."""
+
+    @property
+    def item_id(self) -> int: ...
+    @property
+    def reviewer(self) -> str: ...
+    @property
+    def score(self) -> str: ...
+    @property
+    def raw_value(self) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +183,7 @@ def _statistics(kind: ScoreKind, *, categories: Sequence[float]) -> dict[str, St
 PairsByKey = dict[tuple[str, str, str], list[Pair]]
 
 
-def live_agreement(items: Iterable[ReviewItem], labels: Iterable[ReviewLabel], *,
+def live_agreement(items: Iterable[QueuedItem], labels: Iterable[GivenLabel], *,
                    registry: MetricRegistry, since: datetime | None = None,
                    seed: int = 0, n_resamples: int = N_RESAMPLES) -> list[LiveAgreement]:
     """Judge-versus-people agreement from the random items queued since ``since``, and
@@ -174,7 +210,7 @@ def live_agreement(items: Iterable[ReviewItem], labels: Iterable[ReviewLabel], *
     return found
 
 
-def segment_agreement(items: Iterable[ReviewItem], labels: Iterable[ReviewLabel], *,
+def segment_agreement(items: Iterable[QueuedItem], labels: Iterable[GivenLabel], *,
                       registry: MetricRegistry, key: str, since: datetime | None = None,
                       min_items: int = MIN_SEGMENT_ITEMS, seed: int = 0,
                       n_resamples: int = N_RESAMPLES) -> list[LiveAgreement]:
@@ -194,7 +230,7 @@ def segment_agreement(items: Iterable[ReviewItem], labels: Iterable[ReviewLabel]
     Returns:
         One entry per segment, metric, judge model and score, segment ``key=value``.
     """
-    by_value: dict[str, list[ReviewItem]] = defaultdict(list)
+    by_value: dict[str, list[QueuedItem]] = defaultdict(list)
     for item in items:
         if key in item.attributes:
             by_value[str(item.attributes[key])].append(item)
@@ -210,7 +246,7 @@ def segment_agreement(items: Iterable[ReviewItem], labels: Iterable[ReviewLabel]
     return found
 
 
-def labelled_pairs(items: Iterable[ReviewItem], labels: Iterable[ReviewLabel], *,
+def labelled_pairs(items: Iterable[QueuedItem], labels: Iterable[GivenLabel], *,
                    registry: MetricRegistry, since: datetime | None = None,
                    metrics: dict[str, Metric] | None = None) -> tuple[PairsByKey, PairsByKey]:
     """The judge's and people's values of every labelled item, paired.
@@ -245,7 +281,7 @@ def labelled_pairs(items: Iterable[ReviewItem], labels: Iterable[ReviewLabel], *
     return dict(judged), dict(between)
 
 
-def _add_pairs(item: ReviewItem, *, score: str, scale: ScoreScale, metric: Metric,
+def _add_pairs(item: QueuedItem, *, score: str, scale: ScoreScale, metric: Metric,
                by_reviewer: dict[str, Any], judged: PairsByKey, between: PairsByKey) -> None:
     def normalised(raw: float) -> float:
         return normalise(raw, metric=metric, score=score)

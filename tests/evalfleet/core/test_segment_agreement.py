@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 from sklearn.metrics import accuracy_score, cohen_kappa_score
 
+from evalfleet.core.live_agreement import ALL, live_agreement, segment_agreement
 from evalfleet.core.metric import load_registry
-from evalfleet.review.agreement import ALL, live_agreement, segment_agreement
-from tests.evalfleet.review.test_agreement import RESAMPLES, item, label
+from tests.evalfleet.core.test_live_agreement import RESAMPLES, item, label
 
 
 def test_segments_with_enough_labels_get_their_own_figures() -> None:

@@ -6,7 +6,7 @@ the score each person-checked score should get, on the judge's own scale
 for ``rag_qa``). A record may label some of a metric's scores only. A bad record is
 reported with its line, id and field; the others are used.
 
-Each built-in metric ships a small gold set (``evalfleet/calibration/gold/``) written
+Each built-in metric ships a small gold set (``evalfleet/core/gold/``) written
 for this project, whose labels follow from how its samples were built: an answer
 copied from its context is faithful, one that contradicts it is not; a BIG-Bench
 Hard answer is right or wrong against its ground truth.
@@ -47,7 +47,7 @@ def bundled_gold(metric: str) -> Path:
     Raises:
         FileNotFoundError: When ``metric`` has no bundled gold set.
     """
-    path = Path(str(resources.files("evalfleet.calibration") / "gold" / f"{metric}.jsonl"))
+    path = Path(str(resources.files("evalfleet.core") / "gold" / f"{metric}.jsonl"))
     if not path.is_file():
         raise FileNotFoundError(f"no gold set is shipped for metric {metric!r}")
     return path

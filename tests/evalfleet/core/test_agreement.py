@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from evalfleet.calibration.agreement import agreement, cohen_kappa
+from evalfleet.core.agreement import agreement, cohen_kappa
 
 LIKERT = (1.0, 2.0, 3.0, 4.0, 5.0)
 

@@ -10,20 +10,21 @@ import pytest
 from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
 from evalfleet.core.errors import NotRandomSample
-from evalfleet.review.estimator import (
+from evalfleet.core.estimator import (
     LabelledItem,
-    Moments,
     Period,
     bias_difference,
     corrected_difference,
     corrected_mean,
     raw_mean,
 )
+from evalfleet.core.sums import RunningSums
 from testkit.drop_simulation import simulate_drop
 
 
-def moments(values: np.ndarray) -> Moments:
-    return Moments(n=len(values), total=float(values.sum()), squares=float((values ** 2).sum()))
+def moments(values: np.ndarray) -> RunningSums:
+    return RunningSums(n=len(values), total=float(values.sum()),
+                       total_sq=float((values ** 2).sum()))
 
 
 def population(*, seed: int, n: int, rates: tuple[float, ...], bias: float
@@ -118,7 +119,7 @@ def test_agrees_with_ppi_py_at_one_probability() -> None:
     (LabelledItem(judge=0.2, label=0.1, probability=1.5, item="req-9"), "req-9"),
 ])
 def test_chosen_or_improbable_items_are_refused(item: LabelledItem, named: str) -> None:
-    whole = Moments(n=100, total=50.0, squares=30.0)
+    whole = RunningSums(n=100, total=50.0, total_sq=30.0)
     good = [LabelledItem(judge=0.5, label=0.5, probability=0.1)] * 5
     with pytest.raises(NotRandomSample) as caught:
         corrected_mean(whole, whole, [*good, item])
@@ -126,25 +127,25 @@ def test_chosen_or_improbable_items_are_refused(item: LabelledItem, named: str) 
 
 
 @pytest.mark.parametrize(("window", "pool", "labels"), [
-    (Moments(0, 0.0, 0.0), Moments(10, 5.0, 3.0), 2),
-    (Moments(10, 5.0, 3.0), Moments(10, 5.0, 3.0), 0),
-    (Moments(10, 5.0, 3.0), Moments(5, 2.0, 1.0), 2),
+    (RunningSums(0, 0.0, 0.0), RunningSums(10, 5.0, 3.0), 2),
+    (RunningSums(10, 5.0, 3.0), RunningSums(10, 5.0, 3.0), 0),
+    (RunningSums(10, 5.0, 3.0), RunningSums(5, 2.0, 1.0), 2),
 ])
-def test_impossible_inputs_say_so(window: Moments, pool: Moments, labels: int) -> None:
+def test_impossible_inputs_say_so(window: RunningSums, pool: RunningSums, labels: int) -> None:
     labelled = [LabelledItem(judge=0.5, label=0.4, probability=0.5)] * labels
     with pytest.raises(ValueError, match="need verdicts"):
         corrected_mean(window, pool, labelled)
 
 
 def test_constant_judge_and_raw_mean() -> None:
-    flat = Moments(n=1000, total=700.0, squares=490.0)
+    flat = RunningSums(n=1000, total=700.0, total_sq=490.0)
     labelled = [LabelledItem(judge=0.7, label=0.5, probability=0.05)] * 50
     found = corrected_mean(flat, flat, labelled)
     assert found.interval.value == pytest.approx(0.5)
     raw = raw_mean(flat)
     assert (raw.low, raw.value, raw.high) == pytest.approx((0.7, 0.7, 0.7))
     with pytest.raises(ValueError):
-        raw_mean(Moments(0, 0.0, 0.0))
+        raw_mean(RunningSums(0, 0.0, 0.0))
 
 
 def test_a_pooled_correction_of_a_window_that_moved_needs_lam_one() -> None:
@@ -202,7 +203,7 @@ def test_disjoint_pools_add_their_variances() -> None:
 
 def test_an_item_twice_in_one_pool_is_refused() -> None:
     item = LabelledItem(judge=0.5, label=0.4, probability=0.5, item="s-1")
-    period = Period(window=Moments(10, 5.0, 3.0), pool=Moments(10, 5.0, 3.0),
+    period = Period(window=RunningSums(10, 5.0, 3.0), pool=RunningSums(10, 5.0, 3.0),
                     labelled=[item, item], lam=1.0)
     with pytest.raises(ValueError, match="'s-1' is twice"):
         corrected_difference(period, period)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, cohen_kappa_score, mean_absolute_error
 
+from evalfleet.core.live_agreement import REVIEWERS, Pair, live_agreement, pair_statistics
 from evalfleet.core.metric import load_registry
-from evalfleet.review.agreement import REVIEWERS, Pair, live_agreement, pair_statistics
 from evalfleet.store.review import ReviewItem, ReviewLabel
 
 NOW = datetime(2026, 11, 22, tzinfo=UTC)

@@ -77,6 +77,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 from evalfleet.core.errors import NotRandomSample
+from evalfleet.core.sums import RunningSums
 
 #: Labelled random items below which no corrected mean is given ("not enough labels"): the
 #: normal interval is a large-sample one; in bench/corrected_estimates.py a 90% interval
@@ -96,27 +97,6 @@ CONFIDENCE = 0.95
 LAM_MEANING = ("lam is how much each correction leans on the judge's scores (PPI++): 0 "
                "uses people's labels alone, 1 the judge's mean corrected by its measured "
                "error, chosen per period for the narrowest interval")
-
-
-@dataclass(frozen=True, slots=True)
-class Moments:
-    """Count, sum and sum of squares of the judge's normalised scores over some verdicts."""
-
-    n: int
-    total: float
-    squares: float
-
-    @property
-    def mean(self) -> float:
-        """The mean (NaN for no verdicts)."""
-        return self.total / self.n if self.n else math.nan
-
-    @property
-    def variance(self) -> float:
-        """The population variance (0 for fewer than two verdicts)."""
-        if self.n < 2:
-            return 0.0
-        return max(self.squares / self.n - self.mean ** 2, 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +218,7 @@ def t_quantile(level: float, df: float) -> float:
     return z + math.fsum(term / df ** (power + 1) for power, term in enumerate(terms))
 
 
-def raw_mean(window: Moments, *, confidence: float = CONFIDENCE) -> Interval:
+def raw_mean(window: RunningSums, *, confidence: float = CONFIDENCE) -> Interval:
     """The judge's mean over the window with its normal interval (for the judge's mean,
     not for what people would say).
 
@@ -247,11 +227,11 @@ def raw_mean(window: Moments, *, confidence: float = CONFIDENCE) -> Interval:
     """
     if window.n == 0:
         raise ValueError("no verdicts in the window")
-    return normal_interval(window.mean, math.sqrt(window.variance / window.n),
+    return normal_interval(window.mean, math.sqrt(window.population_variance / window.n),
                            confidence=confidence)
 
 
-def corrected_mean(window: Moments, pool: Moments, labelled: Sequence[LabelledItem], *,
+def corrected_mean(window: RunningSums, pool: RunningSums, labelled: Sequence[LabelledItem], *,
                    confidence: float = CONFIDENCE, lam: float | None = None,
                    df: float | None = None) -> Corrected:
     """The prediction-powered mean of the window (see the module's formula).
@@ -284,7 +264,7 @@ def corrected_mean(window: Moments, pool: Moments, labelled: Sequence[LabelledIt
     value = lam * window.mean + m.y_mean - lam * m.f_labelled
     var_d = m.var_e - 2 * lam * m.cov_eg + lam ** 2 * m.var_g
     cov_fd = m.cov_fe - lam * m.cov_fg
-    variance = (lam ** 2 * window.variance / window.n + var_d / pool.n
+    variance = (lam ** 2 * window.population_variance / window.n + var_d / pool.n
                 + 2 * lam * cov_fd / pool.n)
     std_error = math.sqrt(max(variance, 0.0))
     return Corrected(interval=normal_interval(value, std_error, confidence=confidence, df=df),
@@ -310,7 +290,7 @@ class _PoolMoments:
     cov_fg: float
 
     @classmethod
-    def of(cls, pool: Moments, labelled: Sequence[LabelledItem]) -> _PoolMoments:
+    def of(cls, pool: RunningSums, labelled: Sequence[LabelledItem]) -> _PoolMoments:
         n = pool.n
         inv = [1.0 / item.probability for item in labelled]
         weight = math.fsum(inv)
@@ -334,10 +314,11 @@ class _PoolMoments:
             cov_fg=mean(f * g for f, g in zip(fs, gs, strict=True)) - pool.mean * g_mean,
         )
 
-    def tuned_lam(self, window: Moments) -> float:
+    def tuned_lam(self, window: RunningSums) -> float:
         """The ``lam`` of least variance, clipped to [0, 1] (1 when the judge's scores
         do not vary)."""
-        a = window.variance / window.n + self.var_g / self.n - 2 * self.cov_fg / self.n
+        a = (window.population_variance / window.n + self.var_g / self.n
+             - 2 * self.cov_fg / self.n)
         b = self.cov_eg / self.n - self.cov_fe / self.n
         if a <= 0.0:
             return 1.0
@@ -348,9 +329,9 @@ class _PoolMoments:
 class Period:
     """One period of a difference: its verdicts, the pool that corrects it, its labels."""
 
-    window: Moments
+    window: RunningSums
     """The judge's scores over the period's verdicts."""
-    pool: Moments
+    pool: RunningSums
     """The judge's scores over the pool's verdicts (the period's among them)."""
     labelled: Sequence[LabelledItem]
     """The pool's labelled random items, each named (``item``) so that an item in both
