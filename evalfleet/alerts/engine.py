@@ -340,6 +340,7 @@ class AlertEngine:
         rows = []
         points: list[dict[str, Any]] = []
         states: list[dict[str, Any]] = []  # written together at the end: one round trip
+        transitions: list[dict[str, Any]] = []  # so are the changes of state
         now = self._clock()
         with ledger.rule_transaction(self.engine, rule.name) as conn:
             suspicion = self._drift_suspicion(conn, rule, at)
@@ -359,19 +360,21 @@ class AlertEngine:
             for judgement in judgements:
                 segment = judgement.finding.segment
                 rows.append(self._step(conn, rule, segment, judgement, stored.get(segment),
-                                       policy, at, now, points, states, suspicion,
+                                       policy, at, now, points, states, transitions, suspicion,
                                        checks.get(segment), watches.get(segment),
                                        incident=incidents.get(segment)))
             # Segments known from earlier cycles with no samples now: too little data.
             for segment in sorted(set(stored) - seen):
                 kept = loaded[segment].detector
                 rows.append(self._step(conn, rule, segment, None, stored[segment], policy,
-                                       at, now, points, states, suspicion, checks.get(segment),
+                                       at, now, points, states, transitions, suspicion,
+                                       checks.get(segment),
                                        kept_detector=kept))
             if rule.spec.sequential:
                 self._queue_incidents(conn, rule, loaded, incidents, watches, rows, at=at,
                                       now=now)
             ledger.save_states(conn, states)
+            ledger.record_transitions(conn, transitions)
             ledger.record_points(conn, rule=rule.name, at=at, points=points)
         return rows
 
@@ -412,7 +415,7 @@ class AlertEngine:
         self, conn: Connection, rule: Rule, segment: Segment, judgement: Judgement | None,
         previous: AlertState | None, policy: Policy, at: datetime, now: datetime,
         points: list[dict[str, Any]], states: list[dict[str, Any]],
-        suspicion: dict[str, Any],
+        transitions: list[dict[str, Any]], suspicion: dict[str, Any],
         last_check: dict[str, Any] | None = None, watched: Watch | None = None,
         kept_detector: dict[str, Any] | None = None,
         incident: dict[str, Any] | None = None,
@@ -450,9 +453,9 @@ class AlertEngine:
                        "baseline_mean": details.get("baseline_mean"),
                        "state": step.state.state})
         if step.events or step.state.state != was:
-            ledger.record_transition(conn, rule=rule.name, segment=segment, at=at, previous=was,
-                                     state=step.state.state, events=step.events,
-                                     finding=details)
+            transitions.append(ledger.transition_row(
+                rule=rule.name, segment=segment, at=at, previous=was, state=step.state.state,
+                events=step.events, finding=details))
         self._keep_baseline_clean(conn, rule, segment, step, at)
         self._queue(conn, rule, segment, step, details, at=at, now=now)
         return _row(rule, segment, was, step, details)

@@ -35,7 +35,7 @@ from evalfleet.alerts.rule import VERDICT_EXPLAINERS, Rule, TrailingBaseline
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.statistic import Summary
 from evalfleet.store.dialect import is_sqlite
-from evalfleet.store.evidence import attributes_match
+from evalfleet.store.evidence import attributes_match, segment_keys
 from evalfleet.store.partitions import created_since
 from evalfleet.store.rollup import LEVEL_GRID, OFF_GRID
 from evalfleet.store.schema import alert_exclusions, score_rollups, verdict_scores, verdicts
@@ -411,11 +411,25 @@ def fetch_explained(
         units.update({unit: summary for unit, summary in split.items()
                       if unit.depth == len(query.keys) + 1 and _under(unit, heads)})
     own = tuple(n for n in explain if n in VERDICT_EXPLAINERS)
-    if own:
+    keys = _head_keys(conn, plain, heads, start=start, end=end) if own else []
+    if own and keys != []:
         conn.exec_driver_sql("SET LOCAL jit = off")
-        sql, params = _build_explained(plain, explain=own, heads=heads, start=start, end=end)
+        sql, params = _build_explained(plain, explain=own, heads=heads, start=start, end=end,
+                                       head_keys=keys)
         units.update(_own_units(plain, own, conn.execute(text(sql), params).mappings()))
     return units
+
+
+def _head_keys(conn: Connection, query: WindowQuery, heads: list[Segment], *,
+               start: datetime, end: datetime) -> list[str] | None:
+    """The attribute sets (``segment_key``) the heads' samples of ``[start, end)`` have,
+    from the minute rollups, so their verdicts are read by the segment index, a range per
+    set, and not picked out of every segment's window; None under the whole (all of it)."""
+    if Segment() in heads:
+        return None
+    return sorted({key for head in heads for key in segment_keys(
+        conn, metric=query.metric, score=query.score, start=start, end=end,
+        labels=head.as_dict(), filters=dict(query.filters))})
 
 
 def _under(unit: Segment, heads: list[Segment]) -> bool:
@@ -449,14 +463,20 @@ def _prefix(keys: tuple[str, ...], values: list[Any]) -> tuple[tuple[str, str], 
 
 
 def _build_explained(query: WindowQuery, *, explain: tuple[str, ...], heads: list[Segment],
-                     start: datetime, end: datetime) -> tuple[str, dict[str, Any]]:
+                     start: datetime, end: datetime,
+                     head_keys: list[str] | None) -> tuple[str, dict[str, Any]]:
     params: dict[str, Any] = {"metric": query.metric, "score": query.score, "start": start,
                               "end": end, "created_since": created_since(start)}
     conditions = ["vs.metric = :metric", "vs.name = :score", "vs.sample_ts >= :start",
                   "vs.sample_ts < :end", "vs.created_at >= :created_since",
                   "v.created_at >= :created_since",
                   *_conditions(query, params, alias="v", moment="vs.sample_ts")]
-    if Segment() not in heads:
+    if head_keys is not None:
+        # The heads' verdicts by the segment index (metric, md5(attributes), sample_ts).
+        params["keys"] = head_keys
+        conditions += ["v.metric = :metric", "v.sample_ts >= :start", "v.sample_ts < :end",
+                       "md5(CAST(v.attributes AS text)) = ANY(:keys)"]
+    if head_keys is None and Segment() not in heads:
         under = []
         for i, head in enumerate(heads):
             params[f"h{i}"] = json.dumps(head.as_dict())

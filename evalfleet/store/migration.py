@@ -9,6 +9,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine
 
+from evalfleet.store.segment_index import build_segment_index
 from evalfleet.store.upgrade import needs_upgrade, prepare
 
 
@@ -32,12 +33,16 @@ def migrate(engine: Engine, *, revision: str = "head") -> None:
 
     A Postgres store that holds verdicts in plain tables is first prepared for
     partitioning online (:func:`evalfleet.store.upgrade.prepare`: resumable, the fleet
-    may run), so that revision 0008 holds its locks for a moment only.
+    may run), so that revision 0008 holds its locks for a moment only; a partitioned one
+    gets the segment index of revision 0023 built a partition at a time without holding
+    writes back (:func:`evalfleet.store.segment_index.build_segment_index`).
     """
     with engine.connect() as conn:
         prepare_first = revision == "head" and needs_upgrade(conn)
     if prepare_first:
         prepare(engine, now=datetime.now(UTC))
+    if revision == "head":
+        build_segment_index(engine)
     config = alembic_config(engine)
     with engine.begin() as connection:
         config.attributes["connection"] = connection

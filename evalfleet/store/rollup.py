@@ -149,12 +149,23 @@ DELETE FROM score_rollups WHERE shard = 0 AND n = 0
                     WHERE ({_KEY_OF["o"]}) = ({_KEY_OF["score_rollups"]}) AND o.shard <> 0)
 """
 
-#: Shard rows moved into shard 0 (Postgres), those matching ``{where}``. A row a writer
-#: updates meanwhile is deleted as it then is: the delete waits for its lock.
+_ROW_KEY_OF = {alias: f"{_KEY_OF[alias]}, {alias}.shard" for alias in _KEY_OF}
+
+#: Shard rows moved into shard 0 (Postgres), those matching ``{where}``. Every row of
+#: their keys, shard 0 included, is locked first in key order, as a save's trigger takes
+#: its rows: a late verdict saved into a bucket being folded then waits for the fold (or
+#: the fold for it), and neither can hold a row the other wants next (a delete alone takes
+#: rows in scan order, which can deadlock with such a save). A row a writer updates
+#: meanwhile is moved as it then is: the lock waits for its commit.
 _FOLD = f"""
-WITH moved AS (
-    DELETE FROM score_rollups WHERE shard <> 0 AND {{where}}
-    RETURNING {_KEY}, attributes, n, total, total_sq, first_ts)
+WITH locked AS (
+    SELECT {_ROW_KEY} FROM score_rollups WHERE {{where}} AND ({_KEY}) IN (
+        SELECT {_KEY} FROM score_rollups WHERE shard <> 0 AND {{where}})
+    ORDER BY {_ROW_KEY} FOR UPDATE),
+moved AS (
+    DELETE FROM score_rollups USING locked o
+    WHERE ({_ROW_KEY_OF["o"]}) = ({_ROW_KEY_OF["score_rollups"]}) AND o.shard <> 0
+    RETURNING {_KEY_OF["score_rollups"]}, attributes, n, total, total_sq, first_ts)
 INSERT INTO score_rollups ({_COLUMNS})
 SELECT {_KEY}, 0, attributes, sum(n), sum(total), sum(total_sq), min(first_ts)
 FROM moved GROUP BY {_KEY}, attributes ORDER BY {_KEY}

@@ -10,10 +10,11 @@ firing alert's evidence look up the segment's attribute sets in ``score_rollups`
 read each one's range of sample time here, instead of ANDing the attributes' GIN
 lookup (every row of the segment in the partitions read) with the (metric, sample_ts)
 range (every segment's rows of the window). Created on the partitioned parent, so each
-day's partition has its own and later partitions get it when created. The build holds
-writes to each partition back while it runs (11 s for 2.7 million verdicts on a busy
-2-core machine); docs/operating.md says how to build it beforehand on a large store.
-SQLite keeps its plain table.
+day's partition has its own and later partitions get it when created. Built here, it
+would hold writes to each partition back while it runs (11 s for 2.7 million verdicts on
+a busy 2-core machine): ``evalfleet migrate`` builds it first on a store with verdicts, a
+partition at a time ``CONCURRENTLY`` (``evalfleet.store.segment_index``), so this finds
+it made; only a new store's empty tables get it here. SQLite keeps its plain table.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ _NAME = "ix_verdicts_metric_segment_sample_ts"
 def upgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
-    # IF NOT EXISTS: a large store may have built it beforehand, a partition at a time
-    # without holding writes back (docs/operating.md).
+    # IF NOT EXISTS: evalfleet migrate built it beforehand, a partition at a time without
+    # holding writes back (evalfleet.store.segment_index).
     op.execute(f"CREATE INDEX IF NOT EXISTS {_NAME} ON verdicts"
                " (metric, md5(CAST(attributes AS text)), sample_ts)")
 

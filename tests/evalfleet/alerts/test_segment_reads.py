@@ -14,10 +14,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from evalfleet.alerts.evidence import window_evidence
 from evalfleet.alerts.rule import Rule, load_rules
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.view import load_scored
+from evalfleet.alerts.window import WindowQuery, fetch_explained
 from evalfleet.core.metric import load_registry
 from evalfleet.store import SqlStore
 from evalfleet.store.evidence import lowest_scoring
@@ -99,3 +102,30 @@ def test_a_firing_alerts_evidence_reads_its_window(any_store: SqlStore,
                     key=lambda r: (r.scores["faithfulness"], r.sample_ts, r.key.sample_id))
     assert wanted
     assert [e.sample_id for e in evidence] == [r.key.sample_id for r in wanted[:3]]
+
+
+def test_the_judge_model_under_incident_heads_equals_a_plain_sum(
+        any_store: SqlStore, tmp_path: Path) -> None:
+    """``fetch_explained``'s read of the verdict's own fields under heads (on Postgres by the
+    segment index, a range per attribute set under the heads) against the samples summed
+    one by one."""
+    records = saved(any_store, random.Random(11), 400)
+    rule = rule_of(tmp_path)
+    query = WindowQuery.for_rule(rule)
+    start, end = NOW - timedelta(seconds=1817), NOW - timedelta(seconds=17)
+    for heads in ([Segment.of({"app": "a1"})], [Segment.of({"app": "a0"}),
+                                                Segment.of({"app": "a2"})],
+                  [Segment()], [Segment.of({"app": "nobody"})]):
+        with any_store.engine.begin() as conn:
+            units = fetch_explained(conn, query, explain=("judge_model",), heads=heads,
+                                    start=start, end=end)
+        wanted: dict[Segment, list[float]] = {}
+        for head in heads:
+            for r in matching(records, labels=head.as_dict(), routes=("/r0", "/r2"),
+                              start=start, end=end):
+                unit = Segment.of({"app": r.attributes["app"], "judge_model": r.key.judge_model})
+                wanted.setdefault(unit, []).append(r.scores["faithfulness"])
+        assert {unit: summary.n for unit, summary in units.items()} == {
+            unit: len(values) for unit, values in wanted.items()}, heads
+        for unit, values in wanted.items():
+            assert units[unit].total == pytest.approx(sum(values))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -281,3 +282,126 @@ def test_writers_on_many_connections_spread_over_shards_and_sum_exactly(
     with store.engine.begin() as conn:
         conn.execute(delete(verdict_scores))
     assert stored_rollups(store) == {}
+
+
+def test_a_late_save_into_a_bucket_being_folded_does_not_deadlock(store: SqlStore) -> None:
+    """A save holds its first rollup rows and waits for a later one (held here by a third
+    transaction); the fold of that bucket starts meanwhile. The fold takes the rows in key
+    order, as the save does, so it waits behind the save for its first row and holds none
+    the save wants next: both finish, and the sums stay exact. (A fold deleting in scan
+    order could take a later row first and wait for the save's: a deadlock; on this
+    small table the old fold's plan happened to find them in key order.)"""
+    base = NOW.replace(minute=17, second=30)  # a minute inside its hour: two buckets apart
+
+    def late(name: str, scores: dict[str, float]) -> VerdictRecord:
+        return verdict(name, sample_ts=base, created_at=base + timedelta(hours=3),
+                       attributes={"app": "hot"}, scores=scores)
+
+    writer = store.engine.connect()
+    try:
+        # The faithfulness rows first, so in the table they come before correct's.
+        with writer.begin():
+            store.save_rows(writer, [late("f", {"faithfulness": 0.5})], [], release=[],
+                            owner="w")
+            store.save_rows(writer, [late("c", {"correct": 1.0, "faithfulness": 0.5})], [],
+                            release=[], owner="w")
+        shard = int(writer.exec_driver_sql("SELECT mod(pg_backend_pid(), 8)").scalar_one())
+        writer_pid = int(writer.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+        writer.commit()
+        with store.engine.connect() as blocker, blocker.begin():
+            # The save's last row but one (its keys in order: correct's minute and hour,
+            # faithfulness's minute and hour) is held, so the save waits holding correct's.
+            blocker.exec_driver_sql(
+                "SELECT 1 FROM score_rollups WHERE name = 'faithfulness' AND span_s = 60"
+                f" AND shard = {shard} FOR UPDATE")
+            saving = _in_thread(lambda: _save_in(store, writer, late(
+                "s", {"correct": 0.0, "faithfulness": 0.5})))
+            _wait_for_lock(store, writer_pid)
+            folding = _in_thread(lambda: _fold_at(store, base + timedelta(hours=3)))
+            _wait_for_lock(store, folding.pid())
+        # The blocker is gone: the save goes on, commits, and the fold after it.
+        saving.result()
+        assert folding.result() > 0
+    finally:
+        writer.close()
+    assert_exact(store)
+    # Rows the save made (a new level) were not there for the fold: the next one takes them.
+    with store.engine.begin() as conn:
+        fold(conn, now=base + timedelta(hours=3))
+    with store.engine.connect() as conn:
+        assert set(conn.execute(select(score_rollups.c.shard)).scalars()) == {0}
+    assert_exact(store)
+
+
+def _save_in(store: SqlStore, conn: Any, record: VerdictRecord) -> int:
+    with conn.begin():
+        return store.save_rows(conn, [record], [], release=[], owner="w")
+
+
+def _fold_at(store: SqlStore, now: datetime) -> int:
+    with store.engine.begin() as conn:
+        _Task.current().pid_found(int(conn.exec_driver_sql(
+            "SELECT pg_backend_pid()").scalar_one()))
+        return fold(conn, now=now)
+
+
+class _Task:
+    """A call run in a thread of its own: its result (or error), and its backend's pid."""
+
+    _local = threading.local()
+
+    def __init__(self, call: Any) -> None:
+        self._call, self._done, self._pid = call, threading.Event(), threading.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._pid_value = 0
+        self._thread = threading.Thread(target=self._run)
+
+    @classmethod
+    def current(cls) -> _Task:
+        return cls._local.task  # type: ignore[no-any-return]
+
+    def pid_found(self, pid: int) -> None:
+        self._pid_value = pid
+        self._pid.set()
+
+    def pid(self) -> int:
+        assert self._pid.wait(timeout=30)
+        return self._pid_value
+
+    def _run(self) -> None:
+        _Task._local.task = self
+        try:
+            self._value = self._call()
+        except BaseException as exc:  # raised again by result()
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def result(self) -> Any:
+        assert self._done.wait(timeout=60)
+        self._thread.join(timeout=10)
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def _in_thread(call: Any) -> _Task:
+    task = _Task(call)
+    task._thread.start()
+    return task
+
+
+def _wait_for_lock(store: SqlStore, pid: int) -> None:
+    """Until backend ``pid`` waits for a lock (bounded: 30 s)."""
+    deadline = time.monotonic() + 30
+    with store.engine.connect() as conn:
+        while time.monotonic() < deadline:
+            waiting = conn.exec_driver_sql(
+                f"SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = {pid}"
+            ).scalar()
+            conn.rollback()  # a fresh snapshot of the activity each time
+            if waiting:
+                return
+            time.sleep(0.01)
+    raise AssertionError(f"backend {pid} never waited for a lock")
