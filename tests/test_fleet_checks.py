@@ -4,16 +4,20 @@ judged metric on the same samples, with no judge call for the checks."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
+from evalfleet.cli.ui import build_ui_app
 from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
+from testkit.served import Served
 from tests.evalfleet.alerts.conftest import write_rules
 from tests.helpers import WorkerProcess, wait_until
 from tests.test_fleet import cli, export, make_samples, write_jsonl
@@ -186,3 +190,96 @@ def test_an_alert_fires_on_a_check_metrics_rising_failure_rate_from_produce_to_w
     assert fired.exit_code == 1, fired.output  # a segment is firing
     assert "key_leaks" in fired.output and "firing" in fired.output.lower()
     assert sim.stats()["requests"] == 0  # no judge call for any of it
+
+
+NEW_USER_METRIC = """\
+name: answer_contract
+kind: check
+checks:
+  answer_schema: {check: json_schema, schema_file: answer.schema.json}
+  no_api_key: {check: never_matches, pattern: 'sk-[A-Za-z0-9_-]{20,}'}
+  polite: {check: team, entry_point: polite}
+"""
+
+
+def test_done_when_a_new_user_adds_a_check_metric_beside_a_judged_one(
+    settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 36's "done when", as a new user goes: a schema check, a must-not-match pattern
+    and the team's own check from an installed package, in one metric file beside the
+    judged rag_qa; the verdicts in the export, status and the page (with the check's
+    reason), an alert on the pattern's rising failure rate, and no judge call for them."""
+    monkeypatch.setenv("PYTHONPATH", str(install_team_package(tmp_path / "site")))
+    folder = contract_metrics(tmp_path)
+    (folder / "answer_contract.yaml").write_text(NEW_USER_METRIC)
+    at = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+    rule = {"name": "answer_leaks", "metric": "answer_contract", "score": "no_api_key",
+            "window": "10m", "min_samples": 30, "min_effect": 0.05, "mode": "baseline",
+            "test": "fixed", "for": 1,
+            "baseline": {"type": "trailing", "window": "2h", "gap": "10m"}}
+    settings = settings.model_copy(update={
+        "metrics_dir": folder, "alert_rules_file": write_rules(tmp_path / "rules.yaml", rule)})
+    # 120 answers over two hours, one in 20 leaking a key, then 60 in the last ten
+    # minutes, one in 3 leaking; every other answer says please.
+    timed = [(at - timedelta(minutes=130) + n * timedelta(minutes=1), n % 20 == 0)
+             for n in range(120)]
+    timed += [(at - timedelta(minutes=10) + n * timedelta(seconds=10), n % 3 == 0)
+              for n in range(60)]
+    samples = make_samples(len(timed))
+    for n, (sample, (when, leaks)) in enumerate(zip(samples, timed, strict=True)):
+        leak = " sk-" + "x" * 24 if leaks else ""
+        polite = " Thank you, please ask again." if n % 2 == 0 else ""
+        sample["timestamp"] = when.isoformat()
+        sample["output"] = (f'{{"answer": "{sample["output"]}{polite}{leak}", '
+                            f'"sources": ["p.md"]}}')
+    result = cli(settings, "produce", str(write_jsonl(tmp_path / "s.jsonl", samples)),
+                 "--metric", "rag_qa", "--metric", "answer_contract")
+    assert result.exit_code == 0, result.output
+    start_worker(settings, queues=["rag_qa", "answer_contract"], concurrency=8)
+    wait_until(lambda: len(export(settings)) == 180 * 4, timeout_s=180, what="720 verdicts")
+
+    verdicts = export(settings, "--metric", "answer_contract")
+    assert Counter(v["judge_model"] for v in verdicts) == {
+        "check:answer_schema": 180, "check:no_api_key": 180, "check:polite": 180}
+    leaking = {f"req-{n:04d}" for n, (_, leaks) in enumerate(timed) if leaks}
+    for verdict in verdicts:
+        name = verdict["judge_model"].removeprefix("check:")
+        assert verdict["status"] == "ok" and verdict["reason"], verdict
+        assert verdict["cost_usd"] == 0 and verdict["prompt_tokens"] is None
+        n = int(verdict["sample_id"].split("-")[1])
+        expected = {"answer_schema": 1.0, "no_api_key": 0.0 if verdict["sample_id"] in leaking
+                    else 1.0, "polite": 1.0 if n % 2 == 0 else 0.0}[name]
+        assert verdict["scores"] == {name: expected}, verdict
+    # Every judge call was rag_qa's (a re-asked reply counts in its verdict's attempts).
+    judge_calls = sum(v["attempts"] for v in export(settings, "--metric", "rag_qa"))
+    assert judge_calls >= 180 and sim.stats()["requests"] == judge_calls
+
+    status = json.loads(cli(settings, "status", "--json", "--sample", "0", "--window", "1h",
+                            "--metric", "answer_contract", "--metric", "rag_qa").stdout)
+    models = {queue["metric"]: queue["judge_model"] for queue in status["queues"]}
+    assert models == {"answer_contract": "check:*", "rag_qa": settings.judge.judge_model}
+    cost = cli(settings, "cost").stdout.splitlines()
+    (row,) = [line.split() for line in cost if " answer_contract " in line]
+    assert row[2:7] == ["540", "0", "-", "0", "0.0000"]  # verdicts, tokens, cached, cost
+
+    fired = cli(settings, "alerts", "check", "--at", at.isoformat())
+    assert fired.exit_code == 1, fired.output  # firing
+    assert "answer_leaks" in fired.output and "firing" in fired.output.lower()
+
+    site = Served(build_ui_app(settings, token=None))
+    try:
+        alert = httpx.get(f"{site.url}/alerts/answer_leaks", timeout=10)
+        assert alert.status_code == 200, alert.text[:500]
+        assert "<b>check</b>" in alert.text  # the worst samples were scored by code
+        assert "matches at offset" in alert.text  # the pattern check's reason
+        (first, *_) = re.findall(r'href="/verdicts/(\d+)"', alert.text)
+        page = httpx.get(f"{site.url}/verdicts/{first}", timeout=10)
+    finally:
+        site.stop()
+    assert page.status_code == 200
+    assert "The check&#39;s reason" in page.text or "The check's reason" in page.text
+    assert 'id="scored-by-code"' in page.text and "No judge was called." in page.text
+    reason = re.search(r'<pre class="text" id="reason">([^<]*)</pre>', page.text)
+    assert reason is not None and reason.group(1) not in ("", "(none)")
+    assert sim.stats()["requests"] == judge_calls

@@ -107,6 +107,7 @@ class Telemetry:
         max_segment_values: int = 50,
     ) -> None:
         self.labeler = SegmentLabeler(segment_keys, max_values=max_segment_values)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         segments = list(self.labeler.keys)
         self.verdicts = Counter(
             "evalfleet_verdicts", "Verdicts stored, by outcome and segment.",
@@ -157,11 +158,22 @@ class Telemetry:
     ) -> None:
         """Count a stored verdict, observe its scores and its lag."""
         segment = self.labeler.values(attributes)
-        self.verdicts.labels(metric, status, error_class or "", *segment).inc()
+        self._child(self.verdicts, (metric, status, error_class or "", *segment)).inc()
         for name, value in scores.items():
             if value is not None:
-                self.scores.labels(metric, name, *segment).observe(value)
-        self.lag.labels(metric).observe(max(0.0, (created_at - sample_ts).total_seconds()))
+                self._child(self.scores, (metric, name, *segment)).observe(value)
+        self._child(self.lag, (metric,)).observe(
+            max(0.0, (created_at - sample_ts).total_seconds()))
+
+    def _child(self, family: Any, labels: tuple[str, ...]) -> Any:
+        """``family.labels(*labels)``, looked up once: ``labels`` validates and takes a
+        lock on every call, several times per verdict. The label sets are bounded (the
+        labeler keeps a fixed number of segment values)."""
+        key = (id(family), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = family.labels(*labels)
+        return child
 
     def record_cascade(self, *, metric: str, tier: int, low_confidence: bool) -> None:
         """Count a cascade's verdict under the tier that settled it."""

@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
+import psycopg
 from sqlalchemy import Table, create_engine, delete, func, text, tuple_
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
-from evalfleet.core.errors import StoreUnavailable
+from evalfleet.core.errors import StoreRejected, StoreUnavailable
 from evalfleet.core.review import ReviewSlice
 from evalfleet.store.base import Claim, DeadLetter, VerdictKey, VerdictRecord
 from evalfleet.store.group import ClaimAndSave, GroupCommit
@@ -39,7 +41,7 @@ from evalfleet.store.sql import (
     to_utc,
     verdict_row,
 )
-from evalfleet.store.storable import key_problem
+from evalfleet.store.storable import key_problem, storable_text
 
 #: Claims the keys in ``:keys`` (a JSON array of keys with their digests and owners)
 #: for their owners until ``:expires_at``, unless a verdict or a dead letter settled them or a
@@ -181,25 +183,27 @@ class PostgresStore(SqlStore):
 
     def _claim_and_save_together(self, group: list[ClaimAndSave]) -> None:
         """Two statements and one commit for all of ``group``: each call's claims (its
-        own owner's), its ``settle``, and the claims taken dropped again."""
+        own owner's), its ``settle``, and the claims taken dropped again. Each key's
+        digest is computed once, for the claim, the state, the release and the row."""
         now = max(to_utc(call.now) for call in group)
         expires_at = now + timedelta(seconds=max(call.lease_s for call in group))
         owned = [(key, call.owner) for call in group for key in call.keys]
+        digests = {key: key.digest() for key, _ in owned}
         with self._transaction() as conn:
             done, taken, held = self._take_owned_claims(conn, owned, now=now,
-                                                        expires_at=expires_at)
+                                                        expires_at=expires_at, digests=digests)
             settled: list[VerdictRecord] = []
             release: list[tuple[str, str]] = []
             each: list[list[Claim]] = []
             for call in group:
-                each.append([claim_state(key, done=done, taken=taken, held=held, now=now)
-                               for key in call.keys])
+                each.append([claim_state(key, done=done, taken=taken, held=held, now=now,
+                                         digest=digests[key]) for key in call.keys])
                 settled.extend(call.settle(each[-1]))
                 release.extend((digest, call.owner) for digest in
-                               sorted({key.digest() for key in call.keys} & taken))
+                               sorted({digests[key] for key in call.keys} & taken))
             records, _ = storable_rows(settled, (), on_rejected=None)
             if records:
-                self._write_verdicts(conn, records, release=release)
+                self._write_verdicts(conn, records, release=release, digests=digests)
             elif release:
                 conn.execute(delete(claims).where(
                     tuple_(claims.c.key, claims.c.owner).in_(release)))
@@ -218,10 +222,11 @@ class PostgresStore(SqlStore):
 
     def _take_owned_claims(
         self, conn: Connection, owned: Sequence[tuple[VerdictKey, str]], *, now: datetime,
-        expires_at: datetime,
+        expires_at: datetime, digests: dict[VerdictKey, str] | None = None,
     ) -> tuple[set[VerdictKey], set[str], dict[str, datetime]]:
-        """:meth:`take_claims` of keys each with its owner."""
-        by_digest = {key.digest(): (key, owner) for key, owner in owned}
+        """:meth:`take_claims` of keys each with its owner (``digests``: theirs, when known)."""
+        digests = digests or {}
+        by_digest = {digests.get(key) or key.digest(): (key, owner) for key, owner in owned}
         # A key the database cannot hold (a NUL, too long) has no verdict to look up, and
         # JSON could not carry it: it goes by digest only (claim and dead letter).
         rows = [{"sample_id": key.sample_id, "metric": key.metric,
@@ -232,7 +237,7 @@ class PostgresStore(SqlStore):
         done: set[VerdictKey] = set()
         taken: set[str] = set()
         held: dict[str, datetime] = {}
-        for digest, settled, took, held_until in conn.execute(_statement(_CLAIM), {
+        for digest, settled, took, held_until in _run(conn, _CLAIM_DRIVER, {
                 "keys": _json_text(rows), "now": now, "expires_at": expires_at}):
             if settled:
                 done.add(by_digest[digest][0])
@@ -258,7 +263,8 @@ class PostgresStore(SqlStore):
         return self._write_verdicts(conn, records, release=())
 
     def _write_verdicts(self, conn: Connection, records: Sequence[VerdictRecord], *,
-                        release: Sequence[tuple[str, str]]) -> int:
+                        release: Sequence[tuple[str, str]],
+                        digests: dict[VerdictKey, str] | None = None) -> int:
         # One row per key, the first: the key table admits each key once per statement.
         first: dict[VerdictKey, VerdictRecord] = {}
         for record in records:
@@ -266,19 +272,51 @@ class PostgresStore(SqlStore):
         records = list(first.values())
         rows = [verdict_row(record) for record in records]
         # Column names come from the store's own row builder, never from input.
-        statement = _statement(_INSERT_VERDICTS.format(columns=", ".join(rows[0])))
+        statement = _driver_sql(_INSERT_VERDICTS.format(columns=", ".join(rows[0])))
+        digests = digests or {}
         for row, record in zip(rows, records, strict=True):
             row["sample"] = record.sample
-            row["digest"] = record.key.digest()
-        new = conn.execute(statement, {
+            row["digest"] = digests.get(record.key) or record.key.digest()
+        new = _run(conn, statement, {
             "rows": _json_text(rows),
-            "release": _json_text([{"key": key, "owner": owner} for key, owner in release])}
-        ).all()
+            "release": _json_text([{"key": key, "owner": owner} for key, owner in release])})
         # Canary series are few (a slice of a gold set per beat): a plain insert.
         canaries = canary_rows(records, {VerdictKey(*row[1:]): row[0] for row in new})
         if canaries:
             conn.execute(verdict_scores.insert(), canaries)
         return len(new)
+
+
+def _run(conn: Connection, sql: str, params: dict[str, Any]) -> list[Any]:
+    """Run ``sql`` (psycopg's ``%(name)s`` placeholders) on the driver connection under
+    ``conn``, in its transaction, and return its rows. For the claim and the verdicts'
+    statements, run with every message: SQLAlchemy's execution (its compiled cache
+    lookup, result metadata built from the cursor's description) cost more worker CPU
+    than psycopg's own part. The driver's errors become the store's, as
+    :func:`evalfleet.store.sql.translate_errors` makes SQLAlchemy's."""
+    driver = conn.connection.driver_connection
+    assert isinstance(driver, psycopg.Connection)
+    try:
+        return driver.execute(sql, params).fetchall()
+    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        raise StoreUnavailable(f"the database is unavailable: {type(exc).__name__}") from exc
+    except psycopg.DatabaseError as exc:
+        first_line = storable_text(str(exc).splitlines()[0] if str(exc) else "")
+        raise StoreRejected(f"the database refused a value: {type(exc).__name__}: "
+                            f"{first_line[:200]}") from exc
+
+
+@functools.cache
+def _driver_sql(sql: str) -> str:
+    """``sql`` with SQLAlchemy's ``:name`` parameters as psycopg's ``%(name)s`` (a
+    ``::type`` cast is left alone). A literal ``%`` would need escaping: refused."""
+    if "%" in sql:
+        raise ValueError("a statement for the driver holds a literal %")
+    return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql)
+
+
+#: :data:`_CLAIM` for the driver.
+_CLAIM_DRIVER = _driver_sql(_CLAIM)
 
 
 def _with_psycopg(url: str) -> str:

@@ -470,10 +470,11 @@ def _key_tuple(key: VerdictKey) -> tuple[str, str, str, str]:
 
 
 def claim_state(key: VerdictKey, *, done: set[VerdictKey], taken: set[str],
-                 held: dict[str, datetime], now: datetime) -> Claim:
+                 held: dict[str, datetime], now: datetime, digest: str | None = None) -> Claim:
+    """What claiming ``key`` came to (``digest``: its digest, when already computed)."""
     if key in done:
         return Claim(ClaimState.DONE)
-    digest = key.digest()
+    digest = digest or key.digest()
     if digest in taken:
         return Claim(ClaimState.CLAIMED)
     remaining_s = (to_utc(held[digest]) - now).total_seconds() if digest in held else 0.0
