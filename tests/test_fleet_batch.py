@@ -1,7 +1,9 @@
 """Batch judging through the real fleet: ``evalfleet produce``, a worker process that
 spools, two ``evalfleet beat`` processes (one batch round at a time by the Redis lock),
 the simulator's Batch API over HTTP, Postgres; and beats SIGKILLed at each batch step
-(``EVALFLEET_TEST_KILL_AT``), a fresh one taking over."""
+(``EVALFLEET_TEST_KILL_AT``), a fresh one taking over; and a judge cascade whose small
+tier is a batch and large tier a call, its beat SIGKILLed between storing the verdicts
+and settling the batch."""
 
 from __future__ import annotations
 
@@ -12,10 +14,13 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from sqlalchemy import func, select
 
+from evalfleet.core.cascade import metric_cascade_identity
 from evalfleet.core.message import new_job
 from evalfleet.core.metric import load_registry
 from evalfleet.core.price import ModelPrice
@@ -23,11 +28,15 @@ from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore
-from evalfleet.store.batchspool import BatchSpool
-from tests.helpers import WorkerProcess, wait_until
+from evalfleet.store.batchspool import BATCH_OWNER, BatchSpool
+from evalfleet.store.cascade import ThresholdBook
+from evalfleet.store.schema import claims, judge_batch_spool
+from evalfleet.store.schema import verdicts as verdicts_table
+from tests.helpers import WorkerProcess, cascade_metrics, wait_until
 from tests.ops.servers import stop_process
 from tests.test_fleet import cli, export, make_samples, write_jsonl
 from tests.workers.batchjudge.test_batch_flow import NoSyncCalls
+from tests.workers.test_evaluation_cascade import PRICES as CASCADE_PRICES
 from workers.batchjudge.mode import SpoolingMode
 from workers.batchjudge.rounds import KILL_AT_ENV
 from workers.evaluation import Evaluator, EvaluatorOptions
@@ -159,3 +168,95 @@ def test_a_beat_sigkilled_at_a_batch_step_loses_nothing_and_sends_nothing_twice(
     assert batches["files_uploaded"] == batches["created"] == 1
     assert batches["lines_accepted"] == batches["lines_judged"] == KILL_JOBS
     assert batches["repeated_custom_ids"] == 0
+
+
+CASCADE_JOBS = 30
+
+
+def test_a_beat_sigkilled_between_a_batch_tier_and_a_call_tier_settles_each_job_once(
+    batch_fleet: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
+    start_beat: Callable[..., Path], store: SqlStore, tmp_path: Path,
+) -> None:
+    """bbh_match judged by a cascade, a small judge's batch tier before a large judge's
+    call tier: a real worker spools every job for the small tier's batch, a real beat
+    collects it, settles the jobs the small judge is sure of and asks the large one of
+    the rest, and is SIGKILLed once those verdicts are stored, before its spool rows go.
+    A fresh beat collects the batch again and finds them stored: one verdict per job,
+    the large judge asked once per escalated job, no dead letter."""
+    metrics_dir = cascade_metrics(tmp_path / "metrics", "  cascade:\n"
+                                  "    - {model: small, mode: batch}\n    - {model: large}\n")
+    fleet = batch_fleet.model_copy(update={
+        "metrics_dir": metrics_dir, "batch_metrics": [],
+        # The large tier's calls come from the beat; a loaded machine must not time them
+        # out (a failed call would send the job back through the worker's queue).
+        "judge_timeout_s": 5, "visibility_timeout_s": 13,
+        "model_prices": {model: ModelPrice.model_validate(price)
+                         for model, price in CASCADE_PRICES.items()}})
+    sim.configure(batch_turnaround_s=0.2,
+                  judge_profiles={"small": {"error_rate": 0.1}, "large": {"error_rate": 0.02}})
+    metric = load_registry(metrics_dir).get("bbh_match")
+    # Fitted: the small tier settles what it is at least 0.85 sure of.
+    ThresholdBook(store).save(metric="bbh_match", identity=metric_cascade_identity(metric),
+                              thresholds=[0.85, None], report={}, now=datetime.now(UTC))
+    samples = [{"id": f"cas-{n}", "input": f"Is {n} even?",
+                "output": f"Thinking...\n{'True' if n % 2 == 0 else 'False'}",
+                "reference": "True" if n % 2 == 0 else "False"} for n in range(CASCADE_JOBS)]
+    result = cli(fleet, "produce", str(write_jsonl(tmp_path / "s.jsonl", samples)),
+                 "--metric", "bbh_match")
+    assert result.exit_code == 0, result.output
+    start_worker(fleet, queues=["bbh_match"], concurrency=4)
+    wait_until(lambda: BatchSpool(store).summary().waiting == CASCADE_JOBS, timeout_s=120,
+               what=f"{CASCADE_JOBS} jobs spooled for the small tier's batch")
+    assert sim.stats()["requests"] == 0  # the worker asked no judge
+
+    log = start_beat(fleet, **{KILL_AT_ENV: "stored"})
+    killed = start_beat.processes[-1]  # type: ignore[attr-defined]
+    wait_until(lambda: killed.poll() is not None, timeout_s=120,
+               what="the beat to die after storing the cascade's verdicts")
+    assert killed.returncode == -9, log.read_text()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(killed.pid, signal.SIGKILL)
+    # Killed between storing and settling: every job has its verdict, every spool row
+    # is still there, and the large judge was asked of the escalated jobs once each.
+    assert store.counts().verdicts == CASCADE_JOBS
+    assert BatchSpool(store).batches("open")
+    escalated = [r for r in store.iter_verdicts() if r.cascade and r.cascade["tier"] == 2]
+    assert escalated and sim.stats()["requests"] == len(escalated)
+
+    start_beat(fleet)
+    wait_until(lambda: not BatchSpool(store).summary().waiting
+               and not BatchSpool(store).batches("preparing", "open"),
+               timeout_s=120, what="the fresh beat to settle the collected batch")
+    with store.connect() as conn:
+        per_sample = conn.execute(
+            select(verdicts_table.c.sample_id, func.count())
+            .group_by(verdicts_table.c.sample_id)).all()
+        assert conn.execute(select(judge_batch_spool.c.key)).all() == []
+        assert conn.execute(select(claims.c.key).where(claims.c.owner == BATCH_OWNER)
+                            ).all() == []
+    assert sorted(per_sample) == sorted((sample["id"], 1) for sample in samples)
+    assert store.counts().dead_letters == 0
+    rows = export(fleet, "--metric", "bbh_match")
+    assert {row["status"] for row in rows} == {"ok"}
+    small = [row for row in rows if row["settled_model"] == "small"]
+    large = [row for row in rows if row["settled_model"] == "large"]
+    assert small and len(small) + len(large) == CASCADE_JOBS
+    for row in small:
+        (tried,) = row["cascade"]["tried"]
+        assert (tried["model"], tried["mode"]) == ("small", "batch")
+        assert row["cascade"]["confidence"] >= 0.85 and row["judge_mode"] == "batch"
+        assert row["attempts"] == 1
+    for row in large:
+        assert [(t["model"], t["mode"]) for t in row["cascade"]["tried"]] == [
+            ("small", "batch"), ("large", "call")]
+        assert row["cascade"]["tried"][0]["confidence"] < 0.85
+        assert row["attempts"] == 2  # one reply per tier, no attempt repeated by the kill
+        assert row["cost_usd"] == pytest.approx(
+            sum(tried["cost_usd"] for tried in row["cascade"]["tried"]))
+    # The small judge saw each job once, in one batch; the large one each escalated job
+    # once, as a call, the fresh beat asking nothing again.
+    assert {row["sample_id"] for row in large} == {r.key.sample_id for r in escalated}
+    assert sim.stats()["requests"] == len(large)
+    batches = sim.stats()["batches"]
+    assert batches["created"] == 1 and batches["repeated_custom_ids"] == 0
+    assert batches["lines_accepted"] == batches["lines_judged"] == CASCADE_JOBS
