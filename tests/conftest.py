@@ -140,6 +140,7 @@ def postgres_url() -> Iterator[str]:
         store = open_store(url)
         migrate(store.engine)
         store.close()
+        _MIGRATED_PARTITIONS[url] = _day_partitions(url)
         yield url
 
 
@@ -156,7 +157,25 @@ def database_url(postgres_url: str) -> str:
     tables = ", ".join(table.name for table in metadata.sorted_tables)
     with psycopg.connect(postgres_url.replace("+psycopg", ""), autocommit=True) as conn:
         conn.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
+        # Day partitions an earlier test made would be another test's expired days (a
+        # purge drops them, one transaction each): the database keeps only migrate's.
+        for name in _day_partitions(postgres_url) - _MIGRATED_PARTITIONS[postgres_url]:
+            conn.execute(f"DROP TABLE IF EXISTS {name}")
     return postgres_url
+
+
+#: The partitions each session database had right after ``migrate``.
+_MIGRATED_PARTITIONS: dict[str, set[str]] = {}
+
+
+def _day_partitions(url: str) -> set[str]:
+    """The partitions of the verdict tables (none on a store that is not partitioned)."""
+    with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+            " WHERE i.inhparent::regclass::text = ANY(%s)",
+            (["verdicts", "verdict_scores", "verdict_samples"],)).fetchall()
+    return {name for (name,) in rows}
 
 
 @pytest.fixture
