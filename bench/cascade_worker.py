@@ -39,7 +39,7 @@ from evalfleet.calibration.cascade_status import cascade_status
 from evalfleet.core.cascade import metric_cascade_identity, score_kinds
 from evalfleet.core.message import Job, new_job
 from evalfleet.core.metric import Metric, load_registry
-from evalfleet.core.review import MetricSlice, ReviewSlice
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import simulated_verdict
@@ -47,7 +47,7 @@ from evalfleet.judgesim.config import SimConfig
 from evalfleet.judgesim.runner import start_in_thread
 from evalfleet.store import SqliteStore, VerdictRecord, migrate
 from evalfleet.store.cascade import ThresholdBook
-from evalfleet.store.review import LabelValue, ReviewQueue
+from evalfleet.store.review_queue import LabelValue, ReviewQueue
 from testkit.metrics import cascade_metrics
 from workers.cascade import ThresholdCache
 from workers.evaluation import Evaluator, EvaluatorOptions

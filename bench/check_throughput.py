@@ -178,7 +178,7 @@ def enqueue(settings: Settings, *, metric: str, jobs: int,
     with app.producer_or_acquire() as producer:
         for n in range(jobs):
             batch.append(new_job(metric, sample(n)))
-            if len(batch) == settings.batch_size or n == jobs - 1:
+            if len(batch) == settings.broker.batch_size or n == jobs - 1:
                 app.send_task(EVALUATE_TASK, args=[encode_batch(batch)],
                               queue=f"eval.{metric}", producer=producer)
                 batch = []

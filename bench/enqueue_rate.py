@@ -47,7 +47,7 @@ def main() -> None:
         settings = Settings(broker_url=args.broker_url, data_dir=Path(data_dir),
                             dedupe_window_s=0, max_queue_depth=0)
         _print_setup(args, payload_bytes=len(json.dumps(records[0])),
-                     jobs_per_message=settings.batch_size)
+                     jobs_per_message=settings.broker.batch_size)
         rows = [("send, one job per publish", _rate(lambda: _send_each(settings, jobs),
                                                     args.jobs, client, queue))]
         for size in args.batch_sizes:

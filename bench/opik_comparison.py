@@ -492,9 +492,9 @@ def enqueue(settings: Settings, samples: Sequence[Mapping[str, Any]]) -> float:
     cpu_before = process_cpu_s()
     app = Celery("bench-producer", broker=settings.resolved_broker_url(), set_as_current=False)
     with app.producer_or_acquire() as producer:
-        for start in range(0, len(samples), settings.batch_size):
+        for start in range(0, len(samples), settings.broker.batch_size):
             batch: list[Job] = [new_job(METRIC, parse_sample(dict(sample)))
-                                for sample in samples[start:start + settings.batch_size]]
+                                for sample in samples[start:start + settings.broker.batch_size]]
             app.send_task(EVALUATE_TASK, args=[encode_batch(batch)], queue=queue_for(METRIC),
                           producer=producer)
     app.close()

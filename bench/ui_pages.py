@@ -246,7 +246,7 @@ def _statements(engine: Any) -> Iterator[list[tuple[str, float]]]:
 def _measure(settings: Settings, *, repeat: int) -> None:
     from evalfleet.core.metric import load_registry
 
-    rules = load_rules(settings.alert_rules_file, registry=load_registry())
+    rules = load_rules(settings.alerts.alert_rules_file, registry=load_registry())
     store = open_store(settings.resolved_database_url(), pool_size=4)
     app = create_app(PageData(store=store, rules=rules), UiOptions())
     served = Served(app)

@@ -410,7 +410,7 @@ def enqueue(settings: Settings, jobs: int) -> None:
     with app.producer_or_acquire() as producer:
         for n in range(jobs):
             batch.append(new_job("rag_qa", bench_sample(n)))
-            if len(batch) == settings.batch_size or n == jobs - 1:
+            if len(batch) == settings.broker.batch_size or n == jobs - 1:
                 app.send_task(EVALUATE_TASK, args=[encode_batch(batch)], queue="eval.rag_qa",
                               producer=producer)
                 batch = []

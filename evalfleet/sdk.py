@@ -135,8 +135,8 @@ class Submitter:
         self._settings = settings
         self._metrics = tuple(metrics) if metrics is not None else None
         self._sampling_config = sampling_config
-        self._buffer_size = buffer_size or (settings.sdk_buffer_size if settings else 10_000)
-        self._max_wait_s = max_wait_s or (settings.sdk_max_wait_s if settings else 60.0)
+        self._buffer_size = buffer_size or (settings.limits.sdk_buffer_size if settings else 10_000)
+        self._max_wait_s = max_wait_s or (settings.limits.sdk_max_wait_s if settings else 60.0)
         self._runtime_factory = runtime_factory
         self._lock = threading.Condition()
         self._reset()
@@ -275,7 +275,7 @@ class Submitter:
                 if self._closed:
                     return None
                 self._lock.wait(0.5)
-            size = self._runtime.settings.producer_batch_size if self._runtime else 500
+            size = self._runtime.settings.limits.producer_batch_size if self._runtime else 500
             if len(self._buffer) < size and not self._closed:
                 self._lock.wait(LINGER_S)  # let a burst fill the batch
             batch = [self._buffer.popleft() for _ in range(min(size, len(self._buffer)))]

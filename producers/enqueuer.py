@@ -49,7 +49,7 @@ class Enqueuer:
                            set_as_current=False)
         options = broker_transport_options(settings, concurrency=1)
         # Fail fast rather than hang a producer on a broker that stopped answering.
-        timeout_s = settings.producer_broker_timeout_s
+        timeout_s = settings.limits.producer_broker_timeout_s
         if is_redis(settings):
             options = {**options, "socket_timeout": timeout_s,
                        "socket_connect_timeout": timeout_s}
@@ -62,8 +62,8 @@ class Enqueuer:
             task_serializer=serializer.JOB_JSON, accept_content=["json"], result_backend=None,
             task_ignore_result=True, task_create_missing_queues=True,
         )
-        self._batch_size = batch_size or settings.producer_batch_size or DEFAULT_BATCH_SIZE
-        self._jobs_per_message = settings.batch_size
+        self._batch_size = batch_size or settings.limits.producer_batch_size or DEFAULT_BATCH_SIZE
+        self._jobs_per_message = settings.broker.batch_size
         self._broker_url = settings.resolved_broker_url()
         self._queues = QueueDeclarations(self._app, settings)
         self._declare = self._queues.declare

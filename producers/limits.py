@@ -59,11 +59,12 @@ class FieldLimits:
     @classmethod
     def from_settings(cls, settings: Settings) -> FieldLimits:
         """The limits configured in ``settings``."""
-        return cls(max_chars=settings.max_field_chars, per_field=dict(settings.field_char_limits),
-                   max_context_items=settings.max_context_items,
-                   structure=SampleLimits(max_depth=settings.sample_max_depth,
-                                          max_keys=settings.sample_max_keys,
-                                          max_key_chars=settings.sample_max_key_chars))
+        return cls(max_chars=settings.limits.max_field_chars,
+                   per_field=dict(settings.limits.field_char_limits),
+                   max_context_items=settings.limits.max_context_items,
+                   structure=SampleLimits(max_depth=settings.limits.sample_max_depth,
+                                          max_keys=settings.limits.sample_max_keys,
+                                          max_key_chars=settings.limits.sample_max_key_chars))
 
     def limit_for(self, path: str) -> int:
         """The limit of the field at ``path`` (``input``, ``context[3]``, ``fields.title``)."""

@@ -225,8 +225,9 @@ class Fallbacks:
     @classmethod
     def from_settings(cls, settings: Settings) -> Fallbacks:
         """The fallbacks configured in ``settings``."""
-        return cls(rate=settings.sample_rate, max_queue_depth=settings.max_queue_depth,
-                   shed_policy=settings.shed_policy)
+        return cls(rate=settings.limits.sample_rate,
+                   max_queue_depth=settings.limits.max_queue_depth,
+                   shed_policy=settings.limits.shed_policy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,4 +405,4 @@ def _check_delays(spec: PolicyFile, *, source: str, max_delay_s: float | None) -
 
 def max_delay_for(settings: Settings) -> float:
     """Longest delay a job may wait at a worker before the broker hands it out again."""
-    return settings.visibility_timeout_s - 2 * settings.judge_timeout_s
+    return settings.broker.visibility_timeout_s - 2 * settings.judge.judge_timeout_s

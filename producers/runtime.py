@@ -64,9 +64,9 @@ class ProducerRuntime:
             InvalidMetricSpec: When a metric file is invalid.
         """
         self.settings = settings
-        self.registry = registry or load_registry(settings.metrics_dir)
+        self.registry = registry or load_registry(settings.judge.metrics_dir)
         self.reloader = PolicyReloader(
-            sampling_config or settings.sampling_config,
+            sampling_config or settings.limits.sampling_config,
             fallbacks=Fallbacks.from_settings(settings), max_delay_s=max_delay_for(settings),
             known_metrics=self.registry.names(),
             on_reload=lambda result: telemetry.POLICY_RELOADS.labels(result).inc(),
@@ -85,18 +85,18 @@ class ProducerRuntime:
                                      deduper=self._deduper(shared=shared_dedupe),
                                      depth=CachedQueueDepth(
                                          self._depth_probe,
-                                         jobs_per_message=settings.batch_size),
+                                         jobs_per_message=settings.broker.batch_size),
                                      budget=self._budget_gate(),
-                                     shadows=settings.shadow_judges)
+                                     shadows=settings.judge.shadow_judges)
 
     def _budget_gate(self) -> BudgetGate | None:
         """Daily budgets, read from the spend the workers count in Redis."""
         shared_url = self.settings.resolved_shared_redis_url()
-        if not self.settings.daily_budgets_usd or shared_url is None:
+        if not self.settings.judge.daily_budgets_usd or shared_url is None:
             return None
         return BudgetGate(ledger=SpendLedger(shared_url),
-                          budgets_usd=self.settings.daily_budgets_usd,
-                          soft_fraction=self.settings.budget_soft_fraction)
+                          budgets_usd=self.settings.judge.daily_budgets_usd,
+                          soft_fraction=self.settings.judge.budget_soft_fraction)
 
     def pipeline(self, *, metrics: Sequence[str] | None, rate: float | None,
                  source: str) -> Pipeline:
@@ -115,11 +115,12 @@ class ProducerRuntime:
         """Where traces are assembled: the shared Redis when there is one (and
         ``shared``), so every replica sees every span; else this process's memory."""
         settings = self.settings
-        timing = Timing(quiet_s=settings.otlp_quiet_s, max_wait_s=settings.otlp_max_wait_s,
-                        agent_max_wait_s=settings.otlp_agent_max_wait_s,
-                        max_spans_per_trace=settings.otlp_max_spans_per_trace,
-                        max_trace_bytes=settings.otlp_max_trace_bytes,
-                        max_open_traces=settings.otlp_max_open_traces)
+        timing = Timing(quiet_s=settings.ingest.otlp_quiet_s,
+                        max_wait_s=settings.ingest.otlp_max_wait_s,
+                        agent_max_wait_s=settings.ingest.otlp_agent_max_wait_s,
+                        max_spans_per_trace=settings.ingest.otlp_max_spans_per_trace,
+                        max_trace_bytes=settings.ingest.otlp_max_trace_bytes,
+                        max_open_traces=settings.ingest.otlp_max_open_traces)
         if shared and self._shared is not None:
             return RedisTraceBuffer(self._shared, timing=timing)
         return MemoryTraceBuffer(timing=timing)
@@ -128,12 +129,12 @@ class ProducerRuntime:
         """Where conversations wait to go quiet: beside the trace buffer (the shared
         Redis when there is one, and ``shared``; else this process's memory)."""
         settings = self.settings
-        timing = SessionTiming(idle_s=settings.otlp_session_idle_s,
-                               final_s=settings.otlp_session_final_s,
-                               max_age_s=settings.otlp_session_max_age_s,
-                               max_open_sessions=settings.otlp_max_open_sessions,
-                               max_turns_per_session=settings.otlp_max_turns_per_session,
-                               max_session_bytes=settings.otlp_max_session_bytes)
+        timing = SessionTiming(idle_s=settings.ingest.otlp_session_idle_s,
+                               final_s=settings.ingest.otlp_session_final_s,
+                               max_age_s=settings.ingest.otlp_session_max_age_s,
+                               max_open_sessions=settings.ingest.otlp_max_open_sessions,
+                               max_turns_per_session=settings.ingest.otlp_max_turns_per_session,
+                               max_session_bytes=settings.ingest.otlp_max_session_bytes)
         if shared and self._shared is not None:
             return RedisSessionBuffer(self._shared, timing=timing)
         return MemorySessionBuffer(timing=timing)
@@ -164,17 +165,18 @@ class ProducerRuntime:
             client.close()
 
     def _deduper(self, *, shared: bool) -> Deduper:
-        window_s = self.settings.dedupe_window_s
+        window_s = self.settings.limits.dedupe_window_s
         if shared and self._shared is not None and window_s > 0:
             return RedisDeduper(self._shared, window_s=window_s)
-        return MemoryDeduper(window_s=window_s, max_keys=self.settings.dedupe_memory_ids)
+        return MemoryDeduper(window_s=window_s, max_keys=self.settings.limits.dedupe_memory_ids)
 
     def _queue_depth(self) -> QueueDepth:
         broker_url = self.settings.resolved_broker_url()
         if is_redis(self.settings):
             return RedisQueueDepth(self._redis_at(broker_url))
         if is_amqp(self.settings):
-            return AmqpQueueDepth(broker_url, timeout_s=self.settings.producer_broker_timeout_s)
+            return AmqpQueueDepth(broker_url,
+                                  timeout_s=self.settings.limits.producer_broker_timeout_s)
         if self.settings.embedded_broker:
             return FilesystemQueueDepth(embedded_broker_folder(self.settings) / "queue")
         return UnknownQueueDepth()
@@ -186,7 +188,7 @@ class ProducerRuntime:
         of several seconds of backoff: a producer must notice an outage at once.
         """
         if url not in self._redis_clients:
-            timeout_s = self.settings.producer_broker_timeout_s
+            timeout_s = self.settings.limits.producer_broker_timeout_s
             self._redis_clients[url] = redis.Redis.from_url(
                 url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
                 retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1))

@@ -110,8 +110,8 @@ def test_compose_commands_and_settings_are_valid(monkeypatch: pytest.MonkeyPatch
     environment["EVALFLEET_BROKER_URL"] = "redis://redis:6379/0"  # compose's default
     settings = settings_from(environment, monkeypatch)
     stop_s = float(worker["stop_grace_period"].rstrip("s"))
-    assert stop_s > settings.shutdown_grace_s
-    assert stop_s > 2 * settings.judge_timeout_s  # the longest job: a call and its re-ask
+    assert stop_s > settings.worker.shutdown_grace_s
+    assert stop_s > 2 * settings.judge.judge_timeout_s  # the longest job: a call and its re-ask
 
 
 def test_kustomization_lists_every_manifest() -> None:
@@ -145,8 +145,8 @@ def test_k8s_settings_are_valid_and_pods_outlive_their_longest_job(
         check_command(pod["containers"][0]["args"])
         if "worker" in deployment["metadata"]["name"]:
             grace_s = pod["terminationGracePeriodSeconds"]
-            assert grace_s > settings.shutdown_grace_s
-            assert grace_s > 2 * settings.judge_timeout_s
+            assert grace_s > settings.worker.shutdown_grace_s
+            assert grace_s > 2 * settings.judge.judge_timeout_s
     for job in of_kind("Job"):
         check_command(job["spec"]["template"]["spec"]["containers"][0]["args"])
 

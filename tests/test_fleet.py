@@ -149,7 +149,7 @@ def test_sigkill_mid_batch_loses_and_duplicates_nothing(
         # Jobs the dead worker held are handed out again once older than the visibility
         # timeout (7 s here); a starting worker restores them at once. RabbitMQ returns
         # them as soon as the dead worker's connection drops.
-        time.sleep(settings.visibility_timeout_s + 1)
+        time.sleep(settings.broker.visibility_timeout_s + 1)
     second = start_worker(settings, queues=["rag_qa"], concurrency=8)
     try:
         wait_until(lambda: store.counts().verdicts == 200, timeout_s=120, what="200 verdicts")
@@ -161,7 +161,7 @@ def test_sigkill_mid_batch_loses_and_duplicates_nothing(
     assert store.counts().dead_letters == 0
     # Only jobs the dead worker held (judged or not, their batch was not yet stored)
     # may have been judged twice: its task threads times the jobs in a message.
-    held = task_slots(settings, concurrency=8) * settings.batch_size
+    held = task_slots(settings, concurrency=8) * settings.broker.batch_size
     calls = sim.stats()["by_prompt"]
     assert sum(calls.values()) <= 200 + held
     assert max(calls.values()) <= 2

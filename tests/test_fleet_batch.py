@@ -121,7 +121,7 @@ def test_batch_jobs_end_as_one_verdict_each_at_half_price(
     assert batches["lines_judged"] == batches["lines_accepted"]
     # Only the lines that failed were sent again, each under its custom id.
     assert batches["repeated_custom_ids"] == retried
-    assert {v["attempts"] for v in verdicts} <= set(range(1, batch_fleet.max_attempts + 1))
+    assert {v["attempts"] for v in verdicts} <= set(range(1, batch_fleet.judge.max_attempts + 1))
     assert sum(v["attempts"] - 1 for v in verdicts) == retried
     assert any("batch(es) collected" in log.read_text() for log in logs)
     # Status shows what the batch verdicts cost and, at half price, saved as much again.
@@ -143,7 +143,7 @@ def test_a_beat_sigkilled_at_a_batch_step_loses_nothing_and_sends_nothing_twice(
 ) -> None:
     sim.configure(batch_turnaround_s=0.2)
     # Spooled as a worker spools them (its settings, its store), without a worker process.
-    worker = Evaluator(registry=load_registry(batch_fleet.metrics_dir), store=store,
+    worker = Evaluator(registry=load_registry(batch_fleet.judge.metrics_dir), store=store,
                        judge=NoSyncCalls(), options=EvaluatorOptions.from_settings(batch_fleet),
                        batch=SpoolingMode(BatchSpool(store)))
     jobs = [new_job("rag_qa", parse_sample(sample)) for sample in make_samples(KILL_JOBS)]

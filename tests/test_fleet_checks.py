@@ -39,7 +39,7 @@ def test_a_check_metric_and_a_judged_metric_on_the_same_samples(
     start_worker(settings, queues=["rag_qa", "output_contract"], concurrency=8)
     wait_until(lambda: len(export(settings)) == 40 * 6, timeout_s=120, what="240 verdicts")
     checks = {check.name: check for check in
-              load_registry(settings.metrics_dir).get("output_contract").checks}
+              load_registry(settings.judge.metrics_dir).get("output_contract").checks}
     verdicts = export(settings, "--metric", "output_contract")
     assert Counter(v["judge_model"] for v in verdicts) == {f"check:{n}": 40 for n in checks}
     for verdict in verdicts:
@@ -143,7 +143,7 @@ def test_trajectory_checks_end_to_end(
     start_worker(settings, queues=["agent_contract"], concurrency=4)
     wait_until(lambda: len(export(settings)) == 12 * 6, timeout_s=120, what="72 verdicts")
     checks = {check.name: check for check in
-              load_registry(settings.metrics_dir).get("agent_contract").checks}
+              load_registry(settings.judge.metrics_dir).get("agent_contract").checks}
     for verdict in export(settings):
         name = verdict["judge_model"].removeprefix("check:")
         n = int(verdict["sample_id"].split("-")[1])

@@ -51,7 +51,7 @@ def expected_cost(verdict: dict[str, Any]) -> float:
 def priced(settings: Settings) -> Settings:
     return settings.model_copy(update={"judge_model": "judge-sim", "model_prices": Settings(
         model_prices={"judge-sim": {"input": INPUT, "cached_input": CACHED, "output": OUTPUT}},
-    ).model_prices})
+    ).judge.model_prices})
 
 
 def test_later_verdicts_of_a_metric_store_cached_tokens_at_the_cached_price(

@@ -62,7 +62,7 @@ def test_a_failing_worker_leaks_no_credential(
     # one and the simulator ignores credentials, so everything works with a password in
     # its URL; then the judge fails every call, and the jobs end as dead letters.
     hostile = settings.model_copy(update={
-        "database_url": with_password(settings.database_url or "", SECRETS["database_url"],
+        "database_url": with_password(settings.store.database_url or "", SECRETS["database_url"],
                                       user="postgres"),
         "openai_base_url": with_password(sim.base_url, SECRETS["openai_base_url"]),
         "shared_redis_url": with_password(redis_url, SECRETS["shared_redis_url"], user=""),

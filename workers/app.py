@@ -120,7 +120,7 @@ def prepare_worker(app: Celery, settings: Settings, *, activity: WorkerActivity,
         activity: Marked as consuming once the worker is ready, draining on shutdown.
         deadline: Started when shutdown begins (``EVALFLEET_SHUTDOWN_GRACE_S``).
     """
-    install_shutdown_deadline(deadline, grace_s=settings.shutdown_grace_s,
+    install_shutdown_deadline(deadline, grace_s=settings.worker.shutdown_grace_s,
                               on_begin=activity.drain)
 
     def consuming(**_: Any) -> None:
@@ -151,7 +151,7 @@ def celery_config(settings: Settings, *, concurrency: int,
     return {
         # Redis: pop and record as unacknowledged in one step (evalfleet.broker.redis_transport).
         "broker_transport": (REDIS_TRANSPORT if is_redis(settings)
-                             and settings.redis_atomic_consume else None),
+                             and settings.broker.redis_atomic_consume else None),
         "broker_transport_options": {
             **broker_transport_options(settings, concurrency=concurrency),
             **(REDIS_RESTORE_OPTIONS if is_redis(settings) else {}),

@@ -45,7 +45,7 @@ from evalfleet.core.errors import (
 from evalfleet.core.message import AttemptFailure, Job, next_attempt
 from evalfleet.core.metric import Metric, MetricRegistry, OutputSpec
 from evalfleet.core.price import Price, cost_usd
-from evalfleet.core.review import ReviewSlice
+from evalfleet.core.review_slice import ReviewSlice
 from evalfleet.core.scales import score_scales
 from evalfleet.core.settings import Settings, choose_judge_model
 from evalfleet.core.spend import SpendLedger
@@ -64,7 +64,7 @@ from workers.checks import CheckOutcome, CheckResult, CheckRunner, PreparedCheck
 from workers.compactor import Compaction, SessionTooLong, TrajectoryTooLong
 from workers.judge import JudgeClient, JudgeReply, JudgeRequest
 from workers.judge.base import prompt_cache_key
-from workers.judge.status import prompt_too_long
+from workers.judge.http_status import prompt_too_long
 from workers.outcome import Outcome
 from workers.renderer import ChatMessage, render
 from workers.save_message import UnsavedBatch

@@ -61,7 +61,7 @@ def build_runtime(settings: Settings, *, concurrency: int,
     Raises:
         InvalidMetricSpec: When a metric file is broken (the worker must not start).
     """
-    registry = load_registry(settings.metrics_dir)
+    registry = load_registry(settings.judge.metrics_dir)
     for metric in registry:
         check_templates(metric)
     check_endpoints(registry, settings)
@@ -70,8 +70,8 @@ def build_runtime(settings: Settings, *, concurrency: int,
     store = open_store(settings.resolved_database_url(),
                        pool_size=task_slots(settings, concurrency=concurrency),
                        review=settings.review.review_slice())
-    telemetry = configure_telemetry(segment_keys=settings.metrics_segment_keys,
-                                    max_segment_values=settings.metrics_max_segment_values)
+    telemetry = configure_telemetry(segment_keys=settings.worker.metrics_segment_keys,
+                                    max_segment_values=settings.worker.metrics_max_segment_values)
     judge = build_judge(settings, concurrency=concurrency, telemetry=telemetry,
                         deadline=deadline)
     options = EvaluatorOptions.from_settings(settings)
@@ -94,8 +94,8 @@ def check_endpoints(registry: MetricRegistry, settings: Settings) -> None:
     """
     for metric in registry:
         for number, tier in enumerate(metric.spec.judge.cascade, start=1):
-            if tier.endpoint is not None and tier.endpoint not in settings.judge_endpoints:
-                known = ", ".join(sorted(settings.judge_endpoints)) or "none"
+            if tier.endpoint is not None and tier.endpoint not in settings.judge.judge_endpoints:
+                known = ", ".join(sorted(settings.judge.judge_endpoints)) or "none"
                 raise InvalidMetricSpec(
                     f"judge.cascade[{number}] names endpoint {tier.endpoint!r}, which "
                     f"EVALFLEET_JUDGE_ENDPOINTS does not define (defined: {known})",
@@ -109,7 +109,7 @@ def task_slots(settings: Settings, *, concurrency: int) -> int:
     thread only waits for its batch, so two batches' worth of threads per judge slot
     keeps the slots busy while batches finish.
     """
-    return max(2, 2 * math.ceil(concurrency / settings.batch_size))
+    return max(2, 2 * math.ceil(concurrency / settings.broker.batch_size))
 
 
 def build_provider(settings: Settings, *, concurrency: int,
@@ -121,14 +121,14 @@ def build_provider(settings: Settings, *, concurrency: int,
         UnknownProvider: The registry knows no provider of that name.
     """
     if endpoint is None:
-        base_url = settings.openai_base_url
-        api_key = (settings.openai_api_key.get_secret_value() if settings.openai_api_key
+        base_url = settings.judge.openai_base_url
+        api_key = (settings.judge.openai_api_key.get_secret_value() if settings.judge.openai_api_key
                    else None)
     else:
         base_url, api_key = endpoint.base_url, endpoint.api_key()
-    return judge_client(settings.judge_client)(ProviderConfig(
-        base_url=base_url, api_key=api_key, timeout_s=settings.judge_timeout_s,
-        max_connections=concurrency, max_reply_bytes=settings.judge_max_reply_bytes))
+    return judge_client(settings.judge.judge_client)(ProviderConfig(
+        base_url=base_url, api_key=api_key, timeout_s=settings.judge.judge_timeout_s,
+        max_connections=concurrency, max_reply_bytes=settings.judge.judge_max_reply_bytes))
 
 
 def build_probe_fleet(settings: Settings, *, formats: FormatSupport | None = None,
@@ -144,9 +144,9 @@ def build_probe_fleet(settings: Settings, *, formats: FormatSupport | None = Non
         cache_keys: What its ``prompt_cache_key`` drop learns (a fresh one).
     """
     endpoints = {name: Endpoint(build_provider(settings, concurrency=1, endpoint=named))
-                 for name, named in settings.judge_endpoints.items()}
+                 for name, named in settings.judge.judge_endpoints.items()}
     return JudgeFleet(build_provider(settings, concurrency=1), concurrency=1,
-                      formats=formats or FormatSupport(settings.judge_response_format),
+                      formats=formats or FormatSupport(settings.judge.judge_response_format),
                       cache_keys=cache_keys, endpoints=endpoints)
 
 
@@ -173,29 +173,29 @@ def build_judge(settings: Settings, *, concurrency: int, telemetry: Telemetry | 
     slots = build_slots(settings, concurrency=concurrency)
 
     def pacing(budget_for: Callable[[str], RateLimit]) -> Pacing:
-        return Pacing(limiter=limiter, max_wait_s=settings.rate_limit_max_wait_s,
+        return Pacing(limiter=limiter, max_wait_s=settings.judge.rate_limit_max_wait_s,
                       budget_for=budget_for, on_wait=on_wait)
 
     def cap(most: int | None) -> InFlightCap:
         return InFlightCap(slots=slots, limit_for=lambda model: most,
-                           lease_s=settings.judge_timeout_s + LEASE_MARGIN_S,
-                           max_wait_s=settings.slot_max_wait_s,
+                           lease_s=settings.judge.judge_timeout_s + LEASE_MARGIN_S,
+                           max_wait_s=settings.judge.slot_max_wait_s,
                            adaptive_max=((most or concurrency)
-                                         if settings.judge_adaptive_in_flight else None))
+                                         if settings.judge.judge_adaptive_in_flight else None))
 
     endpoints = {name: Endpoint(
         build_provider(settings, concurrency=concurrency, endpoint=named),
         pacing=pacing(functools.partial(endpoint_rate_limit, settings, named)),
-        cap=cap(named.max_in_flight or settings.judge_max_in_flight),
+        cap=cap(named.max_in_flight or settings.judge.judge_max_in_flight),
         formats=build_formats(settings, url=named.base_url),
         cache_keys=build_cache_keys(settings, url=named.base_url))
-        for name, named in settings.judge_endpoints.items()}
+        for name, named in settings.judge.judge_endpoints.items()}
     return JudgeFleet(build_provider(settings, concurrency=concurrency),
                       concurrency=concurrency, pacing=pacing(settings.rate_limit_for),
-                      formats=build_formats(settings, url=settings.openai_base_url),
+                      formats=build_formats(settings, url=settings.judge.openai_base_url),
                       deadline=deadline, on_step_down=on_step_down,
-                      cap=cap(settings.judge_max_in_flight),
-                      cache_keys=build_cache_keys(settings, url=settings.openai_base_url),
+                      cap=cap(settings.judge.judge_max_in_flight),
+                      cache_keys=build_cache_keys(settings, url=settings.judge.openai_base_url),
                       endpoints=endpoints)
 
 
@@ -209,7 +209,7 @@ def endpoint_rate_limit(settings: Settings, endpoint: JudgeEndpoint, model: str)
 def build_slots(settings: Settings, *, concurrency: int) -> Slots | None:
     """The fleet's slots for calls in flight in Redis, else this process's; None without
     a cap."""
-    if settings.judge_max_in_flight is None and not settings.judge_adaptive_in_flight:
+    if settings.judge.judge_max_in_flight is None and not settings.judge.judge_adaptive_in_flight:
         return None
     url = settings.resolved_shared_redis_url()
     if not url:
@@ -222,8 +222,8 @@ def build_formats(settings: Settings, *, url: str | None) -> FormatSupport:
     the fleet in Redis when there is one, else learnt by this process alone."""
     shared = settings.resolved_shared_redis_url()
     if shared:
-        return RedisFormatSupport(settings.judge_response_format, url=shared, endpoint=url)
-    return FormatSupport(settings.judge_response_format)
+        return RedisFormatSupport(settings.judge.judge_response_format, url=shared, endpoint=url)
+    return FormatSupport(settings.judge.judge_response_format)
 
 
 def build_cache_keys(settings: Settings, *, url: str | None) -> CacheKeySupport:
@@ -243,7 +243,8 @@ def build_limiter(settings: Settings, *, concurrency: int) -> RateLimiter | None
         concurrency: Judge calls in flight in this process; the limiter's Redis pool
             never holds more connections than that.
     """
-    if not (settings.judge_rpm or settings.judge_tpm or settings.judge_rate_limits):
+    judge = settings.judge
+    if not (judge.judge_rpm or judge.judge_tpm or judge.judge_rate_limits):
         return None
     url = settings.resolved_shared_redis_url()
     if not url:

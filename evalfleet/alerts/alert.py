@@ -110,7 +110,7 @@ def _annotations(rule: Rule, segment: Segment, details: dict[str, Any], *,
     if spec.annotations.runbook:
         annotations["runbook_url"] = spec.annotations.runbook
     annotations["segment"] = str(segment)
-    annotations["score_kind"] = rule.kind
+    annotations["score_kind"] = rule.score_kind
     for name in ("n", "mean", "baseline_n", "baseline_mean", "baseline_segment"):
         if details.get(name) is not None:
             annotations[f"window_{name}" if name in ("n", "mean") else name] = _text(

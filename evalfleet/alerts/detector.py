@@ -144,11 +144,11 @@ def examine(
     if current.n >= spec.min_samples:
         if spec.uses_threshold and spec.threshold is not None:
             tests.append(compare_with_threshold(
-                rule.kind, current=current, threshold=spec.threshold,
+                rule.score_kind, current=current, threshold=spec.threshold,
                 direction=spec.direction, confidence=confidence))
         if spec.uses_baseline and baseline is not None and baseline[1].n >= spec.min_samples:
             tests.append(compare_with_baseline(
-                rule.kind, current=current, baseline=baseline[1], direction=spec.direction,
+                rule.score_kind, current=current, baseline=baseline[1], direction=spec.direction,
                 confidence=confidence))
     return Finding(
         segment=segment, current=current,
@@ -248,7 +248,7 @@ def examine_drift(
 
 def _bias_tests(rule: Rule, bias: Summary, baseline: Summary, *, confidence: float,
                 ) -> list[tuple[Literal["bias_high", "bias_low"], TestResult]]:
-    if rule.kind != "binary":
+    if rule.score_kind != "binary":
         return [(against, welch_t_test(bias, baseline, direction=direction))
                 for against, direction in _BIAS_TESTS]
     # A yes/no judge's bias is two error rates: "yes" where people said no (+1) and "no"

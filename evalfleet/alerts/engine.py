@@ -30,7 +30,6 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
 
 from evalfleet.alerts import ledger, outbox
-from evalfleet.alerts.agreement import AgreementSource
 from evalfleet.alerts.alert import build_alert, format_time
 from evalfleet.alerts.delivery import DeliveryReport, Dispatcher
 from evalfleet.alerts.detector import (
@@ -53,6 +52,7 @@ from evalfleet.alerts.incident_alert import (
 )
 from evalfleet.alerts.judgecheck import JudgeCheckSource
 from evalfleet.alerts.notifier import Notifier
+from evalfleet.alerts.review_agreement import AgreementSource
 from evalfleet.alerts.rule import (
     CalibrationBaseline,
     PinnedBaseline,

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from evalfleet.alerts.agreement import AgreementSource
 from evalfleet.alerts.delivery import DeliveryOptions, Dispatcher
 from evalfleet.alerts.engine import AlertEngine
 from evalfleet.alerts.judgecheck import JudgeCheckSource
 from evalfleet.alerts.notifier import Notifier, build_notifiers
+from evalfleet.alerts.review_agreement import AgreementSource
 from evalfleet.alerts.rule import ReceiverSpec, RuleSet, load_rules
 from evalfleet.alerts.telemetry import AlertTelemetry
 from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings
 from evalfleet.store import open_store
 from evalfleet.store.estimate import EstimateReads
-from evalfleet.store.review import ReviewQueue
+from evalfleet.store.review_queue import ReviewQueue
 
 #: Name of the receiver ``EVALFLEET_ALERTMANAGER_URL`` configures.
 ALERTMANAGER_RECEIVER = "alertmanager"
@@ -27,10 +27,12 @@ def load_rule_set(settings: Settings) -> RuleSet:
         InvalidMetricSpec: When a metric file is invalid.
     """
     extra = {}
-    if settings.alertmanager_url:
+    if settings.alerts.alertmanager_url:
         extra[ALERTMANAGER_RECEIVER] = ReceiverSpec(type="alertmanager",
-                                                    url=settings.alertmanager_url, default=True)
-    return load_rules(settings.alert_rules_file, registry=load_registry(settings.metrics_dir),
+                                                    url=settings.alerts.alertmanager_url,
+                                                    default=True)
+    return load_rules(settings.alerts.alert_rules_file,
+                      registry=load_registry(settings.judge.metrics_dir),
                       extra_receivers=extra)
 
 
@@ -48,16 +50,16 @@ def open_alert_engine(settings: Settings, *, telemetry: AlertTelemetry | None = 
         InvalidMetricSpec: When a metric file is invalid.
     """
     rules = load_rule_set(settings)
-    registry = load_registry(settings.metrics_dir)
+    registry = load_registry(settings.judge.metrics_dir)
     store = open_store(settings.resolved_database_url(), pool_size=2)
     notifiers: dict[str, Notifier] = {}
     dispatcher = None
     if deliver:
-        secret = settings.alert_webhook_secret
+        secret = settings.alerts.alert_webhook_secret
         notifiers = build_notifiers(
-            rules.receivers, timeout_s=settings.alert_delivery_timeout_s,
+            rules.receivers, timeout_s=settings.alerts.alert_delivery_timeout_s,
             webhook_secret=secret.get_secret_value() if secret else None,
-            external_url=settings.alert_external_url,
+            external_url=settings.alerts.alert_external_url,
         )
         options = DeliveryOptions.from_settings(settings.alerts)
         on_attempt = None
@@ -70,7 +72,7 @@ def open_alert_engine(settings: Settings, *, telemetry: AlertTelemetry | None = 
         dispatcher = Dispatcher(engine=store.engine, notifiers=notifiers, options=options,
                                 on_attempt=on_attempt)
     return AlertEngine(engine=store.engine, rules=rules, dispatcher=dispatcher,
-                       external_url=settings.alert_external_url, telemetry=telemetry,
+                       external_url=settings.alerts.alert_external_url, telemetry=telemetry,
                        notifiers=notifiers, secrets=settings.secret_values(),
                        agreement=AgreementSource(ReviewQueue(store), registry),
                        judge_check=JudgeCheckSource(EstimateReads(store), registry))

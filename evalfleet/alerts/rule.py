@@ -17,7 +17,7 @@ and bias is tested in both directions. A judge_drift rule has no segments and
 does not inherit the file's ``baseline``, ``segment_by`` or ``filters`` defaults.
 
 A ``review_agreement`` rule watches the judge against people: its live agreement with
-the review queue's labels of random items (``evalfleet.alerts.agreement``), per judge
+the review queue's labels of random items (``evalfleet.alerts.review_agreement``), per judge
 model, against its own trailing level (a ``trailing`` baseline) and below a floor (the
 ``threshold``), through the same tests. It has no ``segment_by`` or ``filters``, inherits
 none of those three defaults either, and watches only a fall (``direction: decrease``).
@@ -431,7 +431,7 @@ class Rule:
     spec: AlertRule
     """The rule as written."""
 
-    kind: ScoreKind
+    score_kind: ScoreKind
     """How the score is tested: from the metric file's verdict field."""
 
     @property
@@ -538,7 +538,7 @@ def _load_rule(
             known = ", ".join(sorted(receivers)) or "none"
             raise InvalidAlertRule(f"unknown receiver {receiver!r} (known: {known})",
                                    path=path, rule=name, field="receivers")
-    return Rule(spec=spec, kind=kind)
+    return Rule(spec=spec, score_kind=kind)
 
 
 def _describe(exc: ValidationError) -> tuple[str, str | None]:

@@ -92,7 +92,7 @@ def register_alert_beat(app: Celery, settings: Settings) -> None:
                 f"{len(report.skipped)} rules skipped")
 
     # A tick nobody ran in time is worthless: the next one evaluates the same data.
-    schedule_round(app, entry=SCHEDULE_ENTRY, task=ALERT_TASK, every_s=settings.alert_tick_s,
+    schedule_round(app, entry=SCHEDULE_ENTRY, task=ALERT_TASK, every_s=settings.alerts.alert_tick_s,
                    queue=ALERT_QUEUE)
 
 
@@ -108,7 +108,7 @@ def register_canary_beat(app: Celery, settings: Settings, *,
         feed: Sends the canaries of the interval a time falls in
             (``evalfleet.calibration.canary.CanaryFeeder.feed``).
     """
-    if not settings.canary_interval_s:
+    if not settings.alerts.canary_interval_s:
         return
 
     @app.task(name=CANARY_TASK, shared=False, ignore_result=True, acks_late=False)
@@ -120,7 +120,7 @@ def register_canary_beat(app: Celery, settings: Settings, *,
 
     # A slot fed late is still worth feeding within its own interval, not after.
     schedule_round(app, entry=CANARY_SCHEDULE_ENTRY, task=CANARY_TASK,
-                   every_s=settings.canary_interval_s, queue=ALERT_QUEUE)
+                   every_s=settings.alerts.canary_interval_s, queue=ALERT_QUEUE)
 
 
 def register_partition_beat(app: Celery, settings: Settings) -> None:

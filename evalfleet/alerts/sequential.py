@@ -105,7 +105,7 @@ def watch(rule: Rule, finding: Finding, *, stored: Mapping[str, DetectorState],
     references = _references(rule, finding)
     detectors: dict[str, DetectorState] = {}
     shown: dict[str, Any] = {"level": level, "run_length": format_duration(spec.run_length)}
-    new = _with_levels(oriented(increment, spec.direction), rule.kind)
+    new = _with_levels(oriented(increment, spec.direction), rule.score_kind)
     for name, reference in references.items():
         before = stored.get(name) or DetectorState.start(start.timestamp())
         state = before

@@ -75,7 +75,7 @@ class WindowQuery:
         baseline = spec.baseline
         cap = baseline.exclude_firing_max if isinstance(baseline, TrailingBaseline) else None
         return cls(metric=spec.metric, score=spec.series, keys=spec.segment_keys,
-                   filters=filters, with_levels=rule.kind == "ordinal",
+                   filters=filters, with_levels=rule.score_kind == "ordinal",
                    exclude_rule=spec.name if exclude_firing else None,
                    exclusion_cap=cap if exclude_firing else None)
 

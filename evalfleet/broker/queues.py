@@ -69,7 +69,7 @@ def broker_transport_options(settings: Settings, *, concurrency: int) -> dict[st
     """
     if is_redis(settings):
         return {
-            "visibility_timeout": settings.visibility_timeout_s,
+            "visibility_timeout": settings.broker.visibility_timeout_s,
             "max_connections": concurrency + REDIS_SPARE_CONNECTIONS,
         }
     if is_amqp(settings):
@@ -92,7 +92,7 @@ def broker_transport_options(settings: Settings, *, concurrency: int) -> dict[st
 
 def embedded_broker_folder(settings: Settings) -> Path:
     """Where the file-system broker keeps its messages."""
-    return (settings.data_dir / "broker").resolve()
+    return (settings.store.data_dir / "broker").resolve()
 
 
 def is_redis(settings: Settings) -> bool:

@@ -120,7 +120,7 @@ class CanaryFeeder:
             BrokerUnavailable: When the broker cannot be reached (the next tick feeds the
                 next slot; this one is skipped).
         """
-        interval_s = self._settings.canary_interval_s
+        interval_s = self._settings.alerts.canary_interval_s
         slot = canary_slot(at, interval_s=interval_s)
         sent: dict[str, int] = {}
         skipped: dict[str, str] = {}
@@ -129,7 +129,7 @@ class CanaryFeeder:
             if isinstance(gold, str):
                 skipped[name] = gold
                 continue
-            picked = canary_slice(gold, slot=slot, size=self._settings.canary_samples)
+            picked = canary_slice(gold, slot=slot, size=self._settings.alerts.canary_samples)
             jobs += canary_jobs(name, picked, slot=slot, interval_s=interval_s)
             sent[name] = len(picked)
         if jobs:
@@ -140,9 +140,9 @@ class CanaryFeeder:
 def _load_gold_sets(settings: Settings) -> dict[str, list[GoldItem] | str]:
     """Each metric's gold items, or why it has none. Bad records are logged and left out."""
     sets: dict[str, list[GoldItem] | str] = {}
-    registry = load_registry(settings.metrics_dir)
+    registry = load_registry(settings.judge.metrics_dir)
     for name in registry.names():
-        path = _gold_path(settings.canary_gold_dir, name)
+        path = _gold_path(settings.alerts.canary_gold_dir, name)
         if path is None:
             sets[name] = "no gold set"
             continue

@@ -27,7 +27,7 @@ from evalfleet.calibration.cascade_status import CostedItem
 from evalfleet.core.labels import combine_labels, normaliser
 from evalfleet.core.metric import Metric
 from evalfleet.core.rescore import number_or_none, tier_entries, tier_judgement
-from evalfleet.core.review import salted_fraction
+from evalfleet.core.review_slice import salted_fraction
 from evalfleet.core.scales import score_scales
 from evalfleet.store.cascade import CascadeLabelItem
 

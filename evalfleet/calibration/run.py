@@ -57,7 +57,7 @@ def run_calibration(settings: Settings, options: CalibrationOptions, *,
         InvalidInput: The gold file has no usable record.
         TimeoutError: Not every job ended within ``timeout_s``.
     """
-    metric = load_registry(settings.metrics_dir).get(options.metric)
+    metric = load_registry(settings.judge.metrics_dir).get(options.metric)
     items, errors = load_gold(options.gold, metric=metric)
     for error in errors:
         echo(f"rejected: {error}")
@@ -88,11 +88,11 @@ def run_calibration(settings: Settings, options: CalibrationOptions, *,
 
 def _with_local_worker(settings: Settings, stack: ExitStack, *, metric: Metric,
                        echo: Callable[[str], None]) -> Settings:
-    if settings.openai_base_url is None:
+    if settings.judge.openai_base_url is None:
         settings = settings.model_copy(update={"openai_base_url": start_simulator(stack)})
         echo("No OPENAI_BASE_URL is set: started the judge simulator. "
              "The agreement below is the SIMULATOR's, not a real judge's.")
-    log_path = settings.data_dir / "calibrate-worker.log"
+    log_path = settings.store.data_dir / "calibrate-worker.log"
     worker = start_worker(settings, queues=[metric.name], concurrency=16, log_path=log_path)
     stack.callback(stop_worker, worker)
     echo(f"worker started (log: {log_path})")

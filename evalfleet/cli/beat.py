@@ -57,7 +57,7 @@ def beat(state: CliState, loglevel: str) -> None:
     app = create_app(settings, concurrency=1)
     register_alert_beat(app, settings)
     register_partition_beat(app, settings)
-    if settings.canary_interval_s:
+    if settings.alerts.canary_interval_s:
         enqueuer = Enqueuer(settings)  # the process's own, for its lifetime
         register_canary_beat(app, settings,
                              feed=CanaryFeeder(settings, send=enqueuer.send_many).feed)
@@ -71,13 +71,13 @@ def beat(state: CliState, loglevel: str) -> None:
     gauge_store = open_existing_store(settings.resolved_database_url(), pool_size=1)
     if isinstance(gauge_store, SqlStore):
         REGISTRY.register(BatchGauges(BatchSpool(gauge_store)))
-    queues = [queue_for(name) for name in load_registry(settings.metrics_dir).names()]
-    start_metrics_server(settings.metrics_port, queues=queues,
+    queues = [queue_for(name) for name in load_registry(settings.judge.metrics_dir).names()]
+    start_metrics_server(settings.worker.metrics_port, queues=queues,
                          redis_url=settings.resolved_broker_url() if is_redis(settings) else None)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    settings.store.data_dir.mkdir(parents=True, exist_ok=True)
     app.worker_main([
         "worker", "--beat", "--queues", ALERT_QUEUE, "--concurrency", "1", "--pool", "solo",
-        "--schedule", str(settings.data_dir / "celerybeat-schedule"), "--loglevel", loglevel,
+        "--schedule", str(settings.store.data_dir / "celerybeat-schedule"), "--loglevel", loglevel,
         "--hostname", "evalfleet-alerts@%h",
         "--without-gossip", "--without-mingle", "--without-heartbeat",
     ])

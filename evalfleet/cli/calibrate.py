@@ -110,7 +110,7 @@ def _compare(state: CliState, *, metric: str, since: str, as_json: bool) -> None
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     assert since_at is not None
-    spec = load_registry(state.settings.metrics_dir).get(metric)
+    spec = load_registry(state.settings.judge.metrics_dir).get(metric)
     store = open_existing_store(state.settings.resolved_database_url())
     try:
         reports = compare_shadows(store, metric=spec, since=since_at)

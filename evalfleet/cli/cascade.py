@@ -130,7 +130,7 @@ def fit(state: CliState, metric: str, target: float, delta: float, tolerance: fl
 def _metric(state: CliState, name: str) -> Metric:
     from evalfleet.core.metric import load_registry
 
-    return load_registry(state.settings.metrics_dir).get(name)
+    return load_registry(state.settings.judge.metrics_dir).get(name)
 
 
 def _guarantee(target: float, delta: float, tolerance: float, min_labels: int) -> Guarantee:

@@ -321,7 +321,7 @@ def write_export(items: list[DatasetItem], *, fmt: str, metric: str | None,
         session_chat_records,
     )
 
-    registry = load_registry(state.settings.metrics_dir)
+    registry = load_registry(state.settings.judge.metrics_dir)
     secrets = state.settings.secret_values()
 
     def skipped(item: DatasetItem, why: str) -> None:

@@ -29,7 +29,7 @@ def worker_health(state: CliState, check: str, host: str, port: int | None,
     For exec probes (Docker healthchecks); Kubernetes can probe the same endpoints with
     httpGet. The worker must run with EVALFLEET_HEALTH_PORT set.
     """
-    port = port or state.settings.health_port
+    port = port or state.settings.worker.health_port
     if not port:
         raise click.UsageError("no health port: set EVALFLEET_HEALTH_PORT or pass --port")
     url = f"http://{host}:{port}/{check}"

@@ -39,14 +39,14 @@ def check(state: CliState, metric_names: tuple[str, ...], as_json: bool) -> None
     from workers.runtime import build_probe_fleet
 
     settings = state.settings
-    registry = load_registry(settings.metrics_dir)
+    registry = load_registry(settings.judge.metrics_dir)
     metrics = [registry.get(name) for name in metric_names] if metric_names else list(registry)
     model_for = {metric.name: settings.judge_model_for(
         metric.name, metric_default=metric.spec.judge.main_model) for metric in metrics}
     named = _tier_endpoints(metrics)
     fleet = build_probe_fleet(settings)
     try:
-        report: CheckReport = check_judge(fleet, model=settings.judge_model, metrics=metrics,
+        report: CheckReport = check_judge(fleet, model=settings.judge.judge_model, metrics=metrics,
                                           model_for=model_for)
         for name, models in sorted(named.items()):
             if name not in fleet.endpoints:  # the worker refuses to start on it too

@@ -19,7 +19,7 @@ def metrics(ctx: click.Context, as_json: bool) -> None:
     from evalfleet.core.metric import load_registry
 
     state = ctx.ensure_object(CliState)
-    registry = load_registry(state.settings.metrics_dir)
+    registry = load_registry(state.settings.judge.metrics_dir)
     if as_json:
         echo_json([{"name": m.name, "queue": m.queue, "prompt_version": m.version,
                     "scores": list(m.spec.scores), "file": str(m.path)} for m in registry])
@@ -43,7 +43,7 @@ def metrics_show(state: CliState, name: str, sample_path: str | None) -> None:
     from workers.renderer import render_messages
 
     try:
-        metric = load_registry(state.settings.metrics_dir).get(name)
+        metric = load_registry(state.settings.judge.metrics_dir).get(name)
     except EvalfleetError as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(f"metric:  {metric.name} (queue {metric.queue}, prompt version {metric.version})")

@@ -78,7 +78,7 @@ def produce(state: CliState, file: str, metric_names: tuple[str, ...], sample_ra
             sys.exit(1 if stats.rejected else 0)
         pipeline = runtime.pipeline(metrics=metrics, rate=sample_rate,
                                     source="follow" if follow else "file")
-        size = batch_size or state.settings.producer_batch_size
+        size = batch_size or state.settings.limits.producer_batch_size
         if follow:
             if metrics_port:
                 from prometheus_client import start_http_server
@@ -135,9 +135,9 @@ def _produce_traces(file: str, *, runtime: ProducerRuntime, metrics: list[str] |
             read_lines(file),
             assembly=runtime.trace_assembly(runtime.trace_buffer(shared=False),
                                             metrics=metrics, rate=rate),
-            limits=SpanLimits(max_attributes=settings.otlp_max_attributes_per_span,
-                              max_value_bytes=settings.otlp_max_attribute_bytes),
-            max_spans=settings.otlp_max_spans_per_request,
+            limits=SpanLimits(max_attributes=settings.ingest.otlp_max_attributes_per_span,
+                              max_value_bytes=settings.ingest.otlp_max_attribute_bytes),
+            max_spans=settings.ingest.otlp_max_spans_per_request,
             on_error=lambda message: click.echo(f"{file}: {message}", err=True), stats=stats)
     except OSError as exc:
         raise click.FileError(file, str(exc)) from None
@@ -182,7 +182,7 @@ def _follow(state: CliState, path: Path, *, pipeline: Pipeline, batch_size: int,
     from producers.offsets import OffsetStore, default_offset_path
     from producers.tail import Tail
 
-    store = OffsetStore(offset_file or default_offset_path(state.settings.data_dir, path))
+    store = OffsetStore(offset_file or default_offset_path(state.settings.store.data_dir, path))
     try:
         start = store.load()
     except EvalfleetError as exc:

@@ -32,7 +32,7 @@ def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
     from evalfleet.ops.retention import RetentionPolicy
 
     policy = RetentionPolicy.from_settings(state.settings)
-    sample_days = state.settings.sample_retention_days
+    sample_days = state.settings.retention.sample_retention_days
     _purge_datasets(state, dry_run=dry_run)
     if policy.keeps_everything and sample_days is None:
         click.echo("no retention set (EVALFLEET_VERDICT_RETENTION_DAYS, "
@@ -76,7 +76,7 @@ def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
 def _purge_review_samples(store: SqlStore, *, before: datetime, now: datetime,
                           dry_run: bool) -> None:
     """The review queue's copies of samples: kept while an item waits for labels."""
-    from evalfleet.store.review import ReviewQueue
+    from evalfleet.store.review_queue import ReviewQueue
 
     count = ReviewQueue(store).purge_samples(before=before, now=now, dry_run=dry_run)
     label = "review samples to delete" if dry_run else "review samples deleted"
@@ -103,7 +103,7 @@ def _purge_datasets(state: CliState, *, dry_run: bool) -> None:
     store = open_existing_store(state.settings.resolved_database_url(), pool_size=1)
     try:
         names = Datasets(store).purge(now=datetime.now(UTC), dry_run=dry_run,
-                                      default_days=state.settings.dataset_retention_days)
+                                      default_days=state.settings.retention.dataset_retention_days)
     finally:
         store.close()
     if names:

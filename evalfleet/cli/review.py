@@ -17,7 +17,7 @@ from evalfleet.core.estimator import LAM_MEANING, MIN_LABELS, MIN_STRATUM_LABELS
 from evalfleet.review.estimate import LABEL_WINDOW
 
 if TYPE_CHECKING:
-    from evalfleet.store.review import ReviewQueue
+    from evalfleet.store.review_queue import ReviewQueue
 
 #: How far back ``review status`` looks without ``--since``.
 DEFAULT_STATUS_SPAN = timedelta(days=30)
@@ -31,7 +31,7 @@ def review() -> None:
 
 
 def _queue(state: CliState) -> ReviewQueue:
-    from evalfleet.store.review import ReviewQueue
+    from evalfleet.store.review_queue import ReviewQueue
 
     return ReviewQueue(open_existing_store(state.settings.resolved_database_url(), pool_size=1))
 
@@ -94,8 +94,8 @@ def queue_command(state: CliState, alert_rule: str | None, alert_segment: str | 
         new = queue.queue_chosen(
             reason="ids" if sample_ids else "filter",
             detail=_describe(metric, segment, score, low, high) or None,
-            now=datetime.now(UTC), expire_s=settings.review_expire_days * 86400.0,
-            labels_wanted=labels_wanted or settings.review_labels_wanted, metric=metric,
+            now=datetime.now(UTC), expire_s=settings.review.review_expire_days * 86400.0,
+            labels_wanted=labels_wanted or settings.review.review_labels_wanted, metric=metric,
             sample_ids=list(sample_ids) or None, segment=segment or None, score=score,
             score_range=(low, high) if score else None, since=since_at, until=until_at,
             limit=limit)
@@ -117,8 +117,8 @@ def _queue_alert(state: CliState, rule_name: str, segment_text: str | None, *,
         ids = [evidence.sample_id for evidence in view.worst]
         new = queue.queue_chosen(
             reason="alert", detail=f"{rule.name} {segment}"[:256], now=datetime.now(UTC),
-            expire_s=settings.review_expire_days * 86400.0,
-            labels_wanted=labels_wanted or settings.review_labels_wanted,
+            expire_s=settings.review.review_expire_days * 86400.0,
+            labels_wanted=labels_wanted or settings.review.review_labels_wanted,
             metric=rule.spec.metric, sample_ids=ids) if ids else 0
     finally:
         queue.store.close()
@@ -168,7 +168,7 @@ def pending_command(state: CliState, metric: str | None, limit: int, after: int,
         lease_s = parse_duration(lease_for).total_seconds()
     except ValueError as exc:
         raise click.UsageError(f"--lease: {exc}") from None
-    registry = load_registry(state.settings.metrics_dir)
+    registry = load_registry(state.settings.judge.metrics_dir)
     queue = _queue(state)
     try:
         now = datetime.now(UTC)
@@ -215,8 +215,8 @@ def import_command(state: CliState, file: Path, input_format: str) -> None:
     from evalfleet.review.transfer import import_labels, import_records
 
     settings = state.settings
-    registry = load_registry(settings.metrics_dir)
-    expire_s = settings.review_expire_days * 86400.0
+    registry = load_registry(settings.judge.metrics_dir)
+    expire_s = settings.review.review_expire_days * 86400.0
     queue = _queue(state)
     try:
         if input_format == "label-studio":
@@ -258,7 +258,7 @@ def export_command(state: CliState, metric: str | None, gold: Path | None) -> No
             for line in label_lines(queue.iter_labels(metric=metric)):
                 sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
             return
-        registry = load_registry(state.settings.metrics_dir)
+        registry = load_registry(state.settings.judge.metrics_dir)
         written = 0
         with gold.open("w", encoding="utf-8") as out:
             for record in gold_records(
@@ -304,7 +304,7 @@ def status_command(state: CliState, since: str | None, segment_by: str | None,
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     queue = _queue(state)
-    registry = load_registry(state.settings.metrics_dir)
+    registry = load_registry(state.settings.judge.metrics_dir)
     try:
         reads = EstimateReads(queue.store)
         if since_at is None:
@@ -425,7 +425,7 @@ def estimate_command(state: CliState, metric: str, scores: tuple[str, ...],
         end = parse_time(until, now=now) or now
         start = parse_time(since, now=end) or end
         label_start = end - parse_duration(label_window)
-        found_metric = load_registry(state.settings.metrics_dir).get(metric)
+        found_metric = load_registry(state.settings.judge.metrics_dir).get(metric)
     except (ValueError, UnknownMetric) as exc:
         raise click.UsageError(str(exc)) from None
     queue = _queue(state)

@@ -17,8 +17,8 @@ from evalfleet.core.errors import EvalfleetError
 
 if TYPE_CHECKING:
     from evalfleet.core.settings import Settings
+    from evalfleet.ops.fleet_status import FleetStatus, QueueStatus
     from evalfleet.ops.monitor import MonitorOptions
-    from evalfleet.ops.status import FleetStatus, QueueStatus
     from evalfleet.store.batchspool import BatchSpool
     from producers.traces.sessions import SessionBuffer
 
@@ -76,7 +76,7 @@ def status(state: CliState, metrics: tuple[str, ...], window: str, concurrency: 
 
     settings = state.settings
     options = monitor_options(settings, metrics=metrics, window_s=parse_duration_s(window),
-                              concurrency=concurrency or settings.worker_concurrency,
+                              concurrency=concurrency or settings.worker.worker_concurrency,
                               drain_s=parse_duration_s(drain))
     sample_s = parse_duration_s(sample_text)
     store = open_existing_store(settings.resolved_read_database_url(), pool_size=1)
@@ -111,10 +111,10 @@ def monitor_options(settings: Settings, *, metrics: tuple[str, ...], window_s: f
     from evalfleet.core.checkspec import check_model, is_check_model
     from evalfleet.core.metric import load_registry
     from evalfleet.core.ratelimit import RateLimit
+    from evalfleet.ops.fleet_status import cascade_endpoints
     from evalfleet.ops.monitor import MonitorOptions
-    from evalfleet.ops.status import cascade_endpoints
 
-    registry = load_registry(settings.metrics_dir)
+    registry = load_registry(settings.judge.metrics_dir)
     try:
         chosen = [registry.get(name) for name in metrics] if metrics else list(registry)
     except EvalfleetError as exc:
@@ -125,8 +125,8 @@ def monitor_options(settings: Settings, *, metrics: tuple[str, ...], window_s: f
               for metric in chosen}
     limits = {model: RateLimit() if is_check_model(model) else settings.rate_limit_for(model)
               for model in set(models.values())}
-    endpoints = {metric.name: cascade_endpoints(metric, endpoints=settings.judge_endpoints,
-                                                default_url=settings.openai_base_url)
+    endpoints = {metric.name: cascade_endpoints(metric, endpoints=settings.judge.judge_endpoints,
+                                                default_url=settings.judge.openai_base_url)
                  for metric in chosen if metric.spec.judge.cascade}
     return MonitorOptions(metrics=tuple(models), models=models, limits=limits,
                           window_s=window_s, concurrency=concurrency, drain_s=drain_s,
@@ -135,7 +135,7 @@ def monitor_options(settings: Settings, *, metrics: tuple[str, ...], window_s: f
 
 def _show(fleet: FleetStatus, *, as_json: bool, clear: bool,
           batches: BatchSpool | None = None, sessions: SessionBuffer | None = None) -> None:
-    from evalfleet.ops.status import status_json
+    from evalfleet.ops.fleet_status import status_json
 
     batch_view = batch_status(batches) if batches is not None else None
     session_view = session_status(sessions) if sessions is not None else None
@@ -165,7 +165,7 @@ def session_reader(settings: Settings) -> SessionBuffer | None:
     url = settings.resolved_shared_redis_url()
     if url is None:
         return None
-    timeout_s = settings.producer_broker_timeout_s
+    timeout_s = settings.limits.producer_broker_timeout_s
     return RedisSessionBuffer(redis.Redis.from_url(url, socket_timeout=timeout_s,
                                                    socket_connect_timeout=timeout_s),
                               timing=SessionTiming())
@@ -292,7 +292,7 @@ def _notes(queue: QueueStatus) -> list[str]:
     if not queue.arrival_basis.startswith("completions +"):
         notes.append(f"{queue.queue}: arrivals = {queue.arrival_basis}")
     if queue.endpoints:
-        from evalfleet.ops.status import endpoint_text
+        from evalfleet.ops.fleet_status import endpoint_text
 
         notes.append(f"{queue.queue}: cascade "
                      f"{'; '.join(endpoint_text(tier) for tier in queue.endpoints)}")
@@ -300,7 +300,7 @@ def _notes(queue: QueueStatus) -> list[str]:
 
 
 def _identity_notes(fleet: FleetStatus) -> list[str]:
-    from evalfleet.ops.status import identity_changes
+    from evalfleet.ops.fleet_status import identity_changes
 
     notes = []
     for model, identities in identity_changes(fleet.identities).items():

@@ -87,7 +87,7 @@ def cost(state: CliState, days: int, as_json: bool) -> None:
         rows = store.daily_costs(since=today - timedelta(days=days - 1))
     finally:
         store.close()
-    budgets = state.settings.daily_budgets_usd
+    budgets = state.settings.judge.daily_budgets_usd
     if as_json:
         echo_json([{**asdict(row), "budget_usd": budgets.get(row.metric)} for row in rows])
         return

@@ -29,7 +29,7 @@ def ui(state: CliState, host: str, port: int, access_log: bool) -> None:
     import uvicorn
 
     settings = state.settings
-    token = settings.ui_token.get_secret_value() if settings.ui_token else None
+    token = settings.alerts.ui_token.get_secret_value() if settings.alerts.ui_token else None
     if token is None and not is_loopback(host):
         raise click.UsageError(f"--host {host} is reachable from other machines: set "
                                "EVALFLEET_UI_TOKEN (or bind 127.0.0.1)")
@@ -63,8 +63,8 @@ def build_ui_app(settings: Any, *, token: str | None) -> Any:
     from evalfleet.broker.probe import open_queue_probe
     from evalfleet.cli.status import monitor_options
     from evalfleet.core.metric import load_registry
+    from evalfleet.ops.fleet_status import status_json
     from evalfleet.ops.monitor import StatusMonitor
-    from evalfleet.ops.status import status_json
     from evalfleet.web import UiOptions, create_app
     from evalfleet.web.pages import PageData
 
@@ -78,7 +78,7 @@ def build_ui_app(settings: Any, *, token: str | None) -> Any:
             return {"queues": [], "error": str(exc)}
         try:
             options = monitor_options(settings, metrics=(), window_s=300.0,
-                                      concurrency=settings.worker_concurrency, drain_s=900.0)
+                                      concurrency=settings.worker.worker_concurrency, drain_s=900.0)
             monitor = StatusMonitor(store=store, probe=probe, options=options)
             return status_json(monitor.observe())
         except EvalfleetError as exc:
@@ -87,7 +87,7 @@ def build_ui_app(settings: Any, *, token: str | None) -> Any:
             probe.close()
 
     data = PageData(store=store, rules=rules, secrets=tuple(settings.secret_values()),
-                    health_reader=read_health, registry=load_registry(settings.metrics_dir))
+                    health_reader=read_health, registry=load_registry(settings.judge.metrics_dir))
     from evalfleet.cli.boundary import explain
 
     url = settings.resolved_database_url()
@@ -107,14 +107,14 @@ def _review_pages(settings: Any, store: Any, rules: Any) -> Any:
 
     from evalfleet.core.metric import load_registry
     from evalfleet.store.queries.datasets import Datasets
-    from evalfleet.store.review import ReviewQueue
+    from evalfleet.store.review_queue import ReviewQueue
     from evalfleet.web.datasets import SavingPages
-    from evalfleet.web.review import ReviewOptions
+    from evalfleet.web.review_page import ReviewOptions
 
-    secret = (settings.review_secret.get_secret_value().encode("utf-8")
-              if settings.review_secret else secrets.token_bytes(32))
-    options = ReviewOptions(secret=secret, lease_s=settings.review_lease_s)
-    registry = load_registry(settings.metrics_dir)
+    secret = (settings.review.review_secret.get_secret_value().encode("utf-8")
+              if settings.review.review_secret else secrets.token_bytes(32))
+    options = ReviewOptions(secret=secret, lease_s=settings.review.review_lease_s)
+    registry = load_registry(settings.judge.metrics_dir)
     return lambda render: SavingPages(
         datasets=Datasets(store), rules=rules, queue=ReviewQueue(store), registry=registry,
         options=options, render=render)

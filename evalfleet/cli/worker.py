@@ -35,7 +35,7 @@ def worker(state: CliState, queues: str, concurrency: int | None, loglevel: str)
     from workers.shutdown import ShutdownDeadline
     from workers.telemetry import start_metrics_server
 
-    registry = load_registry(state.settings.metrics_dir)
+    registry = load_registry(state.settings.judge.metrics_dir)
     names = [name.strip() for name in queues.split(",") if name.strip()]
     try:
         for name in names:
@@ -44,19 +44,19 @@ def worker(state: CliState, queues: str, concurrency: int | None, loglevel: str)
         raise click.UsageError(str(exc)) from None
     settings = state.settings
     require_schema(settings)
-    concurrency = concurrency or settings.worker_concurrency
+    concurrency = concurrency or settings.worker.worker_concurrency
     queue_names = [queue_for(name) for name in names]
     activity, deadline = WorkerActivity(), ShutdownDeadline()
     app = create_app(settings, concurrency=concurrency, activity=activity, deadline=deadline,
                      queues=queue_names)
     prepare_worker(app, settings, activity=activity, deadline=deadline)
-    if settings.health_port:
+    if settings.worker.health_port:
         serve_health(WorkerHealth.from_settings(settings, activity=activity,
                                                 queues=queue_names),
-                     port=settings.health_port)
-    if settings.metrics_port:
+                     port=settings.worker.health_port)
+    if settings.worker.metrics_port:
         start_metrics_server(
-            settings.metrics_port, queues=queue_names,
+            settings.worker.metrics_port, queues=queue_names,
             redis_url=settings.resolved_broker_url() if is_redis(settings) else None)
     app.worker_main([
         "worker", "--queues", ",".join(queue_names),

@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 
 from evalfleet.core.metric import Metric
-from evalfleet.core.review import salted_fraction
+from evalfleet.core.review_slice import salted_fraction
 
 #: Slack on comparisons of normalised scores (0..1), for float rounding.
 _EPSILON = 1e-9

@@ -35,7 +35,7 @@
 Callers decide on the branch (``except RetryLater``), not on a list of types; each
 library's exceptions are mapped into the tree at one boundary (SQLAlchemy in
 ``evalfleet.store.sql``, kombu in ``evalfleet.broker.errors``, HTTP statuses in
-``workers.judge.status``).
+``workers.judge.http_status``).
 
 A judge that answered with an unusable verdict is not an exception: the parser
 returns that failure as a value (see ``workers.verdicts``).

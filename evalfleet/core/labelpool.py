@@ -21,7 +21,7 @@ from evalfleet.core.durations import format_moment
 from evalfleet.core.estimator import LabelledItem, StratumLabels
 from evalfleet.core.labels import combine_labels, normaliser
 from evalfleet.core.metric import Metric
-from evalfleet.core.review import RANDOM_REASON
+from evalfleet.core.review_slice import RANDOM_REASON
 from evalfleet.core.scales import score_scales
 
 

@@ -44,7 +44,7 @@ from evalfleet.core.agreement import (
 from evalfleet.core.errors import UnknownMetric
 from evalfleet.core.labels import combine_labels, normalise
 from evalfleet.core.metric import Metric, MetricRegistry, ScoreKind
-from evalfleet.core.review import RANDOM_REASON
+from evalfleet.core.review_slice import RANDOM_REASON
 from evalfleet.core.scales import ScoreScale, score_scales
 
 #: The "judge model" of reviewer-against-reviewer rows.

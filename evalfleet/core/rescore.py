@@ -13,7 +13,7 @@ from typing import Any
 from evalfleet.core.cascade import fold_of, settles
 from evalfleet.core.labelpool import PoolItem
 from evalfleet.core.metric import Metric
-from evalfleet.core.review import RANDOM_REASON
+from evalfleet.core.review_slice import RANDOM_REASON
 
 
 @dataclass(frozen=True, slots=True)

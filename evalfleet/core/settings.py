@@ -17,7 +17,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import (
@@ -36,7 +36,7 @@ from evalfleet.core.endpoint import ENDPOINT_NAME, JudgeEndpoint
 from evalfleet.core.errors import InvalidSettings
 from evalfleet.core.price import ModelPrice, Price, resolve_prices
 from evalfleet.core.ratelimit import RateLimit
-from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice, Stratum
 
 #: Broker URL used when none is configured: kombu's file-system transport.
 EMBEDDED_BROKER_URL = "filesystem://localhost//"
@@ -705,15 +705,26 @@ class ReadingSettings(BaseModel):
     ask for other purposes (``EVALFLEET_TOKEN``, ``EVALFLEET_TEST_*``) are never flagged."""
 
 
-class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, LimitSettings,
-               IngestSettings, AlertSettings, RetentionSettings, ReviewSettings,
-               ReadingSettings, BaseSettings):
+if TYPE_CHECKING:
+    # The type checker sees the fields only through their groups (``settings.judge.x``),
+    # so a flat read (``settings.x``) fails mypy. At run time they stay flat: one
+    # ``EVALFLEET_<FIELD>`` variable per field, whatever its group.
+    _FlatFields = BaseSettings
+else:
+    class _FlatFields(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings,
+                      LimitSettings, IngestSettings, AlertSettings, RetentionSettings,
+                      ReviewSettings, ReadingSettings, BaseSettings):
+        """Every group's fields in one flat model, as pydantic-settings reads them."""
+
+
+class Settings(_FlatFields):
     """Everything evalfleet can be configured with: the groups above in one object.
 
     Environment variables carry the ``EVALFLEET_`` prefix except the two the
     OpenAI client conventionally reads, ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``; a
-    field's group does not change its name. Each group is also a value of its own
-    (``settings.judge``, ``settings.alerts``...), for a component that needs only it.
+    field's group does not change its name. Code reads a field through its group
+    (``settings.judge.judge_model``), and a component that needs only one group takes
+    that group (``settings.alerts``) as its value.
     """
 
     model_config = SettingsConfigDict(
@@ -740,23 +751,23 @@ class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, Lim
     @model_validator(mode="after")
     def _timeouts_fit_together(self) -> Settings:
         # A call and its re-ask, each waiting for a fleet-wide slot when there is a cap.
-        capped = self.judge_max_in_flight or self.judge_adaptive_in_flight
-        slot_wait_s = self.slot_max_wait_s if capped else 0.0
-        longest_job_s = 2 * (self.judge_timeout_s + slot_wait_s)
-        if self.visibility_timeout_s <= longest_job_s + self.retry_max_s:
+        capped = self.judge.judge_max_in_flight or self.judge.judge_adaptive_in_flight
+        slot_wait_s = self.judge.slot_max_wait_s if capped else 0.0
+        longest_job_s = 2 * (self.judge.judge_timeout_s + slot_wait_s)
+        if self.broker.visibility_timeout_s <= longest_job_s + self.judge.retry_max_s:
             raise ValueError(
-                f"visibility_timeout_s ({self.visibility_timeout_s}) must exceed two judge "
-                f"calls plus retry_max_s ({longest_job_s:g} + {self.retry_max_s:g} s), or "
+                f"visibility_timeout_s ({self.broker.visibility_timeout_s}) must exceed two judge "
+                f"calls plus retry_max_s ({longest_job_s:g} + {self.judge.retry_max_s:g} s), or "
                 "jobs are handed out twice",
             )
-        if self.liveness_stall_s <= longest_job_s:
+        if self.worker.liveness_stall_s <= longest_job_s:
             raise ValueError(
-                f"liveness_stall_s ({self.liveness_stall_s:g}) must exceed two judge calls "
+                f"liveness_stall_s ({self.worker.liveness_stall_s:g}) must exceed two judge calls "
                 f"({longest_job_s:g} s), or a worker busy with slow jobs is restarted",
             )
-        if self.claim_lease_s <= longest_job_s:
+        if self.store.claim_lease_s <= longest_job_s:
             raise ValueError(
-                f"claim_lease_s ({self.claim_lease_s:g}) must exceed two judge calls "
+                f"claim_lease_s ({self.store.claim_lease_s:g}) must exceed two judge calls "
                 f"({longest_job_s:g} s), or another worker takes over a job still running",
             )
         return self
@@ -817,46 +828,47 @@ class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, Lim
     @property
     def embedded_database(self) -> bool:
         """True when no database URL is configured and a SQLite file is used."""
-        return self.database_url is None
+        return self.store.database_url is None
 
     @property
     def embedded_broker(self) -> bool:
         """True when no broker URL is configured and the file-system broker is used."""
-        return self.broker_url is None
+        return self.broker.broker_url is None
 
     def resolved_database_url(self) -> str:
         """The database URL in effect, falling back to the embedded SQLite file."""
-        if self.database_url is not None:
-            return self.database_url
-        return f"sqlite:///{(self.data_dir / 'evalfleet.db').resolve()}"
+        if self.store.database_url is not None:
+            return self.store.database_url
+        return f"sqlite:///{(self.store.data_dir / 'evalfleet.db').resolve()}"
 
     def resolved_read_database_url(self) -> str:
         """Where the read-only commands and pages read: ``database_read_url``, else the store."""
-        if self.database_read_url is not None:
-            return self.database_read_url
+        if self.store.database_read_url is not None:
+            return self.store.database_read_url
         return self.resolved_database_url()
 
     def resolved_broker_url(self) -> str:
         """The broker URL in effect, falling back to the file-system broker."""
-        return self.broker_url if self.broker_url is not None else EMBEDDED_BROKER_URL
+        return self.broker.broker_url if self.broker.broker_url is not None else EMBEDDED_BROKER_URL
 
     def resolved_shared_redis_url(self) -> str | None:
         """The Redis the fleet shares state in: the setting, else a Redis broker, else None."""
-        if self.shared_redis_url is not None:
-            return self.shared_redis_url
+        if self.broker.shared_redis_url is not None:
+            return self.broker.shared_redis_url
         broker = self.resolved_broker_url()
         return broker if broker.startswith(REDIS_SCHEMES) else None
 
     def judge_model_for(self, metric: str, *, metric_default: str | None) -> str:
         """The judge model for ``metric`` (:func:`choose_judge_model`)."""
         return choose_judge_model(metric, metric_default=metric_default,
-                                  per_metric=self.judge_models, default=self.judge_model)
+                                  per_metric=self.judge.judge_models,
+                                  default=self.judge.judge_model)
 
     def rate_limit_for(self, model: str) -> RateLimit:
         """The fleet's rate limits for ``model``: its own entry, else the global ones."""
-        own = self.judge_rate_limits.get(model, {})
-        return RateLimit(requests_per_minute=own.get("rpm", self.judge_rpm),
-                         tokens_per_minute=own.get("tpm", self.judge_tpm))
+        own = self.judge.judge_rate_limits.get(model, {})
+        return RateLimit(requests_per_minute=own.get("rpm", self.judge.judge_rpm),
+                         tokens_per_minute=own.get("tpm", self.judge.judge_tpm))
 
     @classmethod
     def environment_names(cls) -> dict[str, str]:
@@ -894,21 +906,22 @@ class Settings(StoreSettings, BrokerSettings, JudgeSettings, WorkerSettings, Lim
         secrets: list[str | None] = []
         for name in self.url_fields():
             secrets.extend(url_secrets(getattr(self, name)))
-        if self.openai_api_key is not None:
-            secrets.append(self.openai_api_key.get_secret_value())
-        if self.batch_api_key is not None:
-            secrets.append(self.batch_api_key.get_secret_value())
-        for endpoint in self.judge_endpoints.values():
+        if self.judge.openai_api_key is not None:
+            secrets.append(self.judge.openai_api_key.get_secret_value())
+        if self.judge.batch_api_key is not None:
+            secrets.append(self.judge.batch_api_key.get_secret_value())
+        for endpoint in self.judge.judge_endpoints.values():
             secrets.extend(url_secrets(endpoint.base_url))
             secrets.append(endpoint.api_key())
-        if self.alert_webhook_secret is not None:
-            secrets.append(self.alert_webhook_secret.get_secret_value())
-        if self.ui_token is not None:
-            secrets.append(self.ui_token.get_secret_value())
-        if self.review_secret is not None:
-            secrets.append(self.review_secret.get_secret_value())
-        if self.ingest_tokens is not None:
-            secrets.extend(t.strip() for t in self.ingest_tokens.get_secret_value().split(","))
+        if self.alerts.alert_webhook_secret is not None:
+            secrets.append(self.alerts.alert_webhook_secret.get_secret_value())
+        if self.alerts.ui_token is not None:
+            secrets.append(self.alerts.ui_token.get_secret_value())
+        if self.review.review_secret is not None:
+            secrets.append(self.review.review_secret.get_secret_value())
+        if self.ingest.ingest_tokens is not None:
+            tokens = self.ingest.ingest_tokens.get_secret_value()
+            secrets.extend(t.strip() for t in tokens.split(","))
         return [s for s in secrets if s]
 
     @classmethod
@@ -1011,7 +1024,7 @@ def load_settings(*, env_file: Path = Path(".env")) -> tuple[Settings, list[Unkn
     if env_file.is_file():
         names += _DOTENV_NAME.findall(env_file.read_text(encoding="utf-8", errors="replace"))
     unknown = unknown_variables(names)
-    if unknown and settings.strict_settings:
+    if unknown and settings.reading.strict_settings:
         raise InvalidSettings("; ".join(str(item) for item in unknown)
                               + " (EVALFLEET_STRICT_SETTINGS is on)")
     return settings, unknown

@@ -48,7 +48,7 @@ class Replay:
 def demo_rules_file(settings: Settings, *, run_tag: str) -> Path:
     """The demo's rules, copied beside its data (so ``alerts show`` can be pointed at
     them); in a shared database the rule only sees this run's samples."""
-    target = Path(settings.data_dir) / "demo-rules.yaml"
+    target = Path(settings.store.data_dir) / "demo-rules.yaml"
     target.parent.mkdir(parents=True, exist_ok=True)
     source = resources.files("evalfleet.demo") / "rules.yaml"
     if not run_tag:

@@ -65,7 +65,7 @@ def run_demo(
     settings = _demo_settings(settings)
     samples = samples_path or str(resources.files("evalfleet.demo") / "samples.jsonl")
     with ExitStack() as stack:
-        if settings.openai_base_url is None:
+        if settings.judge.openai_base_url is None:
             # The verdicts name the simulator as their judge, not a model nobody asked.
             settings = settings.model_copy(update={
                 "openai_base_url": start_simulator(stack), "judge_model": SIMULATOR_MODEL,
@@ -73,14 +73,14 @@ def run_demo(
             echo("No OPENAI_BASE_URL is set: started the judge simulator. "
                  "The scores below are SIMULATED, not real judgements.")
         echo(f"database: {_describe_database(settings)}; broker: {_describe_broker(settings)}")
-        if settings.review_rates == DEMO_REVIEW_RATES:
+        if settings.review.review_rates == DEMO_REVIEW_RATES:
             echo(f"review queue: EVALFLEET_REVIEW_RATES={json.dumps(DEMO_REVIEW_RATES)}, "
                  "every rag_qa verdict waits for a person's label")
         store = open_store(settings.resolved_database_url())
         stack.callback(store.close)
         migrate(store.engine)
 
-        registry = load_registry(settings.metrics_dir)
+        registry = load_registry(settings.judge.metrics_dir)
         metrics = [registry.get(name) for name in DEMO_METRICS]
         # In a shared database, tag this run's ids so its verdicts are new and its own.
         started_at = datetime.now(UTC)
@@ -98,7 +98,7 @@ def run_demo(
             echo(f"rejected: {error}")
         echo(f"enqueued {stats.jobs} jobs from {stats.accepted} samples ({samples})")
 
-        log_path = settings.data_dir / "worker.log"
+        log_path = settings.store.data_dir / "worker.log"
         worker = start_worker(settings, queues=list(DEMO_METRICS), concurrency=concurrency,
                                log_path=log_path)
         stack.callback(stop_worker, worker)
@@ -132,13 +132,13 @@ def _alert_cycle(settings: Settings, verdicts: list[VerdictRecord], *, tag: str,
     echo("Look closer (the same data, nothing else to configure):")
     # The data folder too when the broker is the demo's own: status and the health page
     # then read its queue folder, not an empty one beside it.
-    data_dir = (f" EVALFLEET_DATA_DIR='{Path(settings.data_dir).resolve()}'"
+    data_dir = (f" EVALFLEET_DATA_DIR='{Path(settings.store.data_dir).resolve()}'"
                 if settings.embedded_broker else "")
     echo(f"  export EVALFLEET_DATABASE_URL='{shown_url}' "
          f"EVALFLEET_ALERT_RULES_FILE='{rules_file.resolve()}'{data_dir}")
     echo(f"  {command} alerts show {RULE_NAME}{segment}")
     echo(f"  {command} ui    # then open {UI_URL}/ and click the FIRING segment")
-    queued = [name for name, part in settings.review_slice().metrics.items()
+    queued = [name for name, part in settings.review.review_slice().metrics.items()
               if part.rate > 0 or any(stratum.rate > 0 for stratum in part.strata)]
     if queued:
         echo(f"  {command} review add-reviewer me    # your token, to label the "
@@ -151,11 +151,12 @@ def _demo_settings(settings: Settings) -> Settings:
     shared database keeps the review queue it has)."""
     if not (settings.embedded_database or settings.embedded_broker):
         return settings
-    data_dir = settings.data_dir / "demo"
+    data_dir = settings.store.data_dir / "demo"
     shutil.rmtree(data_dir, ignore_errors=True)
     data_dir.mkdir(parents=True)
     update: dict[str, object] = {"data_dir": data_dir}
-    if settings.embedded_database and not (settings.review_rates or settings.review_strata):
+    review = settings.review
+    if settings.embedded_database and not (review.review_rates or review.review_strata):
         update["review_rates"] = DEMO_REVIEW_RATES
     return settings.model_copy(update=update)
 
@@ -202,11 +203,11 @@ def _wait_for(run: _Run, *, expected: int, worker: subprocess.Popen[bytes],
 
 def _describe_database(settings: Settings) -> str:
     if settings.embedded_database:
-        return f"embedded SQLite file {Path(settings.data_dir) / 'evalfleet.db'}"
+        return f"embedded SQLite file {Path(settings.store.data_dir) / 'evalfleet.db'}"
     return mask_url(settings.resolved_database_url())
 
 
 def _describe_broker(settings: Settings) -> str:
     if settings.embedded_broker:
-        return f"embedded file-system broker in {settings.data_dir / 'broker'}"
+        return f"embedded file-system broker in {settings.store.data_dir / 'broker'}"
     return mask_url(settings.resolved_broker_url())

@@ -26,10 +26,10 @@ from evalfleet.ops.dead_letter import (
     replay_dead_letters,
     replay_jobs,
 )
+from evalfleet.ops.fleet_status import FleetStatus, QueueStatus, build_status, status_json
 from evalfleet.ops.monitor import MonitorOptions, StatusMonitor
 from evalfleet.ops.purger import Purger, PurgeReport
 from evalfleet.ops.retention import Cutoffs, RetentionPolicy
-from evalfleet.ops.status import FleetStatus, QueueStatus, build_status, status_json
 
 __all__ = [
     "Activity",

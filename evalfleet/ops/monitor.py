@@ -1,7 +1,7 @@
 """Reading the fleet's status again and again (``evalfleet status [--watch]``).
 
 Each observation reads the queues and the recent activity and builds a
-:class:`~evalfleet.ops.status.FleetStatus`. Queue readings are kept for about one
+:class:`~evalfleet.ops.fleet_status.FleetStatus`. Queue readings are kept for about one
 window, and arrivals are counted since the oldest of them (completions since then
 plus the backlog's change): the longer the monitor runs, the steadier the estimate.
 """
@@ -17,7 +17,7 @@ from evalfleet.broker.probe import QueueProbe, QueueReading
 from evalfleet.core.message import queue_for
 from evalfleet.core.ratelimit import RateLimit
 from evalfleet.ops.activity import count_completed, read_activity
-from evalfleet.ops.status import FleetStatus, TierEndpoint, build_status
+from evalfleet.ops.fleet_status import FleetStatus, TierEndpoint, build_status
 from evalfleet.store.sql import SqlStore
 
 

@@ -38,8 +38,8 @@ class RetentionPolicy:
     @classmethod
     def from_settings(cls, settings: Settings) -> RetentionPolicy:
         """The policy the settings configure."""
-        return cls(verdict_days=settings.verdict_retention_days,
-                   raw_output_days=settings.raw_output_retention_days)
+        return cls(verdict_days=settings.retention.verdict_retention_days,
+                   raw_output_days=settings.retention.raw_output_retention_days)
 
     @property
     def keeps_everything(self) -> bool:

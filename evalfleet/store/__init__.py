@@ -5,7 +5,7 @@ What one feature asks of the store beyond the contract is in ``evalfleet.store.q
 
 from __future__ import annotations
 
-from evalfleet.core.review import ReviewSlice
+from evalfleet.core.review_slice import ReviewSlice
 from evalfleet.store.base import (
     CalibrationRun,
     Claim,

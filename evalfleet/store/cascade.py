@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlalchemy import and_, func, select
 
-from evalfleet.core.review import RANDOM_REASON
+from evalfleet.core.review_slice import RANDOM_REASON
 from evalfleet.store.schema import cascade_thresholds, review_items, review_labels, verdicts
 from evalfleet.store.sql import SqlStore, to_utc
 

@@ -1,4 +1,4 @@
-"""Review items queued with the verdicts they review (see :mod:`evalfleet.store.review`).
+"""Review items queued with the verdicts they review (see :mod:`evalfleet.store.review_queue`).
 
 :meth:`SqlStore.save` calls :func:`queue_random` in the transaction that stores the
 verdicts, so a stored verdict has always been considered for the random slice, and its
@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DatabaseError
 
 from evalfleet.core.checkspec import is_check_model
-from evalfleet.core.review import RANDOM_REASON, ReviewSlice
+from evalfleet.core.review_slice import RANDOM_REASON, ReviewSlice
 from evalfleet.store.base import VerdictRecord
 from evalfleet.store.dialect import upsert
 from evalfleet.store.schema import review_items

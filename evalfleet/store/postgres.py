@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
 from evalfleet.core.errors import StoreRejected, StoreUnavailable
-from evalfleet.core.review import ReviewSlice
+from evalfleet.core.review_slice import ReviewSlice
 from evalfleet.store.base import Claim, DeadLetter, VerdictKey, VerdictRecord
 from evalfleet.store.group import ClaimAndSave, GroupCommit
 from evalfleet.store.intake import queue_random

@@ -352,7 +352,7 @@ alert_rule_runs = Table(
     Column("evaluated_at", DateTime(timezone=True), nullable=False),
 )
 
-# --- The review queue (evalfleet/store/review.py): people's labels of what the judge judged.
+# --- The review queue (evalfleet/store/review_queue.py): people's labels of what the judge judged.
 # Items name their verdict by key digest, never by ``verdicts.id`` (the verdicts table may
 # be partitioned), and keep a copy of the sample and of the judge's scores, so an item
 # outlives the verdict's sample retention until it is labelled or expires.

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import DatabaseError, InterfaceError, OperationalError
 
 from evalfleet.core.errors import StoreRejected, StoreUnavailable
-from evalfleet.core.review import ReviewSlice
+from evalfleet.core.review_slice import ReviewSlice
 from evalfleet.store.base import (
     CalibrationRun,
     Claim,

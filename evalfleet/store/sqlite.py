@@ -9,7 +9,7 @@ from sqlalchemy import Table, create_engine, event, func
 from sqlalchemy.dialects.sqlite import insert
 from sqlalchemy.engine import make_url
 
-from evalfleet.core.review import ReviewSlice
+from evalfleet.core.review_slice import ReviewSlice
 from evalfleet.store.sql import SqlStore
 
 #: How long a writer waits for the file lock before failing, in milliseconds.

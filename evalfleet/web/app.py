@@ -5,7 +5,7 @@ chosen range with the baseline band and alert markers), ``/alerts/{rule}?segment
 (the tests, window against baseline distributions, the worst samples),
 ``/verdicts/{id}`` (a sample as judged and the judge's reply), ``/dead-letters`` and
 ``/health``, all read-only (GET); and the review page under ``/review``
-(:mod:`evalfleet.web.review`), the one part that writes, for reviewers only.
+(:mod:`evalfleet.web.review_page`), the one part that writes, for reviewers only.
 
 Sample and judge text is hostile: Jinja escapes every value (autoescape), no value is
 ever placed in a URL scheme, a script or a style, and every answer carries a
@@ -38,7 +38,7 @@ from starlette.staticfiles import StaticFiles
 from evalfleet.core.durations import format_age, format_duration, format_moment
 from evalfleet.core.estimator import LAM_MEANING
 from evalfleet.web.pages import PageData
-from evalfleet.web.review import Render, ReviewPages
+from evalfleet.web.review_page import Render, ReviewPages
 
 #: Sent with every answer: no script at all, styles only from this server.
 CONTENT_SECURITY_POLICY = (

@@ -24,7 +24,7 @@ from evalfleet.alerts.rule import RuleSet
 from evalfleet.core.errors import InvalidDataset
 from evalfleet.dataset.selection import MAX_ALERT_SAMPLES, alert_samples, rule_segment
 from evalfleet.store.queries.datasets import Datasets, DatasetVersion, check_name
-from evalfleet.web.review import ReviewPages
+from evalfleet.web.review_page import ReviewPages
 
 #: Samples saved when the form does not say.
 DEFAULT_WORST = 10

@@ -90,13 +90,13 @@ class _IngestService:
         self._runtime = runtime
         self._traces = traces
         settings = runtime.settings
-        self._span_limits = SpanLimits(max_attributes=settings.otlp_max_attributes_per_span,
-                                       max_value_bytes=settings.otlp_max_attribute_bytes)
-        self._max_spans = settings.otlp_max_spans_per_request
+        self._span_limits = SpanLimits(max_attributes=settings.ingest.otlp_max_attributes_per_span,
+                                       max_value_bytes=settings.ingest.otlp_max_attribute_bytes)
+        self._max_spans = settings.ingest.otlp_max_spans_per_request
         self._tokens = list(tokens) if tokens is not None else None
         self._pipeline = pipeline
-        self._max_bytes = runtime.settings.ingest_max_request_bytes
-        self._max_batch = runtime.settings.ingest_max_batch
+        self._max_bytes = runtime.settings.ingest.ingest_max_request_bytes
+        self._max_batch = runtime.settings.ingest.ingest_max_batch
         self._secrets = runtime.settings.secret_values()
         self._spec = openapi_spec()
 

@@ -56,10 +56,10 @@ def load_tokens(settings: Settings) -> list[str]:
         InvalidInput: When the tokens file cannot be read.
     """
     tokens: list[str] = []
-    if settings.ingest_tokens is not None:
-        tokens.extend(settings.ingest_tokens.get_secret_value().split(","))
-    if settings.ingest_tokens_file is not None:
-        tokens.extend(_read_tokens_file(settings.ingest_tokens_file))
+    if settings.ingest.ingest_tokens is not None:
+        tokens.extend(settings.ingest.ingest_tokens.get_secret_value().split(","))
+    if settings.ingest.ingest_tokens_file is not None:
+        tokens.extend(_read_tokens_file(settings.ingest.ingest_tokens_file))
     return [token.strip() for token in tokens if token.strip()]
 
 

@@ -59,7 +59,7 @@ def sigkill(services: ChaosServices, sim: RunningSim, log_dir: Path) -> RunResul
         concurrency = 2
         run.enqueue(run.jobs("rag_qa", 400, prefix="kill"))
         workers = [run.start_worker(["rag_qa"], concurrency=concurrency) for _ in range(2)]
-        held = task_slots(run.settings, concurrency=concurrency) * run.settings.batch_size
+        held = task_slots(run.settings, concurrency=concurrency) * run.settings.broker.batch_size
         explained: set[str] = set()
         open_at_kills: set[str] = set()
         run.wait_verdicts(60)
@@ -74,8 +74,8 @@ def sigkill(services: ChaosServices, sim: RunningSim, log_dir: Path) -> RunResul
         allowance = Allowance(
             total=kills * held, per_sample=kills, explained=frozenset(explained),
             reason=f"{kills} kill(s) x {held} jobs a worker holds "
-                   f"({held // run.settings.batch_size} task threads x batch of "
-                   f"{run.settings.batch_size}); only samples claimed when a worker died")
+                   f"({held // run.settings.broker.batch_size} task threads x batch of "
+                   f"{run.settings.broker.batch_size}); only samples claimed when a worker died")
         result = run.finish(allowance, drain_timeout_s=60)
         wasted = set(extra_calls(run.ledger()))
         run.note(f"extra judge calls {result.figures.extra_judge_calls} against "
@@ -95,7 +95,7 @@ def _kill_and_restart(run: ChaosRun, workers: list[WorkerProcess], index: int, *
     claimed = run.claimed_ids()
     run.note(f"SIGKILL worker {index} at {run.verdict_count()} verdicts, "
              f"{len(claimed)} keys claimed")
-    time.sleep(run.settings.visibility_timeout_s + 1)
+    time.sleep(run.settings.broker.visibility_timeout_s + 1)
     workers[index] = run.start_worker(["rag_qa"], concurrency=concurrency)
     run.note(f"worker {index} restarted at {run.verdict_count()} verdicts")
     return claimed

@@ -63,7 +63,7 @@ def test_a_database_outage_sends_the_jobs_back_at_once_and_pauses_the_queue(
     ((_job, headers),) = queued(redis.Redis.from_url(redis_url), "rag_qa")
     # Due now, under the same id: the claims this delivery took stay its own.
     assert headers["eta"] is None and headers["id"] == "message-1"
-    assert 0 < paused_for_s(runtime) <= min(STORE_PAUSE_S, settings.retry_max_s)
+    assert 0 < paused_for_s(runtime) <= min(STORE_PAUSE_S, settings.judge.retry_max_s)
 
 
 def test_a_deferred_batch_goes_back_at_once_and_pauses_the_queue(
@@ -78,4 +78,4 @@ def test_a_deferred_batch_goes_back_at_once_and_pauses_the_queue(
     waiting = queued(client, "rag_qa")
     assert [job["sample"]["id"] for job, _ in waiting] == ["chaos-0", "chaos-1", "chaos-2"]
     assert all(headers["eta"] is None for _, headers in waiting)  # due now
-    assert 0 < paused_for_s(runtime) <= settings.retry_max_s
+    assert 0 < paused_for_s(runtime) <= settings.judge.retry_max_s

@@ -92,7 +92,7 @@ def test_prometheus_scrapes_the_documented_series_of_a_running_fleet(
     ports = {"worker": free_port(), "beat": free_port(), "ingest": free_port()}
     fleet = settings.model_copy(update={
         "alert_rules_file": rules, "alert_webhook_secret": "hook-secret", "alert_tick_s": 1.0,
-        "judge_rpm": 1500.0, "model_prices": {settings.judge_model: (1.0, 2.0)},
+        "judge_rpm": 1500.0, "model_prices": {settings.judge.judge_model: (1.0, 2.0)},
     })
     sim.configure(malformed_rate=0.1)
     try:

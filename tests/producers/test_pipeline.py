@@ -73,7 +73,7 @@ def make_pipeline(settings: Settings, *, config: str = "",
                   rate: float | None = None) -> tuple[ProducerRuntime, Pipeline]:
     path = None
     if config:
-        path = settings.data_dir.parent / "sampling.yaml"
+        path = settings.store.data_dir.parent / "sampling.yaml"
         path.write_text(config)
     runtime = ProducerRuntime(settings, sampling_config=path)
     return runtime, runtime.pipeline(metrics=list(metrics) if metrics else None, rate=rate,

@@ -172,9 +172,9 @@ def test_the_demo_names_the_simulator_as_its_judge(fleet_store: Settings) -> Non
 
 def run_cli(settings: Settings, *args: str, stdin: str | None = None) -> str:
     """``evalfleet ARGS`` over the demo's store, as a person in its folder would run it."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(settings.data_dir),
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(settings.store.data_dir),
            "EVALFLEET_DATABASE_URL": settings.resolved_database_url(),
-           "EVALFLEET_ALERT_RULES_FILE": str(settings.alert_rules_file)}
+           "EVALFLEET_ALERT_RULES_FILE": str(settings.alerts.alert_rules_file)}
     result = subprocess.run([sys.executable, "-m", "evalfleet", *args], input=stdin, env=env,
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -11,10 +11,10 @@ import httpx
 from pydantic import SecretStr
 
 from evalfleet.cli.ui import build_ui_app
-from evalfleet.core.review import MetricSlice, ReviewSlice
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.core.settings import Settings
 from evalfleet.store import open_store
-from evalfleet.store.review import LabelValue, ReviewQueue
+from evalfleet.store.review_queue import LabelValue, ReviewQueue
 from tests.evalfleet.alerts.test_review_agreement import record
 
 HOSTILE = '<script>alert(1)</script>"judge'

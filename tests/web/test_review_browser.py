@@ -23,10 +23,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from evalfleet.cli.ui import build_ui_app
-from evalfleet.core.review import MetricSlice, ReviewSlice
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.core.settings import Settings
 from evalfleet.store import VerdictKey, VerdictRecord, migrate, open_store
-from evalfleet.store.review import ReviewQueue
+from evalfleet.store.review_queue import ReviewQueue
 from testkit.served import Served
 from tests.web.conftest import shot
 

@@ -11,11 +11,11 @@ import httpx
 from pydantic import SecretStr
 
 from evalfleet.cli.ui import build_ui_app
-from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice, Stratum
 from evalfleet.core.settings import Settings
 from evalfleet.store import open_store
-from evalfleet.store.review import ReviewQueue
-from tests.evalfleet.store.test_review import SAMPLE, record
+from evalfleet.store.review_queue import ReviewQueue
+from tests.evalfleet.store.test_review_queue import SAMPLE, record
 
 HOSTILE = '<script>alert(1)</script>"'
 

@@ -12,11 +12,11 @@ import httpx
 from pydantic import SecretStr
 
 from evalfleet.cli.ui import build_ui_app
-from evalfleet.core.review import MetricSlice, ReviewSlice
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.core.settings import Settings
 from evalfleet.store import open_store
-from evalfleet.store.review import ReviewQueue
-from evalfleet.web.review import review_segment
+from evalfleet.store.review_queue import ReviewQueue
+from evalfleet.web.review_page import review_segment
 from tests.evalfleet.alerts.test_review_agreement import record
 
 

@@ -15,11 +15,11 @@ import pytest
 from pydantic import SecretStr
 
 from evalfleet.cli.ui import build_ui_app
-from evalfleet.core.review import MetricSlice, ReviewSlice
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.core.session import version_id
 from evalfleet.core.settings import Settings
 from evalfleet.store import VerdictKey, migrate, open_store
-from evalfleet.store.review import ReviewQueue
+from evalfleet.store.review_queue import ReviewQueue
 from evalfleet.web.session import MAX_TURNS, session_view
 from evalfleet.web.trajectory import PART_CHARS
 from tests.evalfleet.store.test_sql import record

@@ -33,7 +33,7 @@ def test_redis_settings_keep_jobs_across_crashes(settings: Settings) -> None:
     assert config["result_backend"] is None and config["task_ignore_result"]
     assert config["accept_content"] == ["json"] and config["task_serializer"] == "json"
     options = config["broker_transport_options"]
-    assert options["visibility_timeout"] > settings.retry_max_s
+    assert options["visibility_timeout"] > settings.judge.retry_max_s
     # Late acks from many threads at once exhaust a pool sized for the default
     # of 10 connections ("Too many connections", duplicate runs).
     assert options["max_connections"] >= 256 + 32

@@ -179,7 +179,7 @@ def test_thresholds_are_read_once_a_ttl_and_kept_while_the_store_is_away() -> No
 
 
 def test_the_review_slice_says_which_samples_it_may_choose() -> None:
-    from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum, review_fraction
+    from evalfleet.core.review_slice import MetricSlice, ReviewSlice, Stratum, review_fraction
 
     review = ReviewSlice({"m": MetricSlice(rate=0.1, strata=(Stratum(below=0.5, rate=0.4),))})
     ids = [f"s-{index}" for index in range(400)]
@@ -194,7 +194,7 @@ def test_the_review_slice_says_which_samples_it_may_choose() -> None:
 
 
 def test_the_review_slice_samples_by_confidence_band_before_score_strata() -> None:
-    from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum, review_fraction
+    from evalfleet.core.review_slice import MetricSlice, ReviewSlice, Stratum, review_fraction
 
     review = ReviewSlice({"m": MetricSlice(rate=0.01, strata=(Stratum(below=0.5, rate=0.1),),
                                            confidence_strata=(Stratum(below=0.7, rate=0.3),

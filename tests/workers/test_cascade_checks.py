@@ -15,7 +15,7 @@ from evalfleet.core.cascade import metric_cascade_identity
 from evalfleet.core.errors import InvalidMetricSpec
 from evalfleet.core.message import new_job
 from evalfleet.core.metric import load_registry
-from evalfleet.core.review import MetricSlice, ReviewSlice
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim

@@ -18,13 +18,13 @@ from evalfleet.core.cascade import CASCADE_PREFIX, metric_cascade_identity
 from evalfleet.core.errors import InvalidMetricSpec
 from evalfleet.core.message import Job, new_job
 from evalfleet.core.metric import load_registry
-from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice, Stratum
 from evalfleet.core.sample import parse_sample
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore, VerdictRecord, open_store
 from evalfleet.store.cascade import ThresholdBook
 from evalfleet.store.export import export_row
-from evalfleet.store.review import ReviewQueue
+from evalfleet.store.review_queue import ReviewQueue
 from tests.helpers import cascade_metrics, evaluator_options
 from workers.cascade import ThresholdCache
 from workers.evaluation import Evaluator

@@ -132,9 +132,9 @@ def test_sigterm_lets_running_jobs_finish_within_the_grace_period(
     worker = produce_and_start(settings, sim, tmp_path, start_worker)
     exit_s = sigterm(worker, timeout_s=30)
     # Two rounds of calls (64 jobs held, 32 in flight at a time), well within the grace.
-    held = task_slots(settings, concurrency=CONCURRENCY) * settings.batch_size
+    held = task_slots(settings, concurrency=CONCURRENCY) * settings.broker.batch_size
     assert store.counts().verdicts == held
-    assert exit_s < settings.shutdown_grace_s, exit_s
+    assert exit_s < settings.worker.shutdown_grace_s, exit_s
     assert b"go back to the queue" not in worker.log_path.read_bytes()
     sim.configure(latency_ms=5)
     start_worker(settings, queues=["rag_qa"], concurrency=CONCURRENCY)
@@ -143,7 +143,7 @@ def test_sigterm_lets_running_jobs_finish_within_the_grace_period(
     assert sim.stats()["requests"] == SAMPLES  # nothing judged twice
     assert store.counts().dead_letters == 0
     print(f"\nshutdown with running jobs finishing: {exit_s:.2f} s "
-          f"(grace {settings.shutdown_grace_s:g} s, judge latency 1.5 s)")
+          f"(grace {settings.worker.shutdown_grace_s:g} s, judge latency 1.5 s)")
 
 
 @EVERY_BROKER
@@ -156,7 +156,7 @@ def test_sigterm_puts_back_jobs_still_waiting_at_the_deadline(
     sim.configure(latency_ms=10_000)  # slower than the grace period
     worker = produce_and_start(settings, sim, tmp_path, start_worker)
     exit_s = sigterm(worker, timeout_s=30)
-    assert settings.shutdown_grace_s <= exit_s < settings.shutdown_grace_s + 5, exit_s
+    assert settings.worker.shutdown_grace_s <= exit_s < settings.worker.shutdown_grace_s + 5, exit_s
     assert store.counts().verdicts == 0
     log = worker.log_path.read_text()
     held = task_slots(settings, concurrency=CONCURRENCY)
@@ -170,7 +170,8 @@ def test_sigterm_puts_back_jobs_still_waiting_at_the_deadline(
     assert sum(calls.values()) == SAMPLES + CONCURRENCY
     assert Counter(calls.values()) == {1: SAMPLES - CONCURRENCY, 2: CONCURRENCY}
     assert store.counts().dead_letters == 0
-    print(f"\nshutdown at the deadline: {exit_s:.2f} s (grace {settings.shutdown_grace_s:g} s, "
+    print(f"\nshutdown at the deadline: {exit_s:.2f} s "
+          f"(grace {settings.worker.shutdown_grace_s:g} s, "
           f"judge latency 10 s, {CONCURRENCY} calls abandoned and made again)")
 
 

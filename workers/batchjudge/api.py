@@ -1,7 +1,7 @@
 """The provider's Batch API over HTTP: files and batches, OpenAI's shapes.
 
 Every call is one request; errors come back as the project's judge errors, classified
-once (:func:`workers.judge.status.classify_status`), so a batch step fails the way a
+once (:func:`workers.judge.http_status.classify_status`), so a batch step fails the way a
 judge call does. It never retries on its own. A circuit breaker counts its transport
 failures (timeouts, refused connections, 5xx) as the judge fleet's does for calls: while
 it is open, calls fail at once unsent, so a Batch API that is down is asked once per
@@ -24,7 +24,7 @@ import httpx
 from evalfleet.core.errors import JudgeError, JudgeUnavailable
 from workers.breaker import Admission, CircuitBreaker
 from workers.judge.dialect import BatchDialect
-from workers.judge.status import classify_status
+from workers.judge.http_status import classify_status
 
 #: Batches listed per page when one is looked for by its metadata.
 LIST_PAGE = 100

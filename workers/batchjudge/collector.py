@@ -37,8 +37,8 @@ from workers.batchjudge.tiers import TierRouter
 from workers.evaluation import Evaluator
 from workers.judge.base import JudgeReply
 from workers.judge.fleet import JudgeFleet
+from workers.judge.http_status import classify_status
 from workers.judge.reply import reply_from_body
-from workers.judge.status import classify_status
 from workers.outcome import FatePort, Outcome, carry_out
 
 logger = logging.getLogger(__name__)

@@ -30,9 +30,9 @@ from evalfleet.core.errors import JudgeDeferred, JudgeError, JudgeRejected, Judg
 from workers.batch_port import Exchange
 from workers.judge.base import JudgeReply, JudgeRequest
 from workers.judge.formats import mode_of
+from workers.judge.http_status import refuses_response_format
 from workers.judge.logprobs import TokenLogprob, read_logprobs
 from workers.judge.provider import JudgeProvider, ProviderCapabilities
-from workers.judge.status import refuses_response_format
 
 #: What the provider answers a request no batch line answered (a re-ask, say).
 NO_LINE = "no batch line answers this request"

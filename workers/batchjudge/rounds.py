@@ -57,12 +57,13 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 def batch_api(settings: Settings) -> BatchApi:
     """The Batch API the settings name (``batch_*``, else the judge endpoint's)."""
-    secret = settings.batch_api_key or settings.openai_api_key
-    return BatchApi(settings.batch_base_url or settings.openai_base_url or DEFAULT_BASE_URL,
+    judge = settings.judge
+    secret = judge.batch_api_key or judge.openai_api_key
+    return BatchApi(judge.batch_base_url or judge.openai_base_url or DEFAULT_BASE_URL,
                     api_key=secret.get_secret_value() if secret else None,
-                    timeout_s=max(60.0, settings.judge_timeout_s),
-                    dialect=batch_dialect(settings.batch_flavor,
-                                          api_version=settings.batch_api_version))
+                    timeout_s=max(60.0, settings.judge.judge_timeout_s),
+                    dialect=batch_dialect(settings.judge.batch_flavor,
+                                          api_version=settings.judge.batch_api_version))
 
 
 def lock_ttl_s(poll_s: float) -> float:
@@ -89,7 +90,7 @@ def estimator(settings: Settings) -> Callable[[Sequence[tuple[str, dict[str, Any
     """A batch's estimated cost per metric at the batch price: the prompt's tokens as the
     rate limiter estimates them (``evalfleet.core.tokens``), and every line's ``max_tokens``
     as its completion (an upper bound: the budget errs towards stopping early)."""
-    prices = settings.resolved_model_prices()
+    prices = settings.judge.resolved_model_prices()
 
     def estimate(lines: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, float]:
         costs: dict[str, float] = {}
@@ -125,7 +126,7 @@ class BatchRounds:
         self._publish = publish
         self._built: tuple[Submitter, Collector] | None = None
         # A Batch API dialect the registry lacks stops the beat now, not at its first round.
-        batch_dialect(settings.batch_flavor, api_version=settings.batch_api_version)
+        batch_dialect(settings.judge.batch_flavor, api_version=settings.judge.batch_api_version)
         self._guard = threading.Lock()
         shared = settings.resolved_shared_redis_url()
         self._redis = redis.Redis.from_url(shared) if shared else None
@@ -137,7 +138,7 @@ class BatchRounds:
         Returns:
             What it did, for the log.
         """
-        ttl_s = lock_ttl_s(self.settings.batch_poll_s)
+        ttl_s = lock_ttl_s(self.settings.judge.batch_poll_s)
         # Not thread-local: the renewing thread must see the token.
         lock = (self._redis.lock(LOCK_KEY, timeout=ttl_s, thread_local=False)
                 if self._redis is not None else None)
@@ -167,17 +168,17 @@ class BatchRounds:
             step = kill_at(os.environ.get(KILL_AT_ENV))
             evaluator, answers = collecting_evaluator(
                 runtime.evaluator, endpoint=api.base_url,
-                reask_sync=self.settings.batch_reask_sync)
+                reask_sync=self.settings.judge.batch_reask_sync)
             submitter = Submitter(
-                spool, api, BatchLimits(self.settings.batch_max_requests,
-                                        self.settings.batch_max_file_bytes,
-                                        self.settings.batch_max_wait_s),
+                spool, api, BatchLimits(self.settings.judge.batch_max_requests,
+                                        self.settings.judge.batch_max_file_bytes,
+                                        self.settings.judge.batch_max_wait_s),
                 clock=_now, estimate=estimator(self.settings), spend=self._count_spend,
                 step=step)
             collector = Collector(spool, api, evaluator=evaluator, answers=answers,
                                   publish=self._publish, clock=_now,
-                                  failed_retry_s=self.settings.batch_failed_retry_s,
-                                  prices=self.settings.resolved_model_prices(),
+                                  failed_retry_s=self.settings.judge.batch_failed_retry_s,
+                                  prices=self.settings.judge.resolved_model_prices(),
                                   step=step)
             self._built = (submitter, collector)
         return self._built
@@ -217,5 +218,5 @@ def register_batch_beat(app: Celery, settings: Settings, *, rounds: BatchRounds,
         """Submit due batch-mode jobs and collect finished batches."""
         return rounds.run()
 
-    schedule_round(app, entry=BATCH_TASK, task=BATCH_TASK, every_s=settings.batch_poll_s,
+    schedule_round(app, entry=BATCH_TASK, task=BATCH_TASK, every_s=settings.judge.batch_poll_s,
                    queue=queue)

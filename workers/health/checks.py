@@ -130,7 +130,7 @@ def _close_quietly(channel: Any) -> None:
 
 def broker_probe(settings: Settings) -> BrokerProbe:
     """The probe for the configured broker."""
-    timeout_s = settings.readiness_timeout_s
+    timeout_s = settings.worker.readiness_timeout_s
     if is_redis(settings):
         return RedisBrokerProbe(settings.resolved_broker_url(), timeout_s=timeout_s)
     return KombuBrokerProbe(settings.resolved_broker_url(),
@@ -200,10 +200,10 @@ class JudgeProbe:
 def judge_probe(settings: Settings) -> JudgeProbe:
     """The judge probe for the settings: the judge and every named endpoint, each on the
     provider ``EVALFLEET_JUDGE_CLIENT`` names."""
-    if settings.judge_probe_url:
+    if settings.worker.judge_probe_url:
         logger.warning("EVALFLEET_JUDGE_PROBE_URL is no longer read: readiness asks the "
                        "judge's provider for its model list")
-    return JudgeProbe(build_probe_fleet(settings), timeout_s=settings.readiness_timeout_s)
+    return JudgeProbe(build_probe_fleet(settings), timeout_s=settings.worker.readiness_timeout_s)
 
 
 def run_checks(checks: Sequence[tuple[str, Callable[[], CheckResult]]], *,

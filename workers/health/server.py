@@ -69,13 +69,13 @@ class WorkerHealth:
         """Health of a worker configured by ``settings`` consuming ``queues``."""
         broker = broker_probe(settings)
         database = DatabaseProbe(settings.resolved_database_url(),
-                                 timeout_s=settings.readiness_timeout_s)
+                                 timeout_s=settings.worker.readiness_timeout_s)
         judge = judge_probe(settings)
         return cls(activity=activity, queues=queues, broker=broker,
                    checks=[("broker", broker.check), ("database", database.check),
                            *judge.checks()],
-                   stall_s=settings.liveness_stall_s,
-                   timeout_s=settings.readiness_timeout_s + 1.0, clock=clock)
+                   stall_s=settings.worker.liveness_stall_s,
+                   timeout_s=settings.worker.readiness_timeout_s + 1.0, clock=clock)
 
     def live(self) -> Liveness:
         """Liveness now; reads queue depths only when the worker made no recent progress."""

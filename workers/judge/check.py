@@ -25,7 +25,7 @@ from evalfleet.core.metric import Metric
 from workers.judge.base import JudgeReply, JudgeRequest, prompt_cache_key
 from workers.judge.fleet import JudgeFleet
 from workers.judge.formats import mode_of, shaped
-from workers.judge.status import prompt_too_long
+from workers.judge.http_status import prompt_too_long
 from workers.renderer import render_messages
 from workers.verdicts import ParseFailure, parse_verdict, response_format_for
 from workers.verdicts.schema import MODES, ResponseFormat

@@ -42,7 +42,7 @@ from workers.breaker import CircuitBreaker
 from workers.judge.base import JudgeReply, JudgeRequest
 from workers.judge.cache_key import CacheKeySupport
 from workers.judge.formats import FormatSupport, mode_of, shaped
-from workers.judge.status import refuses_prompt_cache_key, refuses_response_format
+from workers.judge.http_status import refuses_prompt_cache_key, refuses_response_format
 from workers.limiter import RateLimiter
 from workers.limiter.slots import LocalSlots, Report, Slots
 

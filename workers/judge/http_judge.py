@@ -19,9 +19,9 @@ from evalfleet.core.backoff import parse_retry_after
 from evalfleet.core.errors import JudgeError, JudgeUnavailable
 from evalfleet.core.settings import strip_credentials
 from workers.judge.base import JudgeReply, JudgeRequest
+from workers.judge.http_status import classify_status
 from workers.judge.provider import JudgeProvider, ProviderCapabilities
 from workers.judge.reply import DEFAULT_MAX_REPLY_BYTES, reply_from_body, too_large_reply
-from workers.judge.status import classify_status
 
 #: Where requests go when no base URL is configured.
 DEFAULT_BASE_URL = "https://api.openai.com/v1"

@@ -19,9 +19,9 @@ from evalfleet.core.backoff import parse_retry_after
 from evalfleet.core.errors import JudgeError, JudgeUnavailable
 from workers.judge.base import JudgeReply, JudgeRequest
 from workers.judge.http_judge import DEFAULT_BASE_URL, PLACEHOLDER_API_KEY
+from workers.judge.http_status import classify_status
 from workers.judge.provider import JudgeProvider, ProviderCapabilities
 from workers.judge.reply import DEFAULT_MAX_REPLY_BYTES, reply_from_body, too_large_reply
-from workers.judge.status import classify_status
 
 
 class OpenAIJudge(JudgeProvider):

@@ -19,7 +19,7 @@ Rules for every provider:
   :class:`~evalfleet.core.errors.JudgeError`: ``JudgeUnavailable`` (may pass: transport,
   timeout, 429, 5xx), ``JudgeRejected`` (will not pass: bad request, auth, a prompt too
   long, a refused ``response_format``), classified once in
-  :func:`workers.judge.status.classify_status`.
+  :func:`workers.judge.http_status.classify_status`.
 - It never retries on its own: retries belong to the worker.
 - It reads the reply within the size cap (:mod:`workers.judge.reply`).
 """

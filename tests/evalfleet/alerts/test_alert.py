@@ -21,7 +21,7 @@ RULE = Rule(spec=AlertRule.model_validate({
     "name": "faithfulness_drop", "metric": "rag_qa", "score": "faithfulness",
     "labels": {"team": "support"}, "severity": "page",
     "annotations": {"summary": "{segment} at {mean} (was {baseline_mean})", "runbook": "rb",
-                    "dashboard": "grafana/{rule}"}}), kind="continuous")
+                    "dashboard": "grafana/{rule}"}}), score_kind="continuous")
 
 
 def build(event: str, state: AlertState) -> dict[str, object]:

@@ -28,7 +28,7 @@ def make_rule(**fields: Any) -> Rule:
     spec = AlertRule.model_validate({"name": "r", "metric": "rag_qa", "score": "faithfulness",
                                      "min_samples": 10, "min_effect": 0.05, **fields})
     metric = load_registry().get(spec.metric)
-    return Rule(spec=spec, kind=score_kind(metric, spec.score))
+    return Rule(spec=spec, score_kind=score_kind(metric, spec.score))
 
 
 def spread(mean: float, n: int) -> Summary:
@@ -96,7 +96,7 @@ def drift_rule(score: str = "faithfulness", metric: str = "rag_qa") -> Rule:
     spec = AlertRule.model_validate({"name": "d", "kind": "judge_drift", "metric": metric,
                                      "score": score, "min_samples": 10, "min_effect": 0.1})
     kind = score_kind(load_registry().get(metric), score)
-    return Rule(spec=spec, kind="binary" if kind == "binary" else "continuous")
+    return Rule(spec=spec, score_kind="binary" if kind == "binary" else "continuous")
 
 
 def calibration(gold: str = "rag_qa.jsonl", **baseline: Any) -> Any:

@@ -137,7 +137,7 @@ def test_shifted_scores_fire_judge_drift_and_app_alerts_carry_the_suspicion(
     run = Run(settings, store, engine, metric, tmp_path)
     try:
         cycles = run_until_drift(run, lambda: sim.configure(
-            score_shifts={settings.judge_model: -0.5}, system_fingerprint="fp\x1b[31m-v2"))
+            score_shifts={settings.judge.judge_model: -0.5}, system_fingerprint="fp\x1b[31m-v2"))
         assert cycles <= WINDOW_SLOTS + FOR
         (drift_alert,) = [a for a in receiver.alerts()
                           if a["labels"]["alertname"] == "judge_drift"]
@@ -187,7 +187,7 @@ def test_flipped_binary_answers_fire_judge_drift(
     run = Run(settings, store, engine, metric, tmp_path)
     try:
         cycles = run_until_drift(run, lambda: sim.configure(
-            flipped_answers=[settings.judge_model]))
+            flipped_answers=[settings.judge.judge_model]))
     finally:
         run.close()
     assert cycles <= WINDOW_SLOTS + FOR
@@ -221,8 +221,8 @@ def test_the_shipped_rules_load_with_the_canary_series(settings: Settings) -> No
     drift = [r for r in load_rules(None, registry=load_registry()).rules
              if r.spec.kind == "judge_drift"]
     # Each shipped drift rule's window holds at least min_samples canaries at the defaults.
-    per_window = {r.name: r.spec.window.total_seconds() / settings.canary_interval_s
-                  * settings.canary_samples for r in drift}
+    per_window = {r.name: r.spec.window.total_seconds() / settings.alerts.canary_interval_s
+                  * settings.alerts.canary_samples for r in drift}
     assert all(per_window[r.name] >= r.spec.min_samples for r in drift)
 
 

@@ -42,7 +42,7 @@ FIELDS = {
     "for": 1, "recovery": {"for": 3, "margin": 0.02},
 }
 SPEC = AlertRule.model_validate(FIELDS)
-RULE = Rule(spec=SPEC, kind="continuous")
+RULE = Rule(spec=SPEC, score_kind="continuous")
 POLICY = Policy(for_count=1, recovery_count=3, renotify=SPEC.renotify, no_data="ok")
 
 

@@ -34,12 +34,12 @@ from evalfleet.alerts.view import load_alert_view
 from evalfleet.cli import main
 from evalfleet.cli.ui import build_ui_app
 from evalfleet.core.metric import load_registry
-from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice, Stratum
 from evalfleet.core.settings import Settings
 from evalfleet.review.estimate import estimate_score
 from evalfleet.store import VerdictKey, VerdictRecord, open_store
 from evalfleet.store.estimate import EstimateReads
-from evalfleet.store.review import LabelValue, ReviewQueue
+from evalfleet.store.review_queue import LabelValue, ReviewQueue
 from testkit.served import Served
 from tests.evalfleet.alerts.conftest import write_rules
 from tests.evalfleet.alerts.receiver import Receiver

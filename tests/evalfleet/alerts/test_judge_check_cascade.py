@@ -16,12 +16,12 @@ from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.statistic import Summary
 from evalfleet.core.cascade import metric_cascade_identity
 from evalfleet.core.metric import Metric, MetricRegistry, load_registry
-from evalfleet.core.review import MetricSlice, ReviewSlice
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.review.estimate import estimate_score
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, open_store
 from evalfleet.store.cascade import ThresholdBook
 from evalfleet.store.estimate import EstimateReads
-from evalfleet.store.review import LabelValue, ReviewQueue
+from evalfleet.store.review_queue import LabelValue, ReviewQueue
 from testkit.metrics import cascade_metrics
 from tests.evalfleet.alerts.conftest import write_rules
 

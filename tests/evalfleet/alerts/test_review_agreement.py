@@ -13,15 +13,15 @@ from prometheus_client import CollectorRegistry, generate_latest
 from sklearn.metrics import accuracy_score, cohen_kappa_score
 
 from evalfleet.alerts import AlertEngine, open_alert_engine
-from evalfleet.alerts.agreement import weighted_summary
+from evalfleet.alerts.review_agreement import weighted_summary
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.telemetry import AlertTelemetry
 from evalfleet.alerts.terminal import render_alert_view
 from evalfleet.alerts.view import load_alert_view
-from evalfleet.core.review import MetricSlice, ReviewSlice
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.core.settings import Settings
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, open_store
-from evalfleet.store.review import LabelValue, ReviewQueue
+from evalfleet.store.review_queue import LabelValue, ReviewQueue
 from tests.evalfleet.alerts.conftest import write_rules
 
 #: One slot of items and one evaluation interval.

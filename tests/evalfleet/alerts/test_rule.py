@@ -32,7 +32,8 @@ def rule(**fields: Any) -> dict[str, Any]:
 def test_the_shipped_rules_cover_the_call_agent_and_session_metrics_with_their_score_kinds(
 ) -> None:
     rules = load_rules(None, registry=REGISTRY)
-    kinds = {(r.spec.metric, r.spec.score): r.kind for r in rules.rules if r.spec.kind == "app"}
+    kinds = {(r.spec.metric, r.spec.score): r.score_kind
+             for r in rules.rules if r.spec.kind == "app"}
     assert kinds == {
         ("rag_qa", "faithfulness"): "continuous",
         ("context_precision", "context_precision"): "continuous",
@@ -53,7 +54,7 @@ def test_the_shipped_rules_cover_the_call_agent_and_session_metrics_with_their_s
 
 
 def test_the_shipped_rules_watch_each_metrics_judge_on_its_gold_labels() -> None:
-    drift = {(r.spec.metric, r.spec.series, r.kind) for r in load_rules(
+    drift = {(r.spec.metric, r.spec.series, r.score_kind) for r in load_rules(
         None, registry=REGISTRY).rules if r.spec.kind == "judge_drift"}
     assert drift == {
         ("rag_qa", "canary:faithfulness", "continuous"),

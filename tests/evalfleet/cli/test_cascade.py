@@ -12,12 +12,12 @@ from click.testing import CliRunner
 from evalfleet.cli import main
 from evalfleet.core.message import new_job
 from evalfleet.core.metric import load_registry
-from evalfleet.core.review import MetricSlice, ReviewSlice
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.core.sample import parse_sample
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import open_store
 from evalfleet.store.cascade import ThresholdBook
-from evalfleet.store.review import ReviewQueue
+from evalfleet.store.review_queue import ReviewQueue
 from tests.helpers import cascade_metrics, evaluator_options, label_like_people
 from workers.cascade import ThresholdCache
 from workers.evaluation import Evaluator

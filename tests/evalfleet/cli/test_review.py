@@ -40,7 +40,7 @@ def test_status_shows_old_verdicts_without_since(tmp_path: Path) -> None:
     # A year back: older than any 30 days before the run, whenever the test runs.
     moment = datetime.now(UTC) - timedelta(days=365)
     # Every rag_qa verdict queued for review, as in the demo's own store.
-    review = Settings(review_rates={"rag_qa": 1.0}).review_slice()
+    review = Settings(review_rates={"rag_qa": 1.0}).review.review_slice()
     store = open_store(env["EVALFLEET_DATABASE_URL"], review=review)
     try:
         store.save(verdicts=[verdict(f"s{n}", created_at=moment - timedelta(hours=n))

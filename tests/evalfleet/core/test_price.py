@@ -27,19 +27,19 @@ def settings(**values: object) -> Settings:
     ({"input": 0, "output": 0, "cached_input": 0}, Price(0, 0, 0, 0.5)),
 ])
 def test_both_forms_read_with_their_defaults(given: object, expected: Price) -> None:
-    assert settings(model_prices={"m": given}).resolved_model_prices() == {"m": expected}
+    assert settings(model_prices={"m": given}).judge.resolved_model_prices() == {"m": expected}
 
 
 def test_the_fleet_batch_share_applies_where_a_model_states_none() -> None:
     read = settings(model_prices={"old": [1, 2], "own": {"input": 1, "output": 2, "batch": 0.4}},
-                    batch_price_multiplier=0.6).resolved_model_prices()
+                    batch_price_multiplier=0.6).judge.resolved_model_prices()
     assert (read["old"].batch_multiplier, read["own"].batch_multiplier) == (0.6, 0.4)
 
 
 def test_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVALFLEET_MODEL_PRICES", '{"a": [0.15, 0.6], "b": {"input": 1, '
                                                  '"cached_input": 0.1, "output": 4}}')
-    read = Settings(_env_file=None).resolved_model_prices()  # type: ignore[call-arg]
+    read = Settings(_env_file=None).judge.resolved_model_prices()  # type: ignore[call-arg]
     assert read == {"a": Price(0.15, 0.6, 0.15, 0.5), "b": Price(1, 4, 0.1, 0.5)}
 
 

@@ -25,11 +25,11 @@ def test_contract_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("EVALFLEET_JUDGE_MODEL", "judge-1")
     monkeypatch.setenv("EVALFLEET_JUDGE_MODELS", '{"rag_qa": "judge-2"}')
     settings = Settings()
-    assert settings.database_url == "postgresql+psycopg://postgres@127.0.0.1/x"
-    assert settings.broker_url == "redis://127.0.0.1:6379/0"
-    assert settings.openai_base_url == "http://127.0.0.1:8400/v1"
-    assert settings.openai_api_key is not None
-    assert settings.openai_api_key.get_secret_value() == "sk-test-123"
+    assert settings.store.database_url == "postgresql+psycopg://postgres@127.0.0.1/x"
+    assert settings.broker.broker_url == "redis://127.0.0.1:6379/0"
+    assert settings.judge.openai_base_url == "http://127.0.0.1:8400/v1"
+    assert settings.judge.openai_api_key is not None
+    assert settings.judge.openai_api_key.get_secret_value() == "sk-test-123"
     assert settings.judge_model_for("rag_qa", metric_default=None) == "judge-2"
     assert settings.judge_model_for("bbh_match", metric_default="m") == "m"
     assert settings.judge_model_for("bbh_match", metric_default=None) == "judge-1"
@@ -39,7 +39,7 @@ def test_dotenv_file_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".env").write_text("EVALFLEET_JUDGE_MODEL=from-dotenv\nOPENAI_API_KEY=sk-dot\n")
     settings = Settings()
-    assert settings.judge_model == "from-dotenv"
+    assert settings.judge.judge_model == "from-dotenv"
     assert settings.secret_values() == ["sk-dot"]
 
 

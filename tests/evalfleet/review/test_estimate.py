@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from evalfleet.cli import main
 from evalfleet.core.labelpool import PoolItem
 from evalfleet.core.metric import Metric, load_registry
-from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice, Stratum
 from evalfleet.review.estimate import (
     NOT_ENOUGH_LABELS,
     OK,
@@ -25,7 +25,7 @@ from evalfleet.review.estimate import (
 )
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, open_store
 from evalfleet.store.estimate import EstimateReads
-from evalfleet.store.review import LabelValue, ReviewQueue
+from evalfleet.store.review_queue import LabelValue, ReviewQueue
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 N = 4000

@@ -12,7 +12,7 @@ import pytest
 from evalfleet.core.metric import load_registry
 from evalfleet.review.guide import InvalidGuide, guide_path, load_guide, parse_guide
 from evalfleet.web.app import _environment
-from evalfleet.web.review import score_choices
+from evalfleet.web.review_page import score_choices
 
 REGISTRY = load_registry()
 

@@ -12,13 +12,13 @@ from click.testing import CliRunner, Result
 
 from evalfleet.cli import main
 from evalfleet.core.metric import load_registry
-from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice, Stratum
 from evalfleet.review.estimate import OK, estimate_score
 from evalfleet.review.pending import label_studio_task
 from evalfleet.store import SqlStore
 from evalfleet.store.estimate import EstimateReads
-from evalfleet.store.review import ReviewQueue
-from tests.evalfleet.store.test_review import record, reviewing
+from evalfleet.store.review_queue import ReviewQueue
+from tests.evalfleet.store.test_review_queue import record, reviewing
 
 #: Verdicts stored, half with a low judge score.
 N = 400

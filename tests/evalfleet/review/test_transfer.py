@@ -13,7 +13,7 @@ from evalfleet.cli import main
 from evalfleet.core.gold import load_gold
 from evalfleet.core.metric import load_registry
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord
-from evalfleet.store.review import ReviewQueue
+from evalfleet.store.review_queue import ReviewQueue
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
@@ -147,7 +147,7 @@ def test_several_labels_make_one(values: list[object], kind: str, expected: obje
 
 
 def test_status_shows_agreement_from_random_items(any_store: SqlStore, tmp_path: Path) -> None:
-    from evalfleet.core.review import MetricSlice, ReviewSlice
+    from evalfleet.core.review_slice import MetricSlice, ReviewSlice
     from evalfleet.store import open_store
 
     url = any_store.engine.url.render_as_string(hide_password=False)

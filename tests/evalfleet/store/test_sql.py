@@ -313,7 +313,7 @@ def test_revision_0016_gives_review_items_their_samples_time(
     # takes its queue time.
     from sqlalchemy import delete, select
 
-    from evalfleet.core.review import MetricSlice, ReviewSlice
+    from evalfleet.core.review_slice import MetricSlice, ReviewSlice
     from evalfleet.store.schema import review_items, verdicts
 
     url = (request.getfixturevalue("empty_postgres_url") if backend == "postgres"

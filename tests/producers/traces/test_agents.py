@@ -77,7 +77,7 @@ class AgentRun:
 
 
 def buffered_spans(fleet: Fleet) -> int:
-    client = redis.Redis.from_url(str(fleet.settings.broker_url))
+    client = redis.Redis.from_url(str(fleet.settings.broker.broker_url))
     return sum(client.llen(key) for key in client.scan_iter(f"{KEY_PREFIX}spans:*"))
 
 

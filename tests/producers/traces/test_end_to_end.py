@@ -127,7 +127,7 @@ def _otel_environment(url: str, settings: Settings) -> dict[str, str]:
         # The official GenAI instrumentation puts messages on spans only with these.
         "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
         "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",
-        "OPENAI_BASE_URL": str(settings.openai_base_url), "OPENAI_API_KEY": "app-key",
+        "OPENAI_BASE_URL": str(settings.judge.openai_base_url), "OPENAI_API_KEY": "app-key",
     }
 
 

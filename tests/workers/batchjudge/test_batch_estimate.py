@@ -17,7 +17,7 @@ MESSAGES = [{"role": "system", "content": "Judge the answer."},
 
 def test_a_line_is_priced_at_the_rate_limiters_prompt_tokens(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path, model_prices={"m": ModelPrice(input=2.0, output=8.0)})
-    price = settings.resolved_model_prices()["m"]
+    price = settings.judge.resolved_model_prices()["m"]
     costs = estimator(settings)([("rag_qa", {"model": "m", "messages": MESSAGES,
                                              "max_tokens": 50})])
     assert costs == {"rag_qa": pytest.approx(cost_usd(
@@ -26,7 +26,7 @@ def test_a_line_is_priced_at_the_rate_limiters_prompt_tokens(tmp_path: Path) -> 
 
 def test_a_line_without_a_prompt_list_or_a_known_model_costs_no_prompt(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path, model_prices={"m": ModelPrice(input=2.0, output=8.0)})
-    price = settings.resolved_model_prices()["m"]
+    price = settings.judge.resolved_model_prices()["m"]
     costs = estimator(settings)([("rag_qa", {"model": "m", "messages": "not a list"}),
                                  ("rag_qa", {"model": "m", "messages": [None, "x"]}),
                                  ("other", {"model": "unpriced", "messages": MESSAGES})])

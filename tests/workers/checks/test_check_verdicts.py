@@ -12,13 +12,13 @@ import yaml
 
 from evalfleet.core.message import Job, new_job
 from evalfleet.core.metric import load_registry
-from evalfleet.core.review import MetricSlice, ReviewSlice
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.core.sample import parse_sample
 from evalfleet.judgesim import RunningSim
 from evalfleet.review.estimate import CHECK_SCORE, estimate_score
 from evalfleet.store import SqlStore, VerdictRecord, VerdictStore, open_store
 from evalfleet.store.estimate import EstimateReads
-from evalfleet.store.review import ReviewQueue
+from evalfleet.store.review_queue import ReviewQueue
 from tests.helpers import evaluator_options
 from tests.workers.checks.builders import contract_metrics
 from workers.evaluation import Evaluator

@@ -76,7 +76,7 @@ def test_livez_fails_only_while_work_waits_and_nothing_happens(
     assert get(port, "/livez") == (200, {
         "live": True, "reason": "last progress 0 s ago", "waiting": {}, "started": 0,
         "finished": 0, "running": 0, "paused": []})
-    clock.now_s += settings.liveness_stall_s
+    clock.now_s += settings.worker.liveness_stall_s
     status, body = get(port, "/livez")
     assert status == 200 and body["reason"] == "no work waiting"
     enqueue(settings, 3)  # one message of three jobs
@@ -84,7 +84,7 @@ def test_livez_fails_only_while_work_waits_and_nothing_happens(
     assert status == 503 and body["waiting"] == {"eval.rag_qa": 1}, body
     activity.started()
     assert get(port, "/livez")[0] == 200
-    clock.now_s += settings.liveness_stall_s
+    clock.now_s += settings.worker.liveness_stall_s
     activity.pause("eval.rag_qa", for_s=60)
     assert get(port, "/livez")[0] == 200
 
@@ -167,7 +167,7 @@ def test_a_worker_that_stops_consuming_with_work_waiting_is_not_live(
 ) -> None:
     settings = settings.model_copy(update={"health_port": free_port(), "liveness_stall_s": 5})
     worker = start_worker(settings, queues=["rag_qa"])
-    wait_until(lambda: get(settings.health_port, "/readyz")[0] == 200, timeout_s=10,
+    wait_until(lambda: get(settings.worker.health_port, "/readyz")[0] == 200, timeout_s=10,
                what="the worker ready")
     live = cli(settings, "worker-health", "--live")
     assert live.exit_code == 0 and live.output.startswith("live: "), live.output
@@ -178,7 +178,7 @@ def test_a_worker_that_stops_consuming_with_work_waiting_is_not_live(
     app.control.cancel_consumer("eval.rag_qa", reply=True, timeout=5)
     app.close()
     enqueue(settings, 3)
-    wait_until(lambda: get(settings.health_port, "/livez")[0] == 503, timeout_s=20,
+    wait_until(lambda: get(settings.worker.health_port, "/livez")[0] == 503, timeout_s=20,
                what="the worker reported not live")
     live = cli(settings, "worker-health", "--live")
     assert live.exit_code == 1, live.output

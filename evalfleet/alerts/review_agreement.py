@@ -31,7 +31,7 @@ from evalfleet.core.live_agreement import (
     live_agreement,
 )
 from evalfleet.core.metric import MetricRegistry
-from evalfleet.store.review import ReviewQueue
+from evalfleet.store.review_queue import ReviewQueue
 
 #: The segment key of a review_agreement rule's judge models.
 JUDGE_MODEL = "judge_model"
@@ -103,7 +103,7 @@ class AgreementSource:
             self.queue.iter_items(metric=spec.metric, since=start, until=end),
             self.queue.iter_labels(metric=spec.metric, since=start, until=end),
             registry=self.registry)
-        binary = rule.kind == "binary"
+        binary = rule.score_kind == "binary"
         values: dict[Segment, list[float]] = defaultdict(list)
         weights: dict[Segment, list[float]] = defaultdict(list)
         for (_metric, judge_model, score), pairs in judged.items():

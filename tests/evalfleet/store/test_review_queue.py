@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete, update
 
-from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice, Stratum
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, open_store
-from evalfleet.store.review import LabelValue, ReviewQueue
+from evalfleet.store.review_queue import LabelValue, ReviewQueue
 from evalfleet.store.schema import review_items, verdict_samples
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

@@ -10,7 +10,7 @@ import pytest
 from evalfleet.broker.probe import QueueReading
 from evalfleet.core.ratelimit import RateLimit
 from evalfleet.ops.activity import Activity, JudgeCost
-from evalfleet.ops.status import (
+from evalfleet.ops.fleet_status import (
     arrival_rate,
     backlog_growth,
     build_status,

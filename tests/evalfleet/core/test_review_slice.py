@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from evalfleet.core.review import MetricSlice, ReviewSlice, Stratum, stratum_rate
+from evalfleet.core.review_slice import MetricSlice, ReviewSlice, Stratum, stratum_rate
 from evalfleet.core.settings import Settings
 from producers.sampler import is_sampled
 

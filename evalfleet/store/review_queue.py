@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy import Select, and_, case, exists, func, or_, select, tuple_, update
 from sqlalchemy.engine import Connection, RowMapping
 
-from evalfleet.core.review import RANDOM_REASON
+from evalfleet.core.review_slice import RANDOM_REASON
 from evalfleet.store.base import VerdictRecord
 from evalfleet.store.dialect import upsert
 from evalfleet.store.intake import insert_items, item_row

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from evalfleet.core.errors import JudgeRejected, JudgeUnavailable
-from workers.judge.status import (
+from workers.judge.http_status import (
     classify_status,
     error_code,
     prompt_too_long,
