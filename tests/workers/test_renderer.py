@@ -122,7 +122,7 @@ def test_two_samples_share_the_fixed_text_as_a_byte_identical_prefix(name: str) 
     # What providers cache is a request's prefix: everything evalfleet puts ahead of the
     # sample (the system message, the examples, the metric file's order of messages) must
     # be sent byte for byte alike. A user's template text itself is never reordered.
-    gold = resources.files("evalfleet.calibration") / "gold" / f"{name}.jsonl"
+    gold = resources.files("evalfleet.core") / "gold" / f"{name}.jsonl"
     first, second = (parse_sample({k: v for k, v in json.loads(line).items() if k != "labels"})
                      for line in gold.read_text().splitlines()[:2])
     one, two = _request_body(name, first), _request_body(name, second)
