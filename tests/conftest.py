@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
@@ -140,7 +141,8 @@ def postgres_url() -> Iterator[str]:
         store = open_store(url)
         migrate(store.engine)
         store.close()
-        _MIGRATED_PARTITIONS[url] = _day_partitions(url)
+        with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as conn:
+            _MIGRATED_PARTITIONS[url] = _day_partitions(conn)
         yield url
 
 
@@ -157,24 +159,30 @@ def database_url(postgres_url: str) -> str:
     tables = ", ".join(table.name for table in metadata.sorted_tables)
     with psycopg.connect(postgres_url.replace("+psycopg", ""), autocommit=True) as conn:
         conn.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
-        # Day partitions an earlier test made would be another test's expired days (a
-        # purge drops them, one transaction each): the database keeps only migrate's.
-        for name in _day_partitions(postgres_url) - _MIGRATED_PARTITIONS[postgres_url]:
-            conn.execute(f"DROP TABLE IF EXISTS {name}")
     return postgres_url
+
+
+@pytest.fixture
+def migrated_partitions_only(database_url: str) -> str:
+    """The session database with only the partitions migrate made: day partitions an
+    earlier test made would be this test's expired days (a purge drops each in a
+    transaction of its own)."""
+    with psycopg.connect(database_url.replace("+psycopg", ""), autocommit=True) as conn:
+        for name in _day_partitions(conn) - _MIGRATED_PARTITIONS[database_url]:
+            conn.execute(f"DROP TABLE IF EXISTS {name}")
+    return database_url
 
 
 #: The partitions each session database had right after ``migrate``.
 _MIGRATED_PARTITIONS: dict[str, set[str]] = {}
 
 
-def _day_partitions(url: str) -> set[str]:
+def _day_partitions(conn: psycopg.Connection[Any]) -> set[str]:
     """The partitions of the verdict tables (none on a store that is not partitioned)."""
-    with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
-            " WHERE i.inhparent::regclass::text = ANY(%s)",
-            (["verdicts", "verdict_scores", "verdict_samples"],)).fetchall()
+    rows = conn.execute(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+        " WHERE i.inhparent::regclass::text = ANY(%s)",
+        (["verdicts", "verdict_scores", "verdict_samples"],)).fetchall()
     return {name for (name,) in rows}
 
 
