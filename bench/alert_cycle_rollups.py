@@ -317,21 +317,25 @@ def _time_cycles(url: str, *, baseline: timedelta, cycles: int, before: bool,
                 started = time.perf_counter()
                 engine.check(at=at)
                 times.append(time.perf_counter() - started)
-            page_s = None if before else _time_page(engine)
+            page_s = None if before else _time_page(engine, url)
         finally:
             alert_engine.fetch_summaries = original  # type: ignore[assignment]
             engine.close()
     return statistics.median(times[1:] if len(times) > 1 else times), page_s
 
 
-def _time_page(engine: Any) -> float:
+def _time_page(engine: Any, url: str) -> float:
     """The alert page's reads for one app at its last evaluation, median of three."""
     rule = engine.rules.rules[0]
     times = []
-    for _ in range(3):
-        started = time.perf_counter()
-        view = load_alert_view(engine.engine, rule, Segment.of({"app": "app-000"}), worst=10)
-        times.append(time.perf_counter() - started)
+    store = open_store(url, pool_size=1)
+    try:
+        for _ in range(3):
+            started = time.perf_counter()
+            view = load_alert_view(store, rule, Segment.of({"app": "app-000"}), worst=10)
+            times.append(time.perf_counter() - started)
+    finally:
+        store.close()
     assert view.values and view.worst and any(point.n for point in view.trend)
     return statistics.median(times)
 

@@ -14,12 +14,12 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy.engine import Connection
 
 from evalfleet.alerts.rule import Rule
 from evalfleet.alerts.segment import Segment
 from evalfleet.core.log import scrub
 from evalfleet.core.trajectory import Step, ToolStep, step_summary
+from evalfleet.store import StoreConnection
 from evalfleet.store.evidence import Evidence, lowest_scoring
 
 #: Samples a firing notification carries.
@@ -131,12 +131,12 @@ def _named_step(item: Evidence) -> tuple[Step | None, int]:
 _STEP: TypeAdapter[Step] = TypeAdapter(Step)
 
 
-def window_evidence(conn: Connection, rule: Rule, segment: Segment, *, at: datetime,
+def window_evidence(conn: StoreConnection, rule: Rule, segment: Segment, *, at: datetime,
                     limit: int = EVIDENCE_SAMPLES) -> list[Evidence]:
     """The samples of ``segment``'s current window that score worst for ``rule``.
 
     Args:
-        conn: A database connection.
+        conn: A connection of the store.
         rule: The rule (its metric, score, filters and direction).
         segment: The segment.
         at: The evaluation time; the window ends here.
@@ -146,11 +146,16 @@ def window_evidence(conn: Connection, rule: Rule, segment: Segment, *, at: datet
         Worst first (lowest for a ``decrease`` rule, highest for ``increase``).
     """
     spec = rule.spec
-    filters = {key: (value,) if isinstance(value, str) else tuple(value)
-               for key, value in spec.filters.items()}
     return lowest_scoring(conn, metric=spec.metric, score=spec.series, start=at - spec.window,
-                          end=at, labels=segment.as_dict(), filters=filters, limit=limit,
-                          highest=spec.direction == "increase")
+                          end=at, labels=segment.as_dict(), filters=rule_filters(rule),
+                          limit=limit, highest=spec.direction == "increase")
+
+
+def rule_filters(rule: Rule) -> dict[str, tuple[str, ...]]:
+    """The rule's attribute filters, each as the tuple of values it keeps (a filter
+    written as one value keeps that one)."""
+    return {key: (value,) if isinstance(value, str) else tuple(value)
+            for key, value in rule.spec.filters.items()}
 
 
 def evidence_details(evidence: Iterable[Evidence], *,

@@ -8,7 +8,8 @@ whatever the traffic. The samples themselves are read only where a person looks 
 them: the window's worst samples and the values of its histogram (the window's score
 rows, each of the segment's attribute sets read as one range of the (metric, attribute
 key, sample_ts) index), and the baseline's histogram from the same length of time at
-the baseline's end; a baseline's whole set of samples is never read.
+the baseline's end; a baseline's whole set of samples is never read. The statements
+are the store's (``evalfleet.store.queries.alert_view``, ``evalfleet.store.evidence``).
 """
 
 from __future__ import annotations
@@ -17,20 +18,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, func, select
-from sqlalchemy.engine import Connection
-
 from evalfleet.alerts.cover import MINUTE_S, floor_time
-from evalfleet.alerts.evidence import window_evidence
+from evalfleet.alerts.evidence import rule_filters, window_evidence
 from evalfleet.alerts.ledger import StoredState, load_states
 from evalfleet.alerts.rule import CalibrationBaseline, PinnedBaseline, Rule, TrailingBaseline
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.window import WindowQuery, fetch_summaries
-from evalfleet.store.dialect import is_sqlite
-from evalfleet.store.evidence import Evidence, segment_condition
-from evalfleet.store.partitions import created_since
-from evalfleet.store.schema import alert_transitions, score_rollups, verdict_scores, verdicts
-from evalfleet.store.sql import to_utc, unavailable_as_store_error
+from evalfleet.store import SqlStore, StoreConnection
+from evalfleet.store.evidence import Evidence, segment_scores
+from evalfleet.store.queries.alert_view import Transition, rollup_sums, state_changes
+from evalfleet.store.sql import to_utc
 
 #: Points of the trend.
 TREND_BUCKETS = 24
@@ -40,22 +37,6 @@ WORST_SAMPLES = 5
 
 #: Windows a threshold-only rule's trend spans.
 THRESHOLD_TREND_WINDOWS = 12
-
-
-@dataclass(frozen=True)
-class Transition:
-    """One change of state of a rule and segment."""
-
-    at: datetime
-    """When."""
-    previous: str
-    """The state before."""
-    state: str
-    """The state after."""
-    events: tuple[str, ...]
-    """What was notified."""
-    finding: dict[str, Any]
-    """The evaluation's numbers."""
 
 
 @dataclass(frozen=True)
@@ -106,13 +87,13 @@ class AlertView:
 
 
 def load_alert_view(
-    engine: Engine, rule: Rule, segment: Segment, *, at: datetime | None = None,
+    store: SqlStore, rule: Rule, segment: Segment, *, at: datetime | None = None,
     buckets: int = TREND_BUCKETS, worst: int = WORST_SAMPLES,
 ) -> AlertView:
     """Read what there is to show about ``rule`` in ``segment``.
 
     Args:
-        engine: The verdict store's engine.
+        store: The verdict store (every read on one of its connections).
         rule: The rule.
         segment: The segment.
         at: The evaluation time to look at; None for the segment's last evaluation
@@ -120,7 +101,7 @@ def load_alert_view(
         buckets: Points of the trend.
         worst: Worst samples shown.
     """
-    with unavailable_as_store_error(), engine.connect() as conn:
+    with store.connect() as conn:
         stored = next((s for s in load_states(conn, rule.name) if s.segment == segment), None)
         moment = to_utc(at) if at is not None else (
             stored.evaluated_at if stored else datetime.now(UTC))
@@ -149,50 +130,22 @@ def trend_span(rule: Rule) -> timedelta:
     return spec.window + baseline.gap + baseline.window
 
 
-def load_history(conn: Connection, *, rule: str, segment: Segment,
+def load_history(conn: StoreConnection, *, rule: str, segment: Segment,
                  limit: int = 200) -> list[Transition]:
     """The segment's latest changes of state, oldest first."""
-    t = alert_transitions.c
-    rows = conn.execute(
-        select(t.at, t.previous, t.state, t.events, t.finding)
-        .where(t.rule == rule, t.segment_key == segment.key)
-        .order_by(t.at.desc(), t.id.desc()).limit(limit)).all()
-    return [Transition(at=to_utc(row[0]), previous=row[1], state=row[2],
-                       events=tuple(e for e in row[3].split(",") if e), finding=row[4] or {})
-            for row in reversed(rows)]
+    return state_changes(conn, rule=rule, segment_key=segment.key, limit=limit)
 
 
-def load_scored(conn: Connection, rule: Rule, segment: Segment, *, start: datetime,
+def load_scored(conn: StoreConnection, rule: Rule, segment: Segment, *, start: datetime,
                 end: datetime) -> list[tuple[float, datetime]]:
-    """The segment's ``(value, sample time)`` pairs with sample times in ``[start, end)``.
-
-    The segment's attribute sets of the range come from the rollups, and on Postgres
-    each one's rows of the range are read on ``ix_verdicts_metric_segment_sample_ts``
-    (``segment_condition``); the time range is given on ``verdicts`` as well as on the
-    scores (the same sample time), and on both tables' partition key (``created_at``),
-    so it reads only the range's partitions.
-    """
+    """The segment's ``(value, sample time)`` pairs with sample times in ``[start, end)``
+    (read on the segment's index range: :func:`evalfleet.store.evidence.segment_scores`)."""
     spec = rule.spec
-    vs, v = verdict_scores.c, verdicts.c
-    filters = {key: (value,) if isinstance(value, str) else tuple(value)
-               for key, value in spec.filters.items()}
-    segment_rows = segment_condition(conn, metric=spec.metric, score=spec.series,
-                                     start=start, end=end, labels=segment.as_dict(),
-                                     filters=filters)
-    if segment_rows is None:
-        return []
-    rows = conn.execute(
-        select(vs.value, vs.sample_ts)
-        .select_from(verdicts.join(verdict_scores, (vs.verdict_id == v.id)
-                                   & (vs.name == spec.series)))
-        .where(v.metric == spec.metric, v.sample_ts >= to_utc(start), v.sample_ts < to_utc(end),
-               vs.metric == spec.metric, vs.sample_ts >= to_utc(start),
-               vs.sample_ts < to_utc(end), v.created_at >= created_since(to_utc(start)),
-               vs.created_at >= created_since(to_utc(start)), *segment_rows))
-    return [(float(value), to_utc(ts)) for value, ts in rows]
+    return segment_scores(conn, metric=spec.metric, score=spec.series, start=start, end=end,
+                          labels=segment.as_dict(), filters=rule_filters(rule))
 
 
-def load_trend(conn: Connection, rule: Rule, segment: Segment, *, end: datetime,
+def load_trend(conn: StoreConnection, rule: Rule, segment: Segment, *, end: datetime,
                span: timedelta, buckets: int) -> list[Bucket]:
     """The segment's mean score over about ``span`` ending at ``end``, summed from the rollups.
 
@@ -202,7 +155,7 @@ def load_trend(conn: Connection, rule: Rule, segment: Segment, *, end: datetime,
     there to ``end`` is one more point, read as a window is (``fetch_summaries``).
 
     Args:
-        conn: A database connection.
+        conn: A connection of the store.
         rule: The rule (metric, score, filters).
         segment: The segment.
         end: Where the trend ends.
@@ -231,34 +184,26 @@ def load_trend(conn: Connection, rule: Rule, segment: Segment, *, end: datetime,
 def _segment_query(rule: Rule, segment: Segment) -> WindowQuery:
     """The rule's window query narrowed to one segment, whose summary is the root's."""
     spec = rule.spec
-    filters = {key: (value,) if isinstance(value, str) else tuple(value)
-               for key, value in spec.filters.items()}
+    filters = rule_filters(rule)
     filters.update({key: (value,) for key, value in segment.labels})
     return WindowQuery(metric=spec.metric, score=spec.series, keys=(),
                        filters=tuple(sorted(filters.items())))
 
 
-def _rolled_series(conn: Connection, query: WindowQuery, *, unit_s: int, start: datetime,
-                   end: datetime, width: timedelta) -> dict[int, tuple[int, float]]:
+def _rolled_series(conn: StoreConnection, query: WindowQuery, *, unit_s: int,
+                   start: datetime, end: datetime,
+                   width: timedelta) -> dict[int, tuple[int, float]]:
     """Count and sum of the query's samples in ``[start, end)`` per stretch of ``width``
     (by its index from ``start``), from the rollup rows of ``unit_s`` buckets."""
     if start >= end:
         return {}
-    if not is_sqlite(conn):
-        conn.exec_driver_sql("SET LOCAL jit = off")  # as the engine's reads (window.py)
-    r = score_rollups.c
-    rows = conn.execute(
-        select(r.bucket, func.sum(r.n), func.sum(r.total))
-        .where(r.metric == query.metric, r.name == query.score, r.span_s == unit_s,
-               r.bucket >= to_utc(start), r.bucket < to_utc(end),
-               *(r.attributes[key].as_string().in_(list(values))
-                 for key, values in query.filters))
-        .group_by(r.bucket)).all()
+    rows = rollup_sums(conn, metric=query.metric, score=query.score, span_s=unit_s,
+                       start=start, end=end, filters=dict(query.filters))
     found: dict[int, tuple[int, float]] = {}
     for bucket, n, total in rows:
-        index = int((to_utc(bucket) - start) // width)
+        index = int((bucket - start) // width)
         known_n, known_total = found.get(index, (0, 0.0))
-        found[index] = (known_n + int(n), known_total + float(total))
+        found[index] = (known_n + n, known_total + total)
     return found
 
 

@@ -156,7 +156,7 @@ def alerts_show(state: CliState, rule_name: str, segment_text: str | None,
     store = open_existing_store(state.settings.resolved_read_database_url(), pool_size=1)
     try:
         rule, segment = alert_target(state, store, rule_name, segment_text)
-        view = load_alert_view(store.engine, rule, segment, at=at, worst=worst)
+        view = load_alert_view(store, rule, segment, at=at, worst=worst)
     finally:
         store.close()
     if as_json:

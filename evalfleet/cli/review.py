@@ -113,7 +113,7 @@ def _queue_alert(state: CliState, rule_name: str, segment_text: str | None, *,
     queue = _queue(state)
     try:
         rule, segment = alert_target(state, queue.store, rule_name, segment_text)
-        view = load_alert_view(queue.store.engine, rule, segment, worst=limit)
+        view = load_alert_view(queue.store, rule, segment, worst=limit)
         ids = [evidence.sample_id for evidence in view.worst]
         new = queue.queue_chosen(
             reason="alert", detail=f"{rule.name} {segment}"[:256], now=datetime.now(UTC),

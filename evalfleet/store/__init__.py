@@ -20,7 +20,7 @@ from evalfleet.store.base import (
 )
 from evalfleet.store.migration import migrate, schema_revision
 from evalfleet.store.postgres import PostgresStore
-from evalfleet.store.sql import SqlStore
+from evalfleet.store.sql import SqlStore, StoreConnection
 from evalfleet.store.sqlite import SqliteStore
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "PostgresStore",
     "SqlStore",
     "SqliteStore",
+    "StoreConnection",
     "StoreCounts",
     "VerdictKey",
     "VerdictRecord",

@@ -1,4 +1,5 @@
-"""The evidence behind verdicts: the sample each one judged, and the lowest scores of a window.
+"""The evidence behind verdicts: the sample each one judged, the lowest scores of a
+window, and a segment's scores of a range (the alert page's histograms).
 
 Sample content lives in ``verdict_samples``, one row per verdict, apart from the
 verdict so verdict rows stay small and ``EVALFLEET_SAMPLE_RETENTION_DAYS`` can purge
@@ -183,12 +184,7 @@ def lowest_scoring(
         select(v.id, v.sample_id, vs.value, v.reason, vs.sample_ts, v.attributes,
                v.failed_step)
         .select_from(verdict_scores.join(verdicts, v.id == vs.verdict_id))
-        # The time range on both tables (the same sample time): the segment's index
-        # range on verdicts, then each score by its key.
-        .where(v.metric == metric, v.sample_ts >= to_utc(start), v.sample_ts < to_utc(end),
-               vs.metric == metric, vs.name == score, vs.sample_ts >= to_utc(start),
-               vs.sample_ts < to_utc(end), vs.created_at >= created_since(to_utc(start)),
-               v.created_at >= created_since(to_utc(start)), *segment)
+        .where(*_in_window(metric=metric, score=score, start=start, end=end), *segment)
         .order_by(order, vs.sample_ts, v.sample_id).limit(limit)
     )
     rows = conn.execute(query).all()
@@ -199,6 +195,48 @@ def lowest_scoring(
                  sample=samples.get(row[0]), failed_step=row[6])
         for row in rows
     ]
+
+
+def segment_scores(
+    conn: Connection, *, metric: str, score: str, start: datetime, end: datetime,
+    labels: Mapping[str, str], filters: Mapping[str, Sequence[str]] = {},
+) -> list[tuple[float, datetime]]:
+    """The ``(value, sample time)`` of a segment's scores with sample times in
+    ``[start, end)``: what a histogram of its window or baseline is drawn from.
+
+    The segment's attribute sets of the range come from the rollups, and on Postgres
+    each one's rows of the range are read on ``ix_verdicts_metric_segment_sample_ts``
+    (:func:`segment_condition`); the range is given on both tables' sample time and
+    partition key, so it reads only the range's partitions (:func:`_in_window`). The
+    arguments are :func:`lowest_scoring`'s, without its ``limit`` and ``highest``.
+    """
+    vs, v = verdict_scores.c, verdicts.c
+    segment = segment_condition(conn, metric=metric, score=score, start=start, end=end,
+                                labels=labels, filters=filters)
+    if segment is None:
+        return []
+    rows = conn.execute(
+        select(vs.value, vs.sample_ts)
+        .select_from(verdict_scores.join(verdicts, v.id == vs.verdict_id))
+        .where(*_in_window(metric=metric, score=score, start=start, end=end), *segment))
+    return [(float(value), to_utc(ts)) for value, ts in rows]
+
+
+def _in_window(*, metric: str, score: str, start: datetime,
+               end: datetime) -> list[ColumnElement[bool]]:
+    """Conditions on a join of ``verdict_scores`` and ``verdicts`` that keep one score's
+    rows with sample times in ``[start, end)``.
+
+    The time range is on both tables (the same sample time): the segment's index range
+    on verdicts, then each score by its key; and on both tables' partition key
+    (``created_at``, bounded by :func:`created_since`), so only the range's partitions
+    are read.
+    """
+    vs, v = verdict_scores.c, verdicts.c
+    since = created_since(to_utc(start))
+    return [v.metric == metric, v.sample_ts >= to_utc(start), v.sample_ts < to_utc(end),
+            vs.metric == metric, vs.name == score, vs.sample_ts >= to_utc(start),
+            vs.sample_ts < to_utc(end), vs.created_at >= since, v.created_at >= since]
 
 
 def purge_samples(engine: Engine, *, before: datetime, batch_rows: int = PURGE_BATCH_ROWS,

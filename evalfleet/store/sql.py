@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, TypeAlias
 
 from sqlalchemy import Engine, Table, delete, func, select, tuple_
 from sqlalchemy.engine import Connection, RowMapping
@@ -49,6 +49,11 @@ _KEY_COLUMNS = (
 
 #: Rows fetched per round trip when streaming an export.
 STREAM_BATCH_ROWS = 1000
+
+#: A connection from :meth:`SqlStore.connect` or :meth:`SqlStore.begin` as modules
+#: outside the store hold it: they hand it to the store's query functions, so that
+#: several reads share one connection and transaction, and never use it themselves.
+StoreConnection: TypeAlias = Connection
 
 #: Called with a verdict the database refuses and why; returns the dead letter stored
 #: in its place (see :meth:`SqlStore.save`).

@@ -15,7 +15,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from evalfleet.alerts.alert import detector_lines, drift_line
-from evalfleet.alerts.evidence import context_excerpt, failed_step_line, session_line
+from evalfleet.alerts.evidence import (
+    context_excerpt,
+    failed_step_line,
+    rule_filters,
+    session_line,
+)
 from evalfleet.alerts.rule import (
     CalibrationBaseline,
     PinnedBaseline,
@@ -145,7 +150,7 @@ class PageData:
         parsed = _segment_of(segment, rule) if rule else None
         if rule is None or parsed is None:
             return None
-        view = load_alert_view(self.store.engine, rule, parsed, worst=10)
+        view = load_alert_view(self.store, rule, parsed, worst=10)
         window_values, baseline_values, baseline_label = self._distributions(rule, view)
         return {
             "simulated": self.simulated(),
@@ -246,12 +251,11 @@ class PageData:
         if self.registry is None or spec.kind != "app" or spec.metric not in \
                 self.registry.names():
             return None
-        filters = {key: (value,) if isinstance(value, str) else tuple(value)
-                   for key, value in spec.filters.items()}
         try:
             (found,) = metric_estimates(
                 EstimateReads(self.store), metric=self.registry.get(spec.metric),
-                scores=[spec.score], segment=segment.as_dict(), filters=filters, start=start,
+                scores=[spec.score], segment=segment.as_dict(), filters=rule_filters(rule),
+                start=start,
                 end=end, label_start=end - LABEL_WINDOW)
         except InvalidInput:  # a stored score the metric file does not declare
             return None

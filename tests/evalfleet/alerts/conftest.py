@@ -11,7 +11,7 @@ import yaml
 
 from evalfleet.alerts import AlertEngine, open_alert_engine
 from evalfleet.core.settings import Settings
-from evalfleet.store import migrate, open_store
+from evalfleet.store import SqlStore, migrate, open_store
 from tests.evalfleet.alerts.receiver import Receiver
 
 
@@ -48,6 +48,14 @@ def alert_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 #: Both backends, for ``indirect`` parametrisation of ``alert_database``.
 BOTH_DATABASES = ["postgres", "sqlite"]
+
+
+@pytest.fixture
+def alert_store(alert_database: str) -> Iterator[SqlStore]:
+    """A store on the alert engines' database, as ``alerts show`` and the page read it."""
+    store = open_store(alert_database, pool_size=1)
+    yield store
+    store.close()
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from evalfleet.core.message import new_job
 from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
-from evalfleet.store import VerdictStore
+from evalfleet.store import SqlStore, VerdictStore
 from producers.enqueuer import Enqueuer
 from tests.evalfleet.alerts.receiver import Receiver
 from tests.helpers import WorkerProcess, wait_until
@@ -128,7 +128,7 @@ def run_until_drift(run: Run, change: Callable[[], None]) -> int:
 def test_shifted_scores_fire_judge_drift_and_app_alerts_carry_the_suspicion(
     settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
     store: VerdictStore, open_engine: Callable[..., AlertEngine], receiver: Receiver,
-    tmp_path: Path,
+    tmp_path: Path, alert_store: SqlStore,
 ) -> None:
     metric, score = "rag_qa", "faithfulness"
     start_worker(settings, queues=[metric])
@@ -168,10 +168,10 @@ def test_shifted_scores_fire_judge_drift_and_app_alerts_carry_the_suspicion(
     assert app_alert["annotations"]["description"].startswith("judge drift suspected")
     # The page (terminal view) says it too.
     rule = next(r for r in engine.rules.rules if r.name == "app_drop")
-    text = render_alert_view(load_alert_view(engine.engine, rule, Segment()))
+    text = render_alert_view(load_alert_view(alert_store, rule, Segment()))
     assert "judge drift suspected: judge_drift" in text
     # What the judge reported about itself in the window, cleaned of its escapes.
-    view = load_alert_view(engine.engine, rule, Segment())
+    view = load_alert_view(alert_store, rule, Segment())
     fingerprints = {i["fingerprint"] for i in view.finding["judge_drift"]["identities"]}
     assert fingerprints == {"fp-v2"}
 
@@ -179,6 +179,7 @@ def test_shifted_scores_fire_judge_drift_and_app_alerts_carry_the_suspicion(
 def test_flipped_binary_answers_fire_judge_drift(
     settings: Settings, sim: RunningSim, start_worker: Callable[..., WorkerProcess],
     store: VerdictStore, open_engine: Callable[..., AlertEngine], tmp_path: Path,
+    alert_store: SqlStore,
 ) -> None:
     metric = "bbh_match"
     start_worker(settings, queues=[metric])
@@ -191,7 +192,7 @@ def test_flipped_binary_answers_fire_judge_drift(
     finally:
         run.close()
     assert cycles <= WINDOW_SLOTS + FOR
-    view = load_alert_view(engine.engine, engine.rules.rules[0], Segment())
+    view = load_alert_view(alert_store, engine.rules.rules[0], Segment())
     assert view.finding["tests"][0]["test"] in ("two_proportion_z", "fisher_exact")
     text = render_alert_view(view)
     assert "judge drift: canary agreement on score correct of bbh_match" in text

@@ -12,11 +12,12 @@ import pytest
 from evalfleet.alerts import AlertEngine, Segment
 from evalfleet.alerts.view import load_alert_view
 from evalfleet.core.errors import StoreUnavailable
+from evalfleet.store import SqlStore
 from tests.helpers import database_outage
 
 
 def test_an_alert_cycle_raises_the_stores_error_and_the_next_one_runs(
-    open_engine: Callable[..., AlertEngine], database_url: str,
+    open_engine: Callable[..., AlertEngine], database_url: str, alert_store: SqlStore,
 ) -> None:
     rule: dict[str, Any] = {"name": "faithful", "metric": "rag_qa", "score": "faithfulness",
                             "threshold": 0.5}
@@ -27,5 +28,5 @@ def test_an_alert_cycle_raises_the_stores_error_and_the_next_one_runs(
         engine.check(at=datetime.now(UTC) + timedelta(hours=1))
     with (database_outage(database_url),
           pytest.raises(StoreUnavailable, match="the database is unavailable")):
-        load_alert_view(engine.engine, engine.rules.rules[0], Segment())  # alerts show, the page
+        load_alert_view(alert_store, engine.rules.rules[0], Segment())  # alerts show, the page
     assert engine.check(at=datetime.now(UTC) + timedelta(hours=2)).rows

@@ -37,7 +37,7 @@ from evalfleet.core.metric import load_registry
 from evalfleet.core.review_slice import MetricSlice, ReviewSlice, Stratum
 from evalfleet.core.settings import Settings
 from evalfleet.review.estimate import estimate_score
-from evalfleet.store import VerdictKey, VerdictRecord, open_store
+from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, open_store
 from evalfleet.store.estimate import EstimateReads
 from evalfleet.store.review_queue import LabelValue, ReviewQueue
 from testkit.served import Served
@@ -104,7 +104,7 @@ def fill(database_url: str, *, rate: float, seed: int, people_drop: float,
 def test_a_firing_alert_says_whether_peoples_labels_confirm_the_drop(
         open_engine: Callable[..., AlertEngine], receiver: Receiver, database_url: str,
         tmp_path: Path, rate: float, people_drop: float, judge_drop: float,
-        verdict: str) -> None:
+        verdict: str, alert_store: SqlStore) -> None:
     engine = open_engine(RULE)
     labels = fill(database_url, rate=rate, seed=21, people_drop=people_drop,
                   judge_drop=judge_drop)
@@ -141,17 +141,18 @@ def test_a_firing_alert_says_whether_peoples_labels_confirm_the_drop(
     # The next cycles keep the check of the firing notification without reading it again.
     later = engine.check(at=AT + timedelta(minutes=10))
     assert later.rows[0].state == "firing"
-    view = load_alert_view(engine.engine, engine.rules.rules[0], Segment())
+    view = load_alert_view(alert_store, engine.rules.rules[0], Segment())
     assert view.finding["judge_check"]["verdict"] == verdict
 
 
 def test_a_corrected_drop_matches_the_corrected_estimates_of_its_periods(
-        open_engine: Callable[..., AlertEngine], database_url: str) -> None:
+        open_engine: Callable[..., AlertEngine], database_url: str,
+        alert_store: SqlStore) -> None:
     """The check's corrected means are ``review estimate``'s for the same periods."""
     engine = open_engine(RULE)
     fill(database_url, rate=0.08, seed=22, people_drop=0.15, judge_drop=0.0)
     engine.check(at=AT)
-    check = load_alert_view(engine.engine, engine.rules.rules[0], Segment()).finding[
+    check = load_alert_view(alert_store, engine.rules.rules[0], Segment()).finding[
         "judge_check"]
     window, baseline = spans(engine.rules.rules[0], segment=Segment(), baseline_segment=None,
                              at=AT)

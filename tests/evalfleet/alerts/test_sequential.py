@@ -20,6 +20,7 @@ from evalfleet.alerts.terminal import render_alert_view
 from evalfleet.alerts.view import load_alert_view
 from evalfleet.core.errors import InvalidAlertRule
 from evalfleet.core.metric import load_registry
+from evalfleet.store import SqlStore
 from tests.evalfleet.alerts import stream
 from tests.evalfleet.alerts.conftest import BOTH_DATABASES, write_rules
 from tests.evalfleet.alerts.receiver import Receiver
@@ -61,7 +62,7 @@ def test_an_app_rule_is_sequential_unless_it_says_fixed() -> None:
 
 @pytest.mark.parametrize("alert_database", BOTH_DATABASES, indirect=True)
 def test_a_drop_fires_with_its_evidence_and_steady_traffic_stays_quiet(
-    open_engine: Callable[..., AlertEngine], receiver: Receiver,
+    open_engine: Callable[..., AlertEngine], receiver: Receiver, alert_store: SqlStore,
 ) -> None:
     engine = open_engine(RULE)
     stream.write(engine.engine, steady(T0 - timedelta(hours=3), 180, 0.85, 1)
@@ -81,7 +82,7 @@ def test_a_drop_fires_with_its_evidence_and_steady_traffic_stays_quiet(
     assert abs(started - T0) <= 5 * MINUTE
     assert "e-detector (baseline)" in notes["description"]
     rule = engine.rules.rules[0]
-    shown = render_alert_view(load_alert_view(engine.engine, rule, Segment.of(APP)))
+    shown = render_alert_view(load_alert_view(alert_store, rule, Segment.of(APP)))
     assert "e-detector (baseline): e-value" in shown and "sequential test" in shown
 
 
