@@ -67,6 +67,9 @@ def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
     if report.partitions_dropped:
         click.echo(("days to drop whole: " if dry_run else "days dropped whole: ")
                    + ", ".join(report.partitions_dropped))
+    if report.pending_finals_forgotten:
+        click.echo(("final marks to forget" if dry_run else "final marks forgotten")
+                   + f" (their verdicts never came): {report.pending_finals_forgotten:,}")
     if dry_run:
         click.echo(f"dry run: nothing changed ({report.elapsed_s:.1f} s)")
     else:

@@ -53,6 +53,8 @@ class PurgeReport:
     raw_outputs_emptied: dict[str, int] = field(default_factory=dict)
     partitions_dropped: list[str] = field(default_factory=list)
     """Suffixes of the days (``pYYYYMMDD``, ``legacy``) dropped whole (Postgres)."""
+    pending_finals_forgotten: int = 0
+    """Session versions noted final before the verdict cut-off whose verdict never came."""
     transactions: int = 0
     elapsed_s: float = 0.0
 
@@ -95,6 +97,8 @@ class Purger:
                 self._drop_partitions(before, report)
             for metric in self.metrics():
                 self._purge_metric(metric, report)
+            if before is not None:
+                self._forget_pending_finals(before, report)
         report.elapsed_s = time.perf_counter() - started
         return report
 
@@ -129,6 +133,12 @@ class Purger:
                 report.verdicts_deleted[metric] = report.verdicts_deleted.get(metric, 0) + n
             if self._on_batch is not None:
                 self._on_batch(VERDICTS_TASK, day.suffix, sum(n for _, n in counts))
+
+    def _forget_pending_finals(self, before: datetime, report: PurgeReport) -> None:
+        forgotten = self._rows.forget_pending_finals(before=before, dry_run=report.dry_run)
+        report.pending_finals_forgotten = forgotten
+        if forgotten and not report.dry_run:
+            report.transactions += 1
 
     def _delete_verdicts(self, metric: str, before: datetime, report: PurgeReport) -> int:
         layout = self._rows.layout()

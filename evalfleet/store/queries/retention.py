@@ -28,6 +28,7 @@ from evalfleet.store.partitions import (
     list_partitions,
 )
 from evalfleet.store.schema import (
+    pending_finals,
     retention_marks,
     verdict_keys,
     verdict_samples,
@@ -177,6 +178,22 @@ class VerdictRetention:
         """
         return purge_samples(self.store.engine, before=before, batch_rows=self.batch_rows,
                              dry_run=dry_run)
+
+    def forget_pending_finals(self, *, before: datetime, dry_run: bool = False) -> int:
+        """Forget the session versions noted final before ``before`` whose verdict never
+        came (their job ended as a dead letter, or was never judged): a key is noted only
+        until its verdict is saved, so an old one is a mark nothing will ever clear.
+
+        Returns:
+            The keys forgotten (in a dry run: that would be).
+        """
+        old = pending_finals.c.created_at < to_utc(before)
+        if dry_run:
+            with self.store.connect() as conn:
+                return int(conn.execute(
+                    select(func.count()).select_from(pending_finals).where(old)).scalar_one())
+        with self.store.begin() as conn:
+            return int(conn.execute(delete(pending_finals).where(old)).rowcount)
 
     def _count(self, condition: ColumnElement[bool]) -> int:
         with self.store.connect() as conn:

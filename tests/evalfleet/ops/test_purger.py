@@ -10,7 +10,9 @@ from sqlalchemy import func, select
 from evalfleet.ops.purger import Purger
 from evalfleet.ops.retention import RetentionPolicy
 from evalfleet.store import SqlStore
-from evalfleet.store.schema import retention_marks, verdict_scores
+from evalfleet.store import VerdictKey
+from evalfleet.store.finality import mark_pending
+from evalfleet.store.schema import pending_finals, retention_marks, verdict_scores
 from tests.evalfleet.ops.builders import NOW, verdict
 
 DAY = timedelta(days=1)
@@ -80,3 +82,19 @@ def test_both_at_once_and_nothing_without_a_policy(any_store: SqlStore) -> None:
     assert (report.verdicts_deleted, report.raw_outputs_emptied) == ({"rag_qa": 1},
                                                                      {"rag_qa": 1})
     assert state(any_store) == [("rag_qa-1", False, False), ("rag_qa-2", True, False)]
+
+
+def test_final_marks_whose_verdicts_never_came_go_after_the_verdict_cut_off(
+        any_store: SqlStore) -> None:
+    old, recent = (VerdictKey(f"s-{n}", "session_quality", "v1", "m") for n in (1, 2))
+    with any_store.begin() as conn:
+        mark_pending(conn, [old], now=NOW - 31 * DAY, insert=any_store.insert)
+        mark_pending(conn, [recent], now=NOW - DAY, insert=any_store.insert)
+    purger = Purger(any_store, RetentionPolicy(verdict_days=30))
+    assert purger.run(now=NOW, dry_run=True).pending_finals_forgotten == 1
+    report = purger.run(now=NOW)
+    assert (report.pending_finals_forgotten, report.transactions) == (1, 1)
+    with any_store.connect() as conn:
+        kept = conn.execute(select(pending_finals.c.sample_id)).scalars().all()
+    assert kept == ["s-2"]
+    assert Purger(any_store, RetentionPolicy()).run(now=NOW).pending_finals_forgotten == 0
