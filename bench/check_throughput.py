@@ -2,8 +2,9 @@
 
 Setup: a fresh Postgres database and Redis database, the judge simulator in its own
 process, one ``evalfleet worker`` process at a time (one core at most), messages of the
-default batch size (16 jobs), samples with 2 KB outputs. Three phases in one run, each
-draining jobs enqueued before its worker starts:
+producers' default sizes (``EVALFLEET_BATCH_SIZE``, 16 jobs; a check metric's,
+``EVALFLEET_CHECK_BATCH_SIZE``, 64, where the tree has it), samples with 2 KB outputs.
+Three phases in one run, each draining jobs enqueued before its worker starts:
 
 - ``check``: one built-in check per sample (a ``never_matches`` pattern over the output);
 - ``judged``: rag_qa on the same samples, through the simulator at ``--latency-ms``;
@@ -13,7 +14,9 @@ draining jobs enqueued before its worker starts:
 CPU is the worker process's (and its children's) user + system time over the steady part
 of the drain, divided by the verdicts stored in it. ``--trees`` runs the workers from
 other source trees too (a checkout of an older commit), phase by phase in turn, so
-before and after share one machine state; the load average is printed before and after.
+before and after share one machine state; each tree's jobs are published by that tree's
+own code, in the messages its producers make. The load average is printed before and
+after.
 
     python -m bench.check_throughput --jobs 20000 --judged-jobs 2000 --team-jobs 2000
     python -m bench.check_throughput --trees /tmp/base . --phases check judged
@@ -24,6 +27,8 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -40,6 +45,7 @@ from bench.worker_throughput import (
     tree_label,
 )
 from evalfleet.core.message import EVALUATE_TASK, Job, encode_batch, new_job
+from evalfleet.core.metric import load_registry
 from evalfleet.core.sample import Sample, parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.store import open_store
@@ -90,7 +96,8 @@ def main() -> None:
     args = parser.parse_args()
     print(f"setup: {platform.machine()}, {os.cpu_count()} cores, python "
           f"{platform.python_version()}; one worker process, concurrency "
-          f"{args.concurrency}, messages of 16 jobs, {OUTPUT_CHARS:,}-character outputs, "
+          f"{args.concurrency}, messages of each tree's producers' default size, "
+          f"{OUTPUT_CHARS:,}-character outputs, "
           f"Postgres and Redis on this machine; judge simulator at {args.latency_ms:g} ms; "
           f"load average {load_average()}")
     sim, base_url = start_simulator(args.latency_ms)
@@ -143,7 +150,7 @@ def drain(settings: Settings, *, metric: str, jobs: int, concurrency: int,
           tree: Path) -> tuple[float, float]:
     """Enqueue ``jobs`` of ``metric``, drain them with one worker run from ``tree``;
     (verdicts/s, CPU ms per verdict) over the steady part (from the first verdict stored)."""
-    enqueue(settings, metric=metric, jobs=jobs, sample=bench_output_sample)
+    publish(settings, metric=metric, jobs=jobs, tree=tree)
     store = open_store(settings.resolved_database_url())
     worker = start_worker(settings, concurrency=concurrency, name=f"checks-{metric}",
                           queue=metric, tree=tree)
@@ -169,16 +176,31 @@ def drain(settings: Settings, *, metric: str, jobs: int, concurrency: int,
     return measured / elapsed, cpu_used * 1000 / measured
 
 
+#: What a child process from a tree runs to publish that tree's way (its ``enqueue``).
+PUBLISH = ("import sys; from bench.check_throughput import bench_output_sample, enqueue; "
+           "from evalfleet.core.settings import Settings; enqueue(Settings(), "
+           "metric=sys.argv[1], jobs=int(sys.argv[2]), sample=bench_output_sample)")
+
+
+def publish(settings: Settings, *, metric: str, jobs: int, tree: Path) -> None:
+    """:func:`enqueue` as ``tree`` has it, in a child process running from ``tree``."""
+    env = {**os.environ, **settings.as_environment(), "PYTHONPATH": str(tree.resolve())}
+    subprocess.run([sys.executable, "-c", PUBLISH, metric, str(jobs)], env=env,
+                   cwd=tree.resolve(), check=True)
+
+
 def enqueue(settings: Settings, *, metric: str, jobs: int,
             sample: Callable[[int], Sample]) -> None:
     """Publish ``jobs`` jobs of ``metric`` as the producers do, in messages of the
-    settings' batch size."""
+    settings' size for its kind (a check metric's messages carry more jobs)."""
+    kind = load_registry(settings.judge.metrics_dir).get(metric).spec.kind
+    size = settings.broker.jobs_per_message(check=kind == "check")
     app = Celery("bench-producer", broker=settings.resolved_broker_url(), set_as_current=False)
     batch: list[Job] = []
     with app.producer_or_acquire() as producer:
         for n in range(jobs):
             batch.append(new_job(metric, sample(n)))
-            if len(batch) == settings.broker.batch_size or n == jobs - 1:
+            if len(batch) == size or n == jobs - 1:
                 app.send_task(EVALUATE_TASK, args=[encode_batch(batch)],
                               queue=f"eval.{metric}", producer=producer)
                 batch = []

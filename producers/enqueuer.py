@@ -16,7 +16,7 @@ and every publish waits for the broker's confirm.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from celery import Celery
@@ -36,12 +36,15 @@ DEFAULT_BATCH_SIZE = 500
 class Enqueuer:
     """Sends jobs to ``eval.<metric>`` as evaluate tasks (JSON, persistent). Thread-safe."""
 
-    def __init__(self, settings: Settings, *, batch_size: int | None = None) -> None:
+    def __init__(self, settings: Settings, *, batch_size: int | None = None,
+                 check_metrics: Collection[str] = ()) -> None:
         """A publish-only Celery app for the configured broker.
 
         Args:
             settings: The settings (broker URL, producer timeouts).
             batch_size: Jobs per Redis pipeline in :meth:`send_many`.
+            check_metrics: The metrics of kind ``check``: their messages carry
+                ``EVALFLEET_CHECK_BATCH_SIZE`` jobs, the others ``EVALFLEET_BATCH_SIZE``.
         """
         serializer.register()
         # A publish-only app: it never imports the worker side.
@@ -64,6 +67,8 @@ class Enqueuer:
         )
         self._batch_size = batch_size or settings.limits.producer_batch_size or DEFAULT_BATCH_SIZE
         self._jobs_per_message = settings.broker.batch_size
+        self._check_metrics = frozenset(check_metrics)
+        self._jobs_per_check_message = settings.broker.jobs_per_message(check=True)
         self._broker_url = settings.resolved_broker_url()
         self._queues = QueueDeclarations(self._app, settings)
         self._declare = self._queues.declare
@@ -88,7 +93,8 @@ class Enqueuer:
     def send_many(self, jobs: Sequence[Job], *,
                   delays_s: Mapping[str, float] | None = None) -> None:
         """Publish jobs as batch messages, ``EVALFLEET_BATCH_SIZE`` jobs of one metric each
-        (a worker runs a message as one task), in Redis pipelines of ``batch_size`` messages.
+        (``EVALFLEET_CHECK_BATCH_SIZE`` for a check metric; a worker runs a message as one
+        task), in Redis pipelines of ``batch_size`` messages.
 
         Args:
             jobs: The jobs.
@@ -106,7 +112,7 @@ class Enqueuer:
             self._prepare(job.metric for job in jobs)
             with self._app.producer_or_acquire() as producer, \
                     producer.batch(max_size=self._batch_size):
-                for message_jobs in _messages(jobs, size=self._jobs_per_message):
+                for message_jobs in _messages(jobs, size_for=self._message_size):
                     metric = message_jobs[0].metric
                     countdown_s = broker_countdown_s(delays_s.get(metric, 0.0),
                                                      broker_url=self._broker_url)
@@ -116,6 +122,12 @@ class Enqueuer:
                     )
         except BROKER_ERRORS as exc:
             raise BrokerUnavailable(f"cannot publish to the broker: {exc}") from exc
+
+    def _message_size(self, metric: str) -> int:
+        """Most jobs of ``metric`` in one message."""
+        if metric in self._check_metrics:
+            return self._jobs_per_check_message
+        return self._jobs_per_message
 
     def _prepare(self, metrics: Iterable[str]) -> None:
         """Declare the queues of ``metrics`` as the workers do, once per queue."""
@@ -140,13 +152,14 @@ class Enqueuer:
         self._app.close()
 
 
-def _messages(jobs: Sequence[Job], *, size: int) -> list[list[Job]]:
-    """The jobs grouped by metric, in messages of at most ``size`` (order kept per metric)."""
+def _messages(jobs: Sequence[Job], *, size_for: Callable[[str], int]) -> list[list[Job]]:
+    """The jobs grouped by metric, in messages of at most ``size_for(metric)`` jobs (order
+    kept per metric)."""
     by_metric: dict[str, list[Job]] = {}
     for job in jobs:
         by_metric.setdefault(job.metric, []).append(job)
-    return [group[start:start + size] for group in by_metric.values()
-            for start in range(0, len(group), size)]
+    return [group[start:start + size] for metric, group in by_metric.items()
+            for size in (size_for(metric),) for start in range(0, len(group), size)]
 
 
 def _batch_options(jobs: list[Job], *, countdown_s: float | None) -> dict[str, Any]:

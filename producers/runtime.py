@@ -20,6 +20,7 @@ from evalfleet.broker.depth import (
     UnknownQueueDepth,
 )
 from evalfleet.broker.queues import embedded_broker_folder, is_amqp, is_redis
+from evalfleet.core.message import queue_for
 from evalfleet.core.metric import MetricRegistry, load_registry
 from evalfleet.core.settings import Settings
 from evalfleet.core.spend import SpendLedger
@@ -75,7 +76,8 @@ class ProducerRuntime:
         shared_url = settings.resolved_shared_redis_url()
         self._shared = self._redis_at(shared_url) if shared_url else None
         self._depth_probe = self._queue_depth()
-        self.enqueuer = Enqueuer(settings)
+        checks = [metric.name for metric in self.registry if metric.spec.kind == "check"]
+        self.enqueuer = Enqueuer(settings, check_metrics=checks)
         self.screen = Screen(
             metrics={metric.name: metric for metric in self.registry},
             limits=FieldLimits.from_settings(settings),
@@ -85,7 +87,10 @@ class ProducerRuntime:
                                      deduper=self._deduper(shared=shared_dedupe),
                                      depth=CachedQueueDepth(
                                          self._depth_probe,
-                                         jobs_per_message=settings.broker.batch_size),
+                                         jobs_per_message=settings.broker.batch_size,
+                                         jobs_per_queue={
+                                             queue_for(name): settings.broker.check_batch_size
+                                             for name in checks}),
                                      budget=self._budget_gate(),
                                      shadows=settings.judge.shadow_judges)
 

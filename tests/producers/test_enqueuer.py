@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from datetime import datetime
 from pathlib import Path
@@ -27,6 +29,26 @@ def test_send_many_publishes_every_job_in_order(psettings: Settings,
     assert all(headers["task"] == "evalfleet.evaluate" for _, headers in messages)
     assert all(headers["eta"] is None for _, headers in messages)
     assert len(queued(redis_client, "bbh_match")) == 1
+
+
+def test_a_check_metrics_messages_carry_the_check_batch_size(psettings: Settings,
+                                                              redis_client: redis.Redis) -> None:
+    settings = psettings.model_copy(update={"batch_size": 16, "check_batch_size": 64})
+    enqueuer = Enqueuer(settings, check_metrics={"bbh_match"})
+    enqueuer.send_many([new_job(metric, sample(n)) for n in range(100)
+                        for metric in ("rag_qa", "bbh_match")])
+    enqueuer.close()
+    assert message_sizes(redis_client, "rag_qa") == [16] * 6 + [4]
+    assert message_sizes(redis_client, "bbh_match") == [64, 36]
+    assert [job["sample"]["id"] for job, _ in queued(redis_client, "bbh_match")] == [
+        sample(n).id for n in range(100)]
+
+
+def message_sizes(client: redis.Redis, metric: str) -> list[int]:
+    """The jobs of each message waiting in ``eval.<metric>``, oldest first."""
+    bodies = [json.loads(base64.b64decode(json.loads(raw)["body"]))
+              for raw in reversed(client.lrange(f"eval.{metric}", 0, -1))]
+    return [len(args[0]["jobs"]) for args, _, _ in bodies]
 
 
 def test_delays_per_metric_become_an_eta(psettings: Settings, redis_client: redis.Redis) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 #: Seconds a measured depth is reused before the broker is asked again.
 DEPTH_TTL_S = 1.0
@@ -42,7 +42,8 @@ class CachedQueueDepth:
     """
 
     def __init__(self, probe: QueueDepth, *, ttl_s: float = DEPTH_TTL_S,
-                 clock: Callable[[], float] = time.monotonic, jobs_per_message: int = 1) -> None:
+                 clock: Callable[[], float] = time.monotonic, jobs_per_message: int = 1,
+                 jobs_per_queue: Mapping[str, int] | None = None) -> None:
         """Wrap ``probe``.
 
         Args:
@@ -51,8 +52,11 @@ class CachedQueueDepth:
             clock: Monotonic time source.
             jobs_per_message: Jobs a message carries at most (producers batch them): a
                 measured depth counts as that many jobs per message, an upper bound.
+            jobs_per_queue: The same for queues whose messages carry another number
+                (check metrics' queues).
         """
         self._jobs_per_message = jobs_per_message
+        self._jobs_per_queue = dict(jobs_per_queue or {})
         self._probe = probe
         self._ttl_s = ttl_s
         self._clock = clock
@@ -67,7 +71,8 @@ class CachedQueueDepth:
             if seen is not None and now - seen[0] < self._ttl_s:
                 return seen[1]
         messages = self._probe.depth(queue)
-        measured = None if messages is None else messages * self._jobs_per_message
+        measured = None if messages is None else messages * self._jobs_per_queue.get(
+            queue, self._jobs_per_message)
         with self._lock:
             # Timed from the end of the probe: an unreachable broker's probe takes its
             # whole connect timeout, and must not be repeated for every record.

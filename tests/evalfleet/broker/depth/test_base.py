@@ -32,3 +32,10 @@ def test_unknown_stays_unknown() -> None:
     cached = CachedQueueDepth(UnknownQueueDepth())
     cached.add("q", 5)
     assert cached.depth("q") is None
+
+
+def test_a_measured_message_counts_as_its_queues_jobs_per_message() -> None:
+    cached = CachedQueueDepth(Counting(), jobs_per_message=16,
+                              jobs_per_queue={"eval.checks": 64})
+    assert cached.depth("eval.rag_qa") == 160
+    assert cached.depth("eval.checks") == 640
