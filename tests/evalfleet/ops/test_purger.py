@@ -9,8 +9,7 @@ from sqlalchemy import func, select
 
 from evalfleet.ops.purger import Purger
 from evalfleet.ops.retention import RetentionPolicy
-from evalfleet.store import SqlStore
-from evalfleet.store import VerdictKey
+from evalfleet.store import SqlStore, VerdictKey
 from evalfleet.store.finality import mark_pending
 from evalfleet.store.schema import pending_finals, retention_marks, verdict_scores
 from tests.evalfleet.ops.builders import NOW, verdict
