@@ -20,7 +20,7 @@ from evalfleet.store.base import (
 )
 from evalfleet.store.migration import migrate, schema_revision
 from evalfleet.store.postgres import PostgresStore
-from evalfleet.store.sql import SqlStore
+from evalfleet.store.sql import SqlStore, Transaction
 from evalfleet.store.sqlite import SqliteStore
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "SqlStore",
     "SqliteStore",
     "StoreCounts",
+    "Transaction",
     "VerdictKey",
     "VerdictRecord",
     "VerdictStore",

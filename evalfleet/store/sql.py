@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, TypeAlias
 
 from sqlalchemy import Engine, Table, delete, func, select, tuple_
 from sqlalchemy.engine import Connection, RowMapping
@@ -46,6 +46,13 @@ _KEY_COLUMNS = (
     verdicts_table.c.sample_id, verdicts_table.c.metric, verdicts_table.c.prompt_version,
     verdicts_table.c.judge_model,
 )
+
+#: An open connection of the store, as :meth:`SqlStore.begin` and :meth:`SqlStore.connect`
+#: hand it out (every SQLAlchemy 2 connection runs in a transaction; ``begin``'s commits at
+#: its end). Code outside the store holds it only to pass it back to the store's functions,
+#: so that several of them share one transaction (the alert engine's cycle of a rule under
+#: the rule's lock); it never executes a statement on it.
+Transaction: TypeAlias = Connection
 
 #: Rows fetched per round trip when streaming an export.
 STREAM_BATCH_ROWS = 1000
