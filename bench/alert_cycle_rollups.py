@@ -330,7 +330,7 @@ def _time_page(engine: Any) -> float:
     times = []
     for _ in range(3):
         started = time.perf_counter()
-        view = load_alert_view(engine.engine, rule, Segment.of({"app": "app-000"}), worst=10)
+        view = load_alert_view(engine.store.engine, rule, Segment.of({"app": "app-000"}), worst=10)
         times.append(time.perf_counter() - started)
     assert view.values and view.worst and any(point.n for point in view.trend)
     return statistics.median(times)

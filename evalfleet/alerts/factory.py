@@ -71,7 +71,7 @@ def open_alert_engine(settings: Settings, *, telemetry: AlertTelemetry | None = 
 
         dispatcher = Dispatcher(store=store, notifiers=notifiers, options=options,
                                 on_attempt=on_attempt)
-    return AlertEngine(engine=store.engine, rules=rules, dispatcher=dispatcher,
+    return AlertEngine(store=store, rules=rules, dispatcher=dispatcher,
                        external_url=settings.alerts.alert_external_url, telemetry=telemetry,
                        notifiers=notifiers, secrets=settings.secret_values(),
                        agreement=AgreementSource(ReviewQueue(store), registry),

@@ -102,10 +102,10 @@ def replay_alerts(settings: Settings, *, first: datetime, last: datetime,
             return Replay(fired, None)
         for item in fired:
             echo(f"FIRING at {format_moment(item.at)}: {RULE_NAME} {item.segment}")
-        with engine.engine.connect() as conn:
+        with engine.store.connect() as conn:
             segment = most_telling(load_states(conn, RULE_NAME))
         echo("")
-        echo(render_alert_view(load_alert_view(engine.engine, rule, segment, worst=3)))
+        echo(render_alert_view(load_alert_view(engine.store.engine, rule, segment, worst=3)))
         return Replay(fired, str(segment))
     finally:
         engine_log.setLevel(level)

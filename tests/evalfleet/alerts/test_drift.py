@@ -168,10 +168,10 @@ def test_shifted_scores_fire_judge_drift_and_app_alerts_carry_the_suspicion(
     assert app_alert["annotations"]["description"].startswith("judge drift suspected")
     # The page (terminal view) says it too.
     rule = next(r for r in engine.rules.rules if r.name == "app_drop")
-    text = render_alert_view(load_alert_view(engine.engine, rule, Segment()))
+    text = render_alert_view(load_alert_view(engine.store.engine, rule, Segment()))
     assert "judge drift suspected: judge_drift" in text
     # What the judge reported about itself in the window, cleaned of its escapes.
-    view = load_alert_view(engine.engine, rule, Segment())
+    view = load_alert_view(engine.store.engine, rule, Segment())
     fingerprints = {i["fingerprint"] for i in view.finding["judge_drift"]["identities"]}
     assert fingerprints == {"fp-v2"}
 
@@ -191,7 +191,7 @@ def test_flipped_binary_answers_fire_judge_drift(
     finally:
         run.close()
     assert cycles <= WINDOW_SLOTS + FOR
-    view = load_alert_view(engine.engine, engine.rules.rules[0], Segment())
+    view = load_alert_view(engine.store.engine, engine.rules.rules[0], Segment())
     assert view.finding["tests"][0]["test"] in ("two_proportion_z", "fisher_exact")
     text = render_alert_view(view)
     assert "judge drift: canary agreement on score correct of bbh_match" in text

@@ -27,5 +27,6 @@ def test_an_alert_cycle_raises_the_stores_error_and_the_next_one_runs(
         engine.check(at=datetime.now(UTC) + timedelta(hours=1))
     with (database_outage(database_url),
           pytest.raises(StoreUnavailable, match="the database is unavailable")):
-        load_alert_view(engine.engine, engine.rules.rules[0], Segment())  # alerts show, the page
+        # alerts show, the page
+        load_alert_view(engine.store.engine, engine.rules.rules[0], Segment())
     assert engine.check(at=datetime.now(UTC) + timedelta(hours=2)).rows

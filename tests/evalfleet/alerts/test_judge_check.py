@@ -141,7 +141,7 @@ def test_a_firing_alert_says_whether_peoples_labels_confirm_the_drop(
     # The next cycles keep the check of the firing notification without reading it again.
     later = engine.check(at=AT + timedelta(minutes=10))
     assert later.rows[0].state == "firing"
-    view = load_alert_view(engine.engine, engine.rules.rules[0], Segment())
+    view = load_alert_view(engine.store.engine, engine.rules.rules[0], Segment())
     assert view.finding["judge_check"]["verdict"] == verdict
 
 
@@ -151,7 +151,7 @@ def test_a_corrected_drop_matches_the_corrected_estimates_of_its_periods(
     engine = open_engine(RULE)
     fill(database_url, rate=0.08, seed=22, people_drop=0.15, judge_drop=0.0)
     engine.check(at=AT)
-    check = load_alert_view(engine.engine, engine.rules.rules[0], Segment()).finding[
+    check = load_alert_view(engine.store.engine, engine.rules.rules[0], Segment()).finding[
         "judge_check"]
     window, baseline = spans(engine.rules.rules[0], segment=Segment(), baseline_segment=None,
                              at=AT)

@@ -114,7 +114,7 @@ def test_a_floor_alone_fires_without_a_trailing_level(
     report = engine.check(at=T0 + 6 * SLOT)
     whole = next(row for row in report.rows if row.segment == "(all)")
     assert whole.state == "firing" and whole.mean == pytest.approx(0.5, abs=0.05)
-    view = load_alert_view(engine.engine, engine.rules.rules[0], Segment())
+    view = load_alert_view(engine.store.engine, engine.rules.rules[0], Segment())
     assert view.finding["tests"][0]["against"] == "threshold"
     assert "evidence" not in view.finding  # a review_agreement alert's is in the queue
     text = render_alert_view(view)
