@@ -17,14 +17,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine
-
 from evalfleet.alerts import outbox
 from evalfleet.alerts.notifier import Notifier
 from evalfleet.alerts.outbox import Notification
 from evalfleet.core.backoff import compute_backoff
 from evalfleet.core.errors import ReceiverRejected, ReceiverUnavailable
 from evalfleet.core.settings import AlertSettings
+from evalfleet.store import SqlStore
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +76,7 @@ class Dispatcher:
     """Sends due notifications to their receivers.
 
     Args:
-        engine: The database holding the outbox.
+        store: The verdict store holding the outbox.
         notifiers: Notifiers by receiver name.
         options: Retry settings.
         clock: The current time.
@@ -88,12 +87,12 @@ class Dispatcher:
     """
 
     def __init__(
-        self, *, engine: Engine, notifiers: Mapping[str, Notifier], options: DeliveryOptions,
+        self, *, store: SqlStore, notifiers: Mapping[str, Notifier], options: DeliveryOptions,
         clock: Callable[[], datetime] | None = None, sleep: Callable[[float], None] = time.sleep,
         jitter: Callable[[], float] = random.random,
         on_attempt: Callable[[str, str], None] | None = None,
     ) -> None:
-        self._engine = engine
+        self._store = store
         self._notifiers = notifiers
         self._options = options
         self._clock = clock or (lambda: datetime.now(UTC))
@@ -108,7 +107,7 @@ class Dispatcher:
             Counts by receiver.
         """
         report = DeliveryReport.empty()
-        due = outbox.take_due(self._engine, now=self._clock(), lease_s=self._options.lease_s)
+        due = outbox.take_due(self._store, now=self._clock(), lease_s=self._options.lease_s)
         for notification in due:
             outcome = self._deliver(notification)
             counts = getattr(report, outcome)
@@ -118,7 +117,7 @@ class Dispatcher:
     def _deliver(self, notification: Notification) -> str:
         notifier = self._notifiers.get(notification.receiver)
         if notifier is None:
-            outbox.mark_failed(self._engine, notification.id, attempts=notification.attempts,
+            outbox.mark_failed(self._store, notification.id, attempts=notification.attempts,
                                now=self._clock(), error="no such receiver is configured")
             self._on_attempt(notification.receiver, "failed")
             return "failed"
@@ -130,7 +129,7 @@ class Dispatcher:
                 notifier.send(notification)
             except ReceiverRejected as exc:
                 logger.error("alert notification %s given up: %s", notification.id, exc)
-                outbox.mark_failed(self._engine, notification.id, attempts=attempts,
+                outbox.mark_failed(self._store, notification.id, attempts=attempts,
                                    now=self._clock(), error=str(exc))
                 self._on_attempt(notification.receiver, "failed")
                 return "failed"
@@ -140,14 +139,14 @@ class Dispatcher:
                 if round_ < self._options.attempts:
                     self._sleep(self._backoff_s(attempts))
                 continue
-            outbox.mark_delivered(self._engine, notification.id, attempts=attempts,
+            outbox.mark_delivered(self._store, notification.id, attempts=attempts,
                                   now=self._clock())
             self._on_attempt(notification.receiver, "delivered")
             return "delivered"
         logger.warning("alert notification %s not delivered yet (%s attempts): %s",
                        notification.id, attempts, error)
         next_attempt_at = self._clock() + timedelta(seconds=self._backoff_s(attempts))
-        outbox.mark_retry(self._engine, notification.id, attempts=attempts,
+        outbox.mark_retry(self._store, notification.id, attempts=attempts,
                           next_attempt_at=next_attempt_at, error=error)
         return "retrying"
 

@@ -26,9 +26,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine
-from sqlalchemy.engine import Connection
-
 from evalfleet.alerts import ledger, outbox
 from evalfleet.alerts.alert import build_alert, format_time
 from evalfleet.alerts.delivery import DeliveryReport, Dispatcher
@@ -76,6 +73,8 @@ from evalfleet.alerts.state import AlertState, Policy, Step, advance
 from evalfleet.alerts.statistic import Summary
 from evalfleet.alerts.telemetry import AgreementSample, AlertTelemetry, SegmentSample
 from evalfleet.alerts.window import WindowQuery, fetch_explained, fetch_summaries
+from evalfleet.store import SqlStore, StoreConnection
+from evalfleet.store.queries.alert_ledger import AlertStateRow
 from evalfleet.store.sql import (
     read_calibration_runs,
     read_judge_identities,
@@ -153,7 +152,14 @@ class AlertEngine:
     """Evaluates a rule set against the verdict store and notifies receivers.
 
     Args:
-        engine: The Postgres database holding verdicts and alert state.
+        store: The verdict store holding verdicts and alert state (Postgres or SQLite).
+            The engine never executes SQL: its one-shot writes (a cycle's slot, the
+            outbox's marks) are store functions taking the store, and a rule's reads and
+            writes take the :data:`~evalfleet.store.StoreConnection` the store opens under
+            the rule's lock, which the engine only passes along. Functions taking the
+            store alone would each open their own connection, and a rule's reads must
+            share its writes' transaction: on SQLite a second connection waits for that
+            transaction's write lock.
         rules: The rules.
         dispatcher: Delivers queued notifications; None to only queue them.
         external_url: Where people look at alerts (each alert's ``generatorURL``).
@@ -168,14 +174,14 @@ class AlertEngine:
     """
 
     def __init__(
-        self, *, engine: Engine, rules: RuleSet, dispatcher: Dispatcher | None,
+        self, *, store: SqlStore, rules: RuleSet, dispatcher: Dispatcher | None,
         external_url: str, telemetry: AlertTelemetry | None = None,
         clock: Callable[[], datetime] | None = None,
         notifiers: Mapping[str, Notifier] | None = None, secrets: Sequence[str] = (),
         agreement: AgreementSource | None = None,
         judge_check: JudgeCheckSource | None = None,
     ) -> None:
-        self.engine = engine
+        self.store = store
         self.rules = rules
         self._dispatcher = dispatcher
         self._external_url = external_url
@@ -191,7 +197,7 @@ class AlertEngine:
         """Release the database connections and HTTP clients."""
         for notifier in self._notifiers.values():
             notifier.close()
-        self.engine.dispose()
+        self.store.close()
 
     def check(self, *, at: datetime | None = None) -> CycleReport:
         """Run one cycle: evaluate every rule due at ``at``, then deliver.
@@ -218,7 +224,7 @@ class AlertEngine:
         due = []
         for rule in self.rules.rules:
             slot = math.floor(at.timestamp() / rule.spec.interval.total_seconds())
-            if ledger.claim_slot(self.engine, rule=rule.name, slot=slot, at=at):
+            if ledger.claim_slot(self.store, rule=rule.name, slot=slot, at=at):
                 due.append(rule)
             else:
                 report.skipped.append(rule.name)
@@ -244,7 +250,7 @@ class AlertEngine:
             return [self._examine_drift(rule, at, confidence=confidence)]
         if spec.kind == "review_agreement":
             return self._examine_agreement(rule, at, confidence=confidence)
-        with self.engine.connect() as conn:
+        with self.store.connect() as conn:
             current = fetch_summaries(conn, WindowQuery.for_rule(rule),
                                       start=at - spec.window, end=at)
             reference = self._reference(conn, rule, at) if spec.uses_baseline else {}
@@ -265,7 +271,7 @@ class AlertEngine:
         assert spec.bias_series is not None  # a judge_drift rule's
         agreement_query = WindowQuery.for_rule(rule)
         bias_query = replace(agreement_query, score=spec.bias_series)
-        with self.engine.connect() as conn:
+        with self.store.connect() as conn:
             current, bias = (
                 fetch_summaries(conn, query, start=at - spec.window, end=at).get(ROOT)
                 or Summary(n=0) for query in (agreement_query, bias_query))
@@ -296,7 +302,7 @@ class AlertEngine:
                         confidence=confidence)
                 for segment, summary in sorted(kept.items())]
 
-    def _drift_suspicion(self, conn: Connection, rule: Rule, at: datetime) -> dict[str, Any]:
+    def _drift_suspicion(self, conn: StoreConnection, rule: Rule, at: datetime) -> dict[str, Any]:
         """The judge_drift rules firing on an app rule's metric, with what the judge
         reported about itself in the rule's window; empty when none fires."""
         if rule.spec.kind == "judge_drift":
@@ -320,7 +326,7 @@ class AlertEngine:
              "verdicts": i.verdicts, "first_at": format_time(i.first_at)}
             for i in identities[:IDENTITIES_SHOWN]]}
 
-    def _reference(self, conn: Connection, rule: Rule, at: datetime) -> dict[Segment, Summary]:
+    def _reference(self, conn: StoreConnection, rule: Rule, at: datetime) -> dict[Segment, Summary]:
         spec = rule.spec
         baseline = spec.baseline
         if isinstance(baseline, CalibrationBaseline):
@@ -339,10 +345,10 @@ class AlertEngine:
                         renotify=spec.renotify, no_data=spec.no_data)
         rows = []
         points: list[dict[str, Any]] = []
-        states: list[dict[str, Any]] = []  # written together at the end: one round trip
+        states: list[AlertStateRow] = []  # written together at the end: one round trip
         transitions: list[dict[str, Any]] = []  # so are the changes of state
         now = self._clock()
-        with ledger.rule_transaction(self.engine, rule.name) as conn:
+        with ledger.rule_transaction(self.store, rule.name) as conn:
             suspicion = self._drift_suspicion(conn, rule, at)
             loaded = {s.segment: s for s in ledger.load_states(conn, rule.name)}
             stored = {segment: s.state for segment, s in loaded.items()}
@@ -378,7 +384,7 @@ class AlertEngine:
             ledger.record_points(conn, rule=rule.name, at=at, points=points)
         return rows
 
-    def _explained(self, conn: Connection, rule: Rule, members: set[Segment], *,
+    def _explained(self, conn: StoreConnection, rule: Rule, members: set[Segment], *,
                    at: datetime) -> dict[Segment, Summary]:
         """The window under this cycle's incidents split by ``incident.explain_by``: read
         only in a cycle with an incident, for its segments' window only."""
@@ -387,7 +393,7 @@ class AlertEngine:
         return fetch_explained(conn, WindowQuery.for_rule(rule), explain=rule.spec.explain_keys,
                                heads=heads_of(members), start=at - rule.spec.window, end=at)
 
-    def _watch(self, conn: Connection, rule: Rule, judgements: list[Judgement],
+    def _watch(self, conn: StoreConnection, rule: Rule, judgements: list[Judgement],
                loaded: Mapping[Segment, ledger.StoredState], *,
                at: datetime) -> dict[Segment, Watch]:
         """A sequential rule's detectors after this cycle's new samples, by segment; read
@@ -412,9 +418,9 @@ class AlertEngine:
         return watches
 
     def _step(
-        self, conn: Connection, rule: Rule, segment: Segment, judgement: Judgement | None,
+        self, conn: StoreConnection, rule: Rule, segment: Segment, judgement: Judgement | None,
         previous: AlertState | None, policy: Policy, at: datetime, now: datetime,
-        points: list[dict[str, Any]], states: list[dict[str, Any]],
+        points: list[dict[str, Any]], states: list[AlertStateRow],
         transitions: list[dict[str, Any]], suspicion: dict[str, Any],
         last_check: dict[str, Any] | None = None, watched: Watch | None = None,
         kept_detector: dict[str, Any] | None = None,
@@ -460,7 +466,7 @@ class AlertEngine:
         self._queue(conn, rule, segment, step, details, at=at, now=now)
         return _row(rule, segment, was, step, details)
 
-    def _check_labels(self, conn: Connection, rule: Rule, judgement: Judgement | None,
+    def _check_labels(self, conn: StoreConnection, rule: Rule, judgement: Judgement | None,
                       step: Step, *, at: datetime,
                       last: dict[str, Any] | None) -> dict[str, Any] | None:
         """Whether people's labels confirm the drop: read when the alert fires or
@@ -473,7 +479,7 @@ class AlertEngine:
         return self._judge_check.check(rule, judgement.finding, at=at, conn=conn,
                                        confidence=1 - self.rules.false_discovery_rate)
 
-    def _keep_baseline_clean(self, conn: Connection, rule: Rule, segment: Segment, step: Step,
+    def _keep_baseline_clean(self, conn: StoreConnection, rule: Rule, segment: Segment, step: Step,
                              at: datetime) -> None:
         if "firing" in step.events:
             # The window that first breached already held bad samples.
@@ -482,7 +488,7 @@ class AlertEngine:
         if "resolved" in step.events:
             ledger.close_exclusions(conn, rule=rule.name, segment=segment, ended_at=at)
 
-    def _queue(self, conn: Connection, rule: Rule, segment: Segment, step: Step,
+    def _queue(self, conn: StoreConnection, rule: Rule, segment: Segment, step: Step,
                details: dict[str, Any], *, at: datetime, now: datetime) -> None:
         in_incident = isinstance(details.get("incident"), dict)
         for sequence, event in step.numbered():
@@ -502,7 +508,7 @@ class AlertEngine:
         spec = self.rules.receivers.get(receiver)
         return spec is not None and spec.type in INCIDENT_RECEIVERS
 
-    def _queue_incidents(self, conn: Connection, rule: Rule,
+    def _queue_incidents(self, conn: StoreConnection, rule: Rule,
                          loaded: Mapping[Segment, ledger.StoredState],
                          incidents: Mapping[Segment, dict[str, Any]],
                          watches: Mapping[Segment, Watch], rows: list[ReportRow], *,

@@ -69,9 +69,9 @@ def open_alert_engine(settings: Settings, *, telemetry: AlertTelemetry | None = 
             def on_attempt(receiver: str, outcome: str) -> None:
                 counter.labels(receiver=receiver, outcome=outcome).inc()
 
-        dispatcher = Dispatcher(engine=store.engine, notifiers=notifiers, options=options,
+        dispatcher = Dispatcher(store=store, notifiers=notifiers, options=options,
                                 on_attempt=on_attempt)
-    return AlertEngine(engine=store.engine, rules=rules, dispatcher=dispatcher,
+    return AlertEngine(store=store, rules=rules, dispatcher=dispatcher,
                        external_url=settings.alerts.alert_external_url, telemetry=telemetry,
                        notifiers=notifiers, secrets=settings.secret_values(),
                        agreement=AgreementSource(ReviewQueue(store), registry),

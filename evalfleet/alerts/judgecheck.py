@@ -52,8 +52,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy.engine import Connection
-
 from evalfleet.alerts.detector import Finding
 from evalfleet.alerts.rule import CalibrationBaseline, Direction, PinnedBaseline, Rule
 from evalfleet.alerts.segment import Segment
@@ -71,6 +69,7 @@ from evalfleet.core.estimator import (
 from evalfleet.core.labelpool import label_pool, pool_labels
 from evalfleet.core.metric import MetricRegistry
 from evalfleet.core.sums import RunningSums
+from evalfleet.store import StoreConnection
 from evalfleet.store.cascade import StoredThresholds
 from evalfleet.store.estimate import EstimateReads
 from evalfleet.store.queries.cascade_labels import (
@@ -181,7 +180,7 @@ class JudgeCheckSource:
         self.registry = registry
 
     def check(self, rule: Rule, finding: Finding, *, at: datetime, confidence: float,
-              conn: Connection | None = None) -> dict[str, Any] | None:
+              conn: StoreConnection | None = None) -> dict[str, Any] | None:
         """Whether people's labels confirm the finding's drop (see the module).
 
         Args:

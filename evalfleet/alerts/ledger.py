@@ -1,4 +1,4 @@
-"""What the alert engine remembers in Postgres: cycles run, states, baseline exclusions.
+"""What the alert engine remembers in the store: cycles run, states, baseline exclusions.
 
 Several evaluators may run at once (two beats, a cron ``alerts check`` beside the
 beat). Two mechanisms keep them from notifying twice:
@@ -8,31 +8,23 @@ beat). Two mechanisms keep them from notifying twice:
 - the states of a rule are read, advanced and written, and their notifications
   queued, in one transaction under an advisory lock on the rule, so even
   overlapping cycles see each other's states and never queue one transition twice.
+
+The statements are the store's (``evalfleet.store.queries.alert_ledger``); this module
+decides what is written and when.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
-
-from sqlalchemy import Engine, case, delete, select, text, update
-from sqlalchemy.engine import Connection
+from typing import Any, cast
 
 from evalfleet.alerts.segment import Segment
-from evalfleet.alerts.state import AlertState
-from evalfleet.store.dialect import is_sqlite, upsert
-from evalfleet.store.schema import (
-    alert_exclusions,
-    alert_points,
-    alert_rule_runs,
-    alert_states,
-    alert_transitions,
-)
-from evalfleet.store.sql import to_utc
+from evalfleet.alerts.state import AlertState, StateName
+from evalfleet.store import SqlStore, StoreConnection
+from evalfleet.store.queries import alert_ledger
+from evalfleet.store.queries.alert_ledger import AlertStateRow
 
 
 @dataclass(frozen=True)
@@ -53,11 +45,11 @@ class StoredState:
     """A sequential rule's detector states by test (``edetector``); None for others."""
 
 
-def claim_slot(engine: Engine, *, rule: str, slot: int, at: datetime) -> bool:
+def claim_slot(store: SqlStore, *, rule: str, slot: int, at: datetime) -> bool:
     """Record that this evaluator runs ``rule`` in cycle ``slot``.
 
     Args:
-        engine: The database.
+        store: The verdict store.
         rule: The rule's name.
         slot: The cycle number, ``floor(at / interval)``.
         at: The evaluation time.
@@ -65,70 +57,44 @@ def claim_slot(engine: Engine, *, rule: str, slot: int, at: datetime) -> bool:
     Returns:
         True if this evaluator should evaluate; False if another already did.
     """
-    statement = (
-        upsert(engine, alert_rule_runs).values(rule=rule, slot=slot, evaluated_at=at)
-        .on_conflict_do_update(
-            index_elements=[alert_rule_runs.c.rule],
-            set_={"slot": slot, "evaluated_at": at},
-            where=alert_rule_runs.c.slot != slot,
-        )
-        .returning(alert_rule_runs.c.rule)
-    )
-    with engine.begin() as conn:
-        return conn.execute(statement).first() is not None
+    return alert_ledger.claim_rule_slot(store, rule=rule, slot=slot, at=at)
 
 
-@contextmanager
-def rule_transaction(engine: Engine, rule: str) -> Iterator[Connection]:
-    """A transaction holding the rule's advisory lock until it ends.
+def rule_transaction(store: SqlStore, rule: str) -> AbstractContextManager[StoreConnection]:
+    """A transaction holding the rule's lock until it ends (on SQLite, the database's one
+    write lock), which the engine passes to the functions below and to its reads.
 
-    On SQLite the store's transactions begin ``IMMEDIATE``: each holds the database's
-    one write lock from its start, which serialises evaluators all the same.
+    The engine holds the store's transaction rather than the functions here each taking
+    the store: a rule's states, their notifications and the reads they depend on must be
+    one transaction under one lock, and only the store opens transactions.
     """
-    digest = hashlib.sha256(rule.encode("utf-8")).digest()
-    lock_id = int.from_bytes(digest[:8], "big", signed=True)
-    with engine.begin() as conn:
-        if not is_sqlite(conn):
-            conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": lock_id})
-        yield conn
+    return alert_ledger.locked_rule_transaction(store, rule)
 
 
-def load_states(conn: Connection, rule: str | None = None) -> list[StoredState]:
+def load_states(conn: StoreConnection, rule: str | None = None) -> list[StoredState]:
     """The stored states of ``rule`` (all rules when None), by rule and segment."""
-    query = select(alert_states).order_by(alert_states.c.rule, alert_states.c.segment_key)
-    if rule is not None:
-        query = query.where(alert_states.c.rule == rule)
-    return [_stored(row) for row in conn.execute(query).mappings()]
+    return [_stored(row) for row in alert_ledger.read_alert_states(conn, rule)]
 
 
 def state_row(
     *, rule: str, segment: Segment, state: AlertState, at: datetime,
     finding: dict[str, Any], detector: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The ``alert_states`` row of one rule and segment (and a sequential rule's detector
+) -> AlertStateRow:
+    """The stored state of one rule and segment (and a sequential rule's detector
     states, ``detector``), for :func:`save_states`."""
-    return {
-        "rule": rule, "segment_key": segment.key,
-        "state": state.state, "since": state.since, "breaches": state.breaches,
-        "clears": state.clears, "breach_started_at": state.breach_started_at,
-        "fired_at": state.fired_at, "notified_at": state.notified_at,
-        "transitions": state.transitions, "announced": state.announced,
-        "evaluated_at": at, "finding": finding, "detector": detector,
-        "segment": [list(pair) for pair in segment.labels],
-    }
+    return AlertStateRow(
+        rule=rule, segment_key=segment.key, segment=[list(pair) for pair in segment.labels],
+        state=state.state, since=state.since, breaches=state.breaches, clears=state.clears,
+        breach_started_at=state.breach_started_at, fired_at=state.fired_at,
+        notified_at=state.notified_at, transitions=state.transitions,
+        announced=state.announced, evaluated_at=at, finding=finding, detector=detector,
+    )
 
 
-def save_states(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Insert or replace the rows of :func:`state_row` (distinct segments), all in one
-    statement: a cycle's segments cost one round trip, not one each."""
-    if not rows:
-        return
-    statement = upsert(conn, alert_states)
-    replaced = {name: statement.excluded[name] for name in rows[0]
-                if name not in ("rule", "segment_key")}
-    conn.execute(statement.on_conflict_do_update(
-        index_elements=[alert_states.c.rule, alert_states.c.segment_key], set_=replaced,
-    ), rows)
+def save_states(conn: StoreConnection, rows: list[AlertStateRow]) -> None:
+    """Insert or replace the rows of :func:`state_row` (distinct segments), all at once:
+    a cycle's segments cost one round trip, not one each."""
+    alert_ledger.write_alert_states(conn, rows)
 
 
 def transition_row(*, rule: str, segment: Segment, at: datetime, previous: str, state: str,
@@ -138,51 +104,40 @@ def transition_row(*, rule: str, segment: Segment, at: datetime, previous: str, 
             "state": state, "events": ",".join(events), "finding": finding}
 
 
-def record_transitions(conn: Connection, rows: list[dict[str, Any]]) -> None:
+def record_transitions(conn: StoreConnection, rows: list[dict[str, Any]]) -> None:
     """Keep a cycle's changes of state in the rule's history (rows of
-    :func:`transition_row`, in order), all in one statement: a cycle where many segments
-    change costs one round trip, not one each."""
-    if rows:
-        conn.execute(alert_transitions.insert(), rows)
+    :func:`transition_row`, in order), all at once: a cycle where many segments change
+    costs one round trip, not one each."""
+    alert_ledger.insert_transitions(conn, rows)
 
 
 #: How long the per-evaluation points are kept.
 POINTS_KEPT = timedelta(days=2)
 
 
-def record_points(conn: Connection, *, rule: str, at: datetime,
+def record_points(conn: StoreConnection, *, rule: str, at: datetime,
                   points: list[dict[str, Any]]) -> None:
     """Keep this evaluation's numbers per segment (``segment_key``, ``n``, ``mean``,
     ``baseline_n``, ``baseline_mean``, ``state``) and drop the rule's points older than
     :data:`POINTS_KEPT`."""
-    if points:
-        conn.execute(upsert(conn, alert_points).on_conflict_do_nothing(),
-                     [{"rule": rule, "at": at, **point} for point in points])
-    conn.execute(delete(alert_points).where(alert_points.c.rule == rule,
-                                            alert_points.c.at < at - POINTS_KEPT))
+    alert_ledger.keep_points(conn, rule=rule, at=at, points=points,
+                             drop_before=at - POINTS_KEPT)
 
 
-def open_exclusion(conn: Connection, *, rule: str, segment: Segment,
+def open_exclusion(conn: StoreConnection, *, rule: str, segment: Segment,
                    started_at: datetime) -> None:
     """Start leaving the segment's samples from ``started_at`` on out of baselines."""
-    conn.execute(alert_exclusions.insert().values(
-        rule=rule, segment_key=segment.key, segment=segment.as_dict(), started_at=started_at,
-    ))
+    alert_ledger.insert_exclusion(conn, rule=rule, segment_key=segment.key,
+                                  segment=segment.as_dict(), started_at=started_at)
 
 
-def close_exclusions(conn: Connection, *, rule: str, segment: Segment,
+def close_exclusions(conn: StoreConnection, *, rule: str, segment: Segment,
                      ended_at: datetime) -> None:
     """End the segment's open exclusion periods at ``ended_at``."""
-    conn.execute(
-        update(alert_exclusions)
-        .where(alert_exclusions.c.rule == rule, alert_exclusions.c.segment_key == segment.key,
-               alert_exclusions.c.ended_at.is_(None))
-        .values(ended_at=case((alert_exclusions.c.started_at > ended_at,
-                               alert_exclusions.c.started_at), else_=ended_at)),
-    )
+    alert_ledger.end_exclusions(conn, rule=rule, segment_key=segment.key, ended_at=ended_at)
 
 
-def rebaseline(conn: Connection, *, rule: str, segment: Segment | None = None) -> int:
+def rebaseline(conn: StoreConnection, *, rule: str, segment: Segment | None = None) -> int:
     """Forget the rule's exclusion periods (of one segment, or all): every sample counts
     in the baseline again, so a firing segment is compared with what it does now.
 
@@ -192,29 +147,24 @@ def rebaseline(conn: Connection, *, rule: str, segment: Segment | None = None) -
     Returns:
         How many periods were forgotten.
     """
-    statement = delete(alert_exclusions).where(alert_exclusions.c.rule == rule)
-    if segment is not None:
-        keys = []
-        current: Segment | None = segment
-        while current is not None:
-            keys.append(current.key)
-            current = current.parent
-        statement = statement.where(alert_exclusions.c.segment_key.in_(keys))
-    return int(conn.execute(statement).rowcount)
+    if segment is None:
+        return alert_ledger.delete_exclusions(conn, rule=rule)
+    keys = []
+    current: Segment | None = segment
+    while current is not None:
+        keys.append(current.key)
+        current = current.parent
+    return alert_ledger.delete_exclusions(conn, rule=rule, segment_keys=keys)
 
 
-def _stored(row: Any) -> StoredState:
-    segment = Segment(tuple((str(k), str(v)) for k, v in row["segment"]))
+def _stored(row: AlertStateRow) -> StoredState:
+    segment = Segment(tuple((str(k), str(v)) for k, v in row.segment))
     state = AlertState(
-        state=row["state"], since=to_utc(row["since"]), breaches=row["breaches"],
-        clears=row["clears"], breach_started_at=_utc(row["breach_started_at"]),
-        fired_at=_utc(row["fired_at"]), notified_at=_utc(row["notified_at"]),
-        transitions=row["transitions"], announced=row["announced"],
+        state=cast(StateName, row.state), since=row.since,  # as save_states wrote it
+        breaches=row.breaches, clears=row.clears,
+        breach_started_at=row.breach_started_at, fired_at=row.fired_at,
+        notified_at=row.notified_at, transitions=row.transitions, announced=row.announced,
     )
-    return StoredState(rule=row["rule"], segment=segment, state=state,
-                       evaluated_at=to_utc(row["evaluated_at"]), finding=row["finding"],
-                       detector=row.get("detector"))
-
-
-def _utc(moment: datetime | None) -> datetime | None:
-    return to_utc(moment) if moment is not None else None
+    return StoredState(rule=row.rule, segment=segment, state=state,
+                       evaluated_at=row.evaluated_at, finding=row.finding,
+                       detector=row.detector)

@@ -84,7 +84,7 @@ def register_alert_beat(app: Celery, settings: Settings) -> None:
         """Evaluate the rules that are due and deliver notifications."""
         engine = holder.get()
         now = datetime.now(UTC)
-        with unavailable_as_store_error(), engine.engine.begin() as conn:
+        with unavailable_as_store_error(), engine.store.begin() as conn:
             fold(conn, now=now)
         report = engine.check(at=settled_at(
             now, intervals=[rule.spec.interval for rule in engine.rules.rules]))

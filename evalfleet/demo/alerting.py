@@ -80,7 +80,6 @@ def replay_alerts(settings: Settings, *, first: datetime, last: datetime,
     from evalfleet.alerts.ledger import load_states
     from evalfleet.alerts.terminal import most_telling, render_alert_view
     from evalfleet.alerts.view import load_alert_view
-    from evalfleet.store import open_store
 
     engine = open_alert_engine(settings, deliver=False)
     # The engine logs each firing as a warning; here the demo prints them itself.
@@ -103,15 +102,10 @@ def replay_alerts(settings: Settings, *, first: datetime, last: datetime,
             return Replay(fired, None)
         for item in fired:
             echo(f"FIRING at {format_moment(item.at)}: {RULE_NAME} {item.segment}")
-        # What ``evalfleet alerts show`` reads, through a store of its own as there.
-        store = open_store(settings.resolved_database_url(), pool_size=1)
-        try:
-            with store.connect() as conn:
-                segment = most_telling(load_states(conn, RULE_NAME))
-            echo("")
-            echo(render_alert_view(load_alert_view(store, rule, segment, worst=3)))
-        finally:
-            store.close()
+        with engine.store.connect() as conn:
+            segment = most_telling(load_states(conn, RULE_NAME))
+        echo("")
+        echo(render_alert_view(load_alert_view(engine.store, rule, segment, worst=3)))
         return Replay(fired, str(segment))
     finally:
         engine_log.setLevel(level)

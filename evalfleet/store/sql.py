@@ -50,9 +50,11 @@ _KEY_COLUMNS = (
 #: Rows fetched per round trip when streaming an export.
 STREAM_BATCH_ROWS = 1000
 
-#: A connection from :meth:`SqlStore.connect` or :meth:`SqlStore.begin` as modules
-#: outside the store hold it: they hand it to the store's query functions, so that
-#: several reads share one connection and transaction, and never use it themselves.
+#: An open connection of the store, as :meth:`SqlStore.begin` and :meth:`SqlStore.connect`
+#: hand it out (every SQLAlchemy 2 connection runs in a transaction; ``begin``'s commits at
+#: its end). Code outside the store holds it only to pass it back to the store's functions,
+#: so that several of them share one transaction (the alert engine's cycle of a rule under
+#: the rule's lock); it never executes a statement on it.
 StoreConnection: TypeAlias = Connection
 
 #: Called with a verdict the database refuses and why; returns the dead letter stored

@@ -41,7 +41,7 @@ def site(alert_database: str, tmp_path: Path, serve: Callable[..., Any]) -> Any:
     engine = open_alert_engine(settings, deliver=False)
     drop = stream.steady(start=T0, minutes=20, per_minute=20, mean=0.70, seed=2,
                          attributes={"app": "support-bot"})
-    stream.write(engine.engine, history(T0) + drop)
+    stream.write(engine.store.engine, history(T0) + drop)
     plant_worst(alert_database)
     run(engine, T0 - 5 * MINUTE, 16)
     engine.close()
@@ -193,7 +193,7 @@ def test_views_between_two_evaluations_share_one_estimate(alert_database: str, t
     settings = Settings(database_url=alert_database, alert_rules_file=rules, data_dir=tmp_path)
     engine = open_alert_engine(settings, deliver=False)
     app = {"app": "support-bot"}
-    stream.write(engine.engine, history(T0) + stream.steady(
+    stream.write(engine.store.engine, history(T0) + stream.steady(
         start=T0, minutes=20, per_minute=20, mean=0.70, seed=2, attributes=app))
     run(engine, T0 - 5 * MINUTE, 16)  # last evaluated at T0 + 10 minutes
     site = serve(build_ui_app(settings, token=None))
@@ -207,7 +207,7 @@ def test_views_between_two_evaluations_share_one_estimate(alert_database: str, t
     first = verdicts_behind_the_estimate()
     # 32 more verdicts inside the window: the page keeps the estimate it read at the
     # rule's last evaluation, and the next evaluation's window counts them.
-    stream.write(engine.engine, stream.steady(start=T0 + MINUTE, minutes=8, per_minute=4,
+    stream.write(engine.store.engine, stream.steady(start=T0 + MINUTE, minutes=8, per_minute=4,
                                               mean=0.7, seed=9, attributes=app))
     assert verdicts_behind_the_estimate() == first
     run(engine, T0 + 11 * MINUTE, 1)

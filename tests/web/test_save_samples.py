@@ -35,7 +35,7 @@ def site(alert_database: str, tmp_path: Path, serve: Callable[..., Any]) -> Any:
     engine = open_alert_engine(settings, deliver=False)
     drop = stream.steady(start=T0, minutes=20, per_minute=20, mean=0.70, seed=2,
                          attributes={"app": "support-bot"})
-    stream.write(engine.engine, history(T0) + drop)
+    stream.write(engine.store.engine, history(T0) + drop)
     plant_worst(alert_database)
     run(engine, T0 - 5 * MINUTE, 16)
     engine.close()

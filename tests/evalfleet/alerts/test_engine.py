@@ -61,7 +61,7 @@ def test_a_drop_from_085_to_070_fires_within_ten_minutes_once(
     drop = stream.steady(start=T0, minutes=20, per_minute=20, mean=0.70, seed=2,
                          attributes={"app": "support-bot"})
     # Written as a backfill: stored hours later, windows still follow the sample times.
-    stream.write(engine.engine, history(T0) + drop, created_at=T0 + timedelta(hours=5))
+    stream.write(engine.store.engine, history(T0) + drop, created_at=T0 + timedelta(hours=5))
     reports = run(engine, T0 - 5 * MINUTE, 16)
     fired = [(at, segment) for at, segment, event in events(reports) if event == "firing"]
     assert fired, "the drop never fired"
@@ -87,7 +87,7 @@ def test_noise_of_a_few_hundredths_over_fifty_verdicts_does_not_fire(
     wobble = stream.steady(start=T0, minutes=30, per_minute=5, seed=4,
                            mean=lambda ts: 0.85 - 0.03 * math.sin(ts.minute / 3),
                            attributes={"app": "support-bot"})
-    stream.write(engine.engine, history(T0, per_minute=5, seed=3) + wobble)
+    stream.write(engine.store.engine, history(T0, per_minute=5, seed=3) + wobble)
     reports = run(engine, T0 + 10 * MINUTE, 20)
     assert events(reports) == []
     assert receiver.requests == []
@@ -100,7 +100,7 @@ def test_low_volume_segments_have_insufficient_data_while_the_parent_is_evaluate
     engine = open_engine(DROP_RULE)
     points = history(T0, attributes={"app": "support-bot"}) + history(
         T0, per_minute=0.5, seed=5, attributes={"app": "tiny"})
-    stream.write(engine.engine, points)
+    stream.write(engine.store.engine, points)
     (report,) = run(engine, T0, 1)
     states = {row.segment: row for row in report.rows}
     assert states["app=tiny"].state == "insufficient_data" and states["app=tiny"].n == 5
@@ -123,7 +123,7 @@ def test_hundreds_of_null_segments_stay_quiet_and_one_real_drop_among_them_fires
                             mean=0.85, seed=7, attributes={"route": "/broken"})
     points += stream.steady(start=T0, minutes=10, per_minute=2, mean=0.65, seed=8,
                             attributes={"route": "/broken"})
-    stream.write(engine.engine, points)
+    stream.write(engine.store.engine, points)
     reports = run(engine, T0 + 10 * MINUTE, 3)
     assert sum(len(report.rows) for report in reports) == 3 * 202
     fired = {segment for _, segment, event in events(reports) if event == "firing"}
@@ -140,7 +140,7 @@ def test_a_mean_flapping_at_the_threshold_notifies_at_most_once(
         start=T0 - 10 * MINUTE, minutes=50, per_minute=20, seed=9,
         mean=lambda ts: 0.70 + (0.015 if (ts.minute // 2) % 2 else -0.015),
         attributes={"app": "support-bot"})
-    stream.write(engine.engine, flapping)
+    stream.write(engine.store.engine, flapping)
     reports = run(engine, T0, 40)
     per_segment = Counter(segment for _, segment, _event in events(reports))
     assert all(count <= 1 for count in per_segment.values()), per_segment
@@ -153,7 +153,7 @@ def test_recovery_sends_exactly_one_resolved(
     engine = open_engine({**DROP_RULE, "segment_by": []})
     drop = stream.steady(start=T0, minutes=15, per_minute=20, mean=0.70, seed=10)
     back = stream.steady(start=T0 + 15 * MINUTE, minutes=30, per_minute=20, mean=0.85, seed=11)
-    stream.write(engine.engine, history(T0, attributes={}) + drop + back)
+    stream.write(engine.store.engine, history(T0, attributes={}) + drop + back)
     reports = run(engine, T0, 45)
     notified = [(event, at) for at, _, event in events(reports)]
     assert [event for event, _ in notified] == ["firing", "resolved"]
@@ -173,7 +173,7 @@ def test_two_evaluators_at_once_send_one_notification(
     first, second = open_engine(DROP_RULE), open_engine(DROP_RULE)
     drop = stream.steady(start=T0, minutes=15, per_minute=20, mean=0.70, seed=12,
                          attributes={"app": "support-bot"})
-    stream.write(first.engine, history(T0) + drop)
+    stream.write(first.store.engine, history(T0) + drop)
     for minute in range(12):
         barrier = threading.Barrier(2)
         at = T0 + minute * MINUTE
@@ -192,7 +192,7 @@ def test_two_evaluators_at_once_send_one_notification(
     assert len(alerts) == 2  # whole and app=support-bot, once each
     keys = [r.headers["idempotency-key"] for r in receiver.accepted]
     assert len(set(keys)) == len(keys)
-    with first.engine.connect() as conn:
+    with first.store.engine.connect() as conn:
         rows = conn.execute(select(alert_notifications.c.delivered_at)).all()
     assert len(rows) == 2 and all(row.delivered_at is not None for row in rows)
 
@@ -203,7 +203,7 @@ def test_rising_scores_never_fire_a_decrease_rule(
     engine = open_engine({**DROP_RULE, "mode": "both", "threshold": 0.8, "for": 1})
     rise = stream.steady(start=T0, minutes=30, per_minute=20, mean=0.97, sd=0.03, seed=13,
                          attributes={"app": "support-bot"})
-    stream.write(engine.engine, history(T0, mean=0.82) + rise)
+    stream.write(engine.store.engine, history(T0, mean=0.82) + rise)
     reports = run(engine, T0, 30)
     assert events(reports) == []
     assert receiver.requests == []
@@ -219,7 +219,7 @@ def test_binary_score_drop_against_a_threshold_uses_the_wilson_bound(
     engine = open_engine(rule)
     points = stream.steady(start=T0 - 10 * MINUTE, minutes=10, per_minute=10, mean=0.5,
                            seed=14, kind="binary")
-    stream.write(engine.engine, points, metric="bbh_match", score="correct")
+    stream.write(engine.store.engine, points, metric="bbh_match", score="correct")
     (report,) = run(engine, T0, 1)
     (row,) = report.rows
     assert row.state == "firing" and row.test == "wilson_score"
@@ -242,7 +242,7 @@ def test_a_new_prompt_version_is_compared_with_the_one_it_replaced(
                         seed=15, kind="ordinal", attributes={"prompt_version": "v1"})
     new = stream.steady(start=T0 - 10 * MINUTE, minutes=10, per_minute=6, mean=0.45, seed=16,
                         kind="ordinal", attributes={"prompt_version": "v2"})
-    stream.write(engine.engine, old + new, metric="rec_faithfulness")
+    stream.write(engine.store.engine, old + new, metric="rec_faithfulness")
     (report,) = run(engine, T0, 1)
     rows = {row.segment: row for row in report.rows}
     assert rows["prompt_version=v2"].state == "firing"

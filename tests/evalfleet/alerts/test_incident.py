@@ -112,7 +112,7 @@ def test_the_engine_names_the_planted_version_among_quiet_segments(
             points += stream.steady(start=T0 - timedelta(hours=3), minutes=210, seed=app * 7
                                     + (version == "v2"), per_minute=20, attributes=labels,
                                     mean=lambda ts, p=planted: 0.6 if p and ts >= T0 else 0.85)
-    stream.write(engine.engine, points)
+    stream.write(engine.store.engine, points)
     reports = run(engine, T0 - 20 * MINUTE, 50)
     fired = {segment for report in reports for _, segment, event in report.events
              if event == "firing"}

@@ -143,7 +143,7 @@ def test_the_engine_names_the_judge_model_behind_three_apps(
     open_engine: Callable[..., AlertEngine], receiver: Receiver,
 ) -> None:
     engine = open_engine({**RULE, "incident": {"explain_by": ["judge_model"]}})
-    stream.write(engine.engine, _apps(judge_of=lambda a: "j2" if a < 3 else "j1",
+    stream.write(engine.store.engine, _apps(judge_of=lambda a: "j2" if a < 3 else "j1",
                                       version_of=lambda a: "v1", planted=lambda a: a < 3))
     reports = run(engine, T0 - 20 * MINUTE, 40)
     fired = {segment for report in reports for _, segment, event in report.events
@@ -163,7 +163,7 @@ def test_the_engine_names_a_prompt_version_that_is_not_a_segment_key(
 ) -> None:
     # segment_by is [app]; prompt_version is ranked by the default explain_by.
     engine = open_engine(RULE)
-    stream.write(engine.engine, _apps(judge_of=lambda a: "j1",
+    stream.write(engine.store.engine, _apps(judge_of=lambda a: "j1",
                                       version_of=lambda a: "v2" if a % 2 else "v1",
                                       planted=lambda a: a % 2 == 1))
     run(engine, T0 - 20 * MINUTE, 40)

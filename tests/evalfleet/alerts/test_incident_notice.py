@@ -46,7 +46,7 @@ def test_slack_and_webhook_get_one_firing_and_one_resolve_per_incident(
                 seed=app * 7 + (version == "v2"), attributes=labels,
                 mean=lambda ts, p=planted: 0.55 if p and T0 <= ts < T0 + 20 * MINUTE
                 else 0.85)
-    stream.write(engine.engine, points)
+    stream.write(engine.store.engine, points)
     reports = run(engine, T0 - 10 * MINUTE, 70)
     fired = {segment for report in reports for _, segment, event in report.events
              if event == "firing"}

@@ -71,7 +71,7 @@ def test_a_week_of_300_segments_through_the_engine_is_two_incidents(
 ) -> None:
     hook = {"hook": {"type": "webhook", "url": receiver.url + "/hook", "default": True}}
     engine = open_engine(HOURLY, document={"receivers": hook}, alert_webhook_secret=SECRET)
-    write_rollups(engine.engine, leaf_sums())
+    write_rollups(engine.store.engine, leaf_sums())
     events: list[tuple[datetime, str, str]] = []
     for hour in range(FIRST, HOURS):
         report = engine.check(at=START + (hour + 1) * HOUR)

@@ -65,7 +65,7 @@ def test_a_drop_fires_with_its_evidence_and_steady_traffic_stays_quiet(
     open_engine: Callable[..., AlertEngine], receiver: Receiver, alert_store: SqlStore,
 ) -> None:
     engine = open_engine(RULE)
-    stream.write(engine.engine, steady(T0 - timedelta(hours=3), 180, 0.85, 1)
+    stream.write(engine.store.engine, steady(T0 - timedelta(hours=3), 180, 0.85, 1)
                  + steady(T0, 30, 0.70, 2))
     quiet = run(engine, T0 - 60 * MINUTE, 60)
     assert fired(quiet) == []
@@ -90,10 +90,10 @@ def test_detector_state_survives_a_restart_and_restarts_after_resolving(
     open_engine: Callable[..., AlertEngine],
 ) -> None:
     engine = open_engine(RULE)
-    stream.write(engine.engine, steady(T0 - timedelta(hours=3), 180, 0.85, 3)
+    stream.write(engine.store.engine, steady(T0 - timedelta(hours=3), 180, 0.85, 3)
                  + steady(T0, 20, 0.65, 4) + steady(T0 + 20 * MINUTE, 200, 0.85, 5))
     run(engine, T0 - 10 * MINUTE, 25)
-    with engine.engine.connect() as conn:
+    with engine.store.engine.connect() as conn:
         before = {s.segment: s for s in load_states(conn, RULE["name"])}
     (segment,) = [s for s in before if s.labels]
     assert before[segment].state.state == "firing"
@@ -101,7 +101,7 @@ def test_detector_state_survives_a_restart_and_restarts_after_resolving(
     again = open_engine(RULE)  # a new evaluator process: the state is read back
     reports = run(again, T0 + 15 * MINUTE, 60)
     assert fired(reports, "resolved")
-    with again.engine.connect() as conn:
+    with again.store.engine.connect() as conn:
         after = {s.segment: s for s in load_states(conn, RULE["name"])}
     detector = parse_stored(after[segment].detector)["baseline"]
     assert detector.updates == updates + 60
@@ -112,13 +112,13 @@ def test_a_damaged_detector_state_starts_again(
     open_engine: Callable[..., AlertEngine],
 ) -> None:
     engine = open_engine(RULE)
-    stream.write(engine.engine, steady(T0 - timedelta(hours=3), 180, 0.85, 6))
+    stream.write(engine.store.engine, steady(T0 - timedelta(hours=3), 180, 0.85, 6))
     run(engine, T0 - 3 * MINUTE, 2)
-    with engine.engine.begin() as conn:
+    with engine.store.engine.begin() as conn:
         conn.exec_driver_sql("UPDATE alert_states SET detector = '{\"baseline\": \"x\"}'")
     (report,) = run(engine, T0, 1)
     assert {row.state for row in report.rows} == {"ok"}
-    with engine.engine.connect() as conn:
+    with engine.store.engine.connect() as conn:
         states = load_states(conn, RULE["name"])
     assert all(parse_stored(s.detector)["baseline"].updates == 1 for s in states)
 

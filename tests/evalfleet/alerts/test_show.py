@@ -29,7 +29,7 @@ def fired(open_engine: Callable[..., AlertEngine], alert_database: str,
     engine = open_engine(DROP_RULE)
     drop = stream.steady(start=T0, minutes=20, per_minute=20, mean=0.70, seed=2,
                          attributes={"app": "support-bot"})
-    stream.write(engine.engine, history(T0) + drop)
+    stream.write(engine.store.engine, history(T0) + drop)
     plant_worst(alert_database)
     run(engine, T0 - 5 * MINUTE, 16)
     return next(tmp_path.glob("rules-*.yaml"))

@@ -43,7 +43,7 @@ def alternating(start: datetime, *, minutes: int, per_minute: int, low: float,
 
 def plant_false_alarm(engine: AlertEngine) -> None:
     """40 baseline samples averaging 0.90, then the segment's steady 0.85 from T0 on."""
-    stream.write(engine.engine,
+    stream.write(engine.store.engine,
                  alternating(T0 - 60 * MINUTE, minutes=40, per_minute=1, low=0.85, high=0.95)
                  + alternating(T0, minutes=240, per_minute=6, low=0.80, high=0.90))
 

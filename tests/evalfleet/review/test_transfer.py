@@ -181,7 +181,7 @@ def test_an_alerts_evidence_is_queued_as_chosen(database_url: str, tmp_path: Pat
     rules = write_rules(tmp_path / "rules.yaml", DROP_RULE)
     engine = open_alert_engine(Settings(database_url=database_url, alert_rules_file=rules,
                                         data_dir=tmp_path), deliver=False)
-    stream.write(engine.engine, history(T0) + stream.steady(
+    stream.write(engine.store.engine, history(T0) + stream.steady(
         start=T0, minutes=20, per_minute=20, mean=0.70, seed=2,
         attributes={"app": "support-bot"}))
     plant_worst(database_url)

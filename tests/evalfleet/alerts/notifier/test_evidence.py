@@ -121,7 +121,7 @@ def test_firing_alerts_carry_their_worst_samples_and_a_link(
     engine = open_engine(DROP_RULE, alert_external_url="http://ui.example:8500/")
     drop = stream.steady(start=T0, minutes=20, per_minute=20, mean=0.70, seed=2,
                          attributes={"app": "support-bot"})
-    stream.write(engine.engine, history(T0) + drop)
+    stream.write(engine.store.engine, history(T0) + drop)
     plant_worst(alert_database)
     run(engine, T0 - 5 * MINUTE, 16)
     posted = [request.json for request in receiver.requests]
