@@ -20,10 +20,9 @@ rows for the whole window, so its Mann-Whitney test stays exact.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -35,8 +34,9 @@ from evalfleet.alerts.rule import VERDICT_EXPLAINERS, Rule, TrailingBaseline
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.statistic import Summary
 from evalfleet.store.dialect import is_sqlite
-from evalfleet.store.evidence import attributes_match, segment_keys
+from evalfleet.store.evidence import attributes_match
 from evalfleet.store.partitions import created_since
+from evalfleet.store.queries import alert_windows
 from evalfleet.store.rollup import LEVEL_GRID, OFF_GRID
 from evalfleet.store.schema import alert_exclusions, score_rollups, verdict_scores, verdicts
 from evalfleet.store.sql import to_utc
@@ -302,16 +302,6 @@ def _conditions(query: WindowQuery, params: dict[str, Any], *, alias: str,
     return conditions
 
 
-def _ranges(column: str, ranges: Iterable[Range], params: dict[str, Any], *, prefix: str,
-            extra: str = "") -> str:
-    """``(column >= low AND column < high) OR ...`` with the bounds as parameters."""
-    terms = []
-    for i, (low, high) in enumerate(ranges):
-        params[f"{prefix}{i}a"], params[f"{prefix}{i}b"] = low, high
-        terms.append(f"({extra}{column} >= :{prefix}{i}a AND {column} < :{prefix}{i}b)")
-    return "(" + " OR ".join(terms) + ")"
-
-
 def _grouping(query: WindowQuery, inner: str) -> str:
     """The outer aggregation of ``inner`` at every level of the keys (``GROUPING SETS``)."""
     names = [f"s{i}" for i in range(len(query.keys))]
@@ -340,7 +330,7 @@ def _build(query: WindowQuery, ranges: tuple[Range, ...]) -> tuple[str, dict[str
                               "created_since": created_since(min(low for low, _ in ranges))}
     conditions = [
         "vs.metric = :metric", "vs.name = :score",
-        _ranges("vs.sample_ts", ranges, params, prefix="t"),
+        alert_windows.ranges_sql("vs.sample_ts", ranges, params, prefix="t"),
         # The partition key, so only the window's partitions are read.
         "vs.created_at >= :created_since", "v.created_at >= :created_since",
         *_conditions(query, params, alias="v", moment="vs.sample_ts"),
@@ -360,7 +350,7 @@ def _build_rolled(query: WindowQuery, plan: Cover) -> tuple[str, dict[str, Any]]
     spans = []
     for span, ranges in plan.buckets.items():
         params[f"span{span}"] = span
-        spans.append(_ranges("r.bucket", ranges, params, prefix=f"b{span}_",
+        spans.append(alert_windows.ranges_sql("r.bucket", ranges, params, prefix=f"b{span}_",
                              extra=f"r.span_s = :span{span} AND "))
     conditions = ["r.metric = :metric", "r.name = :score", "(" + " OR ".join(spans) + ")",
                   *_conditions(query, params, alias="r", moment="r.bucket")]
@@ -379,11 +369,14 @@ def fetch_explained(
     """The window's summaries under ``heads``, split by the segment keys and by each
     ``explain`` attribute in turn (an incident's causes outside the segment tree).
 
-    A sample attribute is read from the rollups, which keep the verdict's attributes
-    (as a window is: its buckets and segments). The rollups do not keep the verdict's
-    own fields (:data:`VERDICT_EXPLAINERS`, the judge model): those are one aggregate
-    query of the score rows of ``[start, end)`` under the heads. Run only in cycles with
-    an incident; neither reads the baseline or any history.
+    Read as a window is: its whole minutes and hours from the rollups, which keep the
+    verdict's attributes and its own fields (:data:`VERDICT_EXPLAINERS`, the judge model
+    and prompt version, ``evalfleet.store.rollup.VERDICT_COLUMNS``), its partial minutes
+    from the score rows; so it costs the window's buckets and segments, not its samples,
+    even when a head is the whole traffic. Run only in cycles with an incident; it reads
+    neither the baseline nor any history. A verdict field the rollups do not key on
+    cannot be named: the rule refuses names outside :data:`VERDICT_EXPLAINERS` and the
+    sample attributes, and the store raises ``NotInRollups`` for such a column.
 
     Args:
         conn: A connection to the store's database.
@@ -401,55 +394,33 @@ def fetch_explained(
     heads = sorted(set(heads))
     if not explain or not heads:
         return {}
-    if is_sqlite(conn):
-        return _explained_rows(conn, query, explain=explain, heads=heads, start=start, end=end)
-    plain = replace(query, exclude_rule=None, exclusion_cap=None, with_levels=False)
+    plan = cover(start, end)
+    found = alert_windows.explained_sums(
+        conn, metric=query.metric, score=query.score, keys=query.keys,
+        filters=dict(query.filters), heads=[head.as_dict() for head in heads],
+        explain=[(name, VERDICT_EXPLAINERS.get(name)) for name in explain],
+        buckets=plan.buckets, ranges=plan.raw)
     units: dict[Segment, Summary] = {}
-    for name in (n for n in explain if n not in VERDICT_EXPLAINERS):
-        split = fetch_summaries(conn, replace(plain, keys=(*query.keys, name)),
-                                start=start, end=end)
-        units.update({unit: summary for unit, summary in split.items()
-                      if unit.depth == len(query.keys) + 1 and _under(unit, heads)})
-    own = tuple(n for n in explain if n in VERDICT_EXPLAINERS)
-    keys = _head_keys(conn, plain, heads, start=start, end=end) if own else []
-    if own and keys != []:
-        conn.exec_driver_sql("SET LOCAL jit = off")
-        sql, params = _build_explained(plain, explain=own, heads=heads, start=start, end=end,
-                                       head_keys=keys)
-        units.update(_own_units(plain, own, conn.execute(text(sql), params).mappings()))
+    for row in found:
+        name = explain[row.explainer]
+        if name in VERDICT_EXPLAINERS:
+            labels = _prefix(query.keys, list(row.keys))
+        elif any(value is None for value in row.keys):
+            continue
+        else:
+            labels = tuple(zip(query.keys, (str(value) for value in row.keys), strict=True))
+        unit = Segment((*labels, (name, row.value)))
+        if not row.sums.n or not _under(unit, heads):
+            continue
+        sums = row.sums
+        part = _part(sums.n, sums.total, sums.total_sq, sums.first_ts, None)
+        known = units.get(unit)
+        units[unit] = known.merge(part) if known else part
     return units
-
-
-def _head_keys(conn: Connection, query: WindowQuery, heads: list[Segment], *,
-               start: datetime, end: datetime) -> list[str] | None:
-    """The attribute sets (``segment_key``) the heads' samples of ``[start, end)`` have,
-    from the minute rollups, so their verdicts are read by the segment index, a range per
-    set, and not picked out of every segment's window; None under the whole (all of it)."""
-    if Segment() in heads:
-        return None
-    return sorted({key for head in heads for key in segment_keys(
-        conn, metric=query.metric, score=query.score, start=start, end=end,
-        labels=head.as_dict(), filters=dict(query.filters))})
 
 
 def _under(unit: Segment, heads: list[Segment]) -> bool:
     return any(unit.labels[:head.depth] == head.labels for head in heads)
-
-
-def _own_units(query: WindowQuery, explain: tuple[str, ...],
-               rows: Iterable[RowMapping]) -> dict[Segment, Summary]:
-    units = {}
-    for row in rows:
-        # GROUPING() sets the bit of each explain column left out of the row's set.
-        j = next(i for i in range(len(explain))
-                 if not row["mask"] & (1 << (len(explain) - 1 - i)))
-        value = row[f"e{j}"]
-        if value is None or not row["n"]:
-            continue
-        labels = _prefix(query.keys, [row[f"s{i}"] for i in range(len(query.keys))])
-        units[Segment((*labels, (explain[j], str(value))))] = _part(
-            row["n"], row["total"], row["total_sq"], row["first_ts"], None)
-    return units
 
 
 def _prefix(keys: tuple[str, ...], values: list[Any]) -> tuple[tuple[str, str], ...]:
@@ -460,68 +431,3 @@ def _prefix(keys: tuple[str, ...], values: list[Any]) -> tuple[tuple[str, str], 
             break
         labels.append((key, str(value)))
     return tuple(labels)
-
-
-def _build_explained(query: WindowQuery, *, explain: tuple[str, ...], heads: list[Segment],
-                     start: datetime, end: datetime,
-                     head_keys: list[str] | None) -> tuple[str, dict[str, Any]]:
-    params: dict[str, Any] = {"metric": query.metric, "score": query.score, "start": start,
-                              "end": end, "created_since": created_since(start)}
-    conditions = ["vs.metric = :metric", "vs.name = :score", "vs.sample_ts >= :start",
-                  "vs.sample_ts < :end", "vs.created_at >= :created_since",
-                  "v.created_at >= :created_since",
-                  *_conditions(query, params, alias="v", moment="vs.sample_ts")]
-    if head_keys is not None:
-        # The heads' verdicts by the segment index (metric, md5(attributes), sample_ts).
-        params["keys"] = head_keys
-        conditions += ["v.metric = :metric", "v.sample_ts >= :start", "v.sample_ts < :end",
-                       "md5(CAST(v.attributes AS text)) = ANY(:keys)"]
-    if head_keys is None and Segment() not in heads:
-        under = []
-        for i, head in enumerate(heads):
-            params[f"h{i}"] = json.dumps(head.as_dict())
-            under.append(f"v.attributes @> CAST(:h{i} AS jsonb)")
-        conditions.append("(" + " OR ".join(under) + ")")
-    columns = _key_columns(query, params, alias="v")
-    columns += [f"v.{VERDICT_EXPLAINERS[name]} AS e{i}" for i, name in enumerate(explain)]
-    inner = (f"SELECT vs.value AS value, vs.sample_ts AS sample_ts, {', '.join(columns)}"
-             " FROM verdict_scores vs JOIN verdicts v ON v.id = vs.verdict_id"
-             f" WHERE {' AND '.join(conditions)}")
-    keys = [f"s{i}" for i in range(len(query.keys))]
-    extra = [f"e{i}" for i in range(len(explain))]
-    sets = ", ".join("(" + ", ".join([*keys, e]) + ")" for e in extra)
-    outer = ", ".join([*keys, *extra])
-    sql = (f"SELECT GROUPING({', '.join(extra)}) AS mask, {outer}, count(*) AS n,"
-           " sum(value) AS total, sum(value * value) AS total_sq, min(sample_ts) AS first_ts"
-           f" FROM ({inner}) AS scored GROUP BY GROUPING SETS ({sets})")
-    return sql, params
-
-
-def _explained_rows(conn: Connection, query: WindowQuery, *, explain: tuple[str, ...],
-                    heads: list[Segment], start: datetime,
-                    end: datetime) -> dict[Segment, Summary]:
-    """:func:`fetch_explained` summed in Python (SQLite: one machine's traffic)."""
-    vs, v = verdict_scores.c, verdicts.c
-    rows = conn.execute(
-        select(vs.value, vs.sample_ts, v.attributes, v.judge_model, v.prompt_version)
-        .select_from(verdict_scores.join(verdicts, v.id == vs.verdict_id))
-        .where(vs.metric == query.metric, vs.name == query.score,
-               vs.sample_ts >= to_utc(start), vs.sample_ts < to_utc(end),
-               *attributes_match({}, dict(query.filters))),
-    ).all()
-    groups: dict[Segment, list[Summary]] = {}
-    for value, ts, attributes, judge_model, prompt_version in rows:
-        attributes = attributes or {}
-        if not any(all(_text(attributes.get(k)) == val for k, val in head.labels)
-                   for head in heads):
-            continue
-        own = {"judge_model": judge_model, "prompt_version": prompt_version}
-        labels = _prefix(query.keys, [attributes.get(key) for key in query.keys])
-        part = Summary(n=1, total=float(value), total_sq=float(value) ** 2,
-                       first_seen_ts=to_utc(ts).timestamp())
-        for name in explain:
-            found = own[VERDICT_EXPLAINERS[name]] if name in VERDICT_EXPLAINERS \
-                else attributes.get(name)
-            if found is not None:
-                groups.setdefault(Segment((*labels, (name, str(found)))), []).append(part)
-    return {unit: _sum(parts) for unit, parts in groups.items()}
