@@ -4,24 +4,33 @@ Plain data in and out: metric, score, attribute names and values, ranges of samp
 sums per group. Whole minutes and hours are read from ``score_rollups``
 (``evalfleet.store.rollup``), the partial minutes at a window's ends from the score
 rows joined to their verdicts.
+
+On Postgres each read is one query aggregated at every level of the rule's segments at
+once (``GROUPING SETS``); the score rows are range-scanned on their (metric, name,
+sample_ts) index and joined to ``verdicts`` for the segment attributes, both bounded on
+their partition key, and JIT is off for the transaction (a long range's row estimate
+passes ``jit_above_cost`` and compiling costs seconds, docs/operating.md). On the
+embedded SQLite store (no ``GROUPING SETS``, no JSON containment) the rows are returned
+and the caller sums them.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 from sqlalchemy import and_, or_, select, text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, RowMapping
 
 from evalfleet.store.dialect import is_sqlite
+from evalfleet.store.evidence import attributes_match
 from evalfleet.store.partitions import created_since
-from evalfleet.store.rollup import VERDICT_COLUMNS
-from evalfleet.store.schema import score_rollups, verdict_scores, verdicts
+from evalfleet.store.rollup import LEVEL_GRID, OFF_GRID, VERDICT_COLUMNS
+from evalfleet.store.schema import alert_exclusions, score_rollups, verdict_scores, verdicts
 from evalfleet.store.sql import to_utc
 
 #: A connection to the store's database, as the alert engine holds it (opaque to it).
@@ -69,6 +78,256 @@ class ExplainedSums:
     """Their sums."""
 
 
+class WindowAsk(Protocol):
+    """What a window read asks (``alerts.window.WindowQuery`` is one)."""
+
+    @property
+    def metric(self) -> str: ...
+    @property
+    def score(self) -> str: ...
+    @property
+    def keys(self) -> tuple[str, ...]: ...
+    @property
+    def filters(self) -> tuple[tuple[str, tuple[str, ...]], ...]: ...
+    @property
+    def with_levels(self) -> bool: ...
+    @property
+    def exclude_rule(self) -> str | None: ...
+    @property
+    def exclusion_cap(self) -> timedelta | None: ...
+
+
+@dataclass(frozen=True)
+class GroupSums:
+    """The sums of one segment (and level) of a window, as the database grouped them."""
+
+    values: tuple[str, ...]
+    """The segment's values of the first keys (fewer than the keys: a level above)."""
+    level: float | None
+    """The samples' value (levels asked for); None off the rollups' level grid."""
+    sums: Sums
+    """Their sums."""
+
+
+@dataclass(frozen=True)
+class ScoredRow:
+    """One score row of a window with its verdict's attributes (the embedded store)."""
+
+    value: float
+    """The score."""
+    ts: datetime
+    """Its sample time (UTC)."""
+    attributes: dict[str, Any]
+    """Its verdict's attributes."""
+
+
+@dataclass(frozen=True)
+class RollupRow:
+    """One rollup row of a window (the embedded store)."""
+
+    bucket: datetime
+    """The bucket's start (UTC)."""
+    attributes: dict[str, Any]
+    """The attributes of its samples."""
+    level: float | None
+    """Its value on the level grid; None off it."""
+    sums: Sums
+
+
+def embedded(conn: StoreConnection) -> bool:
+    """True on the embedded SQLite store: no ``GROUPING SETS``, no JSON containment, so
+    the window's rows are summed by the caller (:func:`score_rows`, :func:`rollup_rows`)."""
+    return is_sqlite(conn)
+
+
+def exclusions(conn: StoreConnection, *,
+               rule: str) -> list[tuple[dict[str, str], datetime, datetime | None]]:
+    """The periods ``rule`` left out of its baselines: segment labels, start, end (None:
+    still open)."""
+    x = alert_exclusions.c
+    return [(dict(segment), to_utc(started), to_utc(ended) if ended is not None else None)
+            for segment, started, ended in conn.execute(
+                select(x.segment, x.started_at, x.ended_at).where(x.rule == rule))]
+
+
+def grouped_score_sums(conn: StoreConnection, ask: WindowAsk, *,
+                       ranges: Sequence[Range]) -> list[GroupSums]:
+    """Sums of the score rows in ``ranges`` at every level of the keys (and per value with
+    levels), the exclusions of ``ask`` applied (Postgres: one ``GROUPING SETS`` query).
+    Samples without a key's attribute count only at the levels above it."""
+    if not ranges:
+        return []
+    _jit_off(conn)
+    sql, params = _build(ask, ranges)
+    return _grouped(ask, conn.execute(text(sql), params).mappings(),
+                    level_of=lambda level: None if level is None else float(level))
+
+
+def grouped_rollup_sums(conn: StoreConnection, ask: WindowAsk, *,
+                        buckets: Mapping[int, Sequence[Range]]) -> list[GroupSums]:
+    """As :func:`grouped_score_sums`, over the rollup rows of ``buckets`` (per span in
+    seconds, ranges of whole buckets; a bucket's start decides its exclusion)."""
+    if not any(buckets.values()):
+        return []
+    _jit_off(conn)
+    sql, params = _build_rolled(ask, buckets)
+    return _grouped(ask, conn.execute(text(sql), params).mappings(), level_of=_level_value)
+
+
+def score_rows(conn: StoreConnection, ask: WindowAsk, *,
+               ranges: Sequence[Range]) -> list[ScoredRow]:
+    """The score rows in ``ranges`` passing the filters, with their verdicts' attributes
+    (the embedded store; exclusions are the caller's)."""
+    if not ranges:
+        return []
+    vs = verdict_scores.c
+    rows = conn.execute(
+        select(vs.value, vs.sample_ts, verdicts.c.attributes)
+        .select_from(verdict_scores.join(verdicts, verdicts.c.id == vs.verdict_id))
+        .where(vs.metric == ask.metric, vs.name == ask.score,
+               or_(*(and_(vs.sample_ts >= to_utc(low), vs.sample_ts < to_utc(high))
+                     for low, high in ranges)),
+               *attributes_match({}, dict(ask.filters))),
+    ).all()
+    return [ScoredRow(float(value), to_utc(ts), attributes or {})
+            for value, ts, attributes in rows]
+
+
+def rollup_rows(conn: StoreConnection, ask: WindowAsk, *,
+                buckets: Mapping[int, Sequence[Range]]) -> list[RollupRow]:
+    """The rollup rows of ``buckets`` (the embedded store; filters and exclusions are the
+    caller's)."""
+    if not any(buckets.values()):
+        return []
+    r = score_rollups.c
+    rows = conn.execute(
+        select(r.bucket, r.attributes, r.level, r.n, r.total, r.total_sq, r.first_ts)
+        .where(r.metric == ask.metric, r.name == ask.score, or_(*(
+            and_(r.span_s == span, r.bucket >= to_utc(low), r.bucket < to_utc(high))
+            for span, ranges in buckets.items() for low, high in ranges))),
+    ).all()
+    return [RollupRow(to_utc(bucket), attributes or {}, _level_value(level),
+                      Sums(int(n), float(total), float(total_sq), to_utc(first)))
+            for bucket, attributes, level, n, total, total_sq, first in rows]
+
+
+def _jit_off(conn: StoreConnection) -> None:
+    # These statements run in milliseconds; a long range's row estimate still passes
+    # jit_above_cost, and compiling then costs seconds (docs/operating.md).
+    conn.exec_driver_sql("SET LOCAL jit = off")
+
+
+def _level_value(level: int | None) -> float | None:
+    return None if level is None or level == OFF_GRID else level / LEVEL_GRID
+
+
+def _grouped(ask: WindowAsk, rows: Iterable[RowMapping],
+             level_of: Callable[[Any], float | None]) -> list[GroupSums]:
+    found = []
+    for row in rows:
+        depth = len(ask.keys) - bin(row["grouping_mask"]).count("1")
+        values = [row[f"s{i}"] for i in range(depth)]
+        # The empty grouping set yields a row even without samples; missing attributes
+        # group as NULL and belong only to the levels above.
+        if not row["n"] or any(value is None for value in values):
+            continue
+        first = row["first_ts"]
+        found.append(GroupSums(
+            tuple(str(value) for value in values),
+            level_of(row["level_key"]) if ask.with_levels else None,
+            Sums(int(row["n"]), float(row["total"] or 0.0), float(row["total_sq"] or 0.0),
+                 to_utc(first) if first is not None else None)))
+    return found
+
+
+def _conditions(ask: WindowAsk, params: dict[str, Any], *, alias: str,
+                moment: str) -> list[str]:
+    """The filters and the exclusion test on ``{alias}.attributes`` at time ``moment``."""
+    conditions = []
+    for i, (key, values) in enumerate(ask.filters):
+        params[f"f{i}"], params[f"fv{i}"] = key, list(values)
+        conditions.append(f"({alias}.attributes ->> :f{i}) = ANY(:fv{i})")
+    if ask.exclude_rule is not None:
+        params["rule"] = ask.exclude_rule
+        capped = ""
+        if ask.exclusion_cap is not None:
+            params["cap"] = ask.exclusion_cap
+            capped = f" AND {moment} < x.started_at + :cap"
+        conditions.append(
+            "NOT EXISTS (SELECT 1 FROM alert_exclusions x WHERE x.rule = :rule"
+            f" AND {alias}.attributes @> x.segment AND {moment} >= x.started_at"
+            f" AND (x.ended_at IS NULL OR {moment} < x.ended_at){capped})",
+        )
+    return conditions
+
+
+def _grouping(ask: WindowAsk, inner: str) -> str:
+    """The outer aggregation of ``inner`` at every level of the keys (``GROUPING SETS``)."""
+    names = [f"s{i}" for i in range(len(ask.keys))]
+    level = ["level_key"] if ask.with_levels else []
+    sets = ", ".join(
+        "(" + ", ".join(level + names[:depth]) + ")" for depth in range(len(names) + 1)
+    )
+    mask = f"GROUPING({', '.join(names)})" if names else "0"
+    outer_columns = ", ".join([f"{mask} AS grouping_mask", *names, *level])
+    return (f"SELECT {outer_columns}, sum(n) AS n, sum(total) AS total,"
+            f" sum(total_sq) AS total_sq, min(first_ts) AS first_ts FROM ({inner}) AS scored"
+            f" GROUP BY GROUPING SETS ({sets})")
+
+
+def _key_columns(keys: Sequence[str], params: dict[str, Any], *, alias: str) -> list[str]:
+    columns = []
+    for i, key in enumerate(keys):
+        params[f"k{i}"] = key
+        columns.append(f"{alias}.attributes ->> :k{i} AS s{i}")
+    return columns
+
+
+def _build(ask: WindowAsk, ranges: Sequence[Range]) -> tuple[str, dict[str, Any]]:
+    """The score rows' query (Postgres) over ``ranges`` of sample time."""
+    params: dict[str, Any] = {"metric": ask.metric, "score": ask.score,
+                              "created_since": created_since(min(low for low, _ in ranges))}
+    conditions = [
+        "vs.metric = :metric", "vs.name = :score",
+        ranges_sql("vs.sample_ts", ranges, params, prefix="t"),
+        # The partition key, so only the window's partitions are read.
+        "vs.created_at >= :created_since", "v.created_at >= :created_since",
+        *_conditions(ask, params, alias="v", moment="vs.sample_ts"),
+    ]
+    columns = ["1 AS n", "vs.value AS total", "vs.value * vs.value AS total_sq",
+               "vs.sample_ts AS first_ts", "vs.value AS level_key",
+               *_key_columns(ask.keys, params, alias="v")]
+    inner = (f"SELECT {', '.join(columns)}"
+             " FROM verdict_scores vs JOIN verdicts v ON v.id = vs.verdict_id"
+             f" WHERE {' AND '.join(conditions)}")
+    return _grouping(ask, inner), params
+
+
+def _build_rolled(ask: WindowAsk,
+                  buckets: Mapping[int, Sequence[Range]]) -> tuple[str, dict[str, Any]]:
+    """The rollups' query (Postgres) over whole buckets."""
+    params: dict[str, Any] = {"metric": ask.metric, "score": ask.score}
+    conditions = ["r.metric = :metric", "r.name = :score", _spans_sql(buckets, params),
+                  *_conditions(ask, params, alias="r", moment="r.bucket")]
+    columns = ["r.n AS n", "r.total AS total", "r.total_sq AS total_sq",
+               "r.first_ts AS first_ts", "r.level AS level_key",
+               *_key_columns(ask.keys, params, alias="r")]
+    inner = (f"SELECT {', '.join(columns)} FROM score_rollups r"
+             f" WHERE {' AND '.join(conditions)}")
+    return _grouping(ask, inner), params
+
+
+def _spans_sql(buckets: Mapping[int, Sequence[Range]], params: dict[str, Any]) -> str:
+    """The rollup rows of ``buckets``: each span's ranges of ``r.bucket``."""
+    spans = []
+    for span, ranges in buckets.items():
+        if ranges:
+            params[f"span{span}"] = span
+            spans.append(ranges_sql("r.bucket", ranges, params, prefix=f"b{span}_",
+                                    extra=f"r.span_s = :span{span} AND "))
+    return "(" + " OR ".join(spans) + ")"
+
+
 def explained_sums(
     conn: StoreConnection, *, metric: str, score: str, keys: Sequence[str],
     filters: Mapping[str, Sequence[str]], heads: Sequence[Mapping[str, str]],
@@ -112,9 +371,7 @@ def explained_sums(
                                      buckets=buckets, ranges=ranges)
         return [ExplainedSums(j, values, value, sums)
                 for (j, values, value), sums in found.items()]
-    # These statements run in milliseconds; a long range's row estimate still passes
-    # jit_above_cost, and compiling then costs seconds (docs/operating.md).
-    conn.exec_driver_sql("SET LOCAL jit = off")
+    _jit_off(conn)
     merged: dict[tuple[int, tuple[str | None, ...], str], Sums] = {}
     statements = []
     if any(buckets.values()):
@@ -149,13 +406,8 @@ def _explained_sql(source: str, *, metric: str, score: str, keys: Sequence[str],
     ``buckets`` (``source`` ``rollups``) or the score rows of ``ranges`` (``rows``)."""
     params: dict[str, Any] = {"metric": metric, "score": score}
     if source == "rollups":
-        alias, spans = "r", []
-        for span, spanned in buckets.items():
-            if spanned:
-                params[f"span{span}"] = span
-                spans.append(ranges_sql("r.bucket", spanned, params, prefix=f"b{span}_",
-                                     extra=f"r.span_s = :span{span} AND "))
-        conditions = ["r.metric = :metric", "r.name = :score", "(" + " OR ".join(spans) + ")"]
+        alias = "r"
+        conditions = ["r.metric = :metric", "r.name = :score", _spans_sql(buckets, params)]
         sums = ["r.n AS n", "r.total AS total", "r.total_sq AS total_sq",
                 "r.first_ts AS first_ts"]
         source_sql = "score_rollups r"
@@ -178,10 +430,7 @@ def _explained_sql(source: str, *, metric: str, score: str, keys: Sequence[str],
             params[f"h{i}"] = json.dumps(dict(head))
             under.append(f"{alias}.attributes @> CAST(:h{i} AS jsonb)")
         conditions.append("(" + " OR ".join(under) + ")")
-    columns = []
-    for i, key in enumerate(keys):
-        params[f"k{i}"] = key
-        columns.append(f"{alias}.attributes ->> :k{i} AS s{i}")
+    columns = _key_columns(keys, params, alias=alias)
     for i, (name, column) in enumerate(explain):
         if column is None:
             params[f"x{i}"] = name
