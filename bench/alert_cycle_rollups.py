@@ -24,9 +24,18 @@ window-length from the score rows) for one app, median of three.
   directly into ``score_rollups`` (one per app, minute and hour; sums of a normal
   around 0.8), and score rows only for the minutes the cycles and the page read (the
   partial minutes at the windows' ends, the last window and the baseline's last
-  window-length), loaded with the triggers off so they do not count twice. The
+  window-length; with ``--explain-ab``, the cycles' windows instead), loaded with the
+  triggers off so they do not count twice. Both are generated in the database
+  (``generate_series``), the rollups of the verdicts' judge model and prompt version. The
   1,000-a-minute, 7-day cell is a billion samples' rollups: the same rows as at 1 a
   minute, with larger counts.
+
+With ``--explain-ab ROUNDS``: each *after* cell runs its cycles ``ROUNDS`` times with an
+incident's ``explain_by`` read (``fetch_explained``) as main did before revision 0024
+(the verdict's judge model from the window's score rows joined to their verdicts,
+``rows``) and as it is (the rollups, ``rollups``), alternated; printed per variant: the
+median cycle, and the time the explained reads took in the timed cycles with the heads
+they were asked for.
 
 With ``--write-cost``: instead, the cost the triggers add to saving verdicts: batches of
 50 rag_qa verdicts with four scores each (20 apps), saved through the store as a worker
@@ -37,6 +46,8 @@ without the index of revision 0023 (``ix_verdicts_metric_segment_sample_ts``) in
 
     python -m bench.alert_cycle_rollups                       # the table in docs/performance.md
     python -m bench.alert_cycle_rollups --rates 1 10 --baselines 1h 1d
+    python -m bench.alert_cycle_rollups --rates 1000 --baselines 1h 7d --modes after \
+        --cycles 3 --explain-ab 2
     python -m bench.alert_cycle_rollups --write-cost
     python -m bench.alert_cycle_rollups --write-cost --segment-index
     python -m bench.alert_cycle_rollups --contention 8
@@ -52,8 +63,6 @@ saves) and the waits on row locks Postgres reported during the round.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
 import platform
 import random
@@ -68,17 +77,20 @@ from typing import Any
 
 import psycopg
 import yaml
-from psycopg.types.json import Jsonb
+from sqlalchemy import text
 
 from evalfleet.alerts import engine as alert_engine
 from evalfleet.alerts import window
 from evalfleet.alerts.cover import settled_at
 from evalfleet.alerts.factory import open_alert_engine
+from evalfleet.alerts.rule import VERDICT_EXPLAINERS
 from evalfleet.alerts.segment import Segment
+from evalfleet.alerts.statistic import Summary
 from evalfleet.alerts.view import load_alert_view
 from evalfleet.core.settings import Settings
 from evalfleet.store import VerdictKey, VerdictRecord, migrate, open_store
-from evalfleet.store.partitions import ensure_partitions
+from evalfleet.store.evidence import segment_keys
+from evalfleet.store.partitions import created_since, ensure_partitions
 from evalfleet.store.rollup import OFF_GRID
 
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -112,6 +124,9 @@ def main() -> None:
     parser.add_argument("--evaluate", choices=("beat", "tick"), default="beat",
                         help="after: at the last whole minute (beat) or at the tick")
     parser.add_argument("--modes", nargs="+", default=["before", "after"])
+    parser.add_argument("--explain-ab", type=int, default=0, metavar="ROUNDS",
+                        help="after: alternate the explained read from the score rows"
+                             " (main before 0024) and from the rollups")
     args = parser.parse_args()
     global AT  # the cycles' time, set once from the command line
     AT = AT.replace(second=args.offset_s)
@@ -142,7 +157,12 @@ def main() -> None:
                         _reset(url)
                         reach = longest if mode == "after" else _raw_reach(args, rate)
                         _load(url, mode=mode, rate=rate, segments=args.segments,
-                              span=WINDOW + GAP + reach, cycles=args.cycles)
+                              span=WINDOW + GAP + reach, cycles=args.cycles,
+                              page=not args.explain_ab)
+                    if mode == "after" and args.explain_ab:
+                        _explain_ab(url, rounds=args.explain_ab, rate=rate, name=name,
+                                    args=args, results=results)
+                        continue
                     cycle_s, page_s = _time_cycles(
                         url, baseline=BASELINES[name], cycles=args.cycles,
                         before=mode == "before", beat=args.evaluate == "beat")
@@ -152,6 +172,74 @@ def main() -> None:
                     print(f"  {mode:6} {rate:>5}/min {name}: {_ms(cycle_s)}, page"
                           f" {_ms(page_s)} (load {os.getloadavg()[0]:.1f})", flush=True)
     _table(results, args)
+
+
+def _explain_ab(url: str, *, rounds: int, rate: int, name: str, args: argparse.Namespace,
+                results: dict[tuple[str, int, str], float | None]) -> None:
+    """The cell's cycles with the explained read from the score rows and from the rollups,
+    alternated ``rounds`` times; each variant's median cycle over its rounds."""
+    found: dict[str, list[float]] = {"rows": [], "rollups": []}
+    for _ in range(rounds):
+        for variant in found:
+            reads: list[tuple[float, list[str]]] = []
+            cycle_s, _ = _time_cycles(url, baseline=BASELINES[name], cycles=args.cycles,
+                                      before=False, beat=args.evaluate == "beat",
+                                      explain_rows=variant == "rows", reads=reads)
+            found[variant].append(cycle_s)
+            print(f"  {variant:7} {rate:>5}/min {name}: cycle {_ms(cycle_s)}; explained"
+                  f" reads {', '.join(f'{_ms(t)} under {heads}' for t, heads in reads)}"
+                  f" (load {os.getloadavg()[0]:.1f})", flush=True)
+    for variant, times in found.items():
+        results[(f"explain {variant}", rate, name)] = statistics.median(times)
+
+
+def _explained_from_rows(conn: Any, query: window.WindowQuery, *, explain: tuple[str, ...],
+                         heads: Any, start: datetime, end: datetime) -> dict[Any, Any]:
+    """Main's ``fetch_explained`` before revision 0024 (Postgres, no filters, no levels):
+    a sample attribute from the rollups, the verdict's own fields from the window's score
+    rows joined to their verdicts, by the segment index under heads that are not the
+    whole traffic."""
+    heads = sorted(set(heads))
+    own = [name for name in explain if name in VERDICT_EXPLAINERS]
+    units = window.fetch_explained(conn, query, heads=heads, start=start, end=end,
+                                   explain=tuple(n for n in explain if n not in own))
+    if not own:
+        return units
+    params: dict[str, Any] = {"metric": query.metric, "score": query.score, "start": start,
+                              "end": end, "created_since": created_since(start)}
+    conditions = ["vs.metric = :metric", "vs.name = :score", "vs.sample_ts >= :start",
+                  "vs.sample_ts < :end", "vs.created_at >= :created_since",
+                  "v.created_at >= :created_since"]
+    if Segment() not in heads:
+        params["keys"] = sorted({key for head in heads for key in segment_keys(
+            conn, metric=query.metric, score=query.score, start=start, end=end,
+            labels=head.as_dict())})
+        conditions += ["v.metric = :metric", "v.sample_ts >= :start", "v.sample_ts < :end",
+                       "md5(CAST(v.attributes AS text)) = ANY(:keys)"]
+    keys = [f"v.attributes ->> '{key}' AS s{i}" for i, key in enumerate(query.keys)]
+    extra = [f"v.{VERDICT_EXPLAINERS[name]} AS e{i}" for i, name in enumerate(own)]
+    inner = (f"SELECT vs.value AS value, vs.sample_ts AS sample_ts, {', '.join(keys + extra)}"
+             " FROM verdict_scores vs JOIN verdicts v ON v.id = vs.verdict_id"
+             f" WHERE {' AND '.join(conditions)}")
+    names = [f"s{i}" for i in range(len(query.keys))]
+    es = [f"e{i}" for i in range(len(own))]
+    sets = ", ".join("(" + ", ".join([*names, e]) + ")" for e in es)
+    conn.exec_driver_sql("SET LOCAL jit = off")
+    rows = conn.execute(text(
+        f"SELECT GROUPING({', '.join(es)}) AS mask, {', '.join(names + es)}, count(*) AS n,"
+        " sum(value) AS total, sum(value * value) AS total_sq, min(sample_ts) AS first_ts"
+        f" FROM ({inner}) AS scored GROUP BY GROUPING SETS ({sets})"), params).mappings()
+    for row in rows:
+        j = next(i for i in range(len(own)) if not row["mask"] & (1 << (len(own) - 1 - i)))
+        labels = []
+        for key, value in zip(query.keys, [row[n] for n in names], strict=True):
+            if value is None:
+                break
+            labels.append((key, str(value)))
+        units[Segment((*labels, (own[j], str(row[f"e{j}"]))))] = Summary(
+            n=int(row["n"]), total=float(row["total"]), total_sq=float(row["total_sq"]),
+            first_seen_ts=row["first_ts"].timestamp())
+    return units
 
 
 def _shortest(args: argparse.Namespace) -> str:
@@ -196,9 +284,11 @@ def _reset(url: str) -> None:
 
 
 def _load(url: str, *, mode: str, rate: int, segments: int, span: timedelta,
-          cycles: int) -> None:
+          cycles: int, page: bool = True) -> None:
     """Score rows of the whole span (before) or rollups plus the partial minutes' score
-    rows (after), for ``rate`` samples a minute in each of ``segments`` apps."""
+    rows (after), for ``rate`` samples a minute in each of ``segments`` apps; with
+    ``page``, those of the page's reads too, else those of the cycles' windows (the
+    explained read from the score rows reads them)."""
     started = time.perf_counter()
     rng = random.Random(rate)
     end = AT + cycles * MINUTE
@@ -214,7 +304,8 @@ def _load(url: str, *, mode: str, rate: int, segments: int, span: timedelta,
         last = _floor(AT + (cycles - 1) * MINUTE)
         shown = {last - WINDOW - GAP - WINDOW + i * MINUTE for i in range(-1, 12)} | {
             last - WINDOW + i * MINUTE for i in range(-1, 12)}
-        minutes = sorted({_floor(m) for m in edge} | shown)
+        windows = {_floor(AT) - WINDOW + i * MINUTE for i in range(-1, 12 + cycles)}
+        minutes = sorted({_floor(m) for m in edge} | (shown if page else windows))
         rollups = _load_rollups(url, rate=rate, segments=segments, start=_floor(start),
                                 end=_floor(end), rng=rng)
     scores = _load_scores(url, rate=rate, segments=segments, minutes=minutes, rng=rng)
@@ -226,66 +317,68 @@ def _load(url: str, *, mode: str, rate: int, segments: int, span: timedelta,
 
 def _load_scores(url: str, *, rate: int, segments: int, minutes: list[datetime],
                  rng: random.Random) -> int:
-    count = 0
+    """``rate`` verdicts a minute in each app over ``minutes``, spread evenly with jitter,
+    faithfulness a normal around 0.8 (sd 0.1) clipped to [0, 1], stored 5 s after their
+    sample; generated in the database (three million rows at 1,000 a minute)."""
     with psycopg.connect(_plain(url)) as conn:
         # The rollups of these rows are generated with the rest (after) or not read (before).
         conn.execute("SET session_replication_role = replica")
-        first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM verdicts").fetchone()
-        next_id = int(first[0]) if first else 1
-        with conn.cursor().copy(
-                "COPY verdicts (id, sample_id, metric, prompt_version, judge_model, status,"
-                " scores, raw_scores, attempts, latency_ms, attributes, sample_ts, created_at)"
-                " FROM STDIN") as verdict_copy:
-            rows = []
-            for minute in minutes:
-                for app in range(segments):
-                    for i in range(rate):
-                        ts = minute + timedelta(seconds=60 * (i + rng.random()) / rate)
-                        value = min(1.0, max(0.0, rng.gauss(0.8, 0.1)))
-                        verdict_copy.write_row((
-                            next_id, f"s{next_id}", "rag_qa", "p1", "judge", "ok",
-                            Jsonb({"faithfulness": value}), Jsonb({}), 1, 1,
-                            Jsonb({"app": f"app-{app:03d}"}), ts, ts + timedelta(seconds=5)))
-                        rows.append((next_id, "faithfulness", "rag_qa", value, ts,
-                                     ts + timedelta(seconds=5)))
-                        next_id += 1
-        with conn.cursor().copy(
-                "COPY verdict_scores (verdict_id, name, metric, value, sample_ts, created_at)"
-                " FROM STDIN") as score_copy:
-            for row in rows:
-                score_copy.write_row(row)
-                count += 1
+        conn.execute("SELECT setseed(%s)", (rng.random(),))
+        first = conn.execute("SELECT coalesce(max(id), 0) FROM verdicts").fetchone()
+        base = int(first[0]) if first else 0
+        conn.execute(
+            "INSERT INTO verdicts (id, sample_id, metric, prompt_version, judge_model, status,"
+            " scores, raw_scores, attempts, latency_ms, attributes, sample_ts, created_at)"
+            " SELECT id, 's' || id, 'rag_qa', 'p1', 'judge', 'ok',"
+            " jsonb_build_object('faithfulness', value), '{}', 1, 1,"
+            " jsonb_build_object('app', 'app-' || lpad(app::text, 3, '0')), ts,"
+            " ts + interval '5 seconds'"
+            " FROM (SELECT %(base)s + row_number() OVER () AS id, app,"
+            "   minute + make_interval(secs => 60 * (i + random()) / %(rate)s) AS ts,"
+            "   least(1, greatest(0, 0.8 + 0.1 * sqrt(-2 * ln(1 - random()))"
+            "     * cos(2 * pi() * random()))) AS value"
+            "   FROM unnest(%(minutes)s::timestamptz[]) AS minute,"
+            "   generate_series(0, %(segments)s - 1) AS app,"
+            "   generate_series(0, %(rate)s - 1) AS i) AS generated",
+            {"base": base, "rate": rate, "segments": segments, "minutes": minutes})
+        found = conn.execute(
+            "INSERT INTO verdict_scores (verdict_id, name, metric, value, sample_ts, created_at)"
+            " SELECT id, 'faithfulness', 'rag_qa', CAST(scores ->> 'faithfulness' AS float),"
+            " sample_ts, created_at FROM verdicts WHERE id > %s", (base,))
         conn.commit()
-    return count
+    return found.rowcount
 
 
 def _load_rollups(url: str, *, rate: int, segments: int, start: datetime, end: datetime,
                   rng: random.Random) -> int:
     """One rollup row per app and minute (and hour) of ``[start, end)``, as ``rate``
     samples of a normal around 0.8 would give (the partial minutes' score rows are read
-    from the score rows, so their generated rollups differ from them by noise only)."""
-    count = 0
-    # Leaving the connection's block commits, after the copy's block has ended it.
-    with psycopg.connect(_plain(url)) as conn, conn.cursor().copy(
-            "COPY score_rollups (metric, name, span_s, bucket, segment_key, level, attributes,"
-            " n, total, total_sq, first_ts) FROM STDIN") as copy:
+    from the score rows, so their generated rollups differ from them by noise only), of
+    the judge model and prompt version the score rows carry. Generated in the database
+    (a week of a hundred apps is a million rows)."""
+    with psycopg.connect(_plain(url)) as conn:
+        conn.execute("SELECT setseed(%s)", (rng.random(),))
         for span_s in (60, 3600):
-            bucket = _floor(start, span_s)
-            while bucket < end:
-                for app in range(segments):
-                    n = rate * span_s // 60
-                    mean = 0.8 + rng.gauss(0, 0.01)
-                    total = n * mean
-                    total_sq = n * (mean * mean + 0.01)
-                    attributes = {"app": f"app-{app:03d}"}
-                    # The trigger's key: md5 of the attributes' JSONB text (json.dumps's).
-                    key = hashlib.md5(json.dumps(attributes).encode()).hexdigest()
-                    copy.write_row(("rag_qa", "faithfulness", span_s, bucket, key,
-                                    OFF_GRID, Jsonb(attributes), n, total,
-                                    total_sq, bucket))
-                    count += 1
-                bucket += timedelta(seconds=span_s)
-    return count
+            # A mean of 0.8 plus a normal of sd 0.01 (Box-Muller), per app and bucket.
+            conn.execute(
+                "INSERT INTO score_rollups (metric, name, span_s, bucket, segment_key,"
+                " judge_model, prompt_version, level, attributes, n, total, total_sq,"
+                " first_ts)"
+                " SELECT 'rag_qa', 'faithfulness', %(span)s, bucket,"
+                " md5(CAST(attributes AS text)), 'judge', 'p1', %(level)s, attributes,"
+                " %(n)s, %(n)s * mean, %(n)s * (mean * mean + 0.01), bucket"
+                " FROM (SELECT bucket, a.attributes, 0.8 + 0.01 * sqrt(-2 * ln(1 - random()))"
+                "   * cos(2 * pi() * random()) AS mean"
+                "   FROM generate_series(%(start)s::timestamptz, %(end)s::timestamptz"
+                "     - make_interval(secs => 1), make_interval(secs => %(span)s)) AS bucket"
+                "   CROSS JOIN (SELECT jsonb_build_object('app', 'app-' || lpad(i::text, 3, '0'))"
+                "     AS attributes FROM generate_series(0, %(segments)s - 1) AS i) AS a"
+                " ) AS generated",
+                {"span": span_s, "level": OFF_GRID, "n": rate * span_s // 60,
+                 "start": _floor(start, span_s), "end": end, "segments": segments})
+        conn.commit()
+        found = conn.execute("SELECT count(*) FROM score_rollups").fetchone()
+    return int(found[0]) if found else 0
 
 
 def _floor(moment: datetime, span_s: int = 60) -> datetime:
@@ -293,8 +386,12 @@ def _floor(moment: datetime, span_s: int = 60) -> datetime:
 
 
 def _time_cycles(url: str, *, baseline: timedelta, cycles: int, before: bool,
-                 beat: bool) -> tuple[float, float | None]:
-    """The median cycle, and after the rollups the median of the alert page's reads."""
+                 beat: bool, explain_rows: bool = False,
+                 reads: list[tuple[float, list[str]]] | None = None,
+                 ) -> tuple[float, float | None]:
+    """The median cycle, and after the rollups the median of the alert page's reads
+    (not with ``reads``: then the timed cycles' explained reads are appended to it, with
+    ``explain_rows`` read as main did before revision 0024)."""
     with tempfile.TemporaryDirectory() as folder:
         rules = Path(folder) / "rules.yaml"
         rules.write_text(yaml.safe_dump({"rules": [{
@@ -305,8 +402,21 @@ def _time_cycles(url: str, *, baseline: timedelta, cycles: int, before: bool,
         engine = open_alert_engine(Settings(database_url=url, alert_rules_file=rules),
                                    deliver=False)
         original = alert_engine.fetch_summaries
+        original_explained = alert_engine.fetch_explained
         if before:
             alert_engine.fetch_summaries = _score_rows_only  # type: ignore[assignment]
+        timed: list[tuple[float, list[str]]] = []
+        if reads is not None:
+            read = _explained_from_rows if explain_rows else original_explained
+
+            def explained(conn: Any, query: Any, **kwargs: Any) -> Any:
+                started = time.perf_counter()
+                units = read(conn, query, **kwargs)
+                timed.append((time.perf_counter() - started,
+                              [str(head) for head in sorted(set(kwargs["heads"]))]))
+                return units
+
+            alert_engine.fetch_explained = explained  # type: ignore[assignment]
         try:
             with psycopg.connect(_plain(url), autocommit=True) as conn:
                 conn.execute(f"TRUNCATE {ALERT_TABLES}")
@@ -314,17 +424,25 @@ def _time_cycles(url: str, *, baseline: timedelta, cycles: int, before: bool,
             for k in range(cycles):
                 tick = AT + k * MINUTE
                 at = settled_at(tick, intervals=[MINUTE]) if beat and not before else tick
+                if k == 1 and reads is not None:
+                    reads.extend(timed)  # the first cycle is not timed
+                    timed.clear()
                 started = time.perf_counter()
                 engine.check(at=at)
                 times.append(time.perf_counter() - started)
-            page_s = None if before else _time_page(engine, url)
+            if reads is not None:
+                reads.extend(timed)
+                page_s = None
+            else:
+                page_s = None if before else _time_page(engine)
         finally:
             alert_engine.fetch_summaries = original  # type: ignore[assignment]
+            alert_engine.fetch_explained = original_explained  # type: ignore[assignment]
             engine.close()
     return statistics.median(times[1:] if len(times) > 1 else times), page_s
 
 
-def _time_page(engine: Any, url: str) -> float:
+def _time_page(engine: Any) -> float:
     """The alert page's reads for one app at its last evaluation, median of three."""
     rule = engine.rules.rules[0]
     times = []
@@ -507,6 +625,14 @@ def _table(results: dict[tuple[str, int, str], float | None],
                       _ms(results.get(("after", rate, name))),
                       _ms(results.get(("page", rate, name)))]
         print(f"| {rate:,} | " + " | ".join(cells) + " |")
+    if args.explain_ab:
+        print("\n| samples/min per segment | " + " | ".join(
+            f"{name} explained from rows | {name} from rollups" for name in names) + " |")
+        print("|---|" + "---|" * (2 * len(names)))
+        for rate in args.rates:
+            cells = [_ms(results.get((f"explain {variant}", rate, name)))
+                     for name in names for variant in ("rows", "rollups")]
+            print(f"| {rate:,} | " + " | ".join(cells) + " |")
     print(f"load average at the end: {os.getloadavg()}")
 
 

@@ -6,9 +6,10 @@ over one 10-minute window, half the apps judged by one judge model and half by a
 each sample with one of three prompt versions; loaded in SQL (the rollups' triggers on).
 Timed, median of ``--repeats`` (5): the window's summaries every cycle reads
 (``fetch_summaries``, split by ``app``), and the extra read of a cycle with an
-incident (``fetch_explained``) by ``prompt_version`` (a sample attribute: from the
-rollups) and by ``judge_model`` (the verdict's own: from the score rows), under the
-whole traffic (an incident headed by ``(all)``: the worst case) and under one app.
+incident (``fetch_explained``) by ``prompt_version`` (a sample attribute) and by
+``judge_model`` (the verdict's own: in the rollups' key since revision 0024; from the
+score rows before), both from the rollups, under the whole traffic (an incident headed
+by ``(all)``: the worst case) and under one app.
 
     python -m bench.incident_explain
     python -m bench.incident_explain --rates 10 --segments 100

@@ -15,31 +15,25 @@ sample_ts) index and joined to ``verdicts`` for the segment attributes, both bou
 their partition key. On the embedded SQLite store (no ``GROUPING SETS``, no JSON
 containment) the rows are read and summed in Python. An ordinal score with values off
 the rollups' level grid (not on a scale of up to eleven points) is read from the score
-rows for the whole window, so its Mann-Whitney test stays exact.
+rows for the whole window, so its Mann-Whitney test stays exact. The SQL is the
+store's (``evalfleet.store.queries.alert_windows``): this module asks it for sums per
+group, or on SQLite for rows, and makes segments and summaries of them.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-
-from sqlalchemy import and_, or_, select, text
-from sqlalchemy.engine import Connection, RowMapping
 
 from evalfleet.alerts.cover import Cover, Range, cover
 from evalfleet.alerts.rule import VERDICT_EXPLAINERS, Rule, TrailingBaseline
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.statistic import Summary
-from evalfleet.store.dialect import is_sqlite
-from evalfleet.store.evidence import attributes_match, segment_keys
-from evalfleet.store.partitions import created_since
-from evalfleet.store.rollup import LEVEL_GRID, OFF_GRID
-from evalfleet.store.schema import alert_exclusions, score_rollups, verdict_scores, verdicts
-from evalfleet.store.sql import to_utc
+from evalfleet.store.queries import alert_windows
+from evalfleet.store.queries.alert_windows import StoreConnection
 
 #: A baseline exclusion: the segment's labels, its start, its end (None: still open).
 Period = tuple[dict[str, str], datetime, datetime | None]
@@ -81,7 +75,7 @@ class WindowQuery:
 
 
 def fetch_summaries(
-    conn: Connection, query: WindowQuery, *, start: datetime, end: datetime,
+    conn: StoreConnection, query: WindowQuery, *, start: datetime, end: datetime,
 ) -> dict[Segment, Summary]:
     """Summaries of every segment with samples in ``[start, end)``, from the rollups and
     the partial minutes' score rows (the sequential detector's increments come from here).
@@ -96,10 +90,6 @@ def fetch_summaries(
         Summaries by segment, the whole (no labels) included when it has samples.
         Samples without a segment's attribute count only at the levels above it.
     """
-    if not is_sqlite(conn):
-        # These statements run in milliseconds; a long range's row estimate still passes
-        # jit_above_cost, and compiling then costs seconds (docs/operating.md).
-        conn.exec_driver_sql("SET LOCAL jit = off")
     periods = _exclusion_periods(conn, query) if query.exclude_rule is not None else []
     plan = cover(start, end, cuts=[moment for _, started, ended in periods
                                    for moment in (started, ended) if moment is not None])
@@ -111,56 +101,45 @@ def fetch_summaries(
     return summaries
 
 
-def _raw(conn: Connection, query: WindowQuery, ranges: tuple[Range, ...],
+def _raw(conn: StoreConnection, query: WindowQuery, ranges: tuple[Range, ...],
          periods: list[Period]) -> dict[Segment, Summary]:
     """Summaries of the score rows in ``ranges``."""
     if not ranges:
         return {}
-    if is_sqlite(conn):
-        return _summarise_rows(query, _scored_rows(conn, query, ranges, periods))
-    sql, params = _build(query, ranges)
-    return _grouped(query, conn.execute(text(sql), params).mappings(),
-                    level_of=lambda row: float(row["level_key"]))
+    if alert_windows.embedded(conn):
+        rows = alert_windows.score_rows(conn, query, ranges=ranges)
+        return _summarise_rows(query, [row for row in rows if not any(
+            _excluded(row.ts, row.attributes, period) for period in periods)])
+    return _grouped(query, alert_windows.grouped_score_sums(conn, query, ranges=ranges))
 
 
-def _rolled(conn: Connection, query: WindowQuery, plan: Cover,
+def _rolled(conn: StoreConnection, query: WindowQuery, plan: Cover,
             periods: list[Period]) -> dict[Segment, Summary]:
     """Summaries of the whole buckets of ``plan`` from ``score_rollups``."""
     if not plan.buckets:
         return {}
-    if is_sqlite(conn):
-        return _summarise_rollups(query, plan, periods, conn)
-    sql, params = _build_rolled(query, plan)
-    return _grouped(query, conn.execute(text(sql), params).mappings(), level_of=_level_value)
+    if alert_windows.embedded(conn):
+        return _summarise_rollups(query, alert_windows.rollup_rows(
+            conn, query, buckets=plan.buckets), periods)
+    return _grouped(query, alert_windows.grouped_rollup_sums(conn, query,
+                                                             buckets=plan.buckets))
 
 
-def _grouped(query: WindowQuery, rows: Iterable[RowMapping],
-             level_of: Callable[[RowMapping], float | None]) -> dict[Segment, Summary]:
+def _grouped(query: WindowQuery,
+             groups: Iterable[alert_windows.GroupSums]) -> dict[Segment, Summary]:
     summaries: dict[Segment, Summary] = {}
-    for row in rows:
-        depth = len(query.keys) - bin(row["grouping_mask"]).count("1")
-        values = [row[f"s{i}"] for i in range(depth)]
-        # The empty grouping set yields a row even without samples; missing attributes
-        # group as NULL and belong only to the levels above.
-        if not row["n"] or any(value is None for value in values):
-            continue
-        segment = Segment(tuple(zip(query.keys, values, strict=False)))
-        level = level_of(row) if query.with_levels else None
-        part = _part(row["n"], row["total"], row["total_sq"], row["first_ts"], level)
+    for group in groups:
+        segment = Segment(tuple(zip(query.keys, group.values, strict=False)))
+        part = _part(group.sums, group.level)
         known = summaries.get(segment)
         summaries[segment] = known.merge(part) if known else part
     return summaries
 
 
-def _part(n: int, total: float, total_sq: float, first: Any, level: float | None) -> Summary:
-    return Summary(n=int(n), total=float(total), total_sq=float(total_sq),
-                   levels=((level, int(n)),) if level is not None else (),
-                   first_seen_ts=to_utc(first).timestamp() if first is not None else None)
-
-
-def _level_value(row: RowMapping) -> float | None:
-    level = row["level_key"]
-    return None if level == OFF_GRID else level / LEVEL_GRID
+def _part(sums: alert_windows.Sums, level: float | None) -> Summary:
+    return Summary(n=sums.n, total=sums.total, total_sq=sums.total_sq,
+                   levels=((level, sums.n),) if level is not None else (),
+                   first_seen_ts=sums.first_ts.timestamp() if sums.first_ts else None)
 
 
 def _off_grid(summary: Summary) -> bool:
@@ -176,46 +155,19 @@ def _merged(parts: Iterable[dict[Segment, Summary]]) -> dict[Segment, Summary]:
     return merged
 
 
-def _scored_rows(conn: Connection, query: WindowQuery, ranges: tuple[Range, ...],
-                 periods: list[Period]) -> list[tuple[float, datetime, dict[str, Any]]]:
-    """The values in ``ranges`` with their times and attributes (SQLite: no GROUPING
-    SETS, no JSON containment; an embedded store holds one machine's traffic)."""
-    vs = verdict_scores.c
-    rows = conn.execute(
-        select(vs.value, vs.sample_ts, verdicts.c.attributes)
-        .select_from(verdict_scores.join(verdicts, verdicts.c.id == vs.verdict_id))
-        .where(vs.metric == query.metric, vs.name == query.score,
-               or_(*(and_(vs.sample_ts >= to_utc(low), vs.sample_ts < to_utc(high))
-                     for low, high in ranges)),
-               *attributes_match({}, dict(query.filters))),
-    ).all()
-    scored = [(float(value), to_utc(ts), attributes or {}) for value, ts, attributes in rows]
-    return [row for row in scored
-            if not any(_excluded(row[1], row[2], period) for period in periods)]
-
-
-def _summarise_rollups(query: WindowQuery, plan: Cover, periods: list[Period],
-                       conn: Connection) -> dict[Segment, Summary]:
-    """The rollup rows of ``plan`` summed at every level of the query's keys (SQLite).
-    A bucket is wholly inside or outside each exclusion (``cover``): its start decides."""
-    r = score_rollups.c
-    rows = conn.execute(
-        select(r.bucket, r.attributes, r.level, r.n, r.total, r.total_sq, r.first_ts)
-        .where(r.metric == query.metric, r.name == query.score, or_(*(
-            and_(r.span_s == span, r.bucket >= to_utc(low), r.bucket < to_utc(high))
-            for span, ranges in plan.buckets.items() for low, high in ranges))),
-    ).all()
+def _summarise_rollups(query: WindowQuery, rows: list[alert_windows.RollupRow],
+                       periods: list[Period]) -> dict[Segment, Summary]:
+    """Rollup rows summed at every level of the query's keys (SQLite). A bucket is
+    wholly inside or outside each exclusion (``cover``): its start decides."""
     filters = dict(query.filters)
     parts = []
-    for bucket, attributes, level, n, total, total_sq, first in rows:
-        attributes = attributes or {}
+    for row in rows:
+        attributes = row.attributes
         if not all(_text(attributes.get(key)) in values for key, values in filters.items()):
             continue
-        if any(_excluded(to_utc(bucket), attributes, period) for period in periods):
+        if any(_excluded(row.bucket, attributes, period) for period in periods):
             continue
-        value = None if level == OFF_GRID else level / LEVEL_GRID
-        parts.append((attributes, _part(n, total, total_sq, first,
-                                        value if query.with_levels else None)))
+        parts.append((attributes, _part(row.sums, row.level if query.with_levels else None)))
     return _summarise_parts(query, parts)
 
 
@@ -223,16 +175,13 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _exclusion_periods(conn: Connection, query: WindowQuery) -> list[Period]:
-    x = alert_exclusions.c
+def _exclusion_periods(conn: StoreConnection, query: WindowQuery) -> list[Period]:
     periods = []
-    for segment, started, ended in conn.execute(
-            select(x.segment, x.started_at, x.ended_at).where(x.rule == query.exclude_rule)):
-        started = to_utc(started)
-        ends = [to_utc(ended)] if ended is not None else []
+    for segment, started, ended in alert_windows.exclusions(conn, rule=str(query.exclude_rule)):
+        ends = [ended] if ended is not None else []
         if query.exclusion_cap is not None:
             ends.append(started + query.exclusion_cap)
-        periods.append((dict(segment), started, min(ends) if ends else None))
+        periods.append((segment, started, min(ends) if ends else None))
     return periods
 
 
@@ -243,13 +192,13 @@ def _excluded(ts: datetime, attributes: dict[str, Any], period: Period) -> bool:
 
 
 def _summarise_rows(query: WindowQuery,
-                    rows: list[tuple[float, datetime, dict[str, Any]]]) -> dict[Segment, Summary]:
+                    rows: list[alert_windows.ScoredRow]) -> dict[Segment, Summary]:
     """Summaries at every level of the query's keys, as the Postgres query makes them."""
     return _summarise_parts(query, [
-        (attributes, Summary(n=1, total=value, total_sq=value * value,
-                             levels=((value, 1),) if query.with_levels else (),
-                             first_seen_ts=ts.timestamp()))
-        for value, ts, attributes in rows])
+        (row.attributes, Summary(n=1, total=row.value, total_sq=row.value * row.value,
+                                 levels=((row.value, 1),) if query.with_levels else (),
+                                 first_seen_ts=row.ts.timestamp()))
+        for row in rows])
 
 
 def _summarise_parts(query: WindowQuery,
@@ -281,109 +230,21 @@ def _sum(summaries: list[Summary]) -> Summary:
                    first_seen_ts=min(firsts) if firsts else None)
 
 
-def _conditions(query: WindowQuery, params: dict[str, Any], *, alias: str,
-                moment: str) -> list[str]:
-    """The filters and the exclusion test on ``{alias}.attributes`` at time ``moment``."""
-    conditions = []
-    for i, (key, values) in enumerate(query.filters):
-        params[f"f{i}"], params[f"fv{i}"] = key, list(values)
-        conditions.append(f"({alias}.attributes ->> :f{i}) = ANY(:fv{i})")
-    if query.exclude_rule is not None:
-        params["rule"] = query.exclude_rule
-        capped = ""
-        if query.exclusion_cap is not None:
-            params["cap"] = query.exclusion_cap
-            capped = f" AND {moment} < x.started_at + :cap"
-        conditions.append(
-            "NOT EXISTS (SELECT 1 FROM alert_exclusions x WHERE x.rule = :rule"
-            f" AND {alias}.attributes @> x.segment AND {moment} >= x.started_at"
-            f" AND (x.ended_at IS NULL OR {moment} < x.ended_at){capped})",
-        )
-    return conditions
-
-
-def _ranges(column: str, ranges: Iterable[Range], params: dict[str, Any], *, prefix: str,
-            extra: str = "") -> str:
-    """``(column >= low AND column < high) OR ...`` with the bounds as parameters."""
-    terms = []
-    for i, (low, high) in enumerate(ranges):
-        params[f"{prefix}{i}a"], params[f"{prefix}{i}b"] = low, high
-        terms.append(f"({extra}{column} >= :{prefix}{i}a AND {column} < :{prefix}{i}b)")
-    return "(" + " OR ".join(terms) + ")"
-
-
-def _grouping(query: WindowQuery, inner: str) -> str:
-    """The outer aggregation of ``inner`` at every level of the keys (``GROUPING SETS``)."""
-    names = [f"s{i}" for i in range(len(query.keys))]
-    level = ["level_key"] if query.with_levels else []
-    sets = ", ".join(
-        "(" + ", ".join(level + names[:depth]) + ")" for depth in range(len(names) + 1)
-    )
-    mask = f"GROUPING({', '.join(names)})" if names else "0"
-    outer_columns = ", ".join([f"{mask} AS grouping_mask", *names, *level])
-    return (f"SELECT {outer_columns}, sum(n) AS n, sum(total) AS total,"
-            f" sum(total_sq) AS total_sq, min(first_ts) AS first_ts FROM ({inner}) AS scored"
-            f" GROUP BY GROUPING SETS ({sets})")
-
-
-def _key_columns(query: WindowQuery, params: dict[str, Any], *, alias: str) -> list[str]:
-    columns = []
-    for i, key in enumerate(query.keys):
-        params[f"k{i}"] = key
-        columns.append(f"{alias}.attributes ->> :k{i} AS s{i}")
-    return columns
-
-
-def _build(query: WindowQuery, ranges: tuple[Range, ...]) -> tuple[str, dict[str, Any]]:
-    """The score rows' query (Postgres) over ``ranges`` of sample time."""
-    params: dict[str, Any] = {"metric": query.metric, "score": query.score,
-                              "created_since": created_since(min(low for low, _ in ranges))}
-    conditions = [
-        "vs.metric = :metric", "vs.name = :score",
-        _ranges("vs.sample_ts", ranges, params, prefix="t"),
-        # The partition key, so only the window's partitions are read.
-        "vs.created_at >= :created_since", "v.created_at >= :created_since",
-        *_conditions(query, params, alias="v", moment="vs.sample_ts"),
-    ]
-    columns = ["1 AS n", "vs.value AS total", "vs.value * vs.value AS total_sq",
-               "vs.sample_ts AS first_ts", "vs.value AS level_key",
-               *_key_columns(query, params, alias="v")]
-    inner = (f"SELECT {', '.join(columns)}"
-             " FROM verdict_scores vs JOIN verdicts v ON v.id = vs.verdict_id"
-             f" WHERE {' AND '.join(conditions)}")
-    return _grouping(query, inner), params
-
-
-def _build_rolled(query: WindowQuery, plan: Cover) -> tuple[str, dict[str, Any]]:
-    """The rollups' query (Postgres) over the whole buckets of ``plan``."""
-    params: dict[str, Any] = {"metric": query.metric, "score": query.score}
-    spans = []
-    for span, ranges in plan.buckets.items():
-        params[f"span{span}"] = span
-        spans.append(_ranges("r.bucket", ranges, params, prefix=f"b{span}_",
-                             extra=f"r.span_s = :span{span} AND "))
-    conditions = ["r.metric = :metric", "r.name = :score", "(" + " OR ".join(spans) + ")",
-                  *_conditions(query, params, alias="r", moment="r.bucket")]
-    columns = ["r.n AS n", "r.total AS total", "r.total_sq AS total_sq",
-               "r.first_ts AS first_ts", "r.level AS level_key",
-               *_key_columns(query, params, alias="r")]
-    inner = (f"SELECT {', '.join(columns)} FROM score_rollups r"
-             f" WHERE {' AND '.join(conditions)}")
-    return _grouping(query, inner), params
-
-
 def fetch_explained(
-    conn: Connection, query: WindowQuery, *, explain: tuple[str, ...],
+    conn: StoreConnection, query: WindowQuery, *, explain: tuple[str, ...],
     heads: Iterable[Segment], start: datetime, end: datetime,
 ) -> dict[Segment, Summary]:
     """The window's summaries under ``heads``, split by the segment keys and by each
     ``explain`` attribute in turn (an incident's causes outside the segment tree).
 
-    A sample attribute is read from the rollups, which keep the verdict's attributes
-    (as a window is: its buckets and segments). The rollups do not keep the verdict's
-    own fields (:data:`VERDICT_EXPLAINERS`, the judge model): those are one aggregate
-    query of the score rows of ``[start, end)`` under the heads. Run only in cycles with
-    an incident; neither reads the baseline or any history.
+    Read as a window is: its whole minutes and hours from the rollups, which keep the
+    verdict's attributes and its own fields (:data:`VERDICT_EXPLAINERS`, the judge model
+    and prompt version, ``evalfleet.store.rollup.VERDICT_COLUMNS``), its partial minutes
+    from the score rows; so it costs the window's buckets and segments, not its samples,
+    even when a head is the whole traffic. Run only in cycles with an incident; it reads
+    neither the baseline nor any history. A verdict field the rollups do not key on
+    cannot be named: the rule refuses names outside :data:`VERDICT_EXPLAINERS` and the
+    sample attributes, and the store raises ``NotInRollups`` for such a column.
 
     Args:
         conn: A connection to the store's database.
@@ -401,55 +262,32 @@ def fetch_explained(
     heads = sorted(set(heads))
     if not explain or not heads:
         return {}
-    if is_sqlite(conn):
-        return _explained_rows(conn, query, explain=explain, heads=heads, start=start, end=end)
-    plain = replace(query, exclude_rule=None, exclusion_cap=None, with_levels=False)
+    plan = cover(start, end)
+    found = alert_windows.explained_sums(
+        conn, metric=query.metric, score=query.score, keys=query.keys,
+        filters=dict(query.filters), heads=[head.as_dict() for head in heads],
+        explain=[(name, VERDICT_EXPLAINERS.get(name)) for name in explain],
+        buckets=plan.buckets, ranges=plan.raw)
     units: dict[Segment, Summary] = {}
-    for name in (n for n in explain if n not in VERDICT_EXPLAINERS):
-        split = fetch_summaries(conn, replace(plain, keys=(*query.keys, name)),
-                                start=start, end=end)
-        units.update({unit: summary for unit, summary in split.items()
-                      if unit.depth == len(query.keys) + 1 and _under(unit, heads)})
-    own = tuple(n for n in explain if n in VERDICT_EXPLAINERS)
-    keys = _head_keys(conn, plain, heads, start=start, end=end) if own else []
-    if own and keys != []:
-        conn.exec_driver_sql("SET LOCAL jit = off")
-        sql, params = _build_explained(plain, explain=own, heads=heads, start=start, end=end,
-                                       head_keys=keys)
-        units.update(_own_units(plain, own, conn.execute(text(sql), params).mappings()))
+    for row in found:
+        name = explain[row.explainer]
+        if name in VERDICT_EXPLAINERS:
+            labels = _prefix(query.keys, list(row.keys))
+        elif any(value is None for value in row.keys):
+            continue
+        else:
+            labels = tuple(zip(query.keys, (str(value) for value in row.keys), strict=True))
+        unit = Segment((*labels, (name, row.value)))
+        if not row.sums.n or not _under(unit, heads):
+            continue
+        part = _part(row.sums, None)
+        known = units.get(unit)
+        units[unit] = known.merge(part) if known else part
     return units
-
-
-def _head_keys(conn: Connection, query: WindowQuery, heads: list[Segment], *,
-               start: datetime, end: datetime) -> list[str] | None:
-    """The attribute sets (``segment_key``) the heads' samples of ``[start, end)`` have,
-    from the minute rollups, so their verdicts are read by the segment index, a range per
-    set, and not picked out of every segment's window; None under the whole (all of it)."""
-    if Segment() in heads:
-        return None
-    return sorted({key for head in heads for key in segment_keys(
-        conn, metric=query.metric, score=query.score, start=start, end=end,
-        labels=head.as_dict(), filters=dict(query.filters))})
 
 
 def _under(unit: Segment, heads: list[Segment]) -> bool:
     return any(unit.labels[:head.depth] == head.labels for head in heads)
-
-
-def _own_units(query: WindowQuery, explain: tuple[str, ...],
-               rows: Iterable[RowMapping]) -> dict[Segment, Summary]:
-    units = {}
-    for row in rows:
-        # GROUPING() sets the bit of each explain column left out of the row's set.
-        j = next(i for i in range(len(explain))
-                 if not row["mask"] & (1 << (len(explain) - 1 - i)))
-        value = row[f"e{j}"]
-        if value is None or not row["n"]:
-            continue
-        labels = _prefix(query.keys, [row[f"s{i}"] for i in range(len(query.keys))])
-        units[Segment((*labels, (explain[j], str(value))))] = _part(
-            row["n"], row["total"], row["total_sq"], row["first_ts"], None)
-    return units
 
 
 def _prefix(keys: tuple[str, ...], values: list[Any]) -> tuple[tuple[str, str], ...]:
@@ -460,68 +298,3 @@ def _prefix(keys: tuple[str, ...], values: list[Any]) -> tuple[tuple[str, str], 
             break
         labels.append((key, str(value)))
     return tuple(labels)
-
-
-def _build_explained(query: WindowQuery, *, explain: tuple[str, ...], heads: list[Segment],
-                     start: datetime, end: datetime,
-                     head_keys: list[str] | None) -> tuple[str, dict[str, Any]]:
-    params: dict[str, Any] = {"metric": query.metric, "score": query.score, "start": start,
-                              "end": end, "created_since": created_since(start)}
-    conditions = ["vs.metric = :metric", "vs.name = :score", "vs.sample_ts >= :start",
-                  "vs.sample_ts < :end", "vs.created_at >= :created_since",
-                  "v.created_at >= :created_since",
-                  *_conditions(query, params, alias="v", moment="vs.sample_ts")]
-    if head_keys is not None:
-        # The heads' verdicts by the segment index (metric, md5(attributes), sample_ts).
-        params["keys"] = head_keys
-        conditions += ["v.metric = :metric", "v.sample_ts >= :start", "v.sample_ts < :end",
-                       "md5(CAST(v.attributes AS text)) = ANY(:keys)"]
-    if head_keys is None and Segment() not in heads:
-        under = []
-        for i, head in enumerate(heads):
-            params[f"h{i}"] = json.dumps(head.as_dict())
-            under.append(f"v.attributes @> CAST(:h{i} AS jsonb)")
-        conditions.append("(" + " OR ".join(under) + ")")
-    columns = _key_columns(query, params, alias="v")
-    columns += [f"v.{VERDICT_EXPLAINERS[name]} AS e{i}" for i, name in enumerate(explain)]
-    inner = (f"SELECT vs.value AS value, vs.sample_ts AS sample_ts, {', '.join(columns)}"
-             " FROM verdict_scores vs JOIN verdicts v ON v.id = vs.verdict_id"
-             f" WHERE {' AND '.join(conditions)}")
-    keys = [f"s{i}" for i in range(len(query.keys))]
-    extra = [f"e{i}" for i in range(len(explain))]
-    sets = ", ".join("(" + ", ".join([*keys, e]) + ")" for e in extra)
-    outer = ", ".join([*keys, *extra])
-    sql = (f"SELECT GROUPING({', '.join(extra)}) AS mask, {outer}, count(*) AS n,"
-           " sum(value) AS total, sum(value * value) AS total_sq, min(sample_ts) AS first_ts"
-           f" FROM ({inner}) AS scored GROUP BY GROUPING SETS ({sets})")
-    return sql, params
-
-
-def _explained_rows(conn: Connection, query: WindowQuery, *, explain: tuple[str, ...],
-                    heads: list[Segment], start: datetime,
-                    end: datetime) -> dict[Segment, Summary]:
-    """:func:`fetch_explained` summed in Python (SQLite: one machine's traffic)."""
-    vs, v = verdict_scores.c, verdicts.c
-    rows = conn.execute(
-        select(vs.value, vs.sample_ts, v.attributes, v.judge_model, v.prompt_version)
-        .select_from(verdict_scores.join(verdicts, v.id == vs.verdict_id))
-        .where(vs.metric == query.metric, vs.name == query.score,
-               vs.sample_ts >= to_utc(start), vs.sample_ts < to_utc(end),
-               *attributes_match({}, dict(query.filters))),
-    ).all()
-    groups: dict[Segment, list[Summary]] = {}
-    for value, ts, attributes, judge_model, prompt_version in rows:
-        attributes = attributes or {}
-        if not any(all(_text(attributes.get(k)) == val for k, val in head.labels)
-                   for head in heads):
-            continue
-        own = {"judge_model": judge_model, "prompt_version": prompt_version}
-        labels = _prefix(query.keys, [attributes.get(key) for key in query.keys])
-        part = Summary(n=1, total=float(value), total_sq=float(value) ** 2,
-                       first_seen_ts=to_utc(ts).timestamp())
-        for name in explain:
-            found = own[VERDICT_EXPLAINERS[name]] if name in VERDICT_EXPLAINERS \
-                else attributes.get(name)
-            if found is not None:
-                groups.setdefault(Segment((*labels, (name, str(found)))), []).append(part)
-    return {unit: _sum(parts) for unit, parts in groups.items()}

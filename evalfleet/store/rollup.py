@@ -1,18 +1,32 @@
 """Rollups of the score series: what the alert engine sums, kept per bucket of sample time.
 
 ``score_rollups`` holds, per metric, score name, bucket (a minute and an hour of sample
-time, aligned to the epoch), segment attributes (the verdict's whole ``attributes``)
-and level, the count, sum, sum of squares and earliest sample time of the
-``verdict_scores`` rows that fall in it. Those add up across buckets and segments to
-every statistic the engine tests (Welch and one-sample t from count, sum and sum of
-squares; proportions from the sum of a 0/1 score; Mann-Whitney from the counts per
-level), so a window or a baseline costs its buckets and segments, never its samples.
+time, aligned to the epoch), segment attributes (the verdict's whole ``attributes``),
+the verdict's judge model and prompt version, and level, the count, sum, sum of squares
+and earliest sample time of the ``verdict_scores`` rows that fall in it. Those add up
+across buckets and segments to every statistic the engine tests (Welch and one-sample t
+from count, sum and sum of squares; proportions from the sum of a 0/1 score;
+Mann-Whitney from the counts per level), so a window or a baseline costs its buckets
+and segments, never its samples.
 
 **Levels.** A value on the grid of multiples of 1/:data:`LEVEL_GRID` within [-1, 1]
 (every binary score, every normalised integer scale of up to eleven points, a canary's
 bias) gets a row per level, so an ordinal score's counts per level are exact; every
 other value goes to one row per bucket marked :data:`OFF_GRID`, so a continuous score
 costs one row per bucket and segment whatever its values.
+
+**The verdict's own columns.** ``judge_model`` and ``prompt_version`` (revision 0024)
+let an incident's ``explain_by`` split a window by them from the rollups
+(``alerts.window.fetch_explained``) instead of reading the window's score rows joined to
+their verdicts, which at 1,000 samples a minute over 100 apps took seconds a cycle for
+a head that is the whole traffic. They are columns of the key, not folded into
+``segment_key``: that key is the md5 of the attributes alone, the key of the verdicts'
+segment index (revision 0023), through which the page and the evidence read a
+segment's verdicts by the attribute sets the rollups name
+(``store.evidence.segment_keys``); a hash of attributes and judge together would name
+no index range. As columns they are grouped by name, not extracted from JSON. A
+segment judged by one model under one prompt has one row per bucket and level as
+before; during a rollout of a second model or prompt, two.
 
 **Where they are kept, and why.** Triggers on ``verdict_scores`` add a statement's new
 rows and subtract its deleted ones, in the transaction that writes them (Postgres: one
@@ -49,7 +63,9 @@ SQLite has one writer at a time: its saves all go to shard 0.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -72,11 +88,9 @@ SHARDS = 8
 #: verdict's save takes well under this, so the fold seldom meets a bucket being written.
 FOLD_AFTER_S = 120
 
-_KEY = "metric, name, span_s, bucket, segment_key, level"
-
-_ROW_KEY = f"{_KEY}, shard"
-
-_COLUMNS = f"{_ROW_KEY}, attributes, n, total, total_sq, first_ts"
+#: The verdict's own columns in the key, each the same-named column of ``verdicts``
+#: (revision 0024; the triggers and the fill of earlier revisions are made without them).
+VERDICT_COLUMNS = ("judge_model", "prompt_version")
 
 _LEVEL = (f"CASE WHEN abs(s.value) <= 1 AND round(s.value * {LEVEL_GRID}) / {LEVEL_GRID}"
           f" = s.value THEN CAST(round(s.value * {LEVEL_GRID}) AS integer) ELSE {OFF_GRID} END")
@@ -106,74 +120,95 @@ _DIALECT = {
     },
 }
 
-#: Rollup rows of the score rows in ``{scores}`` (joined to their verdicts on ``{join}``).
-_AGGREGATE = f"""
+
+@dataclass(frozen=True)
+class _Templates:
+    """The statements' text for a key with the verdict columns ``own``; ``{...}`` fields
+    are filled per use."""
+
+    key: str
+    aggregate: str
+    add: str
+    subtract: str
+    drop_empty: str
+    fold: str
+
+
+@cache
+def _templates(own: tuple[str, ...]) -> _Templates:
+    key = ", ".join(["metric", "name", "span_s", "bucket", "segment_key", *own, "level"])
+    row_key = f"{key}, shard"
+    columns = f"{row_key}, attributes, n, total, total_sq, first_ts"
+    key_of = {alias: ", ".join(f"{alias}.{c.strip()}" for c in key.split(","))
+              for alias in ("score_rollups", "o")}
+    row_key_of = {alias: f"{key_of[alias]}, {alias}.shard" for alias in key_of}
+    own_select = "".join(f"v.{c} AS {c}, " for c in own)
+    own_group = "".join(f", v.{c}" for c in own)
+    return _Templates(
+        key=key,
+        # Rollup rows of the score rows in ``{scores}`` (joined to their verdicts on
+        # ``{join}``).
+        aggregate=f"""
 SELECT s.metric AS metric, s.name AS name, spans.span_s AS span_s, {{bucket}} AS bucket,
-       {{segment_key}} AS segment_key, {_LEVEL} AS level, {{shard}} AS shard,
+       {{segment_key}} AS segment_key, {own_select}{_LEVEL} AS level, {{shard}} AS shard,
        v.attributes AS attributes,
        count(*) AS n, coalesce(sum(s.value), 0) AS total,
        coalesce(sum(s.value * s.value), 0) AS total_sq, min(s.sample_ts) AS first_ts
 FROM {{scores}} AS s JOIN {{verdicts}} AS v ON {{join}} CROSS JOIN {{spans}}
-GROUP BY s.metric, s.name, spans.span_s, {{bucket}}, v.attributes, {_LEVEL}
-"""
-
-_ADD = f"""
-INSERT INTO score_rollups ({_COLUMNS})
-SELECT {_COLUMNS} FROM ({{aggregate}}) AS g WHERE true ORDER BY {_ROW_KEY}
-ON CONFLICT ({_ROW_KEY}) DO UPDATE SET n = score_rollups.n + excluded.n,
+GROUP BY s.metric, s.name, spans.span_s, {{bucket}}, v.attributes{own_group}, {_LEVEL}
+""",
+        add=f"""
+INSERT INTO score_rollups ({columns})
+SELECT {columns} FROM ({{aggregate}}) AS g WHERE true ORDER BY {row_key}
+ON CONFLICT ({row_key}) DO UPDATE SET n = score_rollups.n + excluded.n,
     total = score_rollups.total + excluded.total,
     total_sq = score_rollups.total_sq + excluded.total_sq,
     first_ts = {{least}}(score_rollups.first_ts, excluded.first_ts)
-"""
-
-#: Removed scores go to shard 0 as negative sums (their additions may sit in any shard).
-_SUBTRACT = f"""
-INSERT INTO score_rollups ({_COLUMNS})
-SELECT {_KEY}, 0, attributes, -n, -total, -total_sq, first_ts FROM ({{aggregate}}) AS g
-WHERE true ORDER BY {_KEY}
-ON CONFLICT ({_ROW_KEY}) DO UPDATE SET n = score_rollups.n + excluded.n,
+""",
+        # Removed scores go to shard 0 as negative sums (their additions may sit in any
+        # shard).
+        subtract=f"""
+INSERT INTO score_rollups ({columns})
+SELECT {key}, 0, attributes, -n, -total, -total_sq, first_ts FROM ({{aggregate}}) AS g
+WHERE true ORDER BY {key}
+ON CONFLICT ({row_key}) DO UPDATE SET n = score_rollups.n + excluded.n,
     total = score_rollups.total + excluded.total,
     total_sq = score_rollups.total_sq + excluded.total_sq
-"""
-
-_KEY_OF = {alias: ", ".join(f"{alias}.{c.strip()}" for c in _KEY.split(","))
-           for alias in ("score_rollups", "o")}
-
-#: A shard-0 row left empty goes when no other shard of its key holds anything: alone,
-#: no sample left means nothing left (its sums are then rounding). (No alias for the
-#: deleted table: SQLite's triggers take none.)
-_DROP_EMPTY = f"""
+""",
+        # A shard-0 row left empty goes when no other shard of its key holds anything:
+        # alone, no sample left means nothing left (its sums are then rounding). (No
+        # alias for the deleted table: SQLite's triggers take none.)
+        drop_empty=f"""
 DELETE FROM score_rollups WHERE shard = 0 AND n = 0
-    AND ({_KEY}) IN (SELECT {_KEY} FROM ({{aggregate}}) AS g)
+    AND ({key}) IN (SELECT {key} FROM ({{aggregate}}) AS g)
     AND NOT EXISTS (SELECT 1 FROM score_rollups o
-                    WHERE ({_KEY_OF["o"]}) = ({_KEY_OF["score_rollups"]}) AND o.shard <> 0)
-"""
-
-_ROW_KEY_OF = {alias: f"{_KEY_OF[alias]}, {alias}.shard" for alias in _KEY_OF}
-
-#: Shard rows moved into shard 0 (Postgres), those matching ``{where}``. Every row of
-#: their keys, shard 0 included, is locked first in key order, as a save's trigger takes
-#: its rows: a late verdict saved into a bucket being folded then waits for the fold (or
-#: the fold for it), and neither can hold a row the other wants next (a delete alone takes
-#: rows in scan order, which can deadlock with such a save). A row a writer updates
-#: meanwhile is moved as it then is: the lock waits for its commit.
-_FOLD = f"""
+                    WHERE ({key_of["o"]}) = ({key_of["score_rollups"]}) AND o.shard <> 0)
+""",
+        # Shard rows moved into shard 0 (Postgres), those matching ``{where}``. Every row
+        # of their keys, shard 0 included, is locked first in key order, as a save's
+        # trigger takes its rows: a late verdict saved into a bucket being folded then
+        # waits for the fold (or the fold for it), and neither can hold a row the other
+        # wants next (a delete alone takes rows in scan order, which can deadlock with
+        # such a save). A row a writer updates meanwhile is moved as it then is: the lock
+        # waits for its commit.
+        fold=f"""
 WITH locked AS (
-    SELECT {_ROW_KEY} FROM score_rollups WHERE {{where}} AND ({_KEY}) IN (
-        SELECT {_KEY} FROM score_rollups WHERE shard <> 0 AND {{where}})
-    ORDER BY {_ROW_KEY} FOR UPDATE),
+    SELECT {row_key} FROM score_rollups WHERE {{where}} AND ({key}) IN (
+        SELECT {key} FROM score_rollups WHERE shard <> 0 AND {{where}})
+    ORDER BY {row_key} FOR UPDATE),
 moved AS (
     DELETE FROM score_rollups USING locked o
-    WHERE ({_ROW_KEY_OF["o"]}) = ({_ROW_KEY_OF["score_rollups"]}) AND o.shard <> 0
-    RETURNING {_KEY_OF["score_rollups"]}, attributes, n, total, total_sq, first_ts)
-INSERT INTO score_rollups ({_COLUMNS})
-SELECT {_KEY}, 0, attributes, sum(n), sum(total), sum(total_sq), min(first_ts)
-FROM moved GROUP BY {_KEY}, attributes ORDER BY {_KEY}
-ON CONFLICT ({_ROW_KEY}) DO UPDATE SET n = score_rollups.n + excluded.n,
+    WHERE ({row_key_of["o"]}) = ({row_key_of["score_rollups"]}) AND o.shard <> 0
+    RETURNING {key_of["score_rollups"]}, attributes, n, total, total_sq, first_ts)
+INSERT INTO score_rollups ({columns})
+SELECT {key}, 0, attributes, sum(n), sum(total), sum(total_sq), min(first_ts)
+FROM moved GROUP BY {key}, attributes ORDER BY {key}
+ON CONFLICT ({row_key}) DO UPDATE SET n = score_rollups.n + excluded.n,
     total = score_rollups.total + excluded.total,
     total_sq = score_rollups.total_sq + excluded.total_sq,
     first_ts = least(score_rollups.first_ts, excluded.first_ts)
-"""
+""")
+
 
 #: Buckets that ended before ``:settled`` (the first bound is the partial index's range).
 _SETTLED = ("bucket < CAST(:settled AS timestamptz)"
@@ -184,25 +219,26 @@ _SQLITE_ROW = ("(SELECT {row}.verdict_id AS verdict_id, {row}.metric AS metric,"
                " {row}.name AS name, {row}.value AS value, {row}.sample_ts AS sample_ts)")
 
 
-def _aggregate(dialect: str, *, scores: str, verdicts: str = "verdicts",
+def _aggregate(dialect: str, own: tuple[str, ...], *, scores: str, verdicts: str = "verdicts",
                join: str = "v.id = s.verdict_id", shard: str | None = None) -> str:
     parts = {**_DIALECT[dialect], **({"shard": shard} if shard is not None else {})}
-    return _AGGREGATE.format(scores=scores, verdicts=verdicts, join=join, bucket=parts["bucket"],
-                             segment_key=parts["segment_key"], spans=parts["spans"],
-                             shard=parts["shard"])
+    return _templates(own).aggregate.format(
+        scores=scores, verdicts=verdicts, join=join, bucket=parts["bucket"],
+        segment_key=parts["segment_key"], spans=parts["spans"], shard=parts["shard"])
 
 
-def _add(dialect: str, aggregate: str) -> str:
-    return _ADD.format(aggregate=aggregate, least=_DIALECT[dialect]["least"])
+def _add(dialect: str, own: tuple[str, ...], aggregate: str) -> str:
+    return _templates(own).add.format(aggregate=aggregate, least=_DIALECT[dialect]["least"])
 
 
-def _subtract(dialect: str, aggregate: str) -> list[str]:
+def _subtract(dialect: str, own: tuple[str, ...], aggregate: str) -> list[str]:
     """Removal: negative sums into shard 0, the keys' other shards folded in (Postgres),
     then the rows left empty dropped, so a purged day leaves no row behind."""
-    fold_keys = _FOLD.format(where=f"({_KEY}) IN (SELECT {_KEY} FROM ({aggregate}) AS g)")
-    return [_SUBTRACT.format(aggregate=aggregate),
+    sql = _templates(own)
+    fold_keys = sql.fold.format(where=f"({sql.key}) IN (SELECT {sql.key} FROM ({aggregate}) AS g)")
+    return [sql.subtract.format(aggregate=aggregate),
             *([fold_keys] if dialect == "postgresql" else []),
-            _DROP_EMPTY.format(aggregate=aggregate)]
+            sql.drop_empty.format(aggregate=aggregate)]
 
 
 def fold(conn: Connection, *, now: datetime) -> int:
@@ -219,23 +255,30 @@ def fold(conn: Connection, *, now: datetime) -> int:
     """
     if conn.dialect.name != "postgresql":
         return 0
-    moved = conn.execute(text(_FOLD.format(where=_SETTLED)),
+    moved = conn.execute(text(_templates(VERDICT_COLUMNS).fold.format(where=_SETTLED)),
                          {"settled": now - timedelta(seconds=FOLD_AFTER_S)})
     return int(moved.rowcount or 0)
 
 
-def trigger_statements(dialect: str) -> list[str]:
-    """The DDL of the triggers that keep ``score_rollups`` (``migrations/versions/0017``).
+def trigger_statements(dialect: str, *,
+                       verdict_columns: tuple[str, ...] = VERDICT_COLUMNS) -> list[str]:
+    """The DDL of the triggers that keep ``score_rollups`` (``migrations/versions/0021``,
+    ``0024``).
 
     Args:
         dialect: ``postgresql`` or ``sqlite``.
+        verdict_columns: The verdict's columns the table's key holds (revisions before
+            0024: none).
     """
+    own = verdict_columns
     if dialect == "postgresql":
         # New scores join their verdict by its whole key (the partition is found at once);
         # deleted ones by id, as scores stored before partitioning carry another time.
-        add = _add(dialect, _aggregate(dialect, scores="changed",
-                                       join="v.id = s.verdict_id AND v.created_at = s.created_at"))
-        subtract = ";\n".join(_subtract(dialect, _aggregate(dialect, scores="changed")))
+        add = _add(dialect, own, _aggregate(
+            dialect, own, scores="changed",
+            join="v.id = s.verdict_id AND v.created_at = s.created_at"))
+        subtract = ";\n".join(_subtract(dialect, own,
+                                        _aggregate(dialect, own, scores="changed")))
         return [
             _pg_function("score_rollups_add", add),
             _pg_function("score_rollups_subtract", subtract),
@@ -246,9 +289,9 @@ def trigger_statements(dialect: str) -> list[str]:
             " REFERENCING OLD TABLE AS changed FOR EACH STATEMENT"
             " EXECUTE FUNCTION score_rollups_subtract()",
         ]
-    added = _add(dialect, _aggregate(dialect, scores=_SQLITE_ROW.format(row="NEW")))
-    removed = ";\n".join(_subtract(dialect,
-                                    _aggregate(dialect, scores=_SQLITE_ROW.format(row="OLD"))))
+    added = _add(dialect, own, _aggregate(dialect, own, scores=_SQLITE_ROW.format(row="NEW")))
+    removed = ";\n".join(_subtract(dialect, own, _aggregate(
+        dialect, own, scores=_SQLITE_ROW.format(row="OLD"))))
     return [
         f"CREATE TRIGGER score_rollups_add AFTER INSERT ON verdict_scores BEGIN {added}; END",
         "CREATE TRIGGER score_rollups_subtract AFTER DELETE ON verdict_scores"
@@ -267,11 +310,12 @@ def drop_trigger_statements(dialect: str) -> list[str]:
     return statements
 
 
-def rebuild(conn: Connection) -> int:
+def rebuild(conn: Connection, *, verdict_columns: tuple[str, ...] = VERDICT_COLUMNS) -> int:
     """Compute every rollup again from the score rows (the migration's first fill; a repair).
 
     Args:
         conn: A connection in a transaction.
+        verdict_columns: As for :func:`trigger_statements`.
 
     Returns:
         How many rollup rows there are now.
@@ -279,7 +323,9 @@ def rebuild(conn: Connection) -> int:
     dialect = conn.dialect.name
     # Driver SQL: the statements hold colons (SQLite's times) that are not parameters.
     conn.exec_driver_sql("DELETE FROM score_rollups")
-    conn.exec_driver_sql(_add(dialect, _aggregate(dialect, scores="verdict_scores", shard="0")))
+    own = verdict_columns
+    conn.exec_driver_sql(_add(dialect, own, _aggregate(dialect, own, scores="verdict_scores",
+                                                       shard="0")))
     return int(conn.exec_driver_sql("SELECT count(*) FROM score_rollups").scalar_one())
 
 
@@ -295,9 +341,9 @@ def subtract_partition(conn: Connection, suffix: str) -> None:
                                  f" AND to_regclass('verdicts_{suffix}') IS NOT NULL")
     if not found.scalar_one():
         return
-    aggregate = _aggregate("postgresql", scores=f"verdict_scores_{suffix}",
+    aggregate = _aggregate("postgresql", VERDICT_COLUMNS, scores=f"verdict_scores_{suffix}",
                            verdicts=f"verdicts_{suffix}")
-    for statement in _subtract("postgresql", aggregate):
+    for statement in _subtract("postgresql", VERDICT_COLUMNS, aggregate):
         conn.exec_driver_sql(statement)
 
 

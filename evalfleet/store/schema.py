@@ -161,6 +161,9 @@ score_rollups = Table(
     Column("bucket", DateTime(timezone=True), primary_key=True),
     # The attributes' key: md5 of the canonical JSONB text (Postgres), the JSON text (SQLite).
     Column("segment_key", Text, primary_key=True),
+    # The verdict's own columns (an incident's ``explain_by`` splits by them).
+    Column("judge_model", String(128), primary_key=True, server_default=""),
+    Column("prompt_version", String(32), primary_key=True, server_default=""),
     # The value on the level grid (value * 2520, an integer) or -999999 for values off it.
     Column("level", Integer, primary_key=True),
     # Which of a bucket's rows (Postgres: a save's connection's; 0 also holds removals and

@@ -38,9 +38,10 @@ def upgrade() -> None:
         batch.create_primary_key("pk_score_rollups", [*_KEY, "shard"])
     op.create_index("ix_score_rollups_sharded", "score_rollups", ["bucket"],
                     postgresql_where=sa.text("shard <> 0"), sqlite_where=sa.text("shard <> 0"))
-    for statement in trigger_statements(bind.dialect.name):
+    # The key as it is at this revision: the verdict's columns join it in 0024.
+    for statement in trigger_statements(bind.dialect.name, verdict_columns=()):
         bind.exec_driver_sql(statement)  # colons in SQLite's times are not parameters
-    rebuild(bind)
+    rebuild(bind, verdict_columns=())
 
 
 def downgrade() -> None:

@@ -19,7 +19,7 @@ from sqlalchemy import delete, select
 
 from evalfleet.ops.purger import Purger
 from evalfleet.ops.retention import RetentionPolicy
-from evalfleet.store import SqlStore, VerdictRecord
+from evalfleet.store import SqlStore, VerdictKey, VerdictRecord
 from evalfleet.store.partitions import (
     day_start,
     day_suffix,
@@ -34,7 +34,7 @@ from tests.evalfleet.ops.builders import NOW, verdict
 
 DAY = timedelta(days=1)
 
-Key = tuple[str, str, int, datetime, str, int]
+Key = tuple[str, str, int, datetime, str, str, str, int]
 
 
 def _bucket(moment: datetime, span_s: int) -> datetime:
@@ -54,12 +54,14 @@ def raw_rollups(store: SqlStore) -> dict[Key, tuple[int, float, float, datetime]
     vs, v = verdict_scores.c, verdicts.c
     expected: dict[Key, list[Any]] = {}
     with store.engine.connect() as conn:
-        rows = conn.execute(select(vs.metric, vs.name, vs.value, vs.sample_ts, v.attributes)
+        rows = conn.execute(select(vs.metric, vs.name, vs.value, vs.sample_ts, v.attributes,
+                                   v.judge_model, v.prompt_version)
                             .join(verdicts, v.id == vs.verdict_id)).all()
-    for metric, name, value, sample_ts, attributes in rows:
+    for metric, name, value, sample_ts, attributes, judge_model, prompt_version in rows:
         for span_s in (60, 3600):
             key = (metric, name, span_s, _bucket(sample_ts, span_s),
-                   json.dumps(attributes, sort_keys=True), _level(value))
+                   json.dumps(attributes, sort_keys=True), judge_model, prompt_version,
+                   _level(value))
             entry = expected.setdefault(key, [0, 0.0, 0.0, to_utc(sample_ts)])
             entry[0] += 1
             entry[1] += value or 0.0
@@ -75,11 +77,13 @@ def stored_rollups(store: SqlStore) -> dict[Key, tuple[int, float, float, dateti
     r = score_rollups.c
     found: dict[Key, tuple[int, float, float, datetime]] = {}
     with store.engine.connect() as conn:
-        rows = conn.execute(select(r.metric, r.name, r.span_s, r.bucket, r.attributes, r.level,
+        rows = conn.execute(select(r.metric, r.name, r.span_s, r.bucket, r.attributes,
+                                   r.judge_model, r.prompt_version, r.level,
                                    r.n, r.total, r.total_sq, r.first_ts)).all()
-    for metric, name, span_s, bucket, attributes, level, n, total, total_sq, first in rows:
+    for (metric, name, span_s, bucket, attributes, judge_model, prompt_version, level,
+         n, total, total_sq, first) in rows:
         key = (metric, name, span_s, to_utc(bucket), json.dumps(attributes, sort_keys=True),
-               level)
+               judge_model, prompt_version, level)
         known = found.get(key)
         if known is not None:
             n, total, total_sq = n + known[0], total + known[1], total_sq + known[2]
@@ -110,7 +114,8 @@ VALUES = (0.0, 0.25, 0.5, 0.75, 1.0, 1 / 3, 0.123456789, None)
 def random_verdicts(rng: random.Random, count: int, *, prefix: str,
                     base: datetime = NOW) -> list[VerdictRecord]:
     """Production verdicts over two hours of sample time, some judged days late, some with
-    another purpose, attributes in either key order."""
+    another purpose, attributes in either key order, by two judge models under two
+    prompt versions."""
     records = []
     for i in range(count):
         sample_ts = base - timedelta(seconds=rng.uniform(0, 7200))
@@ -119,7 +124,9 @@ def random_verdicts(rng: random.Random, count: int, *, prefix: str,
         attributes = {"app": app, "route": route} if rng.random() < 0.5 else {
             "route": route, "app": app}
         records.append(verdict(
-            f"{prefix}-{i}", sample_ts=sample_ts,
+            f"{prefix}-{i}", key=VerdictKey(f"{prefix}-{i}", "rag_qa", rng.choice(["p1", "p2"]),
+                                            rng.choice(["judge-1", "judge-2"])),
+            sample_ts=sample_ts,
             created_at=sample_ts + (rng.uniform(1, 3) * DAY if late else timedelta(seconds=5)),
             scores={"faithfulness": rng.choice(VALUES), "correct": float(rng.random() < 0.7)},
             attributes=attributes,
