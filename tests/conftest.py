@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 import redis
+from hypothesis import HealthCheck, settings
 
 from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings
@@ -34,6 +35,11 @@ from evalfleet.store.schema import metadata
 from testkit.judge_server import ensure_built
 from tests.brokers import DELAY_QUEUES, purge
 from tests.helpers import WorkerProcess
+
+# Property tests check values, not speed: Hypothesis's per-example deadline (200 ms) and its
+# too-slow health check failed test_serializer's property at a load average of 20.
+settings.register_profile("evalfleet", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("evalfleet")
 
 POSTGRES_ADMIN_URL = os.environ.get("EVALFLEET_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_SERVER_URL = os.environ.get("EVALFLEET_TEST_REDIS", "redis://127.0.0.1:6379")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +20,7 @@ from evalfleet.judgesim import (
     simulated_scores,
     simulated_verdict,
 )
+from testkit.process import wait_until
 
 RAG_PROMPT = (
     "### Task\nYou are an expert judge.\n- **User Question**: {question}\n"
@@ -237,11 +239,14 @@ def test_by_prompt_counts_each_prompt(judge: RunningSim) -> None:
 
 def test_rpm_limit_answers_429_with_the_window_wait(judge: RunningSim) -> None:
     judge.configure(rpm_limit=2)
+    started = time.monotonic()
     complete(judge, rag())
     complete(judge, rag())
     with pytest.raises(openai.RateLimitError) as caught:
         complete(judge, rag())
-    assert 58 <= int(caught.value.response.headers["retry-after"]) <= 60
+    # The rest of the minute the first request opened, in whole seconds.
+    waited = time.monotonic() - started
+    assert 59 - math.ceil(waited) <= int(caught.value.response.headers["retry-after"]) <= 60
     judge.configure(rpm_limit=None)
     complete(judge, rag())
 
@@ -253,11 +258,9 @@ def test_hang_outlasts_the_client_timeout_and_ends_when_the_client_leaves(
     started = time.monotonic()
     with pytest.raises(openai.APITimeoutError):
         llm(judge, timeout_s=0.3).chat.completions.create(model="m", messages=rag())  # type: ignore[arg-type]
-    assert time.monotonic() - started < 2
-    deadline = time.monotonic() + 3
-    while judge.stats()["in_flight"] and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert judge.stats()["in_flight"] == 0
+    assert time.monotonic() - started < 30  # the client left; the hang had not ended
+    wait_until(lambda: judge.stats()["in_flight"] == 0, timeout_s=25,
+               what="the server to notice the client left")
     assert judge.stats()["by_outcome"]["hang"] == 1
 
 
@@ -282,9 +285,8 @@ def test_latency_is_concurrent(judge: RunningSim) -> None:
 
     started = time.monotonic()
     assert asyncio.run(burst()) == [200] * 50
-    elapsed = time.monotonic() - started
-    assert 0.3 <= elapsed < 1.5
-    assert judge.stats()["max_in_flight"] == 50
+    assert time.monotonic() - started >= 0.3
+    assert judge.stats()["max_in_flight"] == 50  # all fifty waited out their latency at once
 
 
 def test_max_tokens_cuts_the_reply(judge: RunningSim) -> None:
