@@ -58,6 +58,11 @@ same rollup rows: batches of 16 rag_qa verdicts with four scores, rounds alterna
 the triggers on and off; printed: the verdicts a second of all writers together, the
 wall time per saving transaction (median and 95th percentile over every writer's
 saves) and the waits on row locks Postgres reported during the round.
+
+With ``--breakdown``: for each timed cycle, where its time went: the time in the
+database's statements (SQLAlchemy's cursor events, from sending a statement to its
+result), the rest (the engine's Python, fetching rows, waiting for a core), the
+process's CPU time, and the slowest statements.
 """
 
 from __future__ import annotations
@@ -77,7 +82,7 @@ from typing import Any
 
 import psycopg
 import yaml
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from evalfleet.alerts import engine as alert_engine
 from evalfleet.alerts import window
@@ -127,6 +132,8 @@ def main() -> None:
     parser.add_argument("--explain-ab", type=int, default=0, metavar="ROUNDS",
                         help="after: alternate the explained read from the score rows"
                              " (main before 0024) and from the rollups")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="print each timed cycle's statements, Python and CPU time")
     args = parser.parse_args()
     global AT  # the cycles' time, set once from the command line
     AT = AT.replace(second=args.offset_s)
@@ -165,7 +172,8 @@ def main() -> None:
                         continue
                     cycle_s, page_s = _time_cycles(
                         url, baseline=BASELINES[name], cycles=args.cycles,
-                        before=mode == "before", beat=args.evaluate == "beat")
+                        before=mode == "before", beat=args.evaluate == "beat",
+                        breakdown=args.breakdown)
                     results[(mode, rate, name)] = cycle_s
                     if page_s is not None:
                         results[("page", rate, name)] = page_s
@@ -184,7 +192,8 @@ def _explain_ab(url: str, *, rounds: int, rate: int, name: str, args: argparse.N
             reads: list[tuple[float, list[str]]] = []
             cycle_s, _ = _time_cycles(url, baseline=BASELINES[name], cycles=args.cycles,
                                       before=False, beat=args.evaluate == "beat",
-                                      explain_rows=variant == "rows", reads=reads)
+                                      explain_rows=variant == "rows", reads=reads,
+                                      breakdown=args.breakdown)
             found[variant].append(cycle_s)
             print(f"  {variant:7} {rate:>5}/min {name}: cycle {_ms(cycle_s)}; explained"
                   f" reads {', '.join(f'{_ms(t)} under {heads}' for t, heads in reads)}"
@@ -388,7 +397,7 @@ def _floor(moment: datetime, span_s: int = 60) -> datetime:
 def _time_cycles(url: str, *, baseline: timedelta, cycles: int, before: bool,
                  beat: bool, explain_rows: bool = False,
                  reads: list[tuple[float, list[str]]] | None = None,
-                 ) -> tuple[float, float | None]:
+                 breakdown: bool = False) -> tuple[float, float | None]:
     """The median cycle, and after the rollups the median of the alert page's reads
     (not with ``reads``: then the timed cycles' explained reads are appended to it, with
     ``explain_rows`` read as main did before revision 0024)."""
@@ -417,6 +426,9 @@ def _time_cycles(url: str, *, baseline: timedelta, cycles: int, before: bool,
                 return units
 
             alert_engine.fetch_explained = explained  # type: ignore[assignment]
+        statements: list[tuple[float, str]] = []
+        if breakdown:
+            _time_statements(engine.store.engine, statements)
         try:
             with psycopg.connect(_plain(url), autocommit=True) as conn:
                 conn.execute(f"TRUNCATE {ALERT_TABLES}")
@@ -427,9 +439,12 @@ def _time_cycles(url: str, *, baseline: timedelta, cycles: int, before: bool,
                 if k == 1 and reads is not None:
                     reads.extend(timed)  # the first cycle is not timed
                     timed.clear()
-                started = time.perf_counter()
+                statements.clear()
+                started, cpu = time.perf_counter(), time.process_time()
                 engine.check(at=at)
                 times.append(time.perf_counter() - started)
+                if breakdown and k:
+                    _print_breakdown(times[-1], time.process_time() - cpu, statements)
             if reads is not None:
                 reads.extend(timed)
                 page_s = None
@@ -440,6 +455,28 @@ def _time_cycles(url: str, *, baseline: timedelta, cycles: int, before: bool,
             alert_engine.fetch_explained = original_explained  # type: ignore[assignment]
             engine.close()
     return statistics.median(times[1:] if len(times) > 1 else times), page_s
+
+
+def _time_statements(bind: Any, found: list[tuple[float, str]]) -> None:
+    """Append each statement's time and first words to ``found``."""
+
+    def before(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        conn.info["bench_started"] = time.perf_counter()
+
+    def after(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        found.append((time.perf_counter() - conn.info.pop("bench_started"),
+                      " ".join(statement.split())[:70]))
+
+    event.listen(bind, "before_cursor_execute", before)
+    event.listen(bind, "after_cursor_execute", after)
+
+
+def _print_breakdown(wall_s: float, cpu_s: float, statements: list[tuple[float, str]]) -> None:
+    in_sql = sum(t for t, _ in statements)
+    print(f"    cycle {_ms(wall_s)}: {len(statements)} statements {_ms(in_sql)}, the rest"
+          f" {_ms(wall_s - in_sql)}, process CPU {_ms(cpu_s)}", flush=True)
+    for took, statement in sorted(statements, reverse=True)[:4]:
+        print(f"      {_ms(took):>8}  {statement}", flush=True)
 
 
 def _time_page(engine: Any) -> float:
