@@ -27,6 +27,7 @@ from evalfleet.broker.publish import QueueDeclarations
 from evalfleet.broker.queues import broker_countdown_s, broker_transport_options, is_amqp, is_redis
 from evalfleet.core.errors import BrokerUnavailable
 from evalfleet.core.message import EVALUATE_TASK, Job, encode_batch, encode_job, queue_for
+from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings
 
 #: Jobs buffered in one Redis pipeline before it is sent (kombu's batch size).
@@ -37,7 +38,7 @@ class Enqueuer:
     """Sends jobs to ``eval.<metric>`` as evaluate tasks (JSON, persistent). Thread-safe."""
 
     def __init__(self, settings: Settings, *, batch_size: int | None = None,
-                 check_metrics: Collection[str] = ()) -> None:
+                 check_metrics: Collection[str] | None = None) -> None:
         """A publish-only Celery app for the configured broker.
 
         Args:
@@ -45,6 +46,11 @@ class Enqueuer:
             batch_size: Jobs per Redis pipeline in :meth:`send_many`.
             check_metrics: The metrics of kind ``check``: their messages carry
                 ``EVALFLEET_CHECK_BATCH_SIZE`` jobs, the others ``EVALFLEET_BATCH_SIZE``.
+                None reads them from the configured metric files, so every producer
+                (beat, replay, calibration, demo) sizes a check metric's messages alike.
+
+        Raises:
+            InvalidMetricSpec: When ``check_metrics`` is None and a metric file is invalid.
         """
         serializer.register()
         # A publish-only app: it never imports the worker side.
@@ -67,6 +73,8 @@ class Enqueuer:
         )
         self._batch_size = batch_size or settings.limits.producer_batch_size or DEFAULT_BATCH_SIZE
         self._jobs_per_message = settings.broker.batch_size
+        if check_metrics is None:
+            check_metrics = load_registry(settings.judge.metrics_dir).check_names()
         self._check_metrics = frozenset(check_metrics)
         self._jobs_per_check_message = settings.broker.jobs_per_message(check=True)
         self._broker_url = settings.resolved_broker_url()

@@ -76,7 +76,7 @@ class ProducerRuntime:
         shared_url = settings.resolved_shared_redis_url()
         self._shared = self._redis_at(shared_url) if shared_url else None
         self._depth_probe = self._queue_depth()
-        checks = [metric.name for metric in self.registry if metric.spec.kind == "check"]
+        checks = self.registry.check_names()
         self.enqueuer = Enqueuer(settings, check_metrics=checks)
         self.screen = Screen(
             metrics={metric.name: metric for metric in self.registry},

@@ -691,6 +691,10 @@ class MetricRegistry:
         """All metric names, sorted."""
         return sorted(self._metrics)
 
+    def check_names(self) -> list[str]:
+        """The names of the metrics of kind ``check``, sorted."""
+        return [name for name in self.names() if self._metrics[name].spec.kind == "check"]
+
     def __iter__(self) -> Any:
         return iter(self._metrics[name] for name in self.names())
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from evalfleet.core.errors import BrokerUnavailable
+from evalfleet.core.errors import BrokerUnavailable, InvalidMetricSpec
 from evalfleet.core.message import decode_job, new_job
 from evalfleet.core.settings import Settings
 from producers.enqueuer import Enqueuer
@@ -42,6 +42,31 @@ def test_a_check_metrics_messages_carry_the_check_batch_size(psettings: Settings
     assert message_sizes(redis_client, "bbh_match") == [64, 36]
     assert [job["sample"]["id"] for job, _ in queued(redis_client, "bbh_match")] == [
         sample(n).id for n in range(100)]
+
+
+def test_every_enqueuer_sizes_a_configured_check_metrics_messages(
+        psettings: Settings, redis_client: redis.Redis, tmp_path: Path) -> None:
+    # The beat, dead-letter replay, calibration, demo and chaos build their Enqueuer
+    # from the settings alone: the metric files say which metrics are checks.
+    metrics_dir = tmp_path / "metrics"
+    metrics_dir.mkdir()
+    (metrics_dir / "contract.yaml").write_text(
+        "name: contract\nkind: check\nchecks:\n  valid_json: {check: json_valid}\n")
+    settings = psettings.model_copy(update={"batch_size": 16, "check_batch_size": 64,
+                                            "metrics_dir": metrics_dir})
+    enqueuer = Enqueuer(settings)
+    enqueuer.send_many([new_job(metric, sample(n)) for n in range(70)
+                        for metric in ("rag_qa", "contract")])
+    enqueuer.close()
+    assert message_sizes(redis_client, "contract") == [64, 6]
+    assert message_sizes(redis_client, "rag_qa") == [16] * 4 + [6]
+
+
+def test_an_enqueuer_refuses_an_invalid_metrics_dir(psettings: Settings,
+                                                    tmp_path: Path) -> None:
+    settings = psettings.model_copy(update={"metrics_dir": tmp_path / "absent"})
+    with pytest.raises(InvalidMetricSpec, match="metrics directory does not exist"):
+        Enqueuer(settings)
 
 
 def message_sizes(client: redis.Redis, metric: str) -> list[int]:
