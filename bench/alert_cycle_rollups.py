@@ -94,8 +94,8 @@ from evalfleet.alerts.statistic import Summary
 from evalfleet.alerts.view import load_alert_view
 from evalfleet.core.settings import Settings
 from evalfleet.store import VerdictKey, VerdictRecord, migrate, open_store
-from evalfleet.store.evidence import segment_keys
 from evalfleet.store.partitions import created_since, ensure_partitions
+from evalfleet.store.queries.evidence import segment_keys
 from evalfleet.store.rollup import OFF_GRID
 
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"

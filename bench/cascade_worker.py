@@ -46,8 +46,8 @@ from evalfleet.judgesim import simulated_verdict
 from evalfleet.judgesim.config import SimConfig
 from evalfleet.judgesim.runner import start_in_thread
 from evalfleet.store import SqliteStore, VerdictRecord, migrate
-from evalfleet.store.cascade import ThresholdBook
-from evalfleet.store.review_queue import LabelValue, ReviewQueue
+from evalfleet.store.queries.cascade import ThresholdBook
+from evalfleet.store.queries.review_queue import LabelValue, ReviewQueue
 from testkit.metrics import cascade_metrics
 from workers.cascade import ThresholdCache
 from workers.evaluation import Evaluator, EvaluatorOptions

@@ -69,8 +69,8 @@ from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings
 from evalfleet.core.sums import RunningSums
 from evalfleet.store import migrate, open_store
-from evalfleet.store.estimate import EstimateReads
 from evalfleet.store.partitions import ensure_partitions
+from evalfleet.store.queries.estimate import EstimateReads
 from testkit.drop_simulation import simulate_drop
 from testkit.served import Served
 

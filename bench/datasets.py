@@ -33,7 +33,7 @@ from evalfleet.core.metric import load_registry
 from evalfleet.dataset import csv_rows, finetune_records, gold_records, jsonl_records
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, migrate, open_store
 from evalfleet.store.queries.datasets import Datasets, Selection
-from evalfleet.store.review_queue import LabelValue, ReviewQueue
+from evalfleet.store.queries.review_queue import LabelValue, ReviewQueue
 
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 DATABASE = "evalfleet_bench_datasets"

@@ -39,7 +39,7 @@ from evalfleet.core.settings import Settings
 from evalfleet.store import migrate, open_store
 from evalfleet.store.base import VerdictKey, VerdictRecord
 from evalfleet.store.intake import insert_items, item_row
-from evalfleet.store.review_queue import LabelValue, ReviewQueue
+from evalfleet.store.queries.review_queue import LabelValue, ReviewQueue
 from testkit.served import Served
 
 POSTGRES_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -288,7 +288,7 @@ def _measure(settings: Settings, *, repeat: int) -> None:
 
 def _explain_baseline(engine: Any, *, segment_labels: dict[str, str]) -> None:
     """The alert page's read of one segment: its trend, window and baseline rows."""
-    # The statement evalfleet.store.evidence.segment_scores issues for the alert page.
+    # The statement evalfleet.store.queries.evidence.segment_scores issues for the alert page.
     query = text(
         "EXPLAIN (ANALYZE, BUFFERS) SELECT vs.value, vs.sample_ts FROM verdicts v"
         " JOIN verdict_scores vs ON vs.verdict_id = v.id AND vs.name = 'faithfulness'"

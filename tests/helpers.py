@@ -99,7 +99,7 @@ def label_like_people(queue: Any, jobs: Sequence[Any], metric: Any) -> int:
     from datetime import UTC, datetime
 
     from evalfleet.judgesim import simulated_verdict
-    from evalfleet.store.review_queue import LabelValue
+    from evalfleet.store.queries.review_queue import LabelValue
     from workers.renderer import render_messages
 
     by_id = {job.sample.id: job.sample for job in jobs}

@@ -28,8 +28,8 @@ from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore
-from evalfleet.store.batchspool import BATCH_OWNER, BatchSpool
-from evalfleet.store.cascade import ThresholdBook
+from evalfleet.store.queries.batchspool import BATCH_OWNER, BatchSpool
+from evalfleet.store.queries.cascade import ThresholdBook
 from evalfleet.store.schema import claims, judge_batch_spool
 from evalfleet.store.schema import verdicts as verdicts_table
 from tests.helpers import WorkerProcess, cascade_metrics, wait_until

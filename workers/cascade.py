@@ -43,7 +43,7 @@ from evalfleet.core.metric import Metric, settled_scores
 from evalfleet.core.price import Price, cost_usd
 from evalfleet.core.sample import Sample
 from evalfleet.core.scales import score_scales
-from evalfleet.store.cascade import StoredThresholds
+from evalfleet.store.queries.cascade import StoredThresholds
 from workers.checks import CheckResult, PreparedCheck
 from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
 from workers.verdicts import ParseFailure, Verdict, parse_verdict

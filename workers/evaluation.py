@@ -57,7 +57,7 @@ from evalfleet.store import (
     VerdictRecord,
     VerdictStore,
 )
-from evalfleet.store.evidence import sample_content
+from evalfleet.store.queries.evidence import sample_content
 from workers.batch_port import BatchPort, BatchRequest
 from workers.cascade import CascadeRun, ThresholdCache, tiers_for
 from workers.checks import CheckOutcome, CheckResult, CheckRunner, PreparedCheck

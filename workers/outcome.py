@@ -22,7 +22,7 @@ from typing import Literal
 
 from evalfleet.core.message import Job
 from evalfleet.store import DeadLetter, VerdictRecord
-from evalfleet.store.batchspool import SpoolEntry
+from evalfleet.store.queries.batchspool import SpoolEntry
 
 #: What an outcome's kind may be.
 OutcomeKind = Literal["stored", "kept", "duplicate", "retry", "requeued", "paused",

@@ -19,8 +19,8 @@ from evalfleet.core.ratelimit import RateLimit
 from evalfleet.core.settings import Settings
 from evalfleet.core.spend import SpendLedger
 from evalfleet.store import SqlStore, VerdictStore, open_store
-from evalfleet.store.batchspool import BatchSpool
-from evalfleet.store.cascade import ThresholdBook
+from evalfleet.store.queries.batchspool import BatchSpool
+from evalfleet.store.queries.cascade import ThresholdBook
 from workers.batchjudge.mode import SpoolingMode
 from workers.cascade import ThresholdCache
 from workers.evaluation import Evaluator, EvaluatorOptions

@@ -20,7 +20,7 @@ from evalfleet.alerts.segment import Segment
 from evalfleet.core.log import scrub
 from evalfleet.core.trajectory import Step, ToolStep, step_summary
 from evalfleet.store import StoreConnection
-from evalfleet.store.evidence import Evidence, lowest_scoring
+from evalfleet.store.queries.evidence import Evidence, lowest_scoring
 
 #: Samples a firing notification carries.
 EVIDENCE_SAMPLES = 3

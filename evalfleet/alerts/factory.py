@@ -12,8 +12,8 @@ from evalfleet.alerts.telemetry import AlertTelemetry
 from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings
 from evalfleet.store import open_store
-from evalfleet.store.estimate import EstimateReads
-from evalfleet.store.review_queue import ReviewQueue
+from evalfleet.store.queries.estimate import EstimateReads
+from evalfleet.store.queries.review_queue import ReviewQueue
 
 #: Name of the receiver ``EVALFLEET_ALERTMANAGER_URL`` configures.
 ALERTMANAGER_RECEIVER = "alertmanager"

@@ -70,14 +70,14 @@ from evalfleet.core.labelpool import label_pool, pool_labels
 from evalfleet.core.metric import MetricRegistry
 from evalfleet.core.sums import RunningSums
 from evalfleet.store import StoreConnection
-from evalfleet.store.cascade import StoredThresholds
-from evalfleet.store.estimate import EstimateReads
+from evalfleet.store.queries.cascade import StoredThresholds
 from evalfleet.store.queries.cascade_labels import (
     cascade_fit,
     cascade_pool_items,
     cascade_refit,
     since_refit,
 )
+from evalfleet.store.queries.estimate import EstimateReads
 
 CONFIRMED = "confirmed"
 NOT_CONFIRMED = "not confirmed"

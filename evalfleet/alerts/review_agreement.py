@@ -31,7 +31,7 @@ from evalfleet.core.live_agreement import (
     live_agreement,
 )
 from evalfleet.core.metric import MetricRegistry
-from evalfleet.store.review_queue import ReviewQueue
+from evalfleet.store.queries.review_queue import ReviewQueue
 
 #: The segment key of a review_agreement rule's judge models.
 JUDGE_MODEL = "judge_model"

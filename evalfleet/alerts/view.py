@@ -9,7 +9,7 @@ them: the window's worst samples and the values of its histogram (the window's s
 rows, each of the segment's attribute sets read as one range of the (metric, attribute
 key, sample_ts) index), and the baseline's histogram from the same length of time at
 the baseline's end; a baseline's whole set of samples is never read. The statements
-are the store's (``evalfleet.store.queries.alert_view``, ``evalfleet.store.evidence``).
+are the store's (``evalfleet.store.queries.alert_view``, ``evalfleet.store.queries.evidence``).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from evalfleet.alerts.rule import CalibrationBaseline, PinnedBaseline, Rule, Tra
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.window import WindowQuery, fetch_summaries
 from evalfleet.store import SqlStore, StoreConnection
-from evalfleet.store.evidence import Evidence, segment_scores
 from evalfleet.store.queries.alert_view import Transition, rollup_sums, state_changes
+from evalfleet.store.queries.evidence import Evidence, segment_scores
 from evalfleet.store.sql import to_utc
 
 #: Points of the trend.
@@ -139,7 +139,7 @@ def load_history(conn: StoreConnection, *, rule: str, segment: Segment,
 def load_scored(conn: StoreConnection, rule: Rule, segment: Segment, *, start: datetime,
                 end: datetime) -> list[tuple[float, datetime]]:
     """The segment's ``(value, sample time)`` pairs with sample times in ``[start, end)``
-    (read on the segment's index range: :func:`evalfleet.store.evidence.segment_scores`)."""
+    (read on the segment's index range: :func:`evalfleet.store.queries.evidence.segment_scores`)."""
     spec = rule.spec
     return segment_scores(conn, metric=spec.metric, score=spec.series, start=start, end=end,
                           labels=segment.as_dict(), filters=rule_filters(rule))

@@ -29,7 +29,7 @@ from evalfleet.core.metric import Metric
 from evalfleet.core.rescore import number_or_none, tier_entries, tier_judgement
 from evalfleet.core.review_slice import salted_fraction
 from evalfleet.core.scales import score_scales
-from evalfleet.store.cascade import CascadeLabelItem
+from evalfleet.store.queries.cascade import CascadeLabelItem
 
 #: The purpose the thinning hash is salted with.
 THINNING_SALT = "cascade-fit"

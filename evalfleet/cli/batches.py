@@ -21,7 +21,7 @@ def cancel(state: CliState) -> None:
     finished; the rest goes back to the queue with its attempt counted."""
     from evalfleet.core.errors import JudgeError
     from evalfleet.store import SqlStore
-    from evalfleet.store.batchspool import BatchSpool
+    from evalfleet.store.queries.batchspool import BatchSpool
     from workers.batchjudge.rounds import batch_api
 
     settings = state.settings
@@ -54,7 +54,7 @@ def drain(state: CliState, timeout_s: float, interval_s: float) -> None:
     """Send every spooled job now (without waiting for a full batch) and collect until no
     batch-mode job is left, as the beat's rounds do (it takes their lock)."""
     from evalfleet.broker.publish import QueuePublisher
-    from evalfleet.store.batchspool import BatchSpool
+    from evalfleet.store.queries.batchspool import BatchSpool
     from workers.app import create_app
     from workers.batchjudge.rounds import BatchRounds
     from workers.runtime import LazyRuntime

@@ -40,7 +40,7 @@ def beat(state: CliState, loglevel: str) -> None:
     from evalfleet.core.message import queue_for
     from evalfleet.core.metric import load_registry
     from evalfleet.store import SqlStore
-    from evalfleet.store.batchspool import BatchSpool
+    from evalfleet.store.queries.batchspool import BatchSpool
     from producers.enqueuer import Enqueuer
     from workers.app import create_app
     from workers.batchjudge.gauges import BatchGauges

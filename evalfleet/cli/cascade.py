@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from evalfleet.calibration.cascade import Guarantee
     from evalfleet.calibration.cascade_status import CascadeStatus, CostedItem
     from evalfleet.core.metric import Metric
-    from evalfleet.store.cascade import StoredThresholds
+    from evalfleet.store.queries.cascade import StoredThresholds
 
 
 @click.group()
@@ -98,7 +98,7 @@ def fit(state: CliState, metric: str, target: float, delta: float, tolerance: fl
     that fold's labels, so every label can correct the estimates across refits."""
     from evalfleet.core.cascade import metric_cascade_identity
     from evalfleet.store import open_store
-    from evalfleet.store.cascade import ThresholdBook
+    from evalfleet.store.queries.cascade import ThresholdBook
 
     spec = _metric(state, metric)
     guarantee = _guarantee(target, delta, tolerance, min_labels)
@@ -145,7 +145,7 @@ def _queue_items(state: CliState, spec: Metric,
     from evalfleet.calibration.cascade_labels import queue_items
     from evalfleet.core.cascade import metric_cascade_identity
     from evalfleet.store import open_store
-    from evalfleet.store.cascade import ThresholdBook
+    from evalfleet.store.queries.cascade import ThresholdBook
 
     if not spec.spec.judge.cascade:
         click.echo(f"problem: metric {spec.name} has no judge.cascade", err=True)

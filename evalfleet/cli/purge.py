@@ -79,7 +79,7 @@ def purge(state: CliState, dry_run: bool, batch_rows: int) -> None:
 def _purge_review_samples(store: SqlStore, *, before: datetime, now: datetime,
                           dry_run: bool) -> None:
     """The review queue's copies of samples: kept while an item waits for labels."""
-    from evalfleet.store.review_queue import ReviewQueue
+    from evalfleet.store.queries.review_queue import ReviewQueue
 
     count = ReviewQueue(store).purge_samples(before=before, now=now, dry_run=dry_run)
     label = "review samples to delete" if dry_run else "review samples deleted"

@@ -17,7 +17,7 @@ from evalfleet.core.estimator import LAM_MEANING, MIN_LABELS, MIN_STRATUM_LABELS
 from evalfleet.review.estimate import LABEL_WINDOW
 
 if TYPE_CHECKING:
-    from evalfleet.store.review_queue import ReviewQueue
+    from evalfleet.store.queries.review_queue import ReviewQueue
 
 #: How far back ``review status`` looks without ``--since``.
 DEFAULT_STATUS_SPAN = timedelta(days=30)
@@ -31,7 +31,7 @@ def review() -> None:
 
 
 def _queue(state: CliState) -> ReviewQueue:
-    from evalfleet.store.review_queue import ReviewQueue
+    from evalfleet.store.queries.review_queue import ReviewQueue
 
     return ReviewQueue(open_existing_store(state.settings.resolved_database_url(), pool_size=1))
 
@@ -296,7 +296,7 @@ def status_command(state: CliState, since: str | None, segment_by: str | None,
     from evalfleet.core.live_agreement import live_agreement, segment_agreement
     from evalfleet.core.metric import load_registry
     from evalfleet.review.estimate import estimate_record, metric_estimates
-    from evalfleet.store.estimate import EstimateReads
+    from evalfleet.store.queries.estimate import EstimateReads
 
     now = datetime.now(UTC)
     try:
@@ -414,7 +414,7 @@ def estimate_command(state: CliState, metric: str, scores: tuple[str, ...],
     from evalfleet.core.errors import InvalidInput, UnknownMetric
     from evalfleet.core.metric import load_registry
     from evalfleet.review.estimate import estimate_record, metric_estimates
-    from evalfleet.store.estimate import EstimateReads
+    from evalfleet.store.queries.estimate import EstimateReads
 
     try:
         segment = dict(part.split("=", 1) for part in segments)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from evalfleet.core.settings import Settings
     from evalfleet.ops.fleet_status import FleetStatus, QueueStatus
     from evalfleet.ops.monitor import MonitorOptions
-    from evalfleet.store.batchspool import BatchSpool
+    from evalfleet.store.queries.batchspool import BatchSpool
     from producers.traces.sessions import SessionBuffer
 
 #: ANSI: cursor home and clear screen, between --watch refreshes on a terminal.
@@ -72,7 +72,7 @@ def status(state: CliState, metrics: tuple[str, ...], window: str, concurrency: 
     from evalfleet.broker.probe import open_queue_probe
     from evalfleet.ops.monitor import StatusMonitor
     from evalfleet.store import SqlStore
-    from evalfleet.store.batchspool import BatchSpool
+    from evalfleet.store.queries.batchspool import BatchSpool
 
     settings = state.settings
     options = monitor_options(settings, metrics=metrics, window_s=parse_duration_s(window),

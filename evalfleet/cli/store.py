@@ -53,7 +53,7 @@ def migrate(state: CliState) -> None:
 def export(state: CliState, metric: str | None, since: str | None, until: str | None,
            with_sample: bool, purposes: tuple[str, ...]) -> None:
     """Write verdicts to stdout as JSONL, oldest first."""
-    from evalfleet.store.export import export_row
+    from evalfleet.store.queries.export import export_row
 
     try:
         since_at, until_at = parse_time(since), parse_time(until)

@@ -107,7 +107,7 @@ def _review_pages(settings: Any, store: Any, rules: Any) -> Any:
 
     from evalfleet.core.metric import load_registry
     from evalfleet.store.queries.datasets import Datasets
-    from evalfleet.store.review_queue import ReviewQueue
+    from evalfleet.store.queries.review_queue import ReviewQueue
     from evalfleet.web.datasets import SavingPages
     from evalfleet.web.review_page import ReviewOptions
 

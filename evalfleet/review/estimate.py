@@ -40,13 +40,13 @@ from evalfleet.core.estimator import (
 from evalfleet.core.labelpool import LabelPool, label_pool, pool_labels
 from evalfleet.core.metric import Metric
 from evalfleet.core.scales import score_scales
-from evalfleet.store.estimate import EstimateReads
 from evalfleet.store.queries.cascade_labels import (
     cascade_fit,
     cascade_pool_items,
     cascade_refit,
     since_refit,
 )
+from evalfleet.store.queries.estimate import EstimateReads
 
 #: How far back labels correct a window by default (the CLI's --label-window, the pages).
 LABEL_WINDOW = timedelta(days=30)

@@ -13,7 +13,7 @@ from evalfleet.core.errors import InvalidSample
 from evalfleet.core.labels import normalise
 from evalfleet.core.metric import Metric
 from evalfleet.core.scales import label_value, score_scales
-from evalfleet.store.review_queue import LabelValue
+from evalfleet.store.queries.review_queue import LabelValue
 
 
 def read_label(value: Any, *, metric: Metric, score: str, record: str,

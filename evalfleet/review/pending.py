@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from evalfleet.core.trajectory import Trajectory
-from evalfleet.store.review_queue import ReviewItem
+from evalfleet.store.queries.review_queue import ReviewItem
 from workers.compactor import render_trajectory
 
 #: Keys of a pending item's JSON object, in order.

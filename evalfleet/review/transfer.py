@@ -34,7 +34,7 @@ from evalfleet.core.labels import combine_labels
 from evalfleet.core.metric import MetricRegistry
 from evalfleet.core.scales import score_scales
 from evalfleet.review.label import read_label
-from evalfleet.store.review_queue import ReviewItem, ReviewLabel, ReviewQueue
+from evalfleet.store.queries.review_queue import ReviewItem, ReviewLabel, ReviewQueue
 
 #: Keys of a label line; ``comment`` may be left out.
 LABEL_KEYS = ("item_id", "sample_id", "metric", "score", "value", "reviewer", "comment")

@@ -1,4 +1,4 @@
-"""Review items queued with the verdicts they review (see :mod:`evalfleet.store.review_queue`).
+"""Review items queued with the verdicts they review (:mod:`evalfleet.store.queries.review_queue`).
 
 :meth:`SqlStore.save` calls :func:`queue_random` in the transaction that stores the
 verdicts, so a stored verdict has always been considered for the random slice, and its

@@ -115,7 +115,7 @@ verdicts = Table(
 # A segment's verdicts of a stretch of sample time, one index range per attribute set:
 # the key is the rollups' ``segment_key`` (md5 of the attributes' JSONB text), so the
 # alert page and a firing alert's evidence read the window's rows of the segment's
-# attribute sets named by ``score_rollups`` (``evalfleet.store.evidence.segment_keys``)
+# attribute sets named by ``score_rollups`` (``evalfleet.store.queries.evidence.segment_keys``)
 # and no other segment's or other time's. (SQLite reads its plain table.)
 Index("ix_verdicts_metric_segment_sample_ts", verdicts.c.metric,
       text("md5(CAST(attributes AS text))"), verdicts.c.sample_ts, info=POSTGRES_ONLY)
@@ -355,7 +355,7 @@ alert_rule_runs = Table(
     Column("evaluated_at", DateTime(timezone=True), nullable=False),
 )
 
-# --- The review queue (evalfleet/store/review_queue.py): people's labels of what the judge judged.
+# --- The review queue (store/queries/review_queue.py): people's labels of what the judge judged.
 # Items name their verdict by key digest, never by ``verdicts.id`` (the verdicts table may
 # be partitioned), and keep a copy of the sample and of the judge's scores, so an item
 # outlives the verdict's sample retention until it is labelled or expires.

@@ -36,8 +36,8 @@ from evalfleet.core.log import scrub
 from evalfleet.core.metric import MetricRegistry
 from evalfleet.core.simulator import judged_by_simulator
 from evalfleet.review.estimate import LABEL_WINDOW, ScoreEstimate, metric_estimates
-from evalfleet.store.estimate import EstimateReads
-from evalfleet.store.pages import (
+from evalfleet.store.queries.estimate import EstimateReads
+from evalfleet.store.queries.pages import (
     count_by_metric,
     load_dead_letters,
     load_points,

@@ -34,7 +34,7 @@ from evalfleet.dataset.selection import parse_labels
 from evalfleet.review.guide import Anchor, InvalidGuide, load_guide
 from evalfleet.review.label import read_label
 from evalfleet.review.pending import label_studio_task, pending_record
-from evalfleet.store.review_queue import LabelValue, ReviewItem, ReviewQueue
+from evalfleet.store.queries.review_queue import LabelValue, ReviewItem, ReviewQueue
 from evalfleet.web.csrf import check_token, issue_token
 from evalfleet.web.session import session_view
 from evalfleet.web.trajectory import trajectory_view

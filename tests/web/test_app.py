@@ -294,7 +294,7 @@ def test_labels_of_older_samples_move_the_alert_page_and_agree_with_review_statu
 
     from evalfleet.cli import main
     from evalfleet.core.review_slice import MetricSlice, ReviewSlice
-    from evalfleet.store.review_queue import LabelValue, ReviewQueue
+    from evalfleet.store.queries.review_queue import LabelValue, ReviewQueue
 
     def labels_on_page() -> tuple[str, str]:
         alert = get(site, "/alerts/faithfulness_drop", params={"segment": "app=support-bot"})

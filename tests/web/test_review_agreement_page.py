@@ -14,7 +14,7 @@ from evalfleet.cli.ui import build_ui_app
 from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.core.settings import Settings
 from evalfleet.store import open_store
-from evalfleet.store.review_queue import LabelValue, ReviewQueue
+from evalfleet.store.queries.review_queue import LabelValue, ReviewQueue
 from tests.evalfleet.alerts.test_review_agreement import record
 
 HOSTILE = '<script>alert(1)</script>"judge'

@@ -26,7 +26,7 @@ from evalfleet.cli.ui import build_ui_app
 from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.core.settings import Settings
 from evalfleet.store import VerdictKey, VerdictRecord, migrate, open_store
-from evalfleet.store.review_queue import ReviewQueue
+from evalfleet.store.queries.review_queue import ReviewQueue
 from testkit.served import Served
 from tests.web.conftest import shot
 

@@ -14,8 +14,8 @@ from evalfleet.cli.ui import build_ui_app
 from evalfleet.core.review_slice import MetricSlice, ReviewSlice, Stratum
 from evalfleet.core.settings import Settings
 from evalfleet.store import open_store
-from evalfleet.store.review_queue import ReviewQueue
-from tests.evalfleet.store.test_review_queue import SAMPLE, record
+from evalfleet.store.queries.review_queue import ReviewQueue
+from tests.evalfleet.store.queries.test_review_queue import SAMPLE, record
 
 HOSTILE = '<script>alert(1)</script>"'
 

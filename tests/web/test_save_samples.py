@@ -16,7 +16,7 @@ from evalfleet.cli.ui import build_ui_app
 from evalfleet.core.settings import Settings
 from evalfleet.store import open_store
 from evalfleet.store.queries.datasets import Datasets
-from evalfleet.store.review_queue import ReviewQueue
+from evalfleet.store.queries.review_queue import ReviewQueue
 from tests.evalfleet.alerts import stream
 from tests.evalfleet.alerts.conftest import write_rules
 from tests.evalfleet.alerts.notifier.test_evidence import plant_worst

@@ -19,7 +19,7 @@ from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.core.session import version_id
 from evalfleet.core.settings import Settings
 from evalfleet.store import VerdictKey, migrate, open_store
-from evalfleet.store.review_queue import ReviewQueue
+from evalfleet.store.queries.review_queue import ReviewQueue
 from evalfleet.web.session import MAX_TURNS, session_view
 from evalfleet.web.trajectory import PART_CHARS
 from tests.evalfleet.store.test_sql import record

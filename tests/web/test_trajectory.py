@@ -66,7 +66,7 @@ def test_a_sample_without_a_trajectory_has_no_view() -> None:
 
 def test_the_verdict_page_opens_the_step_the_judge_named(tmp_path: Path,
                                                         serve: Callable[..., Any]) -> None:
-    from tests.evalfleet.store.test_evidence import AGENT_SAMPLE
+    from tests.evalfleet.store.queries.test_evidence import AGENT_SAMPLE
 
     url = f"sqlite:///{tmp_path / 'evalfleet.db'}"
     store = open_store(url)

@@ -19,7 +19,7 @@ from evalfleet.core.metric import Metric, load_registry
 from evalfleet.core.sample import Sample, parse_sample
 from evalfleet.core.scales import score_kinds
 from evalfleet.judgesim import RunningSim, simulated_verdict
-from evalfleet.store.cascade import StoredThresholds
+from evalfleet.store.queries.cascade import StoredThresholds
 from tests.helpers import cascade_metrics
 from workers.cascade import CascadeResult, Tier, cascade_flow, run_cascades, tiers_for
 from workers.judge import AsyncHttpJudge, JudgeFleet, JudgeRequest
@@ -151,7 +151,7 @@ def test_thresholds_are_read_once_a_ttl_and_kept_while_the_store_is_away() -> No
     from datetime import UTC, datetime
 
     from evalfleet.core.errors import StoreUnavailable
-    from evalfleet.store.cascade import StoredThresholds
+    from evalfleet.store.queries.cascade import StoredThresholds
     from workers.cascade import ThresholdCache
 
     now = [0.0]

@@ -22,7 +22,7 @@ from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim, SimConfig, start_in_thread
 from evalfleet.store import SqlStore
-from evalfleet.store.cascade import ThresholdBook
+from evalfleet.store.queries.cascade import ThresholdBook
 from tests.helpers import WorkerProcess, cascade_metrics, evaluator_options, wait_until
 from tests.test_fleet import cli, export, write_jsonl
 from workers.breaker import CircuitBreaker

@@ -13,7 +13,7 @@ from evalfleet.core.metric import load_registry
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore
-from evalfleet.store.cascade import ThresholdBook
+from evalfleet.store.queries.cascade import ThresholdBook
 from tests.helpers import WorkerProcess, cascade_metrics, wait_until
 from tests.test_fleet import cli, export, write_jsonl
 

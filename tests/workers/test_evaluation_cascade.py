@@ -22,9 +22,9 @@ from evalfleet.core.review_slice import MetricSlice, ReviewSlice, Stratum
 from evalfleet.core.sample import parse_sample
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore, VerdictRecord, open_store
-from evalfleet.store.cascade import ThresholdBook
-from evalfleet.store.export import export_row
-from evalfleet.store.review_queue import ReviewQueue
+from evalfleet.store.queries.cascade import ThresholdBook
+from evalfleet.store.queries.export import export_row
+from evalfleet.store.queries.review_queue import ReviewQueue
 from tests.helpers import cascade_metrics, evaluator_options
 from workers.cascade import ThresholdCache
 from workers.evaluation import Evaluator

@@ -17,8 +17,8 @@ from evalfleet.core.sample import parse_sample
 from evalfleet.core.session import version_id
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore
-from evalfleet.store.evidence import sample_content
-from evalfleet.store.export import export_row
+from evalfleet.store.queries.evidence import sample_content
+from evalfleet.store.queries.export import export_row
 from evalfleet.store.schema import verdict_scores, verdicts
 from tests.workers.test_trace_metric import make_evaluator  # noqa: F401 (a fixture)
 from workers.renderer import render

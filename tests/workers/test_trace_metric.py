@@ -16,7 +16,7 @@ from evalfleet.core.metric import MetricRegistry, load_registry
 from evalfleet.core.sample import parse_sample
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore
-from evalfleet.store.export import export_row
+from evalfleet.store.queries.export import export_row
 from tests.helpers import evaluator_options
 from tests.workers.test_compactor import long_run
 from workers.evaluation import Evaluator

@@ -2,7 +2,7 @@
 batch price (``/v1/files`` + ``/v1/batches``).
 
 A worker taking a batch-mode job claims its verdict key, writes the job to the spool
-(:mod:`evalfleet.store.batchspool`) and acknowledges it; the submitter
+(:mod:`evalfleet.store.queries.batchspool`) and acknowledges it; the submitter
 (:mod:`workers.batchjudge.submitter`) gathers spooled jobs into batch files and creates
 the batches; the collector (:mod:`workers.batchjudge.collector`) downloads what finished
 batches answered and turns it into verdicts through the worker's own evaluator, with a

@@ -29,7 +29,7 @@ from evalfleet.core.errors import InvalidMessage, JudgeError, JudgeUnavailable, 
 from evalfleet.core.message import Job, decode_job
 from evalfleet.core.price import Price, cost_usd
 from evalfleet.store import DeadLetter
-from evalfleet.store.batchspool import BATCH_OWNER, BatchRow, BatchSpool, SpoolEntry
+from evalfleet.store.queries.batchspool import BATCH_OWNER, BatchRow, BatchSpool, SpoolEntry
 from workers.batchjudge.api import OPEN_STATUSES, BatchApi, error_message
 from workers.batchjudge.mode import CollectingMode
 from workers.batchjudge.provider import CollectedAnswers, first_exchange, tier_exchanges

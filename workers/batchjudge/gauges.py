@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from evalfleet.store.batchspool import BatchSpool
+from evalfleet.store.queries.batchspool import BatchSpool
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Any
 from evalfleet.core.errors import JudgeError
 from evalfleet.core.message import encode_job
 from evalfleet.store import Claim
-from evalfleet.store.batchspool import BatchSpool, SpoolEntry
+from evalfleet.store.queries.batchspool import BatchSpool, SpoolEntry
 from workers.batch_port import BatchPort, BatchRequest
 from workers.batchjudge.provider import NoBatchLine, with_first_reply, with_tier_answers
 from workers.judge.base import JudgeClient, JudgeReply, JudgeRequest
@@ -22,7 +22,7 @@ from workers.judge.formats import FormatSupport, shaped
 from workers.outcome import Outcome
 
 #: A claim held longer than this (in seconds) is a batch's (it holds its keys with no
-#: expiry: evalfleet.store.batchspool): a copy of its job is a duplicate.
+#: expiry: evalfleet.store.queries.batchspool): a copy of its job is a duplicate.
 BATCH_HELD_S = 365 * 86_400.0
 
 

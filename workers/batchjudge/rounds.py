@@ -33,7 +33,7 @@ from evalfleet.core.price import cost_usd
 from evalfleet.core.settings import Settings
 from evalfleet.core.spend import SpendLedger
 from evalfleet.core.tokens import prompt_tokens
-from evalfleet.store.batchspool import BatchSpool
+from evalfleet.store.queries.batchspool import BatchSpool
 from workers.batchjudge.api import BatchApi
 from workers.batchjudge.collector import Collector, collecting_evaluator
 from workers.batchjudge.submitter import BatchLimits, Submitter

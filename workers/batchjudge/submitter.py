@@ -24,7 +24,7 @@ from typing import Any
 from evalfleet.core.errors import InvalidMessage
 from evalfleet.core.message import decode_job
 from evalfleet.store import DeadLetter
-from evalfleet.store.batchspool import BatchRow, BatchSpool, Estimate, batch_line
+from evalfleet.store.queries.batchspool import BatchRow, BatchSpool, Estimate, batch_line
 from workers.batchjudge.api import BatchApi
 
 logger = logging.getLogger(__name__)

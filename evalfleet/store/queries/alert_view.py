@@ -1,7 +1,7 @@
 """What the alert page asks beside the engine's state and the evidence: a rule and
 segment's changes of state, and a score's rollup sums per bucket for its trend
 (``evalfleet.alerts.view`` shapes them; the window's and baseline's scores and the worst
-samples are :mod:`evalfleet.store.evidence`'s).
+samples are :mod:`evalfleet.store.queries.evidence`'s).
 
 The trend is summed from the rollups (``evalfleet.store.rollup``): its points are whole
 minutes or whole hours, so a week's trend is a few hundred rollup rows whatever the

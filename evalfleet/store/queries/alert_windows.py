@@ -27,8 +27,8 @@ from sqlalchemy import and_, or_, select, text
 from sqlalchemy.engine import Connection, RowMapping
 
 from evalfleet.store.dialect import is_sqlite
-from evalfleet.store.evidence import attributes_match
 from evalfleet.store.partitions import created_since
+from evalfleet.store.queries.evidence import attributes_match
 from evalfleet.store.rollup import LEVEL_GRID, OFF_GRID, VERDICT_COLUMNS
 from evalfleet.store.schema import alert_exclusions, score_rollups, verdict_scores, verdicts
 from evalfleet.store.sql import to_utc

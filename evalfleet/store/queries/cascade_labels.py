@@ -12,8 +12,8 @@ from evalfleet.core.durations import format_moment
 from evalfleet.core.labelpool import PoolItem
 from evalfleet.core.metric import Metric
 from evalfleet.core.rescore import rescored_pool
-from evalfleet.store.cascade import StoredThresholds
-from evalfleet.store.estimate import EstimateReads
+from evalfleet.store.queries.cascade import StoredThresholds
+from evalfleet.store.queries.estimate import EstimateReads
 
 
 def cascade_fit(reads: EstimateReads, *, metric: Metric) -> StoredThresholds | None:

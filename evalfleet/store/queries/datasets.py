@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError
 
 from evalfleet.core.errors import InvalidDataset
-from evalfleet.store.evidence import attributes_match
+from evalfleet.store.queries.evidence import attributes_match
 from evalfleet.store.schema import (
     dataset_items,
     dataset_members,
@@ -217,7 +217,7 @@ class Datasets:
 
     def of_verdicts(self, found: Sequence[tuple[int, str]]) -> list[DatasetItem]:
         """Copies of the verdicts found by a read of the same store, in the order given
-        (an alert's worst samples, from :func:`evalfleet.store.evidence.lowest_scoring`).
+        (an alert's worst samples, from :func:`evalfleet.store.queries.evidence.lowest_scoring`).
 
         Args:
             found: ``(row id, sample id)`` of each verdict: the pair, not the row id alone,

@@ -18,7 +18,6 @@ from sqlalchemy import ColumnElement, and_, delete, func, or_, select, text, upd
 from sqlalchemy.engine import Connection
 
 from evalfleet.store.base import VerdictKey
-from evalfleet.store.evidence import purge_samples
 from evalfleet.store.partitions import (
     LEGACY_SUFFIX,
     Partition,
@@ -27,6 +26,7 @@ from evalfleet.store.partitions import (
     is_partitioned,
     list_partitions,
 )
+from evalfleet.store.queries.evidence import purge_samples
 from evalfleet.store.schema import (
     pending_finals,
     retention_marks,
@@ -171,7 +171,7 @@ class VerdictRetention:
 
     def purge_samples(self, *, before: datetime, dry_run: bool = False) -> tuple[int, int]:
         """Delete the kept samples of verdicts created before ``before`` (the verdicts
-        stay): see :func:`evalfleet.store.evidence.purge_samples`.
+        stay): see :func:`evalfleet.store.queries.evidence.purge_samples`.
 
         Returns:
             ``(rows deleted or to delete, transactions)``.

@@ -38,8 +38,8 @@ from evalfleet.core.review_slice import MetricSlice, ReviewSlice, Stratum
 from evalfleet.core.settings import Settings
 from evalfleet.review.estimate import estimate_score
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, open_store
-from evalfleet.store.estimate import EstimateReads
-from evalfleet.store.review_queue import LabelValue, ReviewQueue
+from evalfleet.store.queries.estimate import EstimateReads
+from evalfleet.store.queries.review_queue import LabelValue, ReviewQueue
 from testkit.served import Served
 from tests.evalfleet.alerts.conftest import write_rules
 from tests.evalfleet.alerts.receiver import Receiver

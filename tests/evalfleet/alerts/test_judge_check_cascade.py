@@ -19,9 +19,9 @@ from evalfleet.core.metric import Metric, MetricRegistry, load_registry
 from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.review.estimate import estimate_score
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, open_store
-from evalfleet.store.cascade import ThresholdBook
-from evalfleet.store.estimate import EstimateReads
-from evalfleet.store.review_queue import LabelValue, ReviewQueue
+from evalfleet.store.queries.cascade import ThresholdBook
+from evalfleet.store.queries.estimate import EstimateReads
+from evalfleet.store.queries.review_queue import LabelValue, ReviewQueue
 from testkit.metrics import cascade_metrics
 from tests.evalfleet.alerts.conftest import write_rules
 

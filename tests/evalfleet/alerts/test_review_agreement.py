@@ -21,7 +21,7 @@ from evalfleet.alerts.view import load_alert_view
 from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.core.settings import Settings
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, open_store
-from evalfleet.store.review_queue import LabelValue, ReviewQueue
+from evalfleet.store.queries.review_queue import LabelValue, ReviewQueue
 from tests.evalfleet.alerts.conftest import write_rules
 
 #: One slot of items and one evaluation interval.

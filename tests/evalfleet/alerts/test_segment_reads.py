@@ -23,7 +23,7 @@ from evalfleet.alerts.view import load_scored
 from evalfleet.alerts.window import WindowQuery, fetch_explained
 from evalfleet.core.metric import load_registry
 from evalfleet.store import SqlStore
-from evalfleet.store.evidence import lowest_scoring
+from evalfleet.store.queries.evidence import lowest_scoring
 from tests.evalfleet.alerts.conftest import write_rules
 from tests.evalfleet.ops.builders import NOW, verdict
 

@@ -11,7 +11,7 @@ import pytest
 
 from evalfleet.calibration.cascade_labels import queue_items
 from evalfleet.core.metric import Metric, load_registry
-from evalfleet.store.cascade import CascadeLabelItem
+from evalfleet.store.queries.cascade import CascadeLabelItem
 from tests.helpers import cascade_metrics
 
 

@@ -19,8 +19,8 @@ from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.core.sample import parse_sample
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import open_store
-from evalfleet.store.cascade import ThresholdBook
-from evalfleet.store.review_queue import ReviewQueue
+from evalfleet.store.queries.cascade import ThresholdBook
+from evalfleet.store.queries.review_queue import ReviewQueue
 from tests.helpers import cascade_metrics, evaluator_options, label_like_people
 from workers.cascade import ThresholdCache
 from workers.evaluation import Evaluator

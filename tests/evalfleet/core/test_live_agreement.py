@@ -10,7 +10,7 @@ from sklearn.metrics import accuracy_score, cohen_kappa_score, mean_absolute_err
 
 from evalfleet.core.live_agreement import REVIEWERS, Pair, live_agreement, pair_statistics
 from evalfleet.core.metric import load_registry
-from evalfleet.store.review_queue import ReviewItem, ReviewLabel
+from evalfleet.store.queries.review_queue import ReviewItem, ReviewLabel
 
 NOW = datetime(2026, 11, 22, tzinfo=UTC)
 RESAMPLES = 300

@@ -127,7 +127,7 @@ def test_a_50_mb_tool_result_is_refused_in_linear_time() -> None:
 
 
 def test_the_kept_evidence_holds_the_trajectory_and_no_key_without_one() -> None:
-    from evalfleet.store.evidence import sample_content
+    from evalfleet.store.queries.evidence import sample_content
     assert sample_content(parse_sample(record()).to_json())["trajectory"]["final_answer"] == (
         "4 C and rain.")
     assert "trajectory" not in sample_content(parse_sample({"id": "a"}).to_json())

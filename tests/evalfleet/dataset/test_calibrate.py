@@ -12,7 +12,7 @@ from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore
 from evalfleet.store.queries.datasets import Datasets, Selection
-from evalfleet.store.review_queue import LabelValue, ReviewQueue
+from evalfleet.store.queries.review_queue import LabelValue, ReviewQueue
 from tests.evalfleet.store.queries.test_datasets import NOW, record
 from tests.helpers import WorkerProcess
 

@@ -15,7 +15,7 @@ from evalfleet.cli import main
 from evalfleet.core.settings import Settings
 from evalfleet.dataset import csv_row_to_json
 from evalfleet.store import open_store
-from evalfleet.store.review_queue import LabelValue, ReviewQueue
+from evalfleet.store.queries.review_queue import LabelValue, ReviewQueue
 from tests.evalfleet.dataset.test_export import check_openai_chat_line
 from tests.evalfleet.store.queries.test_datasets import HOSTILE, NOW, record
 

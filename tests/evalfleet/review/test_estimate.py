@@ -24,8 +24,8 @@ from evalfleet.review.estimate import (
     pool_labels,
 )
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, open_store
-from evalfleet.store.estimate import EstimateReads
-from evalfleet.store.review_queue import LabelValue, ReviewQueue
+from evalfleet.store.queries.estimate import EstimateReads
+from evalfleet.store.queries.review_queue import LabelValue, ReviewQueue
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 N = 4000

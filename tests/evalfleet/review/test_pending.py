@@ -16,9 +16,9 @@ from evalfleet.core.review_slice import MetricSlice, ReviewSlice, Stratum
 from evalfleet.review.estimate import OK, estimate_score
 from evalfleet.review.pending import label_studio_task
 from evalfleet.store import SqlStore
-from evalfleet.store.estimate import EstimateReads
-from evalfleet.store.review_queue import ReviewQueue
-from tests.evalfleet.store.test_review_queue import record, reviewing
+from evalfleet.store.queries.estimate import EstimateReads
+from evalfleet.store.queries.review_queue import ReviewQueue
+from tests.evalfleet.store.queries.test_review_queue import record, reviewing
 
 #: Verdicts stored, half with a low judge score.
 N = 400

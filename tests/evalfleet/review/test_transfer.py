@@ -13,7 +13,7 @@ from evalfleet.cli import main
 from evalfleet.core.gold import load_gold
 from evalfleet.core.metric import load_registry
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord
-from evalfleet.store.review_queue import ReviewQueue
+from evalfleet.store.queries.review_queue import ReviewQueue
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 

@@ -13,9 +13,9 @@ from sqlalchemy import select
 from evalfleet.alerts.window import WindowQuery, fetch_summaries
 from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, open_store
-from evalfleet.store.estimate import EstimateReads
 from evalfleet.store.finality import mark_pending
-from evalfleet.store.review_queue import ReviewQueue
+from evalfleet.store.queries.estimate import EstimateReads
+from evalfleet.store.queries.review_queue import ReviewQueue
 from evalfleet.store.schema import pending_finals
 from tests.evalfleet.ops.builders import NOW, verdict
 from tests.evalfleet.store.test_rollup import assert_exact

@@ -16,7 +16,6 @@ from sqlalchemy import text
 from evalfleet.ops.purger import Purger
 from evalfleet.ops.retention import RetentionPolicy
 from evalfleet.store import ClaimState, PostgresStore, VerdictKey, migrate
-from evalfleet.store.evidence import lowest_scoring, purge_samples
 from evalfleet.store.partitions import (
     DAYS_AHEAD,
     Partition,
@@ -27,6 +26,7 @@ from evalfleet.store.partitions import (
     expired,
     list_partitions,
 )
+from evalfleet.store.queries.evidence import lowest_scoring, purge_samples
 from evalfleet.store.upgrade import prepare
 from tests.evalfleet.store.test_sql import record
 

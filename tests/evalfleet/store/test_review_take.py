@@ -18,9 +18,9 @@ from evalfleet.core.metric import load_registry
 from evalfleet.core.review_slice import MetricSlice, ReviewSlice
 from evalfleet.review.transfer import ImportReport, import_labels
 from evalfleet.store import SqlStore, open_store
-from evalfleet.store.review_queue import LabelValue, ReviewQueue
+from evalfleet.store.queries.review_queue import LabelValue, ReviewQueue
 from evalfleet.store.schema import review_items
-from tests.evalfleet.store.test_review_queue import NOW, record, reviewing
+from tests.evalfleet.store.queries.test_review_queue import NOW, record, reviewing
 
 VALUE = {"faithfulness": LabelValue(raw=1.0, value=1.0)}
 

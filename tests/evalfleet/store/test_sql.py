@@ -22,8 +22,8 @@ from evalfleet.store import (
     migrate,
     open_store,
 )
-from evalfleet.store.export import export_row
 from evalfleet.store.migration import alembic_config
+from evalfleet.store.queries.export import export_row
 from evalfleet.store.schema import metadata, schema_filter
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

@@ -21,8 +21,8 @@ from evalfleet.core.metric import load_registry
 from evalfleet.core.price import cost_usd
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore, VerdictRecord
-from evalfleet.store.batchspool import BATCH_OWNER, BatchSpool
-from evalfleet.store.cascade import ThresholdBook
+from evalfleet.store.queries.batchspool import BATCH_OWNER, BatchSpool
+from evalfleet.store.queries.cascade import ThresholdBook
 from evalfleet.store.schema import claims, judge_batch_spool
 from tests.helpers import cascade_metrics, evaluator_options
 from tests.workers.batchjudge.test_batch_flow import Killed, clock, collect_all, killed_at

@@ -22,7 +22,7 @@ from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore
-from evalfleet.store.batchspool import BATCH_OWNER, HELD_UNTIL, BatchSpool
+from evalfleet.store.queries.batchspool import BATCH_OWNER, HELD_UNTIL, BatchSpool
 from evalfleet.store.schema import claims, judge_batch_spool
 from tests.helpers import evaluator_options, poison
 from tests.test_fleet import cli

@@ -14,7 +14,7 @@ from evalfleet.core.message import Job, new_job
 from evalfleet.core.metric import load_registry
 from evalfleet.judgesim import RunningSim
 from evalfleet.store import SqlStore
-from evalfleet.store.batchspool import BatchSpool
+from evalfleet.store.queries.batchspool import BatchSpool
 from evalfleet.store.schema import pending_finals
 from tests.helpers import evaluator_options
 from tests.workers.batchjudge.test_batch_flow import (  # noqa: F401 (api is a fixture)

@@ -17,8 +17,8 @@ from evalfleet.core.sample import parse_sample
 from evalfleet.judgesim import RunningSim
 from evalfleet.review.estimate import CHECK_SCORE, estimate_score
 from evalfleet.store import SqlStore, VerdictRecord, VerdictStore, open_store
-from evalfleet.store.estimate import EstimateReads
-from evalfleet.store.review_queue import ReviewQueue
+from evalfleet.store.queries.estimate import EstimateReads
+from evalfleet.store.queries.review_queue import ReviewQueue
 from tests.helpers import evaluator_options
 from tests.workers.checks.builders import contract_metrics
 from workers.evaluation import Evaluator

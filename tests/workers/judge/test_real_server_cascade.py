@@ -21,7 +21,7 @@ from evalfleet.core.metric import load_registry
 from evalfleet.core.sample import parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.store import SqlStore
-from evalfleet.store.cascade import ThresholdBook
+from evalfleet.store.queries.cascade import ThresholdBook
 from testkit.judge_server import MODEL, JudgeServer
 from workers.cascade import ThresholdCache
 from workers.evaluation import Evaluator, EvaluatorOptions

@@ -197,7 +197,7 @@ def test_plain_text_cost_is_bounded_by_the_limit() -> None:
 
 def test_secrets_never_reach_the_evidence() -> None:
     from evalfleet.alerts.evidence import evidence_details
-    from evalfleet.store.evidence import Evidence
+    from evalfleet.store.queries.evidence import Evidence
 
     item = Evidence(verdict_id=1, sample_id="id", value=0.1,
                     reason="the key sk-live-123 leaked", sample_ts=T0 + timedelta(0),

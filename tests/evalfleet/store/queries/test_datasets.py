@@ -12,9 +12,9 @@ from evalfleet.core.errors import InvalidDataset
 from evalfleet.ops.purger import Purger
 from evalfleet.ops.retention import RetentionPolicy
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord
-from evalfleet.store.evidence import purge_samples
 from evalfleet.store.queries.datasets import Datasets, Selection
-from evalfleet.store.review_queue import LabelValue, ReviewQueue
+from evalfleet.store.queries.evidence import purge_samples
+from evalfleet.store.queries.review_queue import LabelValue, ReviewQueue
 from evalfleet.store.schema import dataset_items, dataset_members, verdict_samples, verdicts
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

@@ -11,7 +11,7 @@ from sqlalchemy import delete, update
 
 from evalfleet.core.review_slice import MetricSlice, ReviewSlice, Stratum
 from evalfleet.store import SqlStore, VerdictKey, VerdictRecord, open_store
-from evalfleet.store.review_queue import LabelValue, ReviewQueue
+from evalfleet.store.queries.review_queue import LabelValue, ReviewQueue
 from evalfleet.store.schema import review_items, verdict_samples
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

@@ -25,10 +25,10 @@ from sqlalchemy.engine import Connection
 
 from evalfleet.core.labelpool import PoolItem
 from evalfleet.core.sums import RunningSums
-from evalfleet.store.cascade import StoredThresholds, ThresholdBook
 from evalfleet.store.dialect import is_sqlite
-from evalfleet.store.evidence import attributes_match
 from evalfleet.store.partitions import created_since
+from evalfleet.store.queries.cascade import StoredThresholds, ThresholdBook
+from evalfleet.store.queries.evidence import attributes_match
 from evalfleet.store.schema import (
     cascade_thresholds,
     review_items,

@@ -13,7 +13,7 @@ from evalfleet.core.settings import Settings
 from evalfleet.ops.purger import Purger
 from evalfleet.ops.retention import RetentionPolicy
 from evalfleet.store import SqliteStore, SqlStore, VerdictKey, migrate
-from evalfleet.store.evidence import lowest_scoring, purge_samples
+from evalfleet.store.queries.evidence import lowest_scoring, purge_samples
 from tests.evalfleet.store.test_sql import NOW, record
 
 SAMPLE = {"input": "q <b>", "output": "a", "context": ["c1"], "reference": None,
