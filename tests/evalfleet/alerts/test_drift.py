@@ -269,8 +269,16 @@ def test_two_beats_feed_canaries_through_the_fleet_and_each_is_judged_once(
                     env={**os.environ, **fleet.model_copy(
                         update={"data_dir": data_dir}).as_environment()},
                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-        wait_until(lambda: len({v.key.sample_id.split(":")[1] for v in store.iter_verdicts(
-            purposes=["canary"])}) >= 3, timeout_s=90, what="canaries of three slots")
+        def both_fed_three_slots() -> bool:
+            # A loaded machine may start one beat after the other has fed three slots.
+            slots = {v.key.sample_id.split(":")[1] for v in store.iter_verdicts(
+                purposes=["canary"])}
+            return len(slots) >= 3 and all(
+                "Sending due task evalfleet-canaries" in (tmp_path / f"beat-{n}.log").read_text()
+                for n in range(2))
+
+        wait_until(both_fed_three_slots, timeout_s=120,
+                   what="canaries of three slots, and both beats sending canary rounds")
     finally:
         for beat in beats:
             stop_process(beat)
