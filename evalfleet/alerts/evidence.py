@@ -147,15 +147,8 @@ def window_evidence(conn: StoreConnection, rule: Rule, segment: Segment, *, at: 
     """
     spec = rule.spec
     return lowest_scoring(conn, metric=spec.metric, score=spec.series, start=at - spec.window,
-                          end=at, labels=segment.as_dict(), filters=rule_filters(rule),
+                          end=at, labels=segment.as_dict(), filters=rule.spec.filter_values,
                           limit=limit, highest=spec.direction == "increase")
-
-
-def rule_filters(rule: Rule) -> dict[str, tuple[str, ...]]:
-    """The rule's attribute filters, each as the tuple of values it keeps (a filter
-    written as one value keeps that one)."""
-    return {key: (value,) if isinstance(value, str) else tuple(value)
-            for key, value in rule.spec.filters.items()}
 
 
 def evidence_details(evidence: Iterable[Evidence], *,

@@ -288,7 +288,7 @@ class JudgeCheckSource:
         and how many labelled items of a cross-fitted cascade could not be re-scored."""
         spec = rule.spec
         metric = self.registry.get(spec.metric)
-        filters = _filters(spec.filters)
+        filters = spec.filter_values
         segment = span.segment.as_dict()
         own = RunningSums(n=summary.n, total=summary.total, total_sq=summary.total_sq)
         pooled = span.labels_from < span.start
@@ -324,11 +324,6 @@ def _inside(span: Span, other: Span | None) -> float:
         return 0.0
     overlap = min(span.end, other.end) - max(span.start, other.labels_from)
     return max(0.0, overlap / (span.end - span.start))
-
-
-def _filters(filters: Mapping[str, str | tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
-    return {key: (value,) if isinstance(value, str) else tuple(value)
-            for key, value in filters.items()}
 
 
 def _interval(found: Interval) -> dict[str, float]:

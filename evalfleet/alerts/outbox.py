@@ -20,7 +20,6 @@ from typing import Any
 from evalfleet.store import SqlStore, StoreConnection
 from evalfleet.store.queries.alert_outbox import (
     Notification,
-    count_undelivered,
     enqueue_notification,
     lease_due_notifications,
     mark_delivered,
@@ -29,7 +28,7 @@ from evalfleet.store.queries.alert_outbox import (
 )
 
 __all__ = [
-    "Notification", "count_undelivered", "enqueue", "idempotency_key", "mark_delivered",
+    "Notification", "enqueue", "idempotency_key", "mark_delivered",
     "mark_failed", "mark_retry", "take_due",
 ]
 

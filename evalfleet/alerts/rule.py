@@ -360,6 +360,13 @@ class AlertRule(_Model):
         return self.segment_by
 
     @property
+    def filter_values(self) -> dict[str, tuple[str, ...]]:
+        """``filters`` with each as the tuple of values it keeps (a filter written as one
+        value keeps that one)."""
+        return {key: (value,) if isinstance(value, str) else tuple(value)
+                for key, value in self.filters.items()}
+
+    @property
     def explain_keys(self) -> tuple[str, ...]:
         """The ``incident.explain_by`` attributes the segment tree does not rank already."""
         return tuple(key for key in self.incident.explain_by if key not in self.segment_keys)

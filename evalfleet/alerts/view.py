@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from evalfleet.alerts.cover import MINUTE_S, floor_time
-from evalfleet.alerts.evidence import rule_filters, window_evidence
+from evalfleet.alerts.evidence import window_evidence
 from evalfleet.alerts.ledger import StoredState, load_states
 from evalfleet.alerts.rule import CalibrationBaseline, PinnedBaseline, Rule, TrailingBaseline
 from evalfleet.alerts.segment import Segment
@@ -142,7 +142,7 @@ def load_scored(conn: StoreConnection, rule: Rule, segment: Segment, *, start: d
     (read on the segment's index range: :func:`evalfleet.store.queries.evidence.segment_scores`)."""
     spec = rule.spec
     return segment_scores(conn, metric=spec.metric, score=spec.series, start=start, end=end,
-                          labels=segment.as_dict(), filters=rule_filters(rule))
+                          labels=segment.as_dict(), filters=rule.spec.filter_values)
 
 
 def load_trend(conn: StoreConnection, rule: Rule, segment: Segment, *, end: datetime,
@@ -184,7 +184,7 @@ def load_trend(conn: StoreConnection, rule: Rule, segment: Segment, *, end: date
 def _segment_query(rule: Rule, segment: Segment) -> WindowQuery:
     """The rule's window query narrowed to one segment, whose summary is the root's."""
     spec = rule.spec
-    filters = rule_filters(rule)
+    filters = rule.spec.filter_values
     filters.update({key: (value,) for key, value in segment.labels})
     return WindowQuery(metric=spec.metric, score=spec.series, keys=(),
                        filters=tuple(sorted(filters.items())))

@@ -62,10 +62,7 @@ class WindowQuery:
     def for_rule(cls, rule: Rule, *, exclude_firing: bool = False) -> WindowQuery:
         """The query of ``rule``'s windows."""
         spec = rule.spec
-        filters = tuple(
-            (key, (value,) if isinstance(value, str) else tuple(value))
-            for key, value in sorted(spec.filters.items())
-        )
+        filters = tuple(sorted(spec.filter_values.items()))
         baseline = spec.baseline
         cap = baseline.exclude_firing_max if isinstance(baseline, TrailingBaseline) else None
         return cls(metric=spec.metric, score=spec.series, keys=spec.segment_keys,

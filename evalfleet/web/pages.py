@@ -18,7 +18,6 @@ from evalfleet.alerts.alert import detector_lines, drift_line
 from evalfleet.alerts.evidence import (
     context_excerpt,
     failed_step_line,
-    rule_filters,
     session_line,
 )
 from evalfleet.alerts.rule import (
@@ -254,7 +253,7 @@ class PageData:
         try:
             (found,) = metric_estimates(
                 EstimateReads(self.store), metric=self.registry.get(spec.metric),
-                scores=[spec.score], segment=segment.as_dict(), filters=rule_filters(rule),
+                scores=[spec.score], segment=segment.as_dict(), filters=rule.spec.filter_values,
                 start=start,
                 end=end, label_start=end - LABEL_WINDOW)
         except InvalidInput:  # a stored score the metric file does not declare

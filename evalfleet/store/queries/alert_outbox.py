@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, bindparam, func, select, text, update
+from sqlalchemy import DateTime, bindparam, text, update
 
 from evalfleet.store.dialect import is_sqlite, upsert
 from evalfleet.store.schema import JsonDocument, alert_notifications
@@ -111,14 +111,6 @@ def mark_failed(store: SqlStore, notification_id: int, *, attempts: int, now: da
                 error: str) -> None:
     """Record that the notification was given up at ``now`` (never due again)."""
     _set(store, notification_id, attempts=attempts, failed_at=now, last_error=error)
-
-
-def count_undelivered(conn: StoreConnection) -> int:
-    """Notifications neither delivered nor given up."""
-    n = alert_notifications.c
-    query = select(func.count()).select_from(alert_notifications).where(
-        n.delivered_at.is_(None), n.failed_at.is_(None))
-    return int(conn.execute(query).scalar_one())
 
 
 def _set(store: SqlStore, notification_id: int, **values: Any) -> None:
