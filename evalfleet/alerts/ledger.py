@@ -76,6 +76,12 @@ def load_states(conn: StoreConnection, rule: str | None = None) -> list[StoredSt
     return [_stored(row) for row in alert_ledger.read_alert_states(conn, rule)]
 
 
+def load_state(conn: StoreConnection, rule: str, segment: Segment) -> StoredState | None:
+    """The stored state of one rule and segment (None: never evaluated), read alone."""
+    rows = alert_ledger.read_alert_states(conn, rule, segment_key=segment.key)
+    return _stored(rows[0]) if rows else None
+
+
 def state_row(
     *, rule: str, segment: Segment, state: AlertState, at: datetime,
     finding: dict[str, Any], detector: dict[str, Any] | None = None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True, order=True)
@@ -19,9 +20,10 @@ class Segment:
         """A segment from a mapping, in its order."""
         return cls(tuple((str(k), str(v)) for k, v in mapping.items()))
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """A fixed-length digest that names the segment in the database."""
+        """A fixed-length digest that names the segment in the database (computed once:
+        a cycle asks each segment's key several times)."""
         text = json.dumps(self.labels, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -5,10 +5,11 @@ The numbers are the engine's own from the segment's last evaluation (stored with
 state). The trend is summed from the rollups (``evalfleet.store.rollup``): its points
 are whole minutes or whole hours, so a week's trend is a few hundred rollup rows
 whatever the traffic. The samples themselves are read only where a person looks at
-them: the window's worst samples and the values of its histogram (the window's score
-rows, each of the segment's attribute sets read as one range of the (metric, attribute
-key, sample_ts) index), and the baseline's histogram from the same length of time at
-the baseline's end; a baseline's whole set of samples is never read. The statements
+them: the window's worst samples and the values of its histogram (one read of the
+window's score rows, each of the segment's attribute sets read as one range of the
+(metric, attribute key, sample_ts) index, ranked in the database so the worst need no
+second read), and the baseline's histogram from the same length of time at the
+baseline's end; a baseline's whole set of samples is never read. The statements
 are the store's (``evalfleet.store.queries.alert_view``, ``evalfleet.store.queries.evidence``).
 """
 
@@ -19,14 +20,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from evalfleet.alerts.cover import MINUTE_S, floor_time
-from evalfleet.alerts.evidence import window_evidence
-from evalfleet.alerts.ledger import StoredState, load_states
+from evalfleet.alerts.ledger import StoredState, load_state
 from evalfleet.alerts.rule import CalibrationBaseline, PinnedBaseline, Rule, TrailingBaseline
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.window import WindowQuery, fetch_summaries
 from evalfleet.store import SqlStore, StoreConnection
 from evalfleet.store.queries.alert_view import Transition, rollup_sums, state_changes
-from evalfleet.store.queries.evidence import Evidence, segment_scores
+from evalfleet.store.queries.evidence import Evidence, segment_scores, segment_window
 from evalfleet.store.sql import to_utc
 
 #: Points of the trend.
@@ -102,20 +102,19 @@ def load_alert_view(
         worst: Worst samples shown.
     """
     with store.connect() as conn:
-        stored = next((s for s in load_states(conn, rule.name) if s.segment == segment), None)
+        stored = load_state(conn, rule.name, segment)
         moment = to_utc(at) if at is not None else (
             stored.evaluated_at if stored else datetime.now(UTC))
         view = AlertView(rule=rule, segment=segment, stored=stored, at=moment)
         view.history = load_history(conn, rule=rule.name, segment=segment)
         view.trend = load_trend(conn, rule, segment, end=moment, span=trend_span(rule),
                                 buckets=buckets)
-        view.values = load_scored(conn, rule, segment, start=view.window_start, end=moment)
+        view.values, view.worst = load_window(conn, rule, segment, at=moment, worst=worst)
         baseline = rule.spec.baseline
         if rule.spec.uses_baseline and isinstance(baseline, TrailingBaseline):
             end = view.window_start - baseline.gap
             view.baseline_values = load_scored(
                 conn, rule, segment, start=end - min(rule.spec.window, baseline.window), end=end)
-        view.worst = window_evidence(conn, rule, segment, at=moment, limit=worst)
     return view
 
 
@@ -143,6 +142,18 @@ def load_scored(conn: StoreConnection, rule: Rule, segment: Segment, *, start: d
     spec = rule.spec
     return segment_scores(conn, metric=spec.metric, score=spec.series, start=start, end=end,
                           labels=segment.as_dict(), filters=rule.spec.filter_values)
+
+
+def load_window(conn: StoreConnection, rule: Rule, segment: Segment, *, at: datetime,
+                worst: int) -> tuple[list[tuple[float, datetime]], list[Evidence]]:
+    """The segment's ``(value, sample time)`` pairs in the window ending at ``at`` and its
+    ``worst`` worst samples (as :func:`load_scored` and
+    :func:`~evalfleet.alerts.evidence.window_evidence` give them), from one read of the
+    window's score rows (:func:`evalfleet.store.queries.evidence.segment_window`)."""
+    spec = rule.spec
+    return segment_window(conn, metric=spec.metric, score=spec.series, start=at - spec.window,
+                          end=at, labels=segment.as_dict(), filters=spec.filter_values,
+                          limit=worst, highest=spec.direction == "increase")
 
 
 def load_trend(conn: StoreConnection, rule: Rule, segment: Segment, *, end: datetime,

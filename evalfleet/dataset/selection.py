@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from evalfleet.alerts.evidence import window_evidence
-from evalfleet.alerts.ledger import load_states
+from evalfleet.alerts.ledger import load_state
 from evalfleet.alerts.rule import Rule
 from evalfleet.alerts.segment import Segment
 from evalfleet.core.errors import InvalidDataset
@@ -113,7 +113,7 @@ def alert_samples(store: SqlStore, rule: Rule, segment: Segment, *,
     if not 1 <= worst <= MAX_ALERT_SAMPLES:
         raise InvalidDataset(f"must be 1 to {MAX_ALERT_SAMPLES}", field="worst")
     with store.connect() as conn:
-        stored = next((s for s in load_states(conn, rule.name) if s.segment == segment), None)
+        stored = load_state(conn, rule.name, segment)
         at = stored.evaluated_at if stored else datetime.now(UTC)
         evidence = window_evidence(conn, rule, segment, at=at, limit=worst)
     start = to_utc(at - rule.spec.window)

@@ -22,3 +22,21 @@ def is_sqlite(bind: Connection | Engine) -> bool:
 def upsert(bind: Connection | Engine, table: Table) -> Any:
     """The INSERT construct of ``bind``'s dialect (it carries ``on_conflict_*``)."""
     return (sqlite.insert if is_sqlite(bind) else postgresql.insert)(table)
+
+
+def jit_off(conn: Connection) -> None:
+    """Switch Postgres's JIT compilation off for the rest of ``conn``'s transaction, once.
+
+    The alert engine's and the pages' statements run in milliseconds, yet a long range's
+    row estimate may pass ``jit_above_cost``, and compiling then costs seconds
+    (docs/operating.md). ``SET LOCAL`` is a round trip of its own: a transaction that
+    reads several windows sends it only before the first (the transaction it was sent in
+    is kept on the connection, so a later one sends it again). Nothing on SQLite.
+    """
+    if is_sqlite(conn):
+        return
+    transaction = conn.get_transaction()
+    if transaction is not None and conn.info.get("jit_off_in") is transaction:
+        return
+    conn.exec_driver_sql("SET LOCAL jit = off")
+    conn.info["jit_off_in"] = conn.get_transaction()

@@ -10,6 +10,8 @@ here that takes a :data:`~evalfleet.store.sql.StoreConnection`. Postgres and SQL
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -91,20 +93,38 @@ def locked_rule_transaction(store: SqlStore, rule: str) -> Iterator[StoreConnect
         yield conn
 
 
-def read_alert_states(conn: StoreConnection, rule: str | None = None) -> list[AlertStateRow]:
-    """The stored states of ``rule`` (all rules when None), by rule and segment key."""
+def read_alert_states(conn: StoreConnection, rule: str | None = None, *,
+                      segment_key: str | None = None) -> list[AlertStateRow]:
+    """The stored states of ``rule`` (all rules when None; of one segment with
+    ``segment_key``), by rule and segment key."""
     query = select(alert_states).order_by(alert_states.c.rule, alert_states.c.segment_key)
     if rule is not None:
         query = query.where(alert_states.c.rule == rule)
+    if segment_key is not None:
+        query = query.where(alert_states.c.segment_key == segment_key)
     return [_state_row(row) for row in conn.execute(query).mappings()]
 
 
 def write_alert_states(conn: StoreConnection, rows: Sequence[AlertStateRow]) -> None:
     """Insert or replace ``rows`` (distinct segments), all in one statement: a cycle's
-    segments cost one round trip, not one each."""
+    segments cost one round trip, not one each.
+
+    On Postgres the rows travel as one JSON document unpacked by ``jsonb_to_recordset``
+    (one statement executed once, where an ``executemany`` runs the upsert once per row);
+    on SQLite as an ``executemany``.
+    """
     if not rows:
         return
     values = [{f.name: getattr(row, f.name) for f in fields(AlertStateRow)} for row in rows]
+    if not is_sqlite(conn):
+        conn.execute(text(
+            f"INSERT INTO alert_states ({_STATE_COLUMNS}) SELECT {_STATE_COLUMNS}"
+            f" FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r({_STATE_TYPES})"
+            " ON CONFLICT (rule, segment_key) DO UPDATE SET "
+            + ", ".join(f"{name} = excluded.{name}" for name in values[0]
+                        if name not in ("rule", "segment_key"))),
+            {"rows": _json_rows(values)})
+        return
     statement = upsert(conn, alert_states)
     replaced = {name: statement.excluded[name] for name in values[0]
                 if name not in ("rule", "segment_key")}
@@ -124,7 +144,18 @@ def keep_points(conn: StoreConnection, *, rule: str, at: datetime,
                 points: Sequence[dict[str, Any]], drop_before: datetime) -> None:
     """Store an evaluation's points of ``rule`` at ``at`` (``alert_points`` columns but
     rule and time; a point stored already stays) and delete the rule's points older
-    than ``drop_before``."""
+    than ``drop_before`` (Postgres: one statement, the points as one JSON document)."""
+    if points and not is_sqlite(conn) and all(
+            math.isfinite(value) for point in points for value in point.values()
+            if isinstance(value, float)):  # a NaN is a float column's, not JSON's
+        conn.execute(text(
+            "WITH dropped AS (DELETE FROM alert_points WHERE rule = :rule AND at < :before)"
+            f" INSERT INTO alert_points ({_POINT_COLUMNS}) SELECT {_POINT_COLUMNS}"
+            f" FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r({_POINT_TYPES})"
+            " ON CONFLICT DO NOTHING"),
+            {"rule": rule, "before": drop_before,
+             "rows": _json_rows([{"rule": rule, "at": at, **point} for point in points])})
+        return
     if points:
         conn.execute(upsert(conn, alert_points).on_conflict_do_nothing(),
                      [{"rule": rule, "at": at, **point} for point in points])
@@ -163,6 +194,36 @@ def delete_exclusions(conn: StoreConnection, *, rule: str,
     if segment_keys is not None:
         statement = statement.where(alert_exclusions.c.segment_key.in_(list(segment_keys)))
     return int(conn.execute(statement).rowcount)
+
+
+#: ``alert_states``' columns and their Postgres types, for ``jsonb_to_recordset``.
+_STATE_TYPED = (("rule", "text"), ("segment_key", "text"), ("segment", "jsonb"),
+                ("state", "text"), ("since", "timestamptz"), ("breaches", "integer"),
+                ("clears", "integer"), ("breach_started_at", "timestamptz"),
+                ("fired_at", "timestamptz"), ("notified_at", "timestamptz"),
+                ("transitions", "integer"), ("announced", "boolean"),
+                ("evaluated_at", "timestamptz"), ("finding", "jsonb"), ("detector", "jsonb"))
+_STATE_COLUMNS = ", ".join(name for name, _ in _STATE_TYPED)
+_STATE_TYPES = ", ".join(f"{name} {kind}" for name, kind in _STATE_TYPED)
+
+#: ``alert_points``' columns and their Postgres types.
+_POINT_TYPED = (("rule", "text"), ("segment_key", "text"), ("at", "timestamptz"),
+                ("n", "integer"), ("mean", "double precision"), ("baseline_n", "integer"),
+                ("baseline_mean", "double precision"), ("state", "text"))
+_POINT_COLUMNS = ", ".join(name for name, _ in _POINT_TYPED)
+_POINT_TYPES = ", ".join(f"{name} {kind}" for name, kind in _POINT_TYPED)
+
+
+def _json_rows(rows: list[dict[str, Any]]) -> str:
+    """Rows as one JSON array for ``jsonb_to_recordset`` (times as ISO 8601 with their
+    offset, which ``timestamptz`` reads back exactly)."""
+    return json.dumps(rows, default=_iso)
+
+
+def _iso(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"not JSON: {type(value).__name__}")
 
 
 def _state_row(row: Any) -> AlertStateRow:

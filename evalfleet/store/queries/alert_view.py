@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from evalfleet.store.dialect import is_sqlite
+from evalfleet.store.dialect import jit_off
 from evalfleet.store.schema import alert_transitions, score_rollups
 from evalfleet.store.sql import StoreConnection, to_utc
 
@@ -70,10 +70,7 @@ def rollup_sums(conn: StoreConnection, *, metric: str, score: str, span_s: int,
         end: Last bucket start (exclusive).
         filters: Attribute key to the values kept.
     """
-    if not is_sqlite(conn):
-        # Milliseconds of work whose row estimates may still pass jit_above_cost, as the
-        # engine's window reads (evalfleet.alerts.window).
-        conn.exec_driver_sql("SET LOCAL jit = off")
+    jit_off(conn)
     r = score_rollups.c
     rows = conn.execute(
         select(r.bucket, func.sum(r.n), func.sum(r.total))

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from sqlalchemy import and_, or_, select, text
 from sqlalchemy.engine import Connection, RowMapping
 
-from evalfleet.store.dialect import is_sqlite
+from evalfleet.store.dialect import is_sqlite, jit_off
 from evalfleet.store.partitions import created_since
 from evalfleet.store.queries.evidence import attributes_match
 from evalfleet.store.rollup import LEVEL_GRID, OFF_GRID, VERDICT_COLUMNS
@@ -157,7 +157,7 @@ def grouped_score_sums(conn: StoreConnection, ask: WindowAsk, *,
     Samples without a key's attribute count only at the levels above it."""
     if not ranges:
         return []
-    _jit_off(conn)
+    jit_off(conn)
     sql, params = _build(ask, ranges)
     return _grouped(ask, conn.execute(text(sql), params).mappings(),
                     level_of=lambda level: None if level is None else float(level))
@@ -169,7 +169,7 @@ def grouped_rollup_sums(conn: StoreConnection, ask: WindowAsk, *,
     seconds, ranges of whole buckets; a bucket's start decides its exclusion)."""
     if not any(buckets.values()):
         return []
-    _jit_off(conn)
+    jit_off(conn)
     sql, params = _build_rolled(ask, buckets)
     return _grouped(ask, conn.execute(text(sql), params).mappings(), level_of=_level_value)
 
@@ -209,12 +209,6 @@ def rollup_rows(conn: StoreConnection, ask: WindowAsk, *,
     return [RollupRow(to_utc(bucket), attributes or {}, _level_value(level),
                       Sums(int(n), float(total), float(total_sq), to_utc(first)))
             for bucket, attributes, level, n, total, total_sq, first in rows]
-
-
-def _jit_off(conn: StoreConnection) -> None:
-    # These statements run in milliseconds; a long range's row estimate still passes
-    # jit_above_cost, and compiling then costs seconds (docs/operating.md).
-    conn.exec_driver_sql("SET LOCAL jit = off")
 
 
 def _level_value(level: int | None) -> float | None:
@@ -371,7 +365,7 @@ def explained_sums(
                                      buckets=buckets, ranges=ranges)
         return [ExplainedSums(j, values, value, sums)
                 for (j, values, value), sums in found.items()]
-    _jit_off(conn)
+    jit_off(conn)
     merged: dict[tuple[int, tuple[str | None, ...], str], Sums] = {}
     statements = []
     if any(buckets.values()):

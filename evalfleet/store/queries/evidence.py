@@ -29,7 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 
-from evalfleet.store.dialect import is_sqlite
+from evalfleet.store.dialect import is_sqlite, jit_off
 from evalfleet.store.partitions import (
     created_since,
     drop_partition,
@@ -142,8 +142,7 @@ def segment_condition(conn: Connection, *, metric: str, score: str, start: datet
     """
     if is_sqlite(conn):
         return attributes_match(labels, filters)
-    # Milliseconds of work whose row estimates may still pass jit_above_cost (window.py).
-    conn.exec_driver_sql("SET LOCAL jit = off")
+    jit_off(conn)
     keys = segment_keys(conn, metric=metric, score=score, start=start, end=end,
                         labels=labels, filters=filters)
     if not keys:
@@ -187,7 +186,12 @@ def lowest_scoring(
         .where(*_in_window(metric=metric, score=score, start=start, end=end), *segment)
         .order_by(order, vs.sample_ts, v.sample_id).limit(limit)
     )
-    rows = conn.execute(query).all()
+    return _evidence(conn, conn.execute(query).all())
+
+
+def _evidence(conn: Connection, rows: Sequence[Any]) -> list[Evidence]:
+    """Evidence of rows ``(id, sample_id, value, reason, sample_ts, attributes,
+    failed_step)``, in their order, with their kept samples."""
     samples = load_samples(conn, [row[0] for row in rows])
     return [
         Evidence(verdict_id=row[0], sample_id=row[1], value=float(row[2]), reason=row[3],
@@ -195,6 +199,47 @@ def lowest_scoring(
                  sample=samples.get(row[0]), failed_step=row[6])
         for row in rows
     ]
+
+
+def segment_window(
+    conn: Connection, *, metric: str, score: str, start: datetime, end: datetime,
+    labels: Mapping[str, str], filters: Mapping[str, Sequence[str]] = {}, limit: int = 5,
+    highest: bool = False,
+) -> tuple[list[tuple[float, datetime]], list[Evidence]]:
+    """What :func:`segment_scores` and :func:`lowest_scoring` return for one window, from
+    one read of its score rows: the alert page shows both, and at 1,000 samples a minute
+    a segment's window is 10,000 rows read one by one by key (most of the page's time).
+
+    The rows are ranked in the database in :func:`lowest_scoring`'s order (by score, then
+    sample time, then sample id, the database's collation included), so the worst are
+    the same samples, in the same order; only those ``limit`` verdicts are read whole.
+    The arguments are :func:`lowest_scoring`'s.
+
+    Returns:
+        The ``(value, sample time)`` pairs of the window, and its worst samples.
+    """
+    vs, v = verdict_scores.c, verdicts.c
+    segment = segment_condition(conn, metric=metric, score=score, start=start, end=end,
+                                labels=labels, filters=filters)
+    if segment is None:
+        return [], []
+    order = vs.value.desc() if highest else vs.value.asc()
+    rank = func.row_number().over(order_by=(order, vs.sample_ts, v.sample_id))
+    rows = conn.execute(
+        select(vs.value, vs.sample_ts, v.id, rank)
+        .select_from(verdict_scores.join(verdicts, v.id == vs.verdict_id))
+        .where(*_in_window(metric=metric, score=score, start=start, end=end), *segment)
+    ).all()
+    picked = sorted((row for row in rows if row[3] <= limit), key=lambda row: row[3])
+    found = {row[0]: row for row in conn.execute(
+        select(v.id, v.sample_id, v.reason, v.attributes, v.failed_step)
+        .where(v.id.in_([row[2] for row in picked]), v.metric == metric,
+               v.sample_ts >= to_utc(start), v.sample_ts < to_utc(end),
+               v.created_at >= created_since(to_utc(start))))} if picked else {}
+    worst = _evidence(conn, [(found[row[2]][0], found[row[2]][1], row[0], found[row[2]][2],
+                              row[1], found[row[2]][3], found[row[2]][4])
+                             for row in picked])
+    return [(float(value), to_utc(ts)) for value, ts, _, _ in rows], worst
 
 
 def segment_scores(

@@ -23,7 +23,7 @@ from evalfleet.alerts.view import load_scored
 from evalfleet.alerts.window import WindowQuery, fetch_explained
 from evalfleet.core.metric import load_registry
 from evalfleet.store import SqlStore
-from evalfleet.store.queries.evidence import lowest_scoring
+from evalfleet.store.queries.evidence import lowest_scoring, segment_window
 from tests.evalfleet.alerts.conftest import write_rules
 from tests.evalfleet.ops.builders import NOW, verdict
 
@@ -86,6 +86,14 @@ def test_window_values_and_worst_samples_equal_a_plain_filter(
             highest = sorted(wanted, key=lambda r: (-r.scores["faithfulness"], r.sample_ts,
                                                     r.key.sample_id))
             assert [e.sample_id for e in best] == [r.key.sample_id for r in highest[:4]]
+            for limit, top in ((7, False), (4, True)):
+                with any_store.engine.connect() as conn:
+                    both = segment_window(conn, metric="rag_qa", score="faithfulness",
+                                          start=start, end=end, labels={"app": app},
+                                          filters={"route": ["/r0", "/r2"]}, limit=limit,
+                                          highest=top)
+                assert sorted(both[0]) == sorted(values)
+                assert both[1] == (best if top else worst), (app, start_s, top)
     assert any(matching(records, labels={"app": "a1"}, routes=("/r0", "/r2"),
                         start=NOW - timedelta(seconds=1817), end=NOW - timedelta(seconds=17)))
 
