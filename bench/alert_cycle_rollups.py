@@ -110,13 +110,19 @@ ALERT_TABLES = ("alert_states, alert_exclusions, alert_notifications, alert_tran
 
 
 def main() -> None:
+    global AT, DATABASE  # set once from the command line
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--segments", type=int, default=100)
     parser.add_argument("--rates", type=int, nargs="+", default=[1, 10, 100, 1000])
     parser.add_argument("--baselines", nargs="+", default=list(BASELINES))
+    parser.add_argument("--cells", nargs="+", metavar="RATE:BASELINE",
+                        help="only these cells (1:1h 1000:7d: the aim's two), instead of"
+                             " every rate with every baseline")
     parser.add_argument("--cycles", type=int, default=5)
     parser.add_argument("--raw-limit", type=int, default=2_000_000)
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--database", default=DATABASE,
+                        help="the bench's own database (dropped first)")
     parser.add_argument("--write-cost", action="store_true")
     parser.add_argument("--segment-index", action="store_true",
                         help="write cost: rounds with and without the segment index"
@@ -135,8 +141,8 @@ def main() -> None:
     parser.add_argument("--breakdown", action="store_true",
                         help="print each timed cycle's statements, Python and CPU time")
     args = parser.parse_args()
-    global AT  # the cycles' time, set once from the command line
     AT = AT.replace(second=args.offset_s)
+    DATABASE = args.database
     if args.write_cost:
         with _database(keep=args.keep) as url:
             _write_cost(url, index=args.segment_index)
@@ -150,17 +156,19 @@ def main() -> None:
           f" a minute, after evaluated at the {args.evaluate}, raw limit "
           f"{args.raw_limit:,} score rows; load average {os.getloadavg()}")
     results: dict[tuple[str, int, str], float | None] = {}
+    cells = _cells(args)
     with _database(keep=args.keep) as url:
-        for rate in args.rates:
+        for rate in sorted(cells):
             for mode in args.modes:
-                longest = max(BASELINES[b] for b in args.baselines)
-                for name in sorted(args.baselines, key=lambda b: BASELINES[b]):
+                longest = max(BASELINES[b] for b in cells[rate])
+                for name in sorted(cells[rate], key=lambda b: BASELINES[b]):
                     span = WINDOW + GAP + BASELINES[name] + args.cycles * MINUTE
                     rows = rate * args.segments * span.total_seconds() / 60
                     if mode == "before" and rows > args.raw_limit:
                         results[(mode, rate, name)] = None
                         continue
-                    if name == _shortest(args):  # one load serves every baseline
+                    if name == min(cells[rate], key=lambda b: BASELINES[b]):
+                        # One load serves every baseline of the rate.
                         _reset(url)
                         reach = longest if mode == "after" else _raw_reach(args, rate)
                         _load(url, mode=mode, rate=rate, segments=args.segments,
@@ -251,8 +259,21 @@ def _explained_from_rows(conn: Any, query: window.WindowQuery, *, explain: tuple
     return units
 
 
-def _shortest(args: argparse.Namespace) -> str:
-    return min(args.baselines, key=lambda b: BASELINES[b])
+def _cells(args: argparse.Namespace) -> dict[int, list[str]]:
+    """The baselines to run per rate: ``--cells`` when given, else every rate with every
+    baseline."""
+    if not args.cells:
+        return {rate: list(args.baselines) for rate in args.rates}
+    cells: dict[int, list[str]] = {}
+    for cell in args.cells:
+        rate, _, name = cell.partition(":")
+        if name not in BASELINES:
+            raise SystemExit(f"--cells: {cell!r} is not RATE:BASELINE ({', '.join(BASELINES)})")
+        cells.setdefault(int(rate), []).append(name)
+    args.rates = sorted(cells)
+    args.baselines = sorted({n for names in cells.values() for n in names},
+                            key=lambda b: BASELINES[b])
+    return cells
 
 
 def _raw_reach(args: argparse.Namespace, rate: int) -> timedelta:
@@ -454,7 +475,9 @@ def _time_cycles(url: str, *, baseline: timedelta, cycles: int, before: bool,
             alert_engine.fetch_summaries = original  # type: ignore[assignment]
             alert_engine.fetch_explained = original_explained  # type: ignore[assignment]
             engine.close()
-    return statistics.median(times[1:] if len(times) > 1 else times), page_s
+    counted = times[1:] if len(times) > 1 else times
+    print(f"    cycles {', '.join(_ms(t) for t in times)} (the first not counted)", flush=True)
+    return statistics.median(counted), page_s
 
 
 def _time_statements(bind: Any, found: list[tuple[float, str]]) -> None:
