@@ -46,6 +46,7 @@ without the index of revision 0023 (``ix_verdicts_metric_segment_sample_ts``) in
 
     python -m bench.alert_cycle_rollups                       # the table in docs/performance.md
     python -m bench.alert_cycle_rollups --rates 1 10 --baselines 1h 1d
+    python -m bench.alert_cycle_rollups --cells 1:1h 1000:7d --modes after --cycles 4
     python -m bench.alert_cycle_rollups --rates 1000 --baselines 1h 7d --modes after \
         --cycles 3 --explain-ab 2
     python -m bench.alert_cycle_rollups --write-cost
@@ -58,6 +59,10 @@ same rollup rows: batches of 16 rag_qa verdicts with four scores, rounds alterna
 the triggers on and off; printed: the verdicts a second of all writers together, the
 wall time per saving transaction (median and 95th percentile over every writer's
 saves) and the waits on row locks Postgres reported during the round.
+
+With ``--cells RATE:BASELINE ...``: only those cells (``1:1h 1000:7d`` are the aim's
+two: the 1,000-a-minute 7-day cycle within twice the 1-a-minute 1-hour one); each rate's
+data is loaded once, for its longest baseline asked.
 
 With ``--breakdown``: for each timed cycle, where its time went: the time in the
 database's statements (SQLAlchemy's cursor events, from sending a statement to its
