@@ -118,7 +118,7 @@ def write_alert_states(conn: StoreConnection, rows: Sequence[AlertStateRow]) -> 
     values = [{f.name: getattr(row, f.name) for f in fields(AlertStateRow)} for row in rows]
     if not is_sqlite(conn):
         conn.execute(text(
-            f"INSERT INTO alert_states ({_STATE_COLUMNS}) SELECT {_STATE_COLUMNS}"
+            f"INSERT INTO alert_states ({_STATE_COLUMNS}) SELECT {_STATE_VALUES}"
             f" FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r({_STATE_TYPES})"
             " ON CONFLICT (rule, segment_key) DO UPDATE SET "
             + ", ".join(f"{name} = excluded.{name}" for name in values[0]
@@ -205,6 +205,10 @@ _STATE_TYPED = (("rule", "text"), ("segment_key", "text"), ("segment", "jsonb"),
                 ("evaluated_at", "timestamptz"), ("finding", "jsonb"), ("detector", "jsonb"))
 _STATE_COLUMNS = ", ".join(name for name, _ in _STATE_TYPED)
 _STATE_TYPES = ", ".join(f"{name} {kind}" for name, kind in _STATE_TYPED)
+# A JSON null comes out of jsonb_to_recordset as SQL NULL; the executemany stored the
+# JSON null SQLAlchemy writes for None (a fixed-test rule's detector), so this does too.
+_STATE_VALUES = ", ".join(f"coalesce({name}, 'null'::jsonb)" if kind == "jsonb" else name
+                          for name, kind in _STATE_TYPED)
 
 #: ``alert_points``' columns and their Postgres types.
 _POINT_TYPED = (("rule", "text"), ("segment_key", "text"), ("at", "timestamptz"),
