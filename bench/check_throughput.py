@@ -15,8 +15,9 @@ CPU is the worker process's (and its children's) user + system time over the ste
 of the drain, divided by the verdicts stored in it. ``--trees`` runs the workers from
 other source trees too (a checkout of an older commit), phase by phase in turn, so
 before and after share one machine state; each tree's jobs are published by that tree's
-own code, in the messages its producers make. The load average is printed before and
-after.
+own code, in the messages its producers make, into a schema made by its own
+migrations. The load average is printed before and after. ``--breakdown`` adds, per
+drain, where the time went (:mod:`bench.drain_breakdown`).
 
     python -m bench.check_throughput --jobs 20000 --judged-jobs 2000 --team-jobs 2000
     python -m bench.check_throughput --trees /tmp/base . --phases check judged
@@ -36,7 +37,10 @@ from pathlib import Path
 
 from celery import Celery
 
+from bench.drain_breakdown import POLLER, Breakdown, report
 from bench.worker_throughput import (
+    DATABASE,
+    POSTGRES_ADMIN,
     cpu_s,
     fresh_services,
     release_services,
@@ -93,6 +97,8 @@ def main() -> None:
     parser.add_argument("--phases", nargs="+", choices=list(PHASES), default=list(PHASES))
     parser.add_argument("--trees", nargs="+", type=Path, default=[Path(".")],
                         help="Source trees to run the workers from (default: this one).")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="Also print where each drain's time went (bench.drain_breakdown).")
     args = parser.parse_args()
     print(f"setup: {platform.machine()}, {os.cpu_count()} cores, python "
           f"{platform.python_version()}; one worker process, concurrency "
@@ -113,13 +119,17 @@ def main() -> None:
                 label, metric, jobs_option = PHASES[phase]
                 jobs = getattr(args, jobs_option)
                 for tree in args.trees:
-                    settings = fresh_services(base_url).model_copy(
+                    settings = fresh_services(base_url, tree=tree).model_copy(
                         update={"metrics_dir": metrics_dir})
+                    breakdown: list[str] = []
                     rate, cpu_ms = drain(settings, metric=metric, jobs=jobs,
-                                         concurrency=args.concurrency, tree=tree)
+                                         concurrency=args.concurrency, tree=tree,
+                                         breakdown=breakdown if args.breakdown else None)
                     results[tree_label(tree), phase] = cpu_ms
                     print(f"{tree_label(tree):<12} {label:<36} {jobs:>9,} {rate:>11,.0f} "
                           f"{cpu_ms:>15.3f}", flush=True)
+                    if breakdown:
+                        print("\n".join(breakdown), flush=True)
             for tree in args.trees:
                 print_ratios(tree_label(tree), results)
     finally:
@@ -147,13 +157,19 @@ def load_average() -> str:
 
 
 def drain(settings: Settings, *, metric: str, jobs: int, concurrency: int,
-          tree: Path) -> tuple[float, float]:
+          tree: Path, breakdown: list[str] | None = None) -> tuple[float, float]:
     """Enqueue ``jobs`` of ``metric``, drain them with one worker run from ``tree``;
-    (verdicts/s, CPU ms per verdict) over the steady part (from the first verdict stored)."""
+    (verdicts/s, CPU ms per verdict) over the steady part (from the first verdict stored).
+    ``breakdown``, when given, gets the lines of :func:`bench.drain_breakdown.report`."""
     publish(settings, metric=metric, jobs=jobs, tree=tree)
-    store = open_store(settings.resolved_database_url())
+    url = settings.resolved_database_url()
+    store = open_store(f"{url}?application_name={POLLER}")
+    if breakdown is not None:
+        Breakdown.enable(POSTGRES_ADMIN, DATABASE)
     worker = start_worker(settings, concurrency=concurrency, name=f"checks-{metric}",
                           queue=metric, tree=tree)
+    probe = (Breakdown(POSTGRES_ADMIN, url.replace("+psycopg", ""), DATABASE, worker.pid)
+             if breakdown is not None else None)
     try:
         while store.counts().verdicts == 0:
             if worker.poll() is not None:
@@ -162,16 +178,21 @@ def drain(settings: Settings, *, metric: str, jobs: int, concurrency: int,
             time.sleep(0.01)
         started, done_start = time.monotonic(), store.counts().verdicts
         cpu_start = tree_cpu_s(worker.pid)
-        while store.counts().verdicts < jobs:
+        first = probe.snapshot(done_start) if probe is not None else None
+        while (done := store.counts().verdicts) < jobs:
             time.sleep(0.05)
             if worker.poll() is not None:
                 raise RuntimeError("the worker exited")
         cpu_used = tree_cpu_s(worker.pid) - cpu_start
         elapsed = time.monotonic() - started
+        if probe is not None and first is not None and breakdown is not None:
+            breakdown.extend(report(first, probe.snapshot(done)))
     finally:
         worker.terminate()
         worker.wait()
         store.close()
+        if probe is not None:
+            probe.close()
     measured = jobs - done_start
     return measured / elapsed, cpu_used * 1000 / measured
 

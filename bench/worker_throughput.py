@@ -384,7 +384,9 @@ def release_services() -> None:
         redis.Redis.from_url(_redis_url.pop()).flushdb()
 
 
-def fresh_services(base_url: str) -> Settings:
+def fresh_services(base_url: str, *, tree: Path | None = None) -> Settings:
+    """A fresh bench database and Redis database; the schema made by ``tree``'s own
+    migrations when given (a worker from an older tree meets the schema it knows)."""
     with psycopg.connect(POSTGRES_ADMIN, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
         admin.execute(f"CREATE DATABASE {DATABASE}")
@@ -397,10 +399,20 @@ def fresh_services(base_url: str) -> Settings:
         broker_url=redis_url(), openai_base_url=base_url, judge_model="judge-sim",
         judge_timeout_s=30, retry_max_s=60, visibility_timeout_s=900,
     )
+    if tree is not None:
+        subprocess.run([sys.executable, "-c", MIGRATE, settings.resolved_database_url()],
+                       env={**os.environ, "PYTHONPATH": str(tree.resolve())},
+                       cwd=tree.resolve(), check=True)
+        return settings
     store = open_store(settings.resolved_database_url())
     migrate(store.engine)
     store.close()
     return settings
+
+
+#: What a child process from a tree runs to make the schema that tree's way.
+MIGRATE = ("import sys; from evalfleet.store import migrate, open_store; "
+           "store = open_store(sys.argv[1]); migrate(store.engine); store.close()")
 
 
 def enqueue(settings: Settings, jobs: int) -> None:

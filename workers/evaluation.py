@@ -554,14 +554,19 @@ class Evaluator:
 
     def _claim_and_store(self, keyed: list[tuple[_Claimed, PreparedCheck]],
                          keys: list[VerdictKey], batch: _Batch, *, owner: str) -> bool:
-        """Claim, run and store the checks in one transaction (checks run in this process
+        """Claim and store the checks in one transaction (checks run in this process
         take microseconds: a second transaction, with its connection check-out and
-        commit, would cost more than they do). False when the database refuses a
-        verdict: nothing was stored, and the two-step way keeps the others."""
+        commit, would cost more than they do). The checks run first, outside the
+        transaction: it is shared with other messages (:mod:`evalfleet.store.group`), and
+        work done inside it keeps theirs waiting; a key the claim finds settled or busy
+        then wastes one check's microseconds. False when the database refuses a verdict:
+        nothing was stored, and the two-step way keeps the others."""
         checked: list[_Checked] = []
+        records = self._check_records(keyed)
 
         def settle(claims: list[Claim]) -> list[VerdictRecord]:
-            checked.append(self._checked(keyed, dict(zip(keys, claims, strict=True))))
+            checked.append(self._checked(keyed, dict(zip(keys, claims, strict=True)),
+                                         records=records))
             return checked[-1].records
 
         try:
@@ -573,9 +578,26 @@ class Evaluator:
         self._observe(checked[-1].records)
         return True
 
+    def _check_records(self, keyed: list[tuple[_Claimed, PreparedCheck]]
+                       ) -> dict[VerdictKey, VerdictRecord]:
+        """Each key's verdict, its check run before it is claimed (the first of a key
+        given twice, as :meth:`_checked` takes)."""
+        records: dict[VerdictKey, VerdictRecord] = {}
+        evidence: dict[int, dict[str, Any] | None] = {}  # a job's sample, once for its checks
+        for item, check in keyed:
+            if item.key in records:
+                continue
+            if item.index not in evidence:
+                evidence[item.index] = (sample_content(item.job.sample.to_json())
+                                        if self.options.keep_samples else None)
+            records[item.key] = self._check_record(item, check, sample=evidence[item.index])
+        return records
+
     def _checked(self, keyed: list[tuple[_Claimed, PreparedCheck]],
-                 claims: dict[VerdictKey, Claim]) -> _Checked:
-        """Run the checks whose keys were claimed; what each job comes to."""
+                 claims: dict[VerdictKey, Claim], *,
+                 records: dict[VerdictKey, VerdictRecord] | None = None) -> _Checked:
+        """Run the checks whose keys were claimed (``records``: their verdicts, when the
+        checks ran before the claim); what each job comes to."""
         result = _Checked()
         evidence: dict[int, dict[str, Any] | None] = {}  # a job's sample, once for its checks
         for item, check in keyed:
@@ -587,10 +609,12 @@ class Evaluator:
                     item.job, countdown_s=min(BUSY_RETRY_MAX_S, claim.retry_in_s + 1.0),
                     reason="claimed by another worker")
                 continue
-            if item.index not in evidence:
-                evidence[item.index] = (sample_content(item.job.sample.to_json())
-                                        if self.options.keep_samples else None)
-            record = self._check_record(item, check, sample=evidence[item.index])
+            record = records.get(item.key) if records is not None else None
+            if record is None:
+                if item.index not in evidence:
+                    evidence[item.index] = (sample_content(item.job.sample.to_json())
+                                            if self.options.keep_samples else None)
+                record = self._check_record(item, check, sample=evidence[item.index])
             result.records.append(record)
             result.claimed.append(item)
             current = result.outcomes.get(item.index)

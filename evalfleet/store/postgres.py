@@ -30,7 +30,7 @@ from sqlalchemy.sql.elements import TextClause
 from evalfleet.core.errors import StoreRejected, StoreUnavailable
 from evalfleet.core.review_slice import ReviewSlice
 from evalfleet.store.base import Claim, DeadLetter, VerdictKey, VerdictRecord
-from evalfleet.store.group import ClaimAndSave, GroupCommit
+from evalfleet.store.group import LEADERS, ClaimAndSave, GroupCommit
 from evalfleet.store.intake import queue_random
 from evalfleet.store.schema import claims, verdict_scores
 from evalfleet.store.sql import (
@@ -46,17 +46,22 @@ from evalfleet.store.storable import key_problem, storable_text
 #: Claims the keys in ``:keys`` (a JSON array of keys with their digests and owners)
 #: for their owners until ``:expires_at``, unless a verdict or a dead letter settled them or a
 #: live claim of another owner holds them. One row per key: settled, taken, and the
-#: expiry of the claim it found (the snapshot before this statement's own write).
+#: expiry of the claim it found (the snapshot before this statement's own write). The
+#: tables are read by their keys' indexes (``= ANY`` of the digests), whatever the
+#: planner's row estimates: a join to the input let it scan ``verdict_keys`` whole, and
+#: ``claims`` with every dead row its deletes leave, while the tables were young.
 _CLAIM = """
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(CAST(:keys AS jsonb)) AS k(
         sample_id text, metric text, prompt_version text, judge_model text, digest text,
         owner text)
 ), settled AS (
-    SELECT verdict_keys.digest FROM verdict_keys JOIN input USING (digest)
+    SELECT digest FROM verdict_keys WHERE digest = ANY(ARRAY(SELECT digest FROM input))
     UNION
-    SELECT dead_letters.verdict_key FROM dead_letters JOIN input
-        ON dead_letters.verdict_key = input.digest
+    SELECT verdict_key FROM dead_letters
+    WHERE verdict_key = ANY(ARRAY(SELECT digest FROM input))
+), found AS (
+    SELECT key, expires_at FROM claims WHERE key = ANY(ARRAY(SELECT digest FROM input))
 ), taken AS (
     INSERT INTO claims (key, owner, expires_at)
     SELECT digest, owner, :expires_at FROM input
@@ -66,8 +71,8 @@ WITH input AS (
     RETURNING key
 )
 SELECT input.digest, input.digest IN (SELECT digest FROM settled),
-       input.digest IN (SELECT key FROM taken), claims.expires_at
-FROM input LEFT JOIN claims ON claims.key = input.digest
+       input.digest IN (SELECT key FROM taken), found.expires_at
+FROM input LEFT JOIN found ON found.key = input.digest
 """
 
 #: Inserts the verdicts in ``:rows`` (a JSON array of rows, each with its kept sample
@@ -111,10 +116,12 @@ WITH input AS (
         sample_id text, metric text, prompt_version text, judge_model text, sample jsonb)
         USING (sample_id, metric, prompt_version, judge_model)
     WHERE jsonb_typeof(given.sample) = 'object'
+), release AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:release AS jsonb)) AS given(key text, owner text)
 ), released AS (
-    DELETE FROM claims USING jsonb_to_recordset(CAST(:release AS jsonb)) AS given(
-        key text, owner text)
-    WHERE claims.key = given.key AND claims.owner = given.owner
+    DELETE FROM claims USING release
+    WHERE claims.key = ANY(ARRAY(SELECT key FROM release))
+        AND claims.key = release.key AND claims.owner = release.owner
 )
 SELECT id, sample_id, metric, prompt_version, judge_model FROM new
 """
@@ -130,7 +137,7 @@ class PostgresStore(SqlStore):
             pool_pre_ping=True, pool_recycle=1800,
         )
         super().__init__(engine, review=review)
-        self._group = GroupCommit(self._claim_and_save_group)
+        self._group = GroupCommit(self._claim_and_save_group, leaders=LEADERS)
 
     def day_of(self, column: Any) -> Any:
         """The UTC day of a ``timestamptz`` column, whatever the session's time zone."""

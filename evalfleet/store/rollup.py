@@ -30,7 +30,8 @@ before; during a rollout of a second model or prompt, two.
 
 **Where they are kept, and why.** Triggers on ``verdict_scores`` add a statement's new
 rows and subtract its deleted ones, in the transaction that writes them (Postgres: one
-statement-level trigger per change with its transition table; SQLite: one per row). So
+statement-level trigger per change with its transition table, each new score's verdict
+found by its key's index; SQLite: one per row). So
 a rollup is exactly its rows at every commit: a verdict landing late goes to its sample
 time's bucket, a verdict stored once is counted once (the insert that refuses a second
 copy adds no score row), concurrent writers add under the row lock of ``ON CONFLICT``
@@ -214,6 +215,11 @@ ON CONFLICT ({row_key}) DO UPDATE SET n = score_rollups.n + excluded.n,
 _SETTLED = ("bucket < CAST(:settled AS timestamptz)"
             " AND bucket < CAST(:settled AS timestamptz) - span_s * interval '1 second'")
 
+#: The verdict of score row ``s`` (its ``{columns}``), as a lateral row source.
+_VERDICT_OF_SCORE = ("LATERAL (SELECT {columns} FROM verdicts"
+                     " WHERE verdicts.id = s.verdict_id AND verdicts.created_at = s.created_at"
+                     " OFFSET 0)")
+
 #: The score rows a SQLite row trigger sees, as a one-row source.
 _SQLITE_ROW = ("(SELECT {row}.verdict_id AS verdict_id, {row}.metric AS metric,"
                " {row}.name AS name, {row}.value AS value, {row}.sample_ts AS sample_ts)")
@@ -263,7 +269,7 @@ def fold(conn: Connection, *, now: datetime) -> int:
 def trigger_statements(dialect: str, *,
                        verdict_columns: tuple[str, ...] = VERDICT_COLUMNS) -> list[str]:
     """The DDL of the triggers that keep ``score_rollups`` (``migrations/versions/0021``,
-    ``0024``).
+    ``0024``, ``0025``).
 
     Args:
         dialect: ``postgresql`` or ``sqlite``.
@@ -272,11 +278,15 @@ def trigger_statements(dialect: str, *,
     """
     own = verdict_columns
     if dialect == "postgresql":
-        # New scores join their verdict by its whole key (the partition is found at once);
-        # deleted ones by id, as scores stored before partitioning carry another time.
+        # New scores look up their verdict by its whole key, one index probe a score row
+        # (the partition is found at once): a plain join let the planner hash the new
+        # rows and scan every partition of ``verdicts`` whole, its plan made once per
+        # session and kept while the tables grew (the fence, ``OFFSET 0``, keeps the
+        # lookup a lookup). Deleted ones by id, as scores stored before partitioning
+        # carry another time.
         add = _add(dialect, own, _aggregate(
-            dialect, own, scores="changed",
-            join="v.id = s.verdict_id AND v.created_at = s.created_at"))
+            dialect, own, scores="changed", verdicts=_VERDICT_OF_SCORE.format(
+                columns=", ".join(["attributes", *own])), join="true"))
         subtract = ";\n".join(_subtract(dialect, own,
                                         _aggregate(dialect, own, scores="changed")))
         return [

@@ -11,6 +11,7 @@ import pytest
 
 from evalfleet.core.errors import StoreRejected
 from evalfleet.store import Claim, ClaimState, SqlStore, VerdictKey, VerdictRecord
+from evalfleet.store.group import LEADERS
 from evalfleet.store.postgres import PostgresStore, _json_text
 from tests.evalfleet.store.test_sql import NOW, record
 from tests.helpers import wait_until
@@ -94,13 +95,17 @@ def transactions(store: SqlStore) -> dict[str, str]:
 
 def run_while_held(store: PostgresStore, calls: dict[str, tuple[list[VerdictKey], Any]],
                    ) -> dict[str, list[Claim] | BaseException]:
-    """Run ``calls`` (name: keys, settle) in threads while a first call holds the store's
-    transaction, so that they wait together; what each call came to."""
+    """Run ``calls`` (name: keys, settle) in threads while first calls hold every
+    transaction the store runs at once, so that they wait together; what each call
+    came to."""
     release = threading.Event()
 
-    def holding(claims: list[Claim]) -> list[VerdictRecord]:
-        assert release.wait(timeout=30)
-        return [record(HELD)]
+    def holding(key: VerdictKey) -> Any:
+        def settle(claims: list[Claim]) -> list[VerdictRecord]:
+            assert release.wait(timeout=30)
+            return [record(key)]
+
+        return settle
 
     outcomes: dict[str, list[Claim] | BaseException] = {}
 
@@ -111,12 +116,15 @@ def run_while_held(store: PostgresStore, calls: dict[str, tuple[list[VerdictKey]
         except Exception as exc:
             outcomes[name] = exc
 
-    threads = [threading.Thread(target=call, args=("held", [HELD], holding))]
-    threads[0].start()
-    wait_until(lambda: held_open(store), timeout_s=30, what="the first transaction")
+    threads = [threading.Thread(target=call, args=(key.sample_id, [key], holding(key)))
+               for key in HELD_KEYS]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: held_open(store) == LEADERS, timeout_s=30,
+               what="the first transactions")
     threads += [threading.Thread(target=call, args=(name, keys, settle))
                 for name, (keys, settle) in calls.items()]
-    for thread in threads[1:]:
+    for thread in threads[LEADERS:]:
         thread.start()
     wait_until(lambda: store._group.waiting == len(calls), timeout_s=30,
                what=f"{len(calls)} waiting calls")
@@ -126,13 +134,16 @@ def run_while_held(store: PostgresStore, calls: dict[str, tuple[list[VerdictKey]
     return outcomes
 
 
-HELD = VerdictKey("held", "contract", "c1", "check:valid_json")
+#: The keys of the calls that hold the store's transactions, one a transaction.
+HELD_KEYS = [VerdictKey(f"held-{n}", "contract", "c1", "check:valid_json")
+             for n in range(LEADERS)]
+HELD = HELD_KEYS[0]
 
 
-def held_open(store: PostgresStore) -> bool:
-    """Whether the first call's claim is taken (its transaction is open)."""
+def held_open(store: PostgresStore) -> int:
+    """How many of the first calls' claims are taken (their transactions open)."""
     with store.engine.connect() as conn:
-        return bool(conn.exec_driver_sql(
+        return int(conn.exec_driver_sql(
             "SELECT count(*) FROM pg_stat_activity "
             "WHERE datname = current_database() AND state = 'idle in transaction'"
         ).scalar_one())
@@ -155,9 +166,11 @@ def test_calls_waiting_together_share_one_transaction(store: PostgresStore) -> N
     assert outcomes["m1"] == [Claim(ClaimState.CLAIMED)] * 2
     assert outcomes["m2"] == [Claim(ClaimState.CLAIMED)] * 3  # a claim of its own re-taken
     written = transactions(store)
-    assert sorted(written) == ["a-0", "a-1", "b-0", "b-1", "b-2", "held"]
+    assert sorted(written) == ["a-0", "a-1", "b-0", "b-1", "b-2", *sorted(
+        key.sample_id for key in HELD_KEYS)]
     assert len({written[key.sample_id] for key in first + second}) == 1
-    assert written["held"] != written["a-0"] and claims_left(store) == 0
+    assert len({written[key.sample_id] for key in [*HELD_KEYS, first[0]]}) == LEADERS + 1
+    assert claims_left(store) == 0
 
 
 def test_a_failing_call_of_a_group_fails_alone(store: PostgresStore) -> None:
@@ -178,5 +191,6 @@ def test_a_failing_call_of_a_group_fails_alone(store: PostgresStore) -> None:
     assert isinstance(outcomes["raises"], StoreRejected)  # as alone: nothing stored
     assert "ValueError: a bug in a check" in str(outcomes["raises"])
     assert outcomes["again"] == [Claim(ClaimState.DONE)]
-    assert sorted(transactions(store)) == ["f-0", "f-1", "held"]
+    assert sorted(transactions(store)) == ["f-0", "f-1", *sorted(
+        key.sample_id for key in HELD_KEYS)]
     assert claims_left(store) == 0

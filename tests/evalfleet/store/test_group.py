@@ -4,17 +4,35 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from datetime import UTC, datetime
+
+import pytest
 
 from evalfleet.store.base import VerdictKey
 from evalfleet.store.group import ClaimAndSave, GroupCommit
 
 
-def test_many_threads_each_get_their_own_outcome_and_groups_keep_their_bounds() -> None:
+@pytest.mark.parametrize("leaders", [1, 2, 3])
+def test_many_threads_each_get_their_own_outcome_and_groups_keep_their_bounds(
+        leaders: int) -> None:
     groups: list[list[ClaimAndSave]] = []
+    running: list[list[ClaimAndSave]] = []
+    overlaps: list[str] = []
+    lock = threading.Lock()
 
     def run(group: list[ClaimAndSave]) -> None:
-        groups.append(group)
+        keys = {key for call in group for key in call.keys}
+        with lock:
+            groups.append(group)
+            if len(running) >= leaders:
+                overlaps.append(f"{len(running) + 1} groups at once")
+            if any(keys & {key for other in running for call in other for key in call.keys}):
+                overlaps.append("a key in two groups at once")
+            running.append(group)
+        time.sleep(0)  # let another leader in
+        with lock:
+            running.remove(group)
         for call in group:  # a call of an owner ending in 7 fails, alone
             if call.owner.endswith("7"):
                 call.error = ValueError(call.owner)
@@ -22,7 +40,7 @@ def test_many_threads_each_get_their_own_outcome_and_groups_keep_their_bounds() 
                 call.claims = []
             call.done = True
 
-    commit = GroupCommit(run, max_group=4)
+    commit = GroupCommit(run, max_group=4, leaders=leaders)
     outcomes: dict[str, str] = {}
 
     def caller(thread: int) -> None:
@@ -46,6 +64,7 @@ def test_many_threads_each_get_their_own_outcome_and_groups_keep_their_bounds() 
     assert outcomes == {f"{t}-{n}": f"failed {t}-{n}" if f"{t}-{n}".endswith("7") else "stored"
                         for t in range(16) for n in range(50)}
     assert sum(len(group) for group in groups) == 16 * 50 and commit.waiting == 0
+    assert overlaps == []
     for group in groups:
         keys = [key for call in group for key in call.keys]
         assert len(group) <= 4 and len(keys) == len(set(keys))
@@ -58,7 +77,7 @@ def test_a_run_that_raises_fails_its_group_and_the_next_call_leads() -> None:
         for call in group:
             call.done = True
 
-    commit = GroupCommit(run)
+    commit = GroupCommit(run, leaders=2)
     key = VerdictKey("s-1", "m", "v", "check:x")
     try:
         commit.submit(ClaimAndSave([key], "bad", 60, datetime.now(UTC), lambda claims: []))
