@@ -12,7 +12,17 @@ Three phases in one run, each draining jobs enqueued before its worker starts:
   in the worker's check process pool; its CPU counts the pool's processes too.
 
 CPU is the worker process's (and its children's) user + system time over the steady part
-of the drain, divided by the verdicts stored in it. ``--trees`` runs the workers from
+of the drain, divided by the verdicts stored in it. The steady part starts when the
+bench first sees a verdict stored and ends when it sees the last: the verdicts/s is the
+verdicts stored after the start over the time between the newest ``created_at`` seen at
+the start and the newest at the end (the worker's clock, as the verdicts were made, so a
+slow poll adds nothing to it). The bench counts the verdicts (exactly, ``count(*)``) at a
+cadence of half the time the drain's rate so far leaves, between 20 ms and 0.5 s, so its
+own queries cost little while the end is still seen within a few tens of milliseconds.
+Verdicts land in daily partitions as in production: after the migrations the bench drops
+the fresh database's empty legacy partitions (which cover the first days after a
+migration and carry two more indexes) and creates the daily ones (``ensure_partitions``,
+as ``evalfleet beat`` does). ``--trees`` runs the workers from
 other source trees too (a checkout of an older commit), phase by phase in turn, so
 before and after share one machine state; each tree's jobs are published by that tree's
 own code, in the messages its producers make, into a schema made by its own
@@ -21,6 +31,9 @@ drain, where the time went (:mod:`bench.drain_breakdown`).
 
     python -m bench.check_throughput --jobs 20000 --judged-jobs 2000 --team-jobs 2000
     python -m bench.check_throughput --trees /tmp/base . --phases check judged
+
+With a tree given more than once (alternated runs), the ratios printed at the end are
+those of the means of each tree's runs.
 """
 
 from __future__ import annotations
@@ -32,9 +45,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
+from statistics import mean
 
+import psycopg
 from celery import Celery
 
 from bench.drain_breakdown import POLLER, Breakdown, report
@@ -53,6 +70,13 @@ from evalfleet.core.metric import load_registry
 from evalfleet.core.sample import Sample, parse_sample
 from evalfleet.core.settings import Settings
 from evalfleet.store import open_store
+from evalfleet.store.partitions import (
+    LEGACY_SUFFIX,
+    PARTITIONED_TABLES,
+    drop_partition,
+    ensure_partitions,
+    is_partitioned,
+)
 
 #: Characters of each sample's output.
 OUTPUT_CHARS = 2048
@@ -114,24 +138,25 @@ def main() -> None:
                 (metrics_dir / f"{name}.yaml").write_text(text)
             print(f"{'tree':<12} {'phase':<36} {'verdicts':>9} {'verdicts/s':>11} "
                   f"{'CPU ms/verdict':>15}")
-            results: dict[tuple[str, str], float] = {}
+            results: dict[tuple[str, str], list[float]] = defaultdict(list)
             for phase in args.phases:
                 label, metric, jobs_option = PHASES[phase]
                 jobs = getattr(args, jobs_option)
                 for tree in args.trees:
                     settings = fresh_services(base_url, tree=tree).model_copy(
                         update={"metrics_dir": metrics_dir})
+                    daily_partitions(settings.resolved_database_url())
                     breakdown: list[str] = []
                     rate, cpu_ms = drain(settings, metric=metric, jobs=jobs,
                                          concurrency=args.concurrency, tree=tree,
                                          breakdown=breakdown if args.breakdown else None)
-                    results[tree_label(tree), phase] = cpu_ms
+                    results[tree_label(tree), phase].append(cpu_ms)
                     print(f"{tree_label(tree):<12} {label:<36} {jobs:>9,} {rate:>11,.0f} "
                           f"{cpu_ms:>15.3f}", flush=True)
                     if breakdown:
                         print("\n".join(breakdown), flush=True)
-            for tree in args.trees:
-                print_ratios(tree_label(tree), results)
+            for label in dict.fromkeys(tree_label(tree) for tree in args.trees):
+                print_ratios(label, results)
     finally:
         sim.terminate()
         sim.wait()
@@ -139,16 +164,38 @@ def main() -> None:
     print(f"load average after: {load_average()}")
 
 
-def print_ratios(tree: str, results: dict[tuple[str, str], float]) -> None:
-    """Each check phase's CPU per verdict against the judged phase's, for ``tree``."""
-    judged = results.get((tree, "judged"))
-    if judged is None:
+def print_ratios(tree: str, results: dict[tuple[str, str], list[float]]) -> None:
+    """Each check phase's CPU per verdict against the judged phase's, for ``tree``: the
+    ratio of the means of the tree's runs of each phase."""
+    if not results.get((tree, "judged")):
         return
-    shares = [f"{PHASES[phase][0].split(' (')[0]} {results[tree, phase] / judged:.1%}"
-              for phase in ("check", "team") if (tree, phase) in results]
+    judged = mean(results[tree, "judged"])
+    shares = [f"{PHASES[phase][0].split(' (')[0]} {mean(results[tree, phase]) / judged:.1%}"
+              for phase in ("check", "team") if results.get((tree, phase))]
     if shares:
-        print(f"{tree}: worker CPU per verdict against a judged verdict's: "
-              f"{', '.join(shares)}")
+        runs = len(results[tree, "judged"])
+        print(f"{tree}: worker CPU per verdict against a judged verdict's (ratio of the "
+              f"means of {runs} run{'s' if runs > 1 else ''} each): {', '.join(shares)}")
+
+
+def daily_partitions(url: str) -> None:
+    """Make the fresh bench database's verdicts land in daily partitions, as a store's
+    do once its first days after the migration are past: drop the (empty) legacy
+    partitions and create the daily ones from today (a no-op on an unpartitioned schema)."""
+    store = open_store(url)
+    try:
+        with store.engine.begin() as conn:
+            if not is_partitioned(conn):
+                return
+            for table in PARTITIONED_TABLES:
+                legacy = f"{table}_{LEGACY_SUFFIX}"
+                if conn.exec_driver_sql(f"SELECT to_regclass('{legacy}')").scalar_one() and \
+                        conn.exec_driver_sql(f"SELECT EXISTS (SELECT FROM {legacy})").scalar_one():
+                    raise RuntimeError(f"{legacy} holds rows: not a fresh bench database")
+            drop_partition(conn, LEGACY_SUFFIX)
+            ensure_partitions(conn, now=datetime.now(UTC))
+    finally:
+        store.close()
 
 
 def load_average() -> str:
@@ -156,44 +203,79 @@ def load_average() -> str:
     return ", ".join(f"{load:.2f}" for load in os.getloadavg())
 
 
+#: Bounds of the wait between two counts of the stored verdicts during a drain (seconds).
+POLL_MIN_S, POLL_MAX_S = 0.02, 0.5
+
+#: Longest a drain may go without a verdict stored before the bench gives up (seconds).
+STALL_S = 120.0
+
+
 def drain(settings: Settings, *, metric: str, jobs: int, concurrency: int,
           tree: Path, breakdown: list[str] | None = None) -> tuple[float, float]:
     """Enqueue ``jobs`` of ``metric``, drain them with one worker run from ``tree``;
-    (verdicts/s, CPU ms per verdict) over the steady part (from the first verdict stored).
+    (verdicts/s, CPU ms per verdict) over the steady part (from the first verdicts seen
+    stored; the module's docstring says how it is timed).
     ``breakdown``, when given, gets the lines of :func:`bench.drain_breakdown.report`."""
     publish(settings, metric=metric, jobs=jobs, tree=tree)
-    url = settings.resolved_database_url()
-    store = open_store(f"{url}?application_name={POLLER}")
+    url = settings.resolved_database_url().replace("+psycopg", "")
+    poller = psycopg.connect(url, autocommit=True, application_name=POLLER)
     if breakdown is not None:
         Breakdown.enable(POSTGRES_ADMIN, DATABASE)
     worker = start_worker(settings, concurrency=concurrency, name=f"checks-{metric}",
                           queue=metric, tree=tree)
-    probe = (Breakdown(POSTGRES_ADMIN, url.replace("+psycopg", ""), DATABASE, worker.pid)
+    probe = (Breakdown(POSTGRES_ADMIN, url, DATABASE, worker.pid)
              if breakdown is not None else None)
+
+    def stored() -> int:
+        row = poller.execute("SELECT count(*) FROM verdicts").fetchone()
+        return int(row[0]) if row else 0
+
+    def any_stored() -> bool:
+        row = poller.execute("SELECT EXISTS (SELECT FROM verdicts)").fetchone()
+        return bool(row and row[0])
+
+    def newest() -> datetime:
+        row = poller.execute("SELECT max(created_at) FROM verdicts").fetchone()
+        assert row is not None and row[0] is not None
+        return row[0]
+
+    def check_alive(since: float) -> None:
+        if worker.poll() is not None:
+            raise RuntimeError(f"the worker exited, see /tmp/evalfleet-bench-worker-"
+                               f"checks-{metric}.log")
+        if time.monotonic() - since > STALL_S:
+            raise RuntimeError(f"no verdict stored for {STALL_S:g} s")
+
     try:
-        while store.counts().verdicts == 0:
-            if worker.poll() is not None:
-                raise RuntimeError(f"the worker exited, see /tmp/evalfleet-bench-worker-"
-                                   f"checks-{metric}.log")
+        waiting = time.monotonic()
+        while not any_stored():
+            check_alive(waiting)
             time.sleep(0.01)
-        started, done_start = time.monotonic(), store.counts().verdicts
         cpu_start = tree_cpu_s(worker.pid)
+        started, done_start, first_at = time.monotonic(), stored(), newest()
         first = probe.snapshot(done_start) if probe is not None else None
-        while (done := store.counts().verdicts) < jobs:
-            time.sleep(0.05)
-            if worker.poll() is not None:
-                raise RuntimeError("the worker exited")
+        done, progressed = done_start, started
+        while done < jobs:
+            rate = (done - done_start) / max(time.monotonic() - started, 1e-3)
+            left = (jobs - done) / rate if rate else POLL_MAX_S
+            time.sleep(min(POLL_MAX_S, max(POLL_MIN_S, left / 2)))
+            if (now := stored()) > done:
+                done, progressed = now, time.monotonic()
+            check_alive(progressed)
         cpu_used = tree_cpu_s(worker.pid) - cpu_start
-        elapsed = time.monotonic() - started
+        elapsed = (newest() - first_at).total_seconds()
         if probe is not None and first is not None and breakdown is not None:
             breakdown.extend(report(first, probe.snapshot(done)))
     finally:
         worker.terminate()
         worker.wait()
-        store.close()
+        poller.close()
         if probe is not None:
             probe.close()
     measured = jobs - done_start
+    if measured <= 0 or elapsed <= 0:
+        raise RuntimeError(f"the {jobs:,} jobs were stored before the bench could time them:"
+                           " give more jobs")
     return measured / elapsed, cpu_used * 1000 / measured
 
 
