@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+import pytest
 from sqlalchemy import Engine, insert
 
 from evalfleet.alerts import AlertEngine
@@ -66,6 +67,9 @@ def write_rollups(engine: Engine, leaves: dict[Any, np.ndarray]) -> int:
     return len(rows)
 
 
+# 168 hourly cycles over 300 segments: about 100 s on a quiet two-core machine, 307 s at a
+# load average of 10, past the suite's 300 s limit.
+@pytest.mark.timeout(900)
 def test_a_week_of_300_segments_through_the_engine_is_two_incidents(
     open_engine: Callable[..., AlertEngine], receiver: Receiver,
 ) -> None:
