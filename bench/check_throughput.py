@@ -3,7 +3,7 @@
 Setup: a fresh Postgres database and Redis database, the judge simulator in its own
 process, one ``evalfleet worker`` process at a time (one core at most), messages of the
 producers' default sizes (``EVALFLEET_BATCH_SIZE``, 16 jobs; a check metric's,
-``EVALFLEET_CHECK_BATCH_SIZE``, 64, where the tree has it), samples with 2 KB outputs.
+``EVALFLEET_CHECK_BATCH_SIZE``, 128, where the tree has it), samples with 2 KB outputs.
 Three phases in one run, each draining jobs enqueued before its worker starts:
 
 - ``check``: one built-in check per sample (a ``never_matches`` pattern over the output);
