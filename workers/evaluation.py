@@ -530,9 +530,13 @@ class Evaluator:
         if all(check.in_process for _, check in keyed) and self._claim_and_store(
                 keyed, keys, batch, owner=owner):
             return []
-        claims = self.store.claim(keys, owner=owner, lease_s=self.options.claim_lease_s,
-                                  now=self._clock())
-        checked = self._checked(keyed, dict(zip(keys, claims, strict=True)))
+        claims = dict(zip(keys, self.store.claim(
+            keys, owner=owner, lease_s=self.options.claim_lease_s, now=self._clock()),
+            strict=True))
+        # Only the claimed keys' checks run: a team check costs a call to its process.
+        records = self._check_records([(item, check) for item, check in keyed
+                                       if claims[item.key].state is ClaimState.CLAIMED])
+        checked = self._checked(keyed, claims, records=records)
         self._apply_checked(checked, batch)
         batch.verdicts.extend(checked.records)
         return checked.claimed
@@ -580,8 +584,8 @@ class Evaluator:
 
     def _check_records(self, keyed: list[tuple[_Claimed, PreparedCheck]]
                        ) -> dict[VerdictKey, VerdictRecord]:
-        """Each key's verdict, its check run before it is claimed (the first of a key
-        given twice, as :meth:`_checked` takes)."""
+        """Each key's verdict, its check run (the first of a key given twice, as
+        :meth:`_checked` takes)."""
         records: dict[VerdictKey, VerdictRecord] = {}
         evidence: dict[int, dict[str, Any] | None] = {}  # a job's sample, once for its checks
         for item, check in keyed:
@@ -593,14 +597,13 @@ class Evaluator:
             records[item.key] = self._check_record(item, check, sample=evidence[item.index])
         return records
 
-    def _checked(self, keyed: list[tuple[_Claimed, PreparedCheck]],
-                 claims: dict[VerdictKey, Claim], *,
-                 records: dict[VerdictKey, VerdictRecord] | None = None) -> _Checked:
-        """Run the checks whose keys were claimed (``records``: their verdicts, when the
-        checks ran before the claim); what each job comes to."""
+    @staticmethod
+    def _checked(keyed: list[tuple[_Claimed, PreparedCheck]], claims: dict[VerdictKey, Claim],
+                 *, records: dict[VerdictKey, VerdictRecord]) -> _Checked:
+        """What each job comes to by its keys' claims: the claimed keys' verdicts
+        (``records``, from :meth:`_check_records`), a retry for a busy key."""
         result = _Checked()
-        evidence: dict[int, dict[str, Any] | None] = {}  # a job's sample, once for its checks
-        for item, check in keyed:
+        for item, _ in keyed:
             claim = claims.pop(item.key, None)  # the same job twice in a message: once
             if claim is None or claim.state is ClaimState.DONE:
                 continue
@@ -609,12 +612,7 @@ class Evaluator:
                     item.job, countdown_s=min(BUSY_RETRY_MAX_S, claim.retry_in_s + 1.0),
                     reason="claimed by another worker")
                 continue
-            record = records.get(item.key) if records is not None else None
-            if record is None:
-                if item.index not in evidence:
-                    evidence[item.index] = (sample_content(item.job.sample.to_json())
-                                            if self.options.keep_samples else None)
-                record = self._check_record(item, check, sample=evidence[item.index])
+            record = records[item.key]
             result.records.append(record)
             result.claimed.append(item)
             current = result.outcomes.get(item.index)
