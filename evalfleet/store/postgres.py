@@ -37,6 +37,7 @@ from evalfleet.store.sql import (
     SqlStore,
     canary_rows,
     claim_state,
+    json_default,
     storable_rows,
     to_utc,
     verdict_row,
@@ -349,10 +350,4 @@ def _json_text(value: Any) -> str:
     try:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
     except TypeError:
-        return json.dumps(value, default=_json_value)
-
-
-def _json_value(value: Any) -> str:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+        return json.dumps(value, default=json_default)

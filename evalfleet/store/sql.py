@@ -449,6 +449,14 @@ def _as_date(value: Any) -> date:
     return value if isinstance(value, date) else date.fromisoformat(str(value))
 
 
+def json_default(value: Any) -> str:
+    """A time inside a JSON parameter (``json.dumps(..., default=json_default)``): ISO 8601
+    with its offset, which ``timestamptz`` reads back exactly; anything else is refused."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
 def to_utc(moment: datetime) -> datetime:
     """``moment`` in UTC; naive times (as SQLite returns them) are taken as UTC."""
     if moment.tzinfo is None:

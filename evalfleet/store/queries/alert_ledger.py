@@ -28,7 +28,7 @@ from evalfleet.store.schema import (
     alert_states,
     alert_transitions,
 )
-from evalfleet.store.sql import SqlStore, StoreConnection, to_utc
+from evalfleet.store.sql import SqlStore, StoreConnection, json_default, to_utc
 
 
 @dataclass(frozen=True)
@@ -221,13 +221,7 @@ _POINT_TYPES = ", ".join(f"{name} {kind}" for name, kind in _POINT_TYPED)
 def _json_rows(rows: list[dict[str, Any]]) -> str:
     """Rows as one JSON array for ``jsonb_to_recordset`` (times as ISO 8601 with their
     offset, which ``timestamptz`` reads back exactly)."""
-    return json.dumps(rows, default=_iso)
-
-
-def _iso(value: Any) -> str:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(f"not JSON: {type(value).__name__}")
+    return json.dumps(rows, default=json_default)
 
 
 def _state_row(row: Any) -> AlertStateRow:
