@@ -24,8 +24,10 @@ window-length from the score rows) for one app, median of three.
   directly into ``score_rollups`` (one per app, minute and hour; sums of a normal
   around 0.8), and score rows only for the minutes the cycles and the page read (the
   partial minutes at the windows' ends, the last window and the baseline's last
-  window-length; with ``--explain-ab``, the cycles' windows instead), loaded with the
-  triggers off so they do not count twice. Both are generated in the database
+  window-length; with ``--explain-ab``, the cycles' windows instead), loaded through the
+  rollups' triggers, which count those minutes as production does (per level, and off
+  the level grid per tenth of 0..1): the generated rows leave them out, and their hours
+  hold the rest of the hour. Both are generated in the database
   (``generate_series``), the rollups of the verdicts' judge model and prompt version. The
   1,000-a-minute, 7-day cell is a billion samples' rollups: the same rows as at 1 a
   minute, with larger counts.
@@ -342,8 +344,13 @@ def _load(url: str, *, mode: str, rate: int, segments: int, span: timedelta,
         windows = {_floor(AT) - WINDOW + i * MINUTE for i in range(-1, 12 + cycles)}
         minutes = sorted({_floor(m) for m in edge} | (shown if page else windows))
         rollups = _load_rollups(url, rate=rate, segments=segments, start=_floor(start),
-                                end=_floor(end), rng=rng)
-    scores = _load_scores(url, rate=rate, segments=segments, minutes=minutes, rng=rng)
+                                end=_floor(end), rng=rng, skip=minutes)
+    scores = _load_scores(url, rate=rate, segments=segments, minutes=minutes, rng=rng,
+                          triggers=mode == "after")
+    if mode == "after":
+        with psycopg.connect(_plain(url), autocommit=True) as conn:
+            found = conn.execute("SELECT count(*) FROM score_rollups").fetchone()
+        rollups = int(found[0]) if found else 0
     with psycopg.connect(_plain(url), autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
     print(f"  loaded {mode} {rate}/min: {scores:,} score rows, {rollups:,} rollup rows"
@@ -351,13 +358,15 @@ def _load(url: str, *, mode: str, rate: int, segments: int, span: timedelta,
 
 
 def _load_scores(url: str, *, rate: int, segments: int, minutes: list[datetime],
-                 rng: random.Random) -> int:
+                 rng: random.Random, triggers: bool) -> int:
     """``rate`` verdicts a minute in each app over ``minutes``, spread evenly with jitter,
     faithfulness a normal around 0.8 (sd 0.1) clipped to [0, 1], stored 5 s after their
-    sample; generated in the database (three million rows at 1,000 a minute)."""
+    sample; generated in the database (three million rows at 1,000 a minute). With
+    ``triggers`` the rollups' triggers count them (after: their minutes' rows are theirs,
+    so the page's histograms and its choice of minutes see the rows it reads)."""
     with psycopg.connect(_plain(url)) as conn:
-        # The rollups of these rows are generated with the rest (after) or not read (before).
-        conn.execute("SET session_replication_role = replica")
+        if not triggers:  # before: the rollups are not read
+            conn.execute("SET session_replication_role = replica")
         conn.execute("SELECT setseed(%s)", (rng.random(),))
         first = conn.execute("SELECT coalesce(max(id), 0) FROM verdicts").fetchone()
         base = int(first[0]) if first else 0
@@ -385,12 +394,12 @@ def _load_scores(url: str, *, rate: int, segments: int, minutes: list[datetime],
 
 
 def _load_rollups(url: str, *, rate: int, segments: int, start: datetime, end: datetime,
-                  rng: random.Random) -> int:
+                  rng: random.Random, skip: list[datetime]) -> int:
     """One rollup row per app and minute (and hour) of ``[start, end)``, as ``rate``
-    samples of a normal around 0.8 would give (the partial minutes' score rows are read
-    from the score rows, so their generated rollups differ from them by noise only), of
-    the judge model and prompt version the score rows carry. Generated in the database
-    (a week of a hundred apps is a million rows)."""
+    samples of a normal around 0.8 would give, of the judge model and prompt version the
+    score rows carry; not the minutes in ``skip`` (the score rows' triggers count them:
+    their hours' rows here hold the rest of the hour). Generated in the database (a week
+    of a hundred apps is a million rows)."""
     with psycopg.connect(_plain(url)) as conn:
         conn.execute("SELECT setseed(%s)", (rng.random(),))
         for span_s in (60, 3600):
@@ -401,15 +410,18 @@ def _load_rollups(url: str, *, rate: int, segments: int, start: datetime, end: d
                 " first_ts)"
                 " SELECT 'rag_qa', 'faithfulness', %(span)s, bucket,"
                 " md5(CAST(attributes AS text)), 'judge', 'p1', %(level)s, attributes,"
-                " %(n)s, %(n)s * mean, %(n)s * (mean * mean + 0.01), bucket"
+                " n, n * mean, n * (mean * mean + 0.01), bucket"
                 " FROM (SELECT bucket, a.attributes, 0.8 + 0.01 * sqrt(-2 * ln(1 - random()))"
-                "   * cos(2 * pi() * random()) AS mean"
+                "   * cos(2 * pi() * random()) AS mean, %(rate)s * (%(span)s / 60 - ("
+                "     SELECT count(*) FROM unnest(%(skip)s::timestamptz[]) AS minute"
+                "     WHERE minute >= bucket"
+                "       AND minute < bucket + make_interval(secs => %(span)s))) AS n"
                 "   FROM generate_series(%(start)s::timestamptz, %(end)s::timestamptz"
                 "     - make_interval(secs => 1), make_interval(secs => %(span)s)) AS bucket"
                 "   CROSS JOIN (SELECT jsonb_build_object('app', 'app-' || lpad(i::text, 3, '0'))"
                 "     AS attributes FROM generate_series(0, %(segments)s - 1) AS i) AS a"
-                " ) AS generated",
-                {"span": span_s, "level": OFF_GRID, "n": rate * span_s // 60,
+                " ) AS generated WHERE n > 0",
+                {"span": span_s, "level": OFF_GRID, "rate": rate, "skip": skip,
                  "start": _floor(start, span_s), "end": end, "segments": segments})
         conn.commit()
         found = conn.execute("SELECT count(*) FROM score_rollups").fetchone()
@@ -515,7 +527,7 @@ def _time_page(engine: Any) -> float:
         started = time.perf_counter()
         view = load_alert_view(engine.store, rule, Segment.of({"app": "app-000"}), worst=10)
         times.append(time.perf_counter() - started)
-    assert view.values and view.worst and any(point.n for point in view.trend)
+    assert any(view.histogram) and view.worst and any(point.n for point in view.trend)
     return statistics.median(times)
 
 

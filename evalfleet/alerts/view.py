@@ -4,13 +4,13 @@ Read by ``evalfleet alerts show``, the demo and the web page, on Postgres and SQ
 The numbers are the engine's own from the segment's last evaluation (stored with its
 state). The trend is summed from the rollups (``evalfleet.store.rollup``): its points
 are whole minutes or whole hours, so a week's trend is a few hundred rollup rows
-whatever the traffic. The samples themselves are read only where a person looks at
-them: the window's worst samples and the values of its histogram (one read of the
-window's score rows, each of the segment's attribute sets read as one range of the
-(metric, attribute key, sample_ts) index, ranked in the database so the worst need no
-second read), and the baseline's histogram from the same length of time at the
-baseline's end; a baseline's whole set of samples is never read. The statements
-are the store's (``evalfleet.store.queries.alert_view``, ``evalfleet.store.queries.evidence``).
+whatever the traffic. So are the histograms of the window and of the same length of
+time at the baseline's end (the minute rollups count a score per level and, off the
+level grid, per tenth of 0..1). The samples themselves are read only where a person
+looks at them: the window's worst samples, from the minutes the rollups say can hold
+them (each of the segment's attribute sets read as one range of the (metric, attribute
+key, sample_ts) index). The statements are the store's
+(``evalfleet.store.queries.alert_view``, ``evalfleet.store.queries.evidence``).
 """
 
 from __future__ import annotations
@@ -20,13 +20,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from evalfleet.alerts.cover import MINUTE_S, floor_time
+from evalfleet.alerts.evidence import window_evidence
 from evalfleet.alerts.ledger import StoredState, load_state
 from evalfleet.alerts.rule import CalibrationBaseline, PinnedBaseline, Rule, TrailingBaseline
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.window import WindowQuery, fetch_summaries
 from evalfleet.store import SqlStore, StoreConnection
 from evalfleet.store.queries.alert_view import Transition, rollup_sums, state_changes
-from evalfleet.store.queries.evidence import Evidence, segment_scores, segment_window
+from evalfleet.store.queries.evidence import (
+    Evidence,
+    segment_histogram,
+)
 from evalfleet.store.sql import to_utc
 
 #: Points of the trend.
@@ -67,11 +71,11 @@ class AlertView:
     """Changes of state, oldest first."""
     trend: list[Bucket] = field(default_factory=list)
     """The segment's mean over time, ending at ``at``."""
-    values: list[tuple[float, datetime]] = field(default_factory=list)
-    """The segment's values and sample times in the window (its histogram)."""
-    baseline_values: list[tuple[float, datetime]] = field(default_factory=list)
-    """A trailing baseline's values in the last window-length of it (its histogram; empty
-    for other baselines)."""
+    histogram: list[int] = field(default_factory=list)
+    """The window's scores per tenth of 0..1 (:func:`load_histogram`)."""
+    baseline_histogram: list[int] = field(default_factory=list)
+    """A trailing baseline's, over the last window-length of it (empty for other
+    baselines)."""
     worst: list[Evidence] = field(default_factory=list)
     """The window's worst-scoring samples, worst first."""
 
@@ -109,11 +113,13 @@ def load_alert_view(
         view.history = load_history(conn, rule=rule.name, segment=segment)
         view.trend = load_trend(conn, rule, segment, end=moment, span=trend_span(rule),
                                 buckets=buckets)
-        view.values, view.worst = load_window(conn, rule, segment, at=moment, worst=worst)
+        view.histogram = load_histogram(conn, rule, segment, start=view.window_start,
+                                        end=moment)
+        view.worst = window_evidence(conn, rule, segment, at=moment, limit=worst)
         baseline = rule.spec.baseline
         if rule.spec.uses_baseline and isinstance(baseline, TrailingBaseline):
             end = view.window_start - baseline.gap
-            view.baseline_values = load_scored(
+            view.baseline_histogram = load_histogram(
                 conn, rule, segment, start=end - min(rule.spec.window, baseline.window), end=end)
     return view
 
@@ -135,25 +141,13 @@ def load_history(conn: StoreConnection, *, rule: str, segment: Segment,
     return state_changes(conn, rule=rule, segment_key=segment.key, limit=limit)
 
 
-def load_scored(conn: StoreConnection, rule: Rule, segment: Segment, *, start: datetime,
-                end: datetime) -> list[tuple[float, datetime]]:
-    """The segment's ``(value, sample time)`` pairs with sample times in ``[start, end)``
-    (read on the segment's index range: :func:`evalfleet.store.queries.evidence.segment_scores`)."""
+def load_histogram(conn: StoreConnection, rule: Rule, segment: Segment, *, start: datetime,
+                   end: datetime) -> list[int]:
+    """The segment's scores with sample times in ``[start, end)`` per tenth of 0..1
+    (:func:`evalfleet.store.queries.evidence.segment_histogram`: from the minute rollups)."""
     spec = rule.spec
-    return segment_scores(conn, metric=spec.metric, score=spec.series, start=start, end=end,
-                          labels=segment.as_dict(), filters=rule.spec.filter_values)
-
-
-def load_window(conn: StoreConnection, rule: Rule, segment: Segment, *, at: datetime,
-                worst: int) -> tuple[list[tuple[float, datetime]], list[Evidence]]:
-    """The segment's ``(value, sample time)`` pairs in the window ending at ``at`` and its
-    ``worst`` worst samples (as :func:`load_scored` and
-    :func:`~evalfleet.alerts.evidence.window_evidence` give them), from one read of the
-    window's score rows (:func:`evalfleet.store.queries.evidence.segment_window`)."""
-    spec = rule.spec
-    return segment_window(conn, metric=spec.metric, score=spec.series, start=at - spec.window,
-                          end=at, labels=segment.as_dict(), filters=spec.filter_values,
-                          limit=worst, highest=spec.direction == "increase")
+    return segment_histogram(conn, metric=spec.metric, score=spec.series, start=start,
+                             end=end, labels=segment.as_dict(), filters=spec.filter_values)
 
 
 def load_trend(conn: StoreConnection, rule: Rule, segment: Segment, *, end: datetime,
@@ -216,18 +210,3 @@ def _rolled_series(conn: StoreConnection, query: WindowQuery, *, unit_s: int,
         known_n, known_total = found.get(index, (0, 0.0))
         found[index] = (known_n + n, known_total + total)
     return found
-
-
-def bucket_means(rows: list[tuple[float, datetime]], *, start: datetime, span: timedelta,
-                 buckets: int) -> list[Bucket]:
-    """Mean and count of ``rows`` in ``buckets`` equal stretches of ``span`` from ``start``."""
-    width_s = span.total_seconds() / buckets
-    sums = [0.0] * buckets
-    counts = [0] * buckets
-    for value, ts in rows:
-        index = int((ts - start).total_seconds() // width_s)
-        if 0 <= index < buckets:
-            sums[index] += value
-            counts[index] += 1
-    return [Bucket(start=start + timedelta(seconds=i * width_s), n=counts[i],
-                   mean=sums[i] / counts[i] if counts[i] else None) for i in range(buckets)]

@@ -11,9 +11,14 @@ and segments, never its samples.
 
 **Levels.** A value on the grid of multiples of 1/:data:`LEVEL_GRID` within [-1, 1]
 (every binary score, every normalised integer scale of up to eleven points, a canary's
-bias) gets a row per level, so an ordinal score's counts per level are exact; every
-other value goes to one row per bucket marked :data:`OFF_GRID`, so a continuous score
-costs one row per bucket and segment whatever its values.
+bias) gets a row per level, so an ordinal score's counts per level are exact. Every
+other value goes, in a minute bucket, to the row of its tenth of 0..1
+(:data:`HISTOGRAM_BINS`, :func:`binned_level`; revision 0026), and in an hour bucket
+(or when null) to one row marked :data:`OFF_GRID`: a continuous score costs a few rows
+per minute and one per hour, whatever its traffic. The alert page draws a window's
+histogram from the minute rows, and picks the minutes that can hold its worst samples
+from them, instead of reading every score row of the window
+(``store.queries.evidence``).
 
 **The verdict's own columns.** ``judge_model`` and ``prompt_version`` (revision 0024)
 let an incident's ``explain_by`` split a window by them from the rollups
@@ -78,8 +83,14 @@ BUCKET_SPANS_S = (60, 3600)
 #: of 1 to 10: every integer scale of up to eleven points, normalised, lies on it).
 LEVEL_GRID = 2520
 
-#: The level of every value off the grid (or null): summed, not counted per level.
+#: The level of every value off the grid (or null) in an hour bucket: summed, not
+#: counted per level.
 OFF_GRID = -999_999
+
+#: Off-grid values of a minute bucket are counted per tenth of 0..1 (below 0 with the
+#: first, 1 and above with the last, as the alert page's histogram bins them), at the
+#: levels just under :data:`OFF_GRID` (:func:`binned_level`).
+HISTOGRAM_BINS = 10
 
 #: Rows a bucket of one segment and level is spread over on Postgres, one per group of
 #: saving connections (``mod(pg_backend_pid(), SHARDS)``); 0 also takes removals and folds.
@@ -93,8 +104,44 @@ FOLD_AFTER_S = 120
 #: (revision 0024; the triggers and the fill of earlier revisions are made without them).
 VERDICT_COLUMNS = ("judge_model", "prompt_version")
 
-_LEVEL = (f"CASE WHEN abs(s.value) <= 1 AND round(s.value * {LEVEL_GRID}) / {LEVEL_GRID}"
-          f" = s.value THEN CAST(round(s.value * {LEVEL_GRID}) AS integer) ELSE {OFF_GRID} END")
+
+
+def binned_level(index: int) -> int:
+    """The level of the off-grid values of a minute bucket in bin ``index`` (0 to
+    ``HISTOGRAM_BINS - 1``)."""
+    return OFF_GRID - 1 - index
+
+
+def level_bin(level: int) -> int | None:
+    """The histogram bin of a rollup row's values, or None when the row does not say
+    (:data:`OFF_GRID`: an hour's off-grid or null values).
+
+    On the grid, the level's value binned as the alert page bins a value; off it, the
+    bin the row was kept for.
+    """
+    if level == OFF_GRID:
+        return None
+    if level < OFF_GRID:
+        return OFF_GRID - 1 - level
+    return value_bin(level / LEVEL_GRID)
+
+
+def value_bin(value: float) -> int:
+    """The histogram bin of a score: its tenth of 0..1, below 0 in the first and 1 and
+    above in the last (what the minute rows' levels hold)."""
+    return min(HISTOGRAM_BINS - 1, max(0, int(value * HISTOGRAM_BINS)))
+
+
+def _level(dialect: str, *, binned: bool) -> str:
+    """A score row ``s``'s level in a bucket of ``spans.span_s`` (before revision 0026:
+    ``binned`` False, every off-grid value at :data:`OFF_GRID`)."""
+    on_grid = (f"WHEN abs(s.value) <= 1 AND round(s.value * {LEVEL_GRID}) / {LEVEL_GRID}"
+               f" = s.value THEN CAST(round(s.value * {LEVEL_GRID}) AS integer)")
+    by_bin = (f" WHEN s.value IS NOT NULL AND spans.span_s = {BUCKET_SPANS_S[0]}"
+              f" THEN {binned_level(0)} - CAST({_DIALECT[dialect]['bin']} AS integer)"
+              if binned else "")
+    return f"CASE {on_grid}{by_bin} ELSE {OFF_GRID} END"
+
 
 #: Per dialect: the bucket of ``s.sample_ts`` for ``spans.span_s``, the segment key of
 #: ``v.attributes``, the spans as a row source, the smaller of two times, and the shard
@@ -108,6 +155,7 @@ _DIALECT = {
         "spans": "(VALUES " + ", ".join(f"({span})" for span in BUCKET_SPANS_S) + ")"
                  " AS spans(span_s)",
         "least": "least",
+        "bin": f"least({HISTOGRAM_BINS - 1}, greatest(0, floor(s.value * {HISTOGRAM_BINS})))",
     },
     # Times are stored as UTC text 'YYYY-MM-DD HH:MM:SS.ffffff'.
     "sqlite": {
@@ -118,6 +166,8 @@ _DIALECT = {
                                           for span in BUCKET_SPANS_S) + ") AS spans",
         "least": "min",
         "shard": "0",
+        # Truncation, not floor: the same for every value the bin keeps (below 0: bin 0).
+        "bin": f"min({HISTOGRAM_BINS - 1}, max(0, CAST(s.value * {HISTOGRAM_BINS} AS integer)))",
     },
 }
 
@@ -151,12 +201,12 @@ def _templates(own: tuple[str, ...]) -> _Templates:
         # ``{join}``).
         aggregate=f"""
 SELECT s.metric AS metric, s.name AS name, spans.span_s AS span_s, {{bucket}} AS bucket,
-       {{segment_key}} AS segment_key, {own_select}{_LEVEL} AS level, {{shard}} AS shard,
+       {{segment_key}} AS segment_key, {own_select}{{level}} AS level, {{shard}} AS shard,
        v.attributes AS attributes,
        count(*) AS n, coalesce(sum(s.value), 0) AS total,
        coalesce(sum(s.value * s.value), 0) AS total_sq, min(s.sample_ts) AS first_ts
 FROM {{scores}} AS s JOIN {{verdicts}} AS v ON {{join}} CROSS JOIN {{spans}}
-GROUP BY s.metric, s.name, spans.span_s, {{bucket}}, v.attributes{own_group}, {_LEVEL}
+GROUP BY s.metric, s.name, spans.span_s, {{bucket}}, v.attributes{own_group}, {{level}}
 """,
         add=f"""
 INSERT INTO score_rollups ({columns})
@@ -226,11 +276,13 @@ _SQLITE_ROW = ("(SELECT {row}.verdict_id AS verdict_id, {row}.metric AS metric,"
 
 
 def _aggregate(dialect: str, own: tuple[str, ...], *, scores: str, verdicts: str = "verdicts",
-               join: str = "v.id = s.verdict_id", shard: str | None = None) -> str:
+               join: str = "v.id = s.verdict_id", shard: str | None = None,
+               binned: bool = True) -> str:
     parts = {**_DIALECT[dialect], **({"shard": shard} if shard is not None else {})}
     return _templates(own).aggregate.format(
         scores=scores, verdicts=verdicts, join=join, bucket=parts["bucket"],
-        segment_key=parts["segment_key"], spans=parts["spans"], shard=parts["shard"])
+        segment_key=parts["segment_key"], spans=parts["spans"], shard=parts["shard"],
+        level=_level(dialect, binned=binned))
 
 
 def _add(dialect: str, own: tuple[str, ...], aggregate: str) -> str:
@@ -266,15 +318,17 @@ def fold(conn: Connection, *, now: datetime) -> int:
     return int(moved.rowcount or 0)
 
 
-def trigger_statements(dialect: str, *,
-                       verdict_columns: tuple[str, ...] = VERDICT_COLUMNS) -> list[str]:
+def trigger_statements(dialect: str, *, verdict_columns: tuple[str, ...] = VERDICT_COLUMNS,
+                       binned: bool = True) -> list[str]:
     """The DDL of the triggers that keep ``score_rollups`` (``migrations/versions/0021``,
-    ``0024``, ``0025``).
+    ``0024``, ``0025``, ``0026``).
 
     Args:
         dialect: ``postgresql`` or ``sqlite``.
         verdict_columns: The verdict's columns the table's key holds (revisions before
             0024: none).
+        binned: Whether a minute's off-grid values are counted per histogram bin
+            (revisions before 0026: not).
     """
     own = verdict_columns
     if dialect == "postgresql":
@@ -286,9 +340,9 @@ def trigger_statements(dialect: str, *,
         # carry another time.
         add = _add(dialect, own, _aggregate(
             dialect, own, scores="changed", verdicts=_VERDICT_OF_SCORE.format(
-                columns=", ".join(["attributes", *own])), join="true"))
-        subtract = ";\n".join(_subtract(dialect, own,
-                                        _aggregate(dialect, own, scores="changed")))
+                columns=", ".join(["attributes", *own])), join="true", binned=binned))
+        subtract = ";\n".join(_subtract(dialect, own, _aggregate(
+            dialect, own, scores="changed", binned=binned)))
         return [
             _pg_function("score_rollups_add", add),
             _pg_function("score_rollups_subtract", subtract),
@@ -299,9 +353,10 @@ def trigger_statements(dialect: str, *,
             " REFERENCING OLD TABLE AS changed FOR EACH STATEMENT"
             " EXECUTE FUNCTION score_rollups_subtract()",
         ]
-    added = _add(dialect, own, _aggregate(dialect, own, scores=_SQLITE_ROW.format(row="NEW")))
+    added = _add(dialect, own, _aggregate(dialect, own, scores=_SQLITE_ROW.format(row="NEW"),
+                                          binned=binned))
     removed = ";\n".join(_subtract(dialect, own, _aggregate(
-        dialect, own, scores=_SQLITE_ROW.format(row="OLD"))))
+        dialect, own, scores=_SQLITE_ROW.format(row="OLD"), binned=binned)))
     return [
         f"CREATE TRIGGER score_rollups_add AFTER INSERT ON verdict_scores BEGIN {added}; END",
         "CREATE TRIGGER score_rollups_subtract AFTER DELETE ON verdict_scores"
@@ -320,12 +375,14 @@ def drop_trigger_statements(dialect: str) -> list[str]:
     return statements
 
 
-def rebuild(conn: Connection, *, verdict_columns: tuple[str, ...] = VERDICT_COLUMNS) -> int:
+def rebuild(conn: Connection, *, verdict_columns: tuple[str, ...] = VERDICT_COLUMNS,
+            binned: bool = True) -> int:
     """Compute every rollup again from the score rows (the migration's first fill; a repair).
 
     Args:
         conn: A connection in a transaction.
         verdict_columns: As for :func:`trigger_statements`.
+        binned: As for :func:`trigger_statements`.
 
     Returns:
         How many rollup rows there are now.
@@ -335,7 +392,7 @@ def rebuild(conn: Connection, *, verdict_columns: tuple[str, ...] = VERDICT_COLU
     conn.exec_driver_sql("DELETE FROM score_rollups")
     own = verdict_columns
     conn.exec_driver_sql(_add(dialect, own, _aggregate(dialect, own, scores="verdict_scores",
-                                                       shard="0")))
+                                                       shard="0", binned=binned)))
     return int(conn.exec_driver_sql("SELECT count(*) FROM score_rollups").scalar_one())
 
 

@@ -10,9 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-#: Bins of a score histogram over 0..1.
-HISTOGRAM_BINS = 10
-
 #: Steps between time ticks, in seconds, the smallest that gives at most
 #: :data:`MAX_TICKS` ticks is used: 5, 10, 15, 30 minutes, 1, 2, 3, 6, 12 hours, a day.
 TICK_STEPS_S = (300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
@@ -70,22 +67,21 @@ def y_of(value: float | None, *, height: float, low: float = 0.0,
     return round(height - (min(high, max(low, value)) - low) / spread * height, 1)
 
 
-def histogram(values: Sequence[float], *, width: float, height: float,
-              bins: int = HISTOGRAM_BINS, top_share: float | None = None) -> list[Bar]:
-    """Bars of the share of ``values`` in each of ``bins`` equal bins of 0..1.
+def histogram(counts: Sequence[int], *, width: float, height: float,
+              top_share: float | None = None) -> list[Bar]:
+    """Bars of the share of each bin's count in equal bins of 0..1.
 
     Args:
-        values: Scores in 0..1.
+        counts: How many scores fell in each bin (the store's histogram bins).
         width: Width of the drawing.
         height: Height of the tallest possible bar.
-        bins: Number of bins.
         top_share: The share at the top of the scale (:func:`shared_top`, for histograms
-            compared side by side); default the tallest bar of these values.
+            compared side by side); default the tallest bar of these counts.
     """
-    counts = bin_counts(values, bins=bins)
+    bins = len(counts)
     total = sum(counts) or 1
     top = top_share or (max(counts) / total if any(counts) else 1.0)
-    bar_width = width / bins
+    bar_width = width / max(1, bins)
     bars = []
     for index, count in enumerate(counts):
         bar_height = round(min(1.0, count / total / top) * height, 1)
@@ -96,19 +92,10 @@ def histogram(values: Sequence[float], *, width: float, height: float,
     return bars
 
 
-def bin_counts(values: Sequence[float], *, bins: int = HISTOGRAM_BINS) -> list[int]:
-    """How many of ``values`` (0..1) fall in each of ``bins`` equal bins; 1 in the last."""
-    counts = [0] * bins
-    for value in values:
-        counts[min(bins - 1, max(0, int(value * bins)))] += 1
-    return counts
-
-
-def shared_top(*groups: Sequence[float], bins: int = HISTOGRAM_BINS) -> float:
-    """The tallest share of one bin in any of ``groups``: one scale for all their
-    histograms (1.0 when every group is empty)."""
-    shares = [max(counts) / sum(counts) for counts in
-              (bin_counts(values, bins=bins) for values in groups) if any(counts)]
+def shared_top(*groups: Sequence[int]) -> float:
+    """The tallest share of one bin in any of the histograms ``groups`` (counts per
+    bin): one scale for all of them (1.0 when every one is empty)."""
+    shares = [max(counts) / sum(counts) for counts in groups if any(counts)]
     return max(shares, default=1.0)
 
 

@@ -28,7 +28,7 @@ from evalfleet.alerts.rule import (
 )
 from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.state import ATTENTION_ORDER
-from evalfleet.alerts.view import load_alert_view, load_history, load_scored, load_trend
+from evalfleet.alerts.view import load_alert_view, load_histogram, load_history, load_trend
 from evalfleet.core.durations import format_duration, parse_duration
 from evalfleet.core.errors import InvalidInput
 from evalfleet.core.log import scrub
@@ -150,7 +150,7 @@ class PageData:
         if rule is None or parsed is None:
             return None
         view = load_alert_view(self.store, rule, parsed, worst=10)
-        window_values, baseline_values, baseline_label = self._distributions(rule, view)
+        window, baseline, baseline_label = self._distributions(rule, view)
         return {
             "simulated": self.simulated(),
             "rule": rule, "spec": rule.spec, "segment": str(parsed), "view": view,
@@ -158,8 +158,8 @@ class PageData:
             "detectors": detector_lines(view.finding),
             "judge_drift": (drift_line(view.finding["judge_drift"])
                             if view.finding.get("judge_drift") else None),
-            **_histograms(window_values, baseline_values),
-            "window_count": len(window_values), "baseline_count": len(baseline_values),
+            **_histograms(window, baseline),
+            "window_count": sum(window), "baseline_count": sum(baseline),
             "baseline_label": baseline_label,
             "worst": [{**_evidence_row(item)} for item in view.worst],
             "scored_by": self._scored_by(rule),
@@ -168,10 +168,12 @@ class PageData:
                                        end=view.at),
         }
 
-    def _distributions(self, rule: Rule, view: Any) -> tuple[list[float], list[float], str]:
+    def _distributions(self, rule: Rule, view: Any) -> tuple[list[int], list[int], str]:
+        """The window's and the baseline's histograms (counts per bin), and what the
+        baseline's shows."""
         spec = rule.spec
         at, baseline = view.at, spec.baseline
-        window = [value for value, _ in view.values]
+        window = view.histogram
         if isinstance(baseline, PinnedBaseline):
             label = view.finding.get("baseline_segment")
             source = _segment_of(label, rule) if label else None
@@ -179,15 +181,14 @@ class PageData:
                 return window, [], "no baseline segment yet"
             shown = min(spec.window, baseline.window)  # as a trailing baseline's, below
             with self.store.connect() as conn:
-                rows = load_scored(conn, rule, source, start=at - shown, end=at)
-            return window, [value for value, _ in rows], \
-                f"{source}, last {format_duration(shown)}"
+                shown_counts = load_histogram(conn, rule, source, start=at - shown, end=at)
+            return window, shown_counts, f"{source}, last {format_duration(shown)}"
         if isinstance(baseline, CalibrationBaseline):
             return window, [], str(view.finding.get("note") or "the last calibration")
         # The baseline's whole set of samples is not read for a picture (a day of a busy
         # segment is a million rows): its last window-length, the tests' numbers are its all.
         shown = min(spec.window, baseline.window)
-        return window, [value for value, _ in view.baseline_values], (
+        return window, view.baseline_histogram, (
             f"the same segment, the last {format_duration(shown)} of the"
             f" {format_duration(baseline.window)} before the window (firing periods included)")
 
@@ -347,9 +348,10 @@ def _segment_of(text: str | None, rule: Rule) -> Segment | None:
     return Segment(tuple((key, labels[key]) for key in keys))
 
 
-def _histograms(window: Sequence[float], baseline: Sequence[float]) -> dict[str, Any]:
+def _histograms(window: Sequence[int], baseline: Sequence[int]) -> dict[str, Any]:
     """The window's and the baseline's histograms on one scale (share of each one's
-    samples), so their bars compare by height."""
+    samples), so their bars compare by height; no baseline draws empty bins."""
+    baseline = baseline or [0] * len(window)
     top = shared_top(window, baseline)
     return {"window_bars": histogram(window, width=HIST_W, height=HIST_H, top_share=top),
             "baseline_bars": histogram(baseline, width=HIST_W, height=HIST_H, top_share=top),

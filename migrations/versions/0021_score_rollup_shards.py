@@ -39,9 +39,9 @@ def upgrade() -> None:
     op.create_index("ix_score_rollups_sharded", "score_rollups", ["bucket"],
                     postgresql_where=sa.text("shard <> 0"), sqlite_where=sa.text("shard <> 0"))
     # The key as it is at this revision: the verdict's columns join it in 0024.
-    for statement in trigger_statements(bind.dialect.name, verdict_columns=()):
+    for statement in trigger_statements(bind.dialect.name, verdict_columns=(), binned=False):
         bind.exec_driver_sql(statement)  # colons in SQLite's times are not parameters
-    rebuild(bind, verdict_columns=())
+    rebuild(bind, verdict_columns=(), binned=False)
 
 
 def downgrade() -> None:

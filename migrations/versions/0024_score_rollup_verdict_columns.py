@@ -39,9 +39,9 @@ def upgrade() -> None:
         batch.drop_constraint("pk_score_rollups", type_="primary")
         batch.create_primary_key("pk_score_rollups", [*_KEY, "judge_model", "prompt_version",
                                                       "level", "shard"])
-    for statement in trigger_statements(bind.dialect.name):
+    for statement in trigger_statements(bind.dialect.name, binned=False):
         bind.exec_driver_sql(statement)  # colons in SQLite's times are not parameters
-    rebuild(bind)
+    rebuild(bind, binned=False)
 
 
 def downgrade() -> None:
@@ -54,6 +54,6 @@ def downgrade() -> None:
         batch.drop_column("prompt_version")
         batch.drop_column("judge_model")
         batch.create_primary_key("pk_score_rollups", [*_KEY, "level", "shard"])
-    for statement in trigger_statements(bind.dialect.name, verdict_columns=()):
+    for statement in trigger_statements(bind.dialect.name, verdict_columns=(), binned=False):
         bind.exec_driver_sql(statement)
-    rebuild(bind, verdict_columns=())
+    rebuild(bind, verdict_columns=(), binned=False)

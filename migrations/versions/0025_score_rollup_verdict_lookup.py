@@ -28,7 +28,7 @@ def upgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name != "postgresql":
         return
-    for statement in trigger_statements(bind.dialect.name):
+    for statement in trigger_statements(bind.dialect.name, binned=False):
         if statement.startswith("CREATE OR REPLACE FUNCTION score_rollups_add()"):
             bind.exec_driver_sql(statement)
 

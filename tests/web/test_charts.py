@@ -32,8 +32,8 @@ def test_no_span_no_ticks() -> None:
 
 
 def test_two_histograms_share_one_scale_and_carry_their_counts() -> None:
-    window = [0.05] * 3 + [0.95]  # 75% in the lowest bin
-    baseline = [0.95] * 10 + [0.55] * 10  # 50% in each of two bins
+    window = [3, 0, 0, 0, 0, 0, 0, 0, 0, 1]  # 75% in the lowest bin
+    baseline = [0, 0, 0, 0, 0, 10, 0, 0, 0, 10]  # 50% in each of two bins
     top = shared_top(window, baseline)
     assert top == 0.75
     bars_w = histogram(window, width=100, height=60, top_share=top)
@@ -44,4 +44,5 @@ def test_two_histograms_share_one_scale_and_carry_their_counts() -> None:
     assert (bars_b[9].height, bars_b[9].count) == (40.0, 10)
     assert [b.count for b in bars_b] == [0, 0, 0, 0, 0, 10, 0, 0, 0, 10]
     assert shared_top([], []) == 1.0
-    assert all(b.height == 0 for b in histogram([], width=100, height=60, top_share=1.0))
+    assert all(b.height == 0 for b in histogram([0] * 10, width=100, height=60,
+                                                top_share=1.0))

@@ -1,5 +1,5 @@
 """The evidence behind verdicts: the sample each one judged, the lowest scores of a
-window, and a segment's scores of a range (the alert page's histograms).
+window, a segment's scores of a range and its histogram (the alert page's).
 
 Sample content lives in ``verdict_samples``, one row per verdict, apart from the
 verdict so verdict rows stay small and ``EVALFLEET_SAMPLE_RETENTION_DAYS`` can purge
@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Engine,
+    Select,
     Text,
     and_,
     cast,
@@ -25,6 +26,7 @@ from sqlalchemy import (
     select,
     text,
     type_coerce,
+    union_all,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
@@ -37,6 +39,16 @@ from evalfleet.store.partitions import (
     is_partitioned,
     list_partitions,
 )
+from evalfleet.store.queries.segment_minutes import (
+    MinuteLevel,
+    Range,
+    histogram,
+    minute_ranges,
+    unbinned,
+    whole_minutes,
+    worst_minutes,
+)
+from evalfleet.store.rollup import value_bin
 from evalfleet.store.schema import score_rollups, verdict_samples, verdict_scores, verdicts
 from evalfleet.store.sql import to_utc
 
@@ -158,6 +170,10 @@ def lowest_scoring(
 ) -> list[Evidence]:
     """The samples of a segment's window with the lowest (or highest) scores.
 
+    Only the minutes that can hold them are read (``segment_minutes.worst_minutes``,
+    from the segment's minute rollups), and the partial minutes at the window's ends:
+    at 1,000 samples a minute a window is 10,000 score rows, each read by key.
+
     Args:
         conn: A database connection.
         metric: The metric.
@@ -178,14 +194,28 @@ def lowest_scoring(
                                 labels=labels, filters=filters)
     if segment is None:
         return []
-    order = vs.value.desc() if highest else vs.value.asc()
-    query = (
+    whole, ranges = whole_minutes(start, end)
+    within: list[ColumnElement[bool]] = []
+    if whole is not None:
+        read = worst_minutes(
+            minute_levels(conn, metric=metric, score=score, minutes=whole, labels=labels,
+                          filters=filters), limit=limit, highest=highest)
+        ranges += [whole] if read.minutes is None else minute_ranges(read.minutes)
+        if read.bound is not None:
+            within = [(vs.value >= read.bound if read.inclusive else vs.value > read.bound)
+                      if highest else
+                      (vs.value <= read.bound if read.inclusive else vs.value < read.bound)]
+    if not ranges:
+        return []
+    found = union_all(*(
         select(v.id, v.sample_id, vs.value, v.reason, vs.sample_ts, v.attributes,
                v.failed_step)
         .select_from(verdict_scores.join(verdicts, v.id == vs.verdict_id))
-        .where(*_in_window(metric=metric, score=score, start=start, end=end), *segment)
-        .order_by(order, vs.sample_ts, v.sample_id).limit(limit)
-    )
+        .where(*_in_window(metric=metric, score=score, start=low, end=high), *segment,
+               *within)
+        for low, high in ranges)).subquery()
+    order = found.c.value.desc() if highest else found.c.value.asc()
+    query = select(found).order_by(order, found.c.sample_ts, found.c.sample_id).limit(limit)
     return _evidence(conn, conn.execute(query).all())
 
 
@@ -201,53 +231,55 @@ def _evidence(conn: Connection, rows: Sequence[Any]) -> list[Evidence]:
     ]
 
 
-def segment_window(
-    conn: Connection, *, metric: str, score: str, start: datetime, end: datetime,
-    labels: Mapping[str, str], filters: Mapping[str, Sequence[str]] = {}, limit: int = 5,
-    highest: bool = False,
-) -> tuple[list[tuple[float, datetime]], list[Evidence]]:
-    """What :func:`segment_scores` and :func:`lowest_scoring` return for one window, from
-    one read of its score rows: the alert page shows both, and at 1,000 samples a minute
-    a segment's window is 10,000 rows read one by one by key (most of the page's time).
-
-    The rows are ranked in the database in :func:`lowest_scoring`'s order (by score, then
-    sample time, then sample id, the database's collation included), so the worst are
-    the same samples, in the same order; only those ``limit`` verdicts are read whole.
-    The arguments are :func:`lowest_scoring`'s.
-
-    Returns:
-        The ``(value, sample time)`` pairs of the window, and its worst samples.
-    """
-    vs, v = verdict_scores.c, verdicts.c
-    segment = segment_condition(conn, metric=metric, score=score, start=start, end=end,
-                                labels=labels, filters=filters)
-    if segment is None:
-        return [], []
-    order = vs.value.desc() if highest else vs.value.asc()
-    rank = func.row_number().over(order_by=(order, vs.sample_ts, v.sample_id))
+def minute_levels(conn: Connection, *, metric: str, score: str, minutes: Range,
+                  labels: Mapping[str, str],
+                  filters: Mapping[str, Sequence[str]] = {}) -> list[MinuteLevel]:
+    """The segment's count per minute and level over the whole ``minutes``, from the
+    minute rollups (their shards, judges and attribute sets summed); empty ones left out."""
+    jit_off(conn)
+    r = score_rollups.c
+    low, high = minutes
     rows = conn.execute(
-        select(vs.value, vs.sample_ts, v.id, rank)
-        .select_from(verdict_scores.join(verdicts, v.id == vs.verdict_id))
-        .where(*_in_window(metric=metric, score=score, start=start, end=end), *segment)
-    ).all()
-    picked = sorted((row for row in rows if row[3] <= limit), key=lambda row: row[3])
-    found = {row[0]: row for row in conn.execute(
-        select(v.id, v.sample_id, v.reason, v.attributes, v.failed_step)
-        .where(v.id.in_([row[2] for row in picked]), v.metric == metric,
-               v.sample_ts >= to_utc(start), v.sample_ts < to_utc(end),
-               v.created_at >= created_since(to_utc(start))))} if picked else {}
-    worst = _evidence(conn, [(found[row[2]][0], found[row[2]][1], row[0], found[row[2]][2],
-                              row[1], found[row[2]][3], found[row[2]][4])
-                             for row in picked])
-    return [(float(value), to_utc(ts)) for value, ts, _, _ in rows], worst
+        select(r.bucket, r.level, func.sum(r.n))
+        .where(r.metric == metric, r.name == score, r.span_s == 60,
+               r.bucket >= to_utc(low), r.bucket < to_utc(high),
+               *attributes_match(labels, filters, containment=not is_sqlite(conn),
+                                 attributes=r.attributes))
+        .group_by(r.bucket, r.level))
+    return [MinuteLevel(to_utc(minute), int(level), int(n)) for minute, level, n in rows if n]
+
+
+def segment_histogram(
+    conn: Connection, *, metric: str, score: str, start: datetime, end: datetime,
+    labels: Mapping[str, str], filters: Mapping[str, Sequence[str]] = {},
+) -> list[int]:
+    """How many of a segment's scores with sample times in ``[start, end)`` fall in each
+    tenth of 0..1 (``rollup.HISTOGRAM_BINS``; below 0 in the first, 1 and above in the
+    last; null scores in none): the alert page's histograms.
+
+    The whole minutes are counted from the minute rollups; the partial minutes at the
+    ends, and the minutes the rollups do not bin (``segment_minutes.unbinned``), from
+    the score rows. The arguments are :func:`segment_scores`'.
+    """
+    whole, ranges = whole_minutes(start, end)
+    rows = [] if whole is None else minute_levels(
+        conn, metric=metric, score=score, minutes=whole, labels=labels, filters=filters)
+    unknown = unbinned(rows)
+    counts = histogram(rows, skip=unknown)
+    for value, _ in segment_scores(conn, metric=metric, score=score, start=start, end=end,
+                                   labels=labels, filters=filters,
+                                   ranges=ranges + minute_ranges(unknown)):
+        counts[value_bin(value)] += 1
+    return counts
 
 
 def segment_scores(
     conn: Connection, *, metric: str, score: str, start: datetime, end: datetime,
     labels: Mapping[str, str], filters: Mapping[str, Sequence[str]] = {},
+    ranges: Sequence[Range] | None = None,
 ) -> list[tuple[float, datetime]]:
     """The ``(value, sample time)`` of a segment's scores with sample times in
-    ``[start, end)``: what a histogram of its window or baseline is drawn from.
+    ``[start, end)`` (only those in ``ranges`` within it, when given), null scores left out.
 
     The segment's attribute sets of the range come from the rollups, and on Postgres
     each one's rows of the range are read on ``ix_verdicts_metric_segment_sample_ts``
@@ -255,15 +287,21 @@ def segment_scores(
     partition key, so it reads only the range's partitions (:func:`_in_window`). The
     arguments are :func:`lowest_scoring`'s, without its ``limit`` and ``highest``.
     """
+    ranges = [(start, end)] if ranges is None else ranges
+    if not ranges:
+        return []
     vs, v = verdict_scores.c, verdicts.c
     segment = segment_condition(conn, metric=metric, score=score, start=start, end=end,
                                 labels=labels, filters=filters)
     if segment is None:
         return []
-    rows = conn.execute(
+    reads: list[Select[Any]] = [
         select(vs.value, vs.sample_ts)
         .select_from(verdict_scores.join(verdicts, v.id == vs.verdict_id))
-        .where(*_in_window(metric=metric, score=score, start=start, end=end), *segment))
+        .where(*_in_window(metric=metric, score=score, start=low, end=high), *segment,
+               vs.value.is_not(None))
+        for low, high in ranges]
+    rows = conn.execute(reads[0] if len(reads) == 1 else union_all(*reads))
     return [(float(value), to_utc(ts)) for value, ts in rows]
 
 

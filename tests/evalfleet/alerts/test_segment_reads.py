@@ -2,9 +2,13 @@
 
 On Postgres those reads find the segment's attribute sets in the rollups and read each
 one's range of sample time on ``ix_verdicts_metric_segment_sample_ts``; SQLite compares
-attributes row by row. Random verdicts (several attribute sets per segment, late ones in
-another day's partition, a second save of the same keys), windows on odd seconds: the
-values and the worst samples must be exactly those of a plain filter over what was saved.
+attributes row by row. The histograms come from the minute rollups, and the worst
+samples from the minutes the rollups say can hold them. Random verdicts (several
+attribute sets per segment, late ones in another day's partition, a second save of the
+same keys; continuous scores, and ordinal ones with many ties), windows on odd seconds,
+minutes kept by the triggers of before revision 0026 (no bins): the values, the
+histograms and the worst samples must be exactly those of a plain filter over what was
+saved.
 """
 
 from __future__ import annotations
@@ -19,17 +23,27 @@ import pytest
 from evalfleet.alerts.evidence import window_evidence
 from evalfleet.alerts.rule import Rule, load_rules
 from evalfleet.alerts.segment import Segment
-from evalfleet.alerts.view import load_scored
 from evalfleet.alerts.window import WindowQuery, fetch_explained
 from evalfleet.core.metric import load_registry
 from evalfleet.store import SqlStore
-from evalfleet.store.queries.evidence import lowest_scoring, segment_window
+from evalfleet.store.queries.evidence import lowest_scoring, segment_histogram, segment_scores
+from evalfleet.store.rollup import drop_trigger_statements, trigger_statements, value_bin
 from tests.evalfleet.alerts.conftest import write_rules
 from tests.evalfleet.ops.builders import NOW, verdict
 
+#: How a score is drawn: on a two-decimal grid (mostly off the rollups' level grid), or
+#: on a five-point scale, most of it at its ends (ties the worst must break by time).
+SCORES = {
+    "continuous": lambda rng: round(rng.random(), 2),
+    "ordinal": lambda rng: rng.choice([0.0, 0.0, 0.25, 0.5, 0.75, 1.0, 1.0, 1.0]),
+}
 
-def saved(store: SqlStore, rng: random.Random, count: int) -> list[Any]:
-    """``count`` random verdicts saved in batches (each saved twice: counted once)."""
+
+def saved(store: SqlStore, rng: random.Random, count: int, *,
+          kind: str = "continuous", unbinned_share: float = 0.0) -> list[Any]:
+    """``count`` random verdicts saved in batches (each saved twice: counted once); the
+    first ``unbinned_share`` of the batches through the rollups' triggers of before
+    revision 0026."""
     records = []
     for i in range(count):
         sample_ts = NOW - timedelta(seconds=rng.uniform(0, 3 * 3600))
@@ -39,11 +53,24 @@ def saved(store: SqlStore, rng: random.Random, count: int) -> list[Any]:
         records.append(verdict(
             f"w-{i}", sample_ts=sample_ts, attributes=attributes,
             created_at=sample_ts + timedelta(hours=rng.choice([0.01, 0.01, 30])),
-            scores={"faithfulness": round(rng.random(), 2)}))
-    for start in range(0, count, 40):
+            scores={"faithfulness": SCORES[kind](rng)}))
+    old = int(count * unbinned_share)
+    if old:
+        make_triggers(store, binned=False)
+        store.save(verdicts=records[:old], owner="w")
+        make_triggers(store, binned=True)
+    for start in range(old, count, 40):
         store.save(verdicts=records[start:start + 40], owner="w")
     store.save(verdicts=records[:40], owner="w")
     return records
+
+
+def make_triggers(store: SqlStore, *, binned: bool) -> None:
+    with store.engine.begin() as conn:
+        dialect = conn.dialect.name
+        for statement in [*drop_trigger_statements(dialect),
+                          *trigger_statements(dialect, binned=binned)]:
+            conn.exec_driver_sql(statement)
 
 
 def matching(records: list[Any], *, labels: dict[str, str], routes: tuple[str, ...],
@@ -59,41 +86,39 @@ def rule_of(tmp_path: Path) -> Rule:
     return load_rules(path, registry=load_registry()).rules[0]
 
 
-def test_window_values_and_worst_samples_equal_a_plain_filter(
-        any_store: SqlStore, tmp_path: Path) -> None:
-    records = saved(any_store, random.Random(5), 600)
-    rule = rule_of(tmp_path)
+@pytest.mark.parametrize(("kind", "unbinned_share"), [
+    ("continuous", 0.0), ("ordinal", 0.0), ("continuous", 0.3)])
+def test_window_values_histograms_and_worst_samples_equal_a_plain_filter(
+        any_store: SqlStore, kind: str, unbinned_share: float) -> None:
+    records = saved(any_store, random.Random(5), 600, kind=kind, unbinned_share=unbinned_share)
+    segment_of = {"metric": "rag_qa", "score": "faithfulness",
+                  "filters": {"route": ["/r0", "/r2"]}}
     for app in ("a0", "a1", "a2", "nobody"):
-        segment = Segment.of({"app": app})
-        for start_s, end_s in ((1817, 17), (3 * 3600 + 5, 600), (7, 0)):
+        for start_s, end_s in ((1817, 17), (3 * 3600 + 5, 600), (7, 0), (3 * 3600, 0)):
             start, end = NOW - timedelta(seconds=start_s), NOW - timedelta(seconds=end_s)
             wanted = matching(records, labels={"app": app}, routes=("/r0", "/r2"),
                               start=start, end=end)
             with any_store.engine.connect() as conn:
-                values = load_scored(conn, rule, segment, start=start, end=end)
-                worst = lowest_scoring(conn, metric="rag_qa", score="faithfulness",
-                                       start=start, end=end, labels={"app": app},
-                                       filters={"route": ["/r0", "/r2"]}, limit=7)
-                best = lowest_scoring(conn, metric="rag_qa", score="faithfulness",
-                                      start=start, end=end, labels={"app": app},
-                                      filters={"route": ["/r0", "/r2"]}, limit=4,
-                                      highest=True)
+                values = segment_scores(conn, start=start, end=end, labels={"app": app},
+                                        **segment_of)
+                counts = segment_histogram(conn, start=start, end=end, labels={"app": app},
+                                           **segment_of)
+                worst = {(limit, top): lowest_scoring(
+                    conn, start=start, end=end, labels={"app": app}, limit=limit,
+                    highest=top, **segment_of)
+                    for limit in (1, 7, 40) for top in (False, True)}
             assert sorted(values) == sorted(
                 (r.scores["faithfulness"], r.sample_ts) for r in wanted), (app, start_s)
-            by_score = sorted(wanted, key=lambda r: (r.scores["faithfulness"], r.sample_ts,
-                                                     r.key.sample_id))
-            assert [e.sample_id for e in worst] == [r.key.sample_id for r in by_score[:7]]
-            highest = sorted(wanted, key=lambda r: (-r.scores["faithfulness"], r.sample_ts,
-                                                    r.key.sample_id))
-            assert [e.sample_id for e in best] == [r.key.sample_id for r in highest[:4]]
-            for limit, top in ((7, False), (4, True)):
-                with any_store.engine.connect() as conn:
-                    both = segment_window(conn, metric="rag_qa", score="faithfulness",
-                                          start=start, end=end, labels={"app": app},
-                                          filters={"route": ["/r0", "/r2"]}, limit=limit,
-                                          highest=top)
-                assert sorted(both[0]) == sorted(values)
-                assert both[1] == (best if top else worst), (app, start_s, top)
+            binned = [0] * 10
+            for r in wanted:
+                binned[value_bin(r.scores["faithfulness"])] += 1
+            assert counts == binned, (app, start_s)
+            for (limit, top), found in worst.items():
+                ranked = sorted(wanted, key=lambda r: (
+                    -r.scores["faithfulness"] if top else r.scores["faithfulness"],
+                    r.sample_ts, r.key.sample_id))
+                assert [e.sample_id for e in found] == \
+                    [r.key.sample_id for r in ranked[:limit]], (app, start_s, limit, top)
     assert any(matching(records, labels={"app": "a1"}, routes=("/r0", "/r2"),
                         start=NOW - timedelta(seconds=1817), end=NOW - timedelta(seconds=17)))
 

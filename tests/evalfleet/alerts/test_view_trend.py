@@ -10,9 +10,10 @@ import pytest
 
 from evalfleet.alerts.rule import Rule, load_rules
 from evalfleet.alerts.segment import Segment
-from evalfleet.alerts.view import load_scored, load_trend
+from evalfleet.alerts.view import load_trend
 from evalfleet.core.metric import load_registry
 from evalfleet.store import SqlStore
+from evalfleet.store.queries.evidence import segment_scores
 from tests.evalfleet.alerts.conftest import write_rules
 from tests.evalfleet.alerts.test_window_rollup import fill
 from tests.evalfleet.ops.builders import NOW
@@ -28,7 +29,9 @@ def drop_rule(tmp_path: Path) -> Rule:
 def expected(store: SqlStore, rule: Rule, segment: Segment, start: datetime,
              end: datetime) -> tuple[int, float | None]:
     with store.engine.connect() as conn:
-        values = [value for value, _ in load_scored(conn, rule, segment, start=start, end=end)]
+        values = [value for value, _ in segment_scores(
+            conn, metric=rule.spec.metric, score=rule.spec.series, start=start, end=end,
+            labels=segment.as_dict(), filters=rule.spec.filter_values)]
     return len(values), (sum(values) / len(values) if values else None)
 
 

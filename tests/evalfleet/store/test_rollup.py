@@ -7,6 +7,7 @@ Python from the score rows (counts, levels and earliest times exactly, sums to r
 from __future__ import annotations
 
 import json
+import math
 import random
 import threading
 import time
@@ -42,11 +43,16 @@ def _bucket(moment: datetime, span_s: int) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
 
-def _level(value: float | None) -> int:
-    if value is None or abs(value) > 1:
+def _level(value: float | None, span_s: int) -> int:
+    """On the grid, the value's multiple of 1/2520; off it, in a minute, the level of
+    its tenth of 0..1 (below the first tenth's, the last's); else OFF_GRID."""
+    if value is not None and abs(value) <= 1:
+        level = round(value * LEVEL_GRID)
+        if level / LEVEL_GRID == value:
+            return level
+    if value is None or span_s != 60:
         return OFF_GRID
-    level = round(value * LEVEL_GRID)
-    return level if level / LEVEL_GRID == value else OFF_GRID
+    return OFF_GRID - 1 - min(9, max(0, math.floor(value * 10)))
 
 
 def raw_rollups(store: SqlStore) -> dict[Key, tuple[int, float, float, datetime]]:
@@ -61,7 +67,7 @@ def raw_rollups(store: SqlStore) -> dict[Key, tuple[int, float, float, datetime]
         for span_s in (60, 3600):
             key = (metric, name, span_s, _bucket(sample_ts, span_s),
                    json.dumps(attributes, sort_keys=True), judge_model, prompt_version,
-                   _level(value))
+                   _level(value, span_s))
             entry = expected.setdefault(key, [0, 0.0, 0.0, to_utc(sample_ts)])
             entry[0] += 1
             entry[1] += value or 0.0
@@ -108,7 +114,7 @@ def assert_exact(store: SqlStore, *, deleted: bool = False) -> None:
         assert got[2] == pytest.approx(total_sq, rel=1e-12, abs=1e-9), key
 
 
-VALUES = (0.0, 0.25, 0.5, 0.75, 1.0, 1 / 3, 0.123456789, None)
+VALUES = (0.0, 0.25, 0.5, 0.75, 1.0, 1 / 3, 0.123456789, 0.555555, 0.99991, -0.0123, 1.7, None)
 
 
 def random_verdicts(rng: random.Random, count: int, *, prefix: str,
@@ -155,6 +161,7 @@ def test_saved_verdicts_late_ones_and_copies_are_counted_once(rollup_store: SqlS
     with rollup_store.engine.connect() as conn:
         levels = set(conn.execute(select(score_rollups.c.level)).scalars())
     assert {0, 630, 1260, 1890, 2520, 840, OFF_GRID} <= levels  # 1/3 is on the grid too
+    assert any(level < OFF_GRID for level in levels)  # a minute's off-grid values, binned
 
 
 def test_concurrent_writers_sum_exactly(rollup_store: SqlStore) -> None:
