@@ -10,9 +10,10 @@ minute apart, each ``--offset-s`` seconds past a minute, evaluated as ``evalflee
 evaluates (``--evaluate beat``: at the last whole minute, ``cover.settled_at``) or at
 the tick's own time (``--evaluate tick``: every window then has partial minutes at both
 ends, read from the score rows); printed: the median time of a cycle. After the
-cycles of an *after* cell, the alert page's reads (``load_alert_view``: the trend from
-the rollups, the window's values and worst samples and the baseline's last
-window-length from the score rows) for one app, median of three.
+cycles of an *after* cell, the alert page's reads (``load_alert_view``: the trend and
+the histograms of the window and the baseline's last window-length from the rollups,
+the window's worst samples from the score rows of the minutes that can hold them) for
+one app, median of three.
 
 - **before**: the engine reading the score rows for every window and baseline, as
   before the rollups (``fetch_summaries`` replaced by the score rows' summaries over the
