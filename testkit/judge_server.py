@@ -58,10 +58,15 @@ class JudgeServer:
         n_ctx: The model's context, in tokens (llama-cpp-python's default is 2,048;
             a prompt and its ``max_tokens`` beyond it are refused with
             ``context_length_exceeded``).
-        n_threads: CPU threads it computes with.
+        n_threads: CPU threads it computes with, for prompts and answers alike. One:
+            llama.cpp's threads spin while they wait for each other, so beside the
+            suite's own processes on two cores more of them burn CPU the tests need (the
+            real-judge module under three busy processes: 689 s of CPU and 690 s of
+            wall time with llama-cpp-python's defaults of one thread for answers and
+            two for prompts, 115 s and 144 s with one for both; alone 92 s and 140 s).
     """
 
-    def __init__(self, *, log_path: Path, n_ctx: int = 4096, n_threads: int = 2) -> None:
+    def __init__(self, *, log_path: Path, n_ctx: int = 4096, n_threads: int = 1) -> None:
         env_dir = ensure_built()
         self.n_ctx = n_ctx
         self.port = free_port()
@@ -72,6 +77,7 @@ class JudgeServer:
             [str(env_dir / "bin" / "python"), "-m", "llama_cpp.server",
              "--model", str(env_dir / "model.gguf"), "--model_alias", MODEL,
              "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
+             "--n_threads_batch", str(n_threads),
              # Keep evaluated prompts in RAM: a metric's fixed text ahead of the sample is
              # evaluated once, not once per job (the prompt dominates a CPU judge's time).
              "--cache", "true",
