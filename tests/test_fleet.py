@@ -8,12 +8,9 @@ against Postgres, Redis and the judge simulator over HTTP; the core ones
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -378,32 +375,3 @@ def test_produce_samples_deterministically(
     assert first.stderr == second.stderr
     queued = len(queued_ids(redis.Redis.from_url(redis_url), "rag_qa"))
     assert 2 * 60 <= queued <= 2 * 140 and queued % 2 == 0
-
-
-def test_demo_runs_on_the_embedded_default(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "evalfleet", "demo"], cwd=tmp_path, capture_output=True,
-        text=True, timeout=600, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "SIMULATED" in result.stdout
-    assert "embedded SQLite file" in result.stdout
-    assert "embedded file-system broker" in result.stdout
-    assert (tmp_path / ".evalfleet" / "demo" / "evalfleet.db").exists()
-    table = [line.split() for line in result.stdout.splitlines() if line.startswith("rag_qa ")]
-    assert len(table) >= 6
-    bundled = (resources.files("evalfleet.demo") / "samples.jsonl").read_text("utf-8")
-    assert sum(int(row[4]) for row in table) + sum(int(row[5]) for row in table) == len(
-        bundled.splitlines())
-    # The planted drop (support-bot's v12 answers add unsupported claims) fires...
-    out = result.stdout
-    assert "FIRING at 2026-11-21" in out
-    assert "support_faithfulness_drop prompt_version=v12,app=support-bot" in out
-    assert "v11,app=" not in out.split("FIRING", 1)[1].split("\n\n")[0]  # nothing else fired
-    # ...and is shown with its evidence: worst samples, their text and the judge's why.
-    evidence = out.split("worst samples of the window", 1)[1]
-    samples = [line for line in evidence.splitlines() if line.lstrip()[:2] in ("1.", "2.")]
-    assert len(samples) == 2 and all("prompt_version=v12" in line for line in samples)
-    assert evidence.count("judge:") >= 2 and "not supported by the context" in evidence
-    assert "evalfleet alerts show support_faithfulness_drop" in out
-    assert "evalfleet ui" in out

@@ -27,10 +27,7 @@ from evalfleet.alerts.segment import Segment
 from evalfleet.alerts.window import WindowQuery, fetch_summaries
 from evalfleet.store import SqlStore, StoreConnection
 from evalfleet.store.queries.alert_view import Transition, rollup_sums, state_changes
-from evalfleet.store.queries.evidence import (
-    Evidence,
-    segment_histogram,
-)
+from evalfleet.store.queries.evidence import Evidence, segment_histogram
 from evalfleet.store.sql import to_utc
 
 #: Points of the trend.

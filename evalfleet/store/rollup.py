@@ -105,7 +105,6 @@ FOLD_AFTER_S = 120
 VERDICT_COLUMNS = ("judge_model", "prompt_version")
 
 
-
 def binned_level(index: int) -> int:
     """The level of the off-grid values of a minute bucket in bin ``index`` (0 to
     ``HISTOGRAM_BINS - 1``)."""

@@ -164,7 +164,8 @@ score_rollups = Table(
     # The verdict's own columns (an incident's ``explain_by`` splits by them).
     Column("judge_model", String(128), primary_key=True, server_default=""),
     Column("prompt_version", String(32), primary_key=True, server_default=""),
-    # The value on the level grid (value * 2520, an integer) or -999999 for values off it.
+    # The value on the level grid (value * 2520, an integer); off it, -999999 in an hour
+    # bucket and -1000000 - the tenth of 0..1 in a minute bucket (revision 0026).
     Column("level", Integer, primary_key=True),
     # Which of a bucket's rows (Postgres: a save's connection's; 0 also holds removals and
     # what beat folds in): the sums are the shards' sums.

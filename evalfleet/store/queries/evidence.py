@@ -25,6 +25,7 @@ from sqlalchemy import (
     func,
     select,
     text,
+    true,
     type_coerce,
     union_all,
 )
@@ -42,6 +43,7 @@ from evalfleet.store.partitions import (
 from evalfleet.store.queries.segment_minutes import (
     MinuteLevel,
     Range,
+    WorstRead,
     histogram,
     minute_ranges,
     unbinned,
@@ -201,10 +203,7 @@ def lowest_scoring(
             minute_levels(conn, metric=metric, score=score, minutes=whole, labels=labels,
                           filters=filters), limit=limit, highest=highest)
         ranges += [whole] if read.minutes is None else minute_ranges(read.minutes)
-        if read.bound is not None:
-            within = [(vs.value >= read.bound if read.inclusive else vs.value > read.bound)
-                      if highest else
-                      (vs.value <= read.bound if read.inclusive else vs.value < read.bound)]
+        within = _within(read, score=score, highest=highest)
     if not ranges:
         return []
     found = union_all(*(
@@ -217,6 +216,29 @@ def lowest_scoring(
     order = found.c.value.desc() if highest else found.c.value.asc()
     query = select(found).order_by(order, found.c.sample_ts, found.c.sample_id).limit(limit)
     return _evidence(conn, conn.execute(query).all())
+
+
+def _within(read: WorstRead, *, score: str, highest: bool) -> list[ColumnElement[bool]]:
+    """The bound ``read`` puts on the worst scores, as conditions on the score rows and
+    on their verdicts.
+
+    A production score row holds the value its verdict's ``scores`` holds (the store
+    writes one from the other), so the bound is first tested on the verdict row, which
+    the segment's index range reads anyway: only the few verdicts within it have their
+    score row looked up, not every verdict of the minutes read. A series the verdict's
+    ``scores`` does not hold (a canary's) passes that test and meets the score row's.
+    """
+    bound = read.bound
+    if bound is None:
+        return []
+
+    def test(value: ColumnElement[float]) -> ColumnElement[bool]:
+        if highest:
+            return value >= bound if read.inclusive else value > bound
+        return value <= bound if read.inclusive else value < bound
+
+    copied = verdicts.c.scores[score].as_float()
+    return [func.coalesce(test(copied), true()), test(verdict_scores.c.value)]
 
 
 def _evidence(conn: Connection, rows: Sequence[Any]) -> list[Evidence]:

@@ -1,5 +1,7 @@
-"""The demo's closing commands work when pasted into a fresh shell, as README command 1
-left it: in the folder it ran in, the virtual environment never activated."""
+"""The demo runs on the embedded default with nothing configured, and its closing commands
+work when pasted into a fresh shell, as README command 1 left it: in the folder it ran
+in, the virtual environment never activated. (One demo run serves both: it is the
+slowest thing a new user runs.)"""
 
 from __future__ import annotations
 
@@ -67,6 +69,7 @@ def test_the_printed_next_steps_run_as_printed(tmp_path: Path) -> None:
     demo = subprocess.run(["bash", "-c", ".venv/bin/evalfleet demo"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600, check=False)
     assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert_the_demo_ran_on_the_embedded_default(demo.stdout, tmp_path)
     printed = demo.stdout.splitlines()
     for line in readme_excerpt():
         if line.strip() != "...":  # the README leaves out lines and line ends
@@ -133,6 +136,31 @@ def test_the_printed_next_steps_run_as_printed(tmp_path: Path) -> None:
     finally:
         os.killpg(page.pid, signal.SIGTERM)
         page.wait(timeout=30)
+
+
+def assert_the_demo_ran_on_the_embedded_default(out: str, folder: Path) -> None:
+    """Nothing configured: the simulator judged, SQLite and the file-system broker held
+    everything, every bundled sample was judged, and the planted drop fired alone with
+    its evidence."""
+    assert "SIMULATED" in out
+    assert "embedded SQLite file" in out
+    assert "embedded file-system broker" in out
+    assert (folder / ".evalfleet" / "demo" / "evalfleet.db").exists()
+    table = [line.split() for line in out.splitlines() if line.startswith("rag_qa ")]
+    assert len(table) >= 6
+    assert sum(int(row[4]) for row in table) + sum(int(row[5]) for row in table) == \
+        bundled_samples()
+    # The planted drop (support-bot's v12 answers add unsupported claims) fires...
+    assert "FIRING at 2026-11-21" in out
+    assert "support_faithfulness_drop prompt_version=v12,app=support-bot" in out
+    assert "v11,app=" not in out.split("FIRING", 1)[1].split("\n\n")[0]  # nothing else fired
+    # ...and is shown with its evidence: worst samples, their text and the judge's why.
+    evidence = out.split("worst samples of the window", 1)[1]
+    samples = [line for line in evidence.splitlines() if line.lstrip()[:2] in ("1.", "2.")]
+    assert len(samples) == 2 and all("prompt_version=v12" in line for line in samples)
+    assert evidence.count("judge:") >= 2 and "not supported by the context" in evidence
+    assert "evalfleet alerts show support_faithfulness_drop" in out
+    assert "evalfleet ui" in out
 
 
 def wait_for_page(url: str, page: subprocess.Popen[bytes]) -> str:

@@ -97,12 +97,17 @@ def run_while_held(store: PostgresStore, calls: dict[str, tuple[list[VerdictKey]
                    ) -> dict[str, list[Claim] | BaseException]:
     """Run ``calls`` (name: keys, settle) in threads while first calls hold every
     transaction the store runs at once, so that they wait together; what each call
-    came to."""
-    release = threading.Event()
+    came to.
+
+    The first calls are let go one at a time, the next only once ``calls`` are done: two
+    let go at once would each hand the lead to a waiting call, and the waiting calls
+    would then form two groups or one by the threads' timing.
+    """
+    releases = {key: threading.Event() for key in HELD_KEYS}
 
     def holding(key: VerdictKey) -> Any:
         def settle(claims: list[Claim]) -> list[VerdictRecord]:
-            assert release.wait(timeout=30)
+            assert releases[key].wait(timeout=30)
             return [record(key)]
 
         return settle
@@ -128,7 +133,11 @@ def run_while_held(store: PostgresStore, calls: dict[str, tuple[list[VerdictKey]
         thread.start()
     wait_until(lambda: store._group.waiting == len(calls), timeout_s=30,
                what=f"{len(calls)} waiting calls")
-    release.set()
+    releases[HELD_KEYS[0]].set()
+    wait_until(lambda: outcomes.keys() >= calls.keys(), timeout_s=30,
+               what=f"{len(calls)} calls done")
+    for release in releases.values():
+        release.set()
     for thread in threads:
         thread.join(timeout=60)
     return outcomes
